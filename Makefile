@@ -1,0 +1,36 @@
+# vixen — the two promised commands, and a few helpers. CMake does the real work.
+#   make run    installs what is missing, builds, and runs the main job on the bundled data
+#   make test   installs, builds with -Werror, runs every test, then the CPU tests under ASan+UBSan
+BUILD ?= build
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+RUN_DIR ?= run
+
+.PHONY: all deps build run test test-asan bench clean
+
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+run: build
+	@scripts/run-demo.sh $(BUILD)/vixen $(RUN_DIR)
+
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) --no-print-directory test-asan
+
+test-asan: deps
+	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DVX_SANITIZE=ON -DVX_CUDA=OFF >/dev/null
+	@cmake --build $(BUILD)-asan -j $(JOBS)
+	@cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+		ctest --output-on-failure -j $(JOBS) -L cpu
+
+bench: build
+	@$(BUILD)/vixen bench
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan

@@ -1,0 +1,41 @@
+/* bench.h — the benchmark suite behind `vixen bench` and `vixen env bench`.
+ *
+ * Each benchmark times real work on real-sized synthetic inputs (best of several repetitions,
+ * after a warm-up) and reports items per second against the target the issue set. Targets are
+ * checked here, in benchmarks — never in timed unit tests. */
+#ifndef VIXEN_BENCH_H
+#define VIXEN_BENCH_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include "vixen/data.h"
+#include "vixen/env.h"
+
+typedef struct {
+    char name[48];
+    char unit[24];  /* what `rate` counts per second, or "ms" for a latency */
+    double items;   /* items processed per repetition */
+    double seconds; /* best repetition */
+    double value;   /* items / seconds, or milliseconds for latencies */
+    double target;  /* the figure to meet */
+    int lower_is_better;
+} vx_bench_result;
+
+/* Data benchmarks over `bars` synthetic bars: CSV parse, DBN parse (plain and zstd), features,
+ * cache load. Temporary files go under `tmp_dir`. Returns the number of results, or -1. */
+int vx_bench_data(size_t bars, const char *tmp_dir, vx_bench_result *out, int max, FILE *log);
+
+/* Environment stepping: `envs` environments for `steps` steps with random actions. */
+typedef struct {
+    double env_steps_per_s;
+    double seconds;
+    size_t episodes_ended, terminated;
+    double mean_reward, mean_episode_return;
+} vx_env_bench_stats;
+
+vx_status vx_bench_env_run(const vx_market *m, const vx_env_cfg *cfg, size_t envs, size_t steps,
+                           vx_env_bench_stats *out, FILE *progress, vx_err *e);
+
+void vx_bench_print_json(FILE *f, const vx_bench_result *r, int n);
+
+#endif

@@ -1,0 +1,111 @@
+/* util.h — status codes, errors with context, logging, timers, progress lines, files.
+ *
+ * Library functions return a vx_status and, on failure, fill a vx_err whose message names where
+ * the problem is: the file, the line (text) or record and byte offset (binary), and the field.
+ * Library code never prints on its own and never exits: it logs through a sink that the program
+ * installs (the `vixen` command sends it to stderr; tests capture it), and only main() exits. */
+#ifndef VIXEN_UTIL_H
+#define VIXEN_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum {
+    VX_OK = 0,
+    VX_ERR_ARG,         /* a caller passed something invalid */
+    VX_ERR_IO,          /* a file could not be opened, read or written */
+    VX_ERR_FORMAT,      /* bytes that do not follow the format */
+    VX_ERR_VALIDATION,  /* well-formed data that breaks a rule (high < low, unsorted, …) */
+    VX_ERR_UNSUPPORTED, /* a real format we deliberately do not read (DBZ, DBN v4) */
+    VX_ERR_NOMEM,
+    VX_ERR_NOT_FOUND,
+    VX_ERR_CUDA,
+} vx_status;
+
+const char *vx_status_name(vx_status s);
+
+/* Where an error is. Unset parts are left empty (file "", line/record -1, offset -1, field ""). */
+typedef struct {
+    vx_status status;
+    char file[256];
+    int64_t line;   /* 1-based text line, or -1 */
+    int64_t record; /* 1-based binary record, or -1 */
+    int64_t offset; /* byte offset in the (decompressed) stream, or -1 */
+    char field[32];
+    char msg[768]; /* the full one-line message, context included */
+} vx_err;
+
+void vx_err_clear(vx_err *e);
+
+/* Fills `e` (which may be NULL) and returns `s`, so callers write `return vx_err_set(...)`. */
+vx_status vx_err_set(vx_err *e, vx_status s, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* Like vx_err_set with context: "FILE: line L, field 'F': message". Pass line < 0 to omit it. */
+vx_status vx_err_line(vx_err *e, vx_status s, const char *file, int64_t line, const char *field,
+                      const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+
+/* "FILE: record R (byte O), field 'F': message". Pass record < 0 or offset < 0 to omit them. */
+vx_status vx_err_record(vx_err *e, vx_status s, const char *file, int64_t record, int64_t offset,
+                        const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+
+/* Logging: a process-wide sink, NULL (silent) until the program installs one. */
+typedef enum { VX_LOG_DEBUG, VX_LOG_INFO, VX_LOG_WARN, VX_LOG_ERROR } vx_log_level;
+typedef void (*vx_log_sink)(vx_log_level level, const char *line, void *ctx);
+void vx_log_set_sink(vx_log_sink sink, void *ctx, vx_log_level min_level);
+void vx_log(vx_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Monotonic clock. */
+uint64_t vx_now_ns(void);
+double vx_seconds_since(uint64_t start_ns);
+
+/* Progress line for long jobs: rate and ETA, redrawn in place on a terminal, plain lines (at most
+ * one every few seconds) otherwise. The caller owns the stream, usually stderr. */
+typedef struct {
+    FILE *out;
+    const char *label;
+    const char *unit;
+    uint64_t total;
+    uint64_t start_ns;
+    uint64_t last_ns;
+    int tty;
+    int printed;
+} vx_progress;
+
+void vx_progress_start(vx_progress *p, FILE *out, const char *label, const char *unit,
+                       uint64_t total);
+void vx_progress_update(vx_progress *p, uint64_t done);
+void vx_progress_finish(vx_progress *p, uint64_t done);
+/* Formats "1.23 M" style numbers and "1m05s" durations into buf. */
+const char *vx_format_count(double x, char *buf, size_t n);
+const char *vx_format_duration(double seconds, char *buf, size_t n);
+
+/* Files. */
+vx_status vx_file_read_all(const char *path, uint8_t **data, size_t *size, vx_err *e);
+
+/* Atomic write: data goes to "<path>.tmp.<pid>", is flushed, then renamed over `path`. On any
+ * failure the temporary file is removed and `path` is untouched. */
+typedef struct {
+    FILE *f;
+    char path[1024];
+    char tmp[1060];
+} vx_atomic_file;
+
+vx_status vx_atomic_open(vx_atomic_file *af, const char *path, vx_err *e);
+vx_status vx_atomic_commit(vx_atomic_file *af, vx_err *e);
+void vx_atomic_abort(vx_atomic_file *af);
+
+/* mkdir -p */
+vx_status vx_mkdirs(const char *path, vx_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Installs the Debian packages vixen's build and tests need, and returns at once when they are
+# already there. Called by `make run` and `make test`; safe to run by hand.
+set -euo pipefail
+
+packages=(cmake make gcc pkg-config libzstd-dev libcmocka-dev libxxhash-dev)
+
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null && sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,14 @@
+/* cli.h — the `vixen` commands. Each takes the arguments after its own name and returns the
+ * process exit code: 0 success, 1 failure (the error already printed), 2 usage error. */
+#ifndef VIXEN_CLI_H
+#define VIXEN_CLI_H
+
+#define VX_EXIT_OK 0
+#define VX_EXIT_FAIL 1
+#define VX_EXIT_USAGE 2
+
+int vx_cmd_data(int argc, char **argv);
+int vx_cmd_env(int argc, char **argv);
+int vx_cmd_bench(int argc, char **argv);
+
+#endif

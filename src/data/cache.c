@@ -1,0 +1,382 @@
+/* cache.c — the feature cache: one key function, atomic writes, memory-mapped reads.
+ *
+ * Precompute (`vixen data features`) and training both call vx_market_open, which calls
+ * vx_cache_key: there is exactly one place that decides what a cache entry depends on, so the
+ * two can never disagree about it.
+ *
+ * File layout (native little-endian; arrays page-aligned so the file maps straight into memory):
+ *   [0, 4096)  header (struct cache_header), its own hash last
+ *   ts[n] int64 | open, high, low, close, volume [n] double | features [rows × 45] float32
+ * The payload's XXH3-64 is stored in the header and checked on every load, so a truncated or
+ * damaged entry is a miss, never wrong numbers.
+ *
+ * The content hash of an input file is XXH3-64 of the whole file up to 64 MiB; above that, of its
+ * first and last MiB and 62 evenly spaced 64 KiB blocks — together with size and mtime this is
+ * what "the same input" means here. */
+#define _XOPEN_SOURCE 700 /* realpath */
+#include "vixen/data.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#define CACHE_MAGIC "VXFCACHE"
+#define CACHE_FORMAT 1
+#define HEADER_BYTES 4096
+#define WHOLE_HASH_LIMIT (64ull << 20)
+
+typedef struct {
+    char magic[8];
+    uint32_t format;
+    uint32_t feature_version;
+    char key[40];
+    uint64_t n_bars, first_bar, rows, cols;
+    int64_t interval_ns;
+    uint32_t instrument_id, pad;
+    char instrument[72];
+    char source[512];
+    uint64_t off[7]; /* ts, open, high, low, close, volume, features */
+    uint64_t file_bytes;
+    uint64_t payload_hash;
+    uint64_t header_hash; /* XXH3-64 of every byte above */
+} cache_header;
+
+static uint64_t file_content_hash(int fd, uint64_t size, int *ok)
+{
+    XXH3_state_t *h = XXH3_createState();
+    *ok = h != NULL;
+    if (!h) return 0;
+    XXH3_64bits_reset(h);
+    enum { BLK = 1 << 16 };
+    uint8_t *buf = malloc(1 << 20);
+    if (!buf) {
+        XXH3_freeState(h);
+        *ok = 0;
+        return 0;
+    }
+    /* (offset, length) pieces to hash */
+    uint64_t pieces[66][2];
+    int np = 0;
+    if (size <= WHOLE_HASH_LIMIT) {
+        pieces[np][0] = 0, pieces[np][1] = size, np++;
+    } else {
+        pieces[np][0] = 0, pieces[np][1] = 1 << 20, np++;
+        for (int i = 1; i <= 62; i++)
+            pieces[np][0] = size / 63 * (uint64_t)i, pieces[np][1] = BLK, np++;
+        pieces[np][0] = size - (1 << 20), pieces[np][1] = 1 << 20, np++;
+    }
+    for (int p = 0; p < np && *ok; p++) {
+        uint64_t off = pieces[p][0], left = pieces[p][1];
+        while (left > 0) {
+            size_t want = left > (1 << 20) ? (1 << 20) : (size_t)left;
+            ssize_t got = pread(fd, buf, want, (off_t)off);
+            if (got <= 0) {
+                *ok = 0;
+                break;
+            }
+            XXH3_64bits_update(h, buf, (size_t)got);
+            off += (uint64_t)got;
+            left -= (uint64_t)got;
+        }
+    }
+    uint64_t d = XXH3_64bits_digest(h);
+    free(buf);
+    XXH3_freeState(h);
+    return d;
+}
+
+vx_status vx_cache_key(const char *const *paths, size_t n_paths, const vx_load_opts *opts,
+                       char key_out[33], vx_err *e)
+{
+    char **files;
+    size_t nf;
+    vx_status st = vx_paths_expand(paths, n_paths, &files, &nf, e);
+    if (st) return st;
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) {
+        vx_paths_free(files, nf);
+        return vx_err_set(e, VX_ERR_NOMEM, "out of memory");
+    }
+    XXH3_128bits_reset(h);
+    char line[PATH_MAX + 256];
+    /* the feature definition: version and every parameter that changes the numbers */
+    int n = snprintf(line, sizeof line,
+                     "vixen-features version=%d market=%d warmup=%d clip=%g interval=native "
+                     "instrument=%s\n",
+                     VX_FEATURE_VERSION, VX_MARKET_FEATURES, VX_FEATURE_WARMUP,
+                     (double)VX_FEATURE_CLIP, opts && opts->instrument ? opts->instrument : "");
+    XXH3_128bits_update(h, line, (size_t)n);
+    for (size_t i = 0; i < nf && !st; i++) {
+        char real[PATH_MAX];
+        int fd = open(files[i], O_RDONLY);
+        struct stat sb;
+        if (fd < 0 || fstat(fd, &sb) != 0 || !realpath(files[i], real)) {
+            st = vx_err_line(e, VX_ERR_IO, files[i], -1, "", "cannot open: %s", strerror(errno));
+            if (fd >= 0) close(fd);
+            break;
+        }
+        int ok;
+        uint64_t ch = file_content_hash(fd, (uint64_t)sb.st_size, &ok);
+        close(fd);
+        if (!ok) {
+            st = vx_err_line(e, VX_ERR_IO, files[i], -1, "", "cannot read for hashing");
+            break;
+        }
+        n = snprintf(line, sizeof line, "file %s size=%lld mtime=%lld.%09ld hash=%016llx\n", real,
+                     (long long)sb.st_size, (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec,
+                     (unsigned long long)ch);
+        XXH3_128bits_update(h, line, (size_t)n);
+    }
+    XXH128_hash_t d = XXH3_128bits_digest(h);
+    XXH3_freeState(h);
+    vx_paths_free(files, nf);
+    if (st) return st;
+    snprintf(key_out, 33, "%016llx%016llx", (unsigned long long)d.high64,
+             (unsigned long long)d.low64);
+    return VX_OK;
+}
+
+void vx_cache_default_dir(char *buf, size_t n)
+{
+    const char *d = getenv("VIXEN_CACHE_DIR");
+    if (d && *d) {
+        snprintf(buf, n, "%s", d);
+        return;
+    }
+    d = getenv("XDG_CACHE_HOME");
+    if (d && *d) {
+        snprintf(buf, n, "%s/vixen", d);
+        return;
+    }
+    d = getenv("HOME");
+    snprintf(buf, n, "%s/.cache/vixen", d && *d ? d : ".");
+}
+
+void vx_cache_path(const char *cache_dir, const char *key, char *buf, size_t n)
+{
+    snprintf(buf, n, "%s/features-v%d-%s.vxf", cache_dir, VX_FEATURE_VERSION, key);
+}
+
+static uint64_t align_page(uint64_t x) { return (x + 4095) & ~(uint64_t)4095; }
+
+static void layout(cache_header *h)
+{
+    uint64_t off = HEADER_BYTES;
+    for (int i = 0; i < 6; i++) {
+        h->off[i] = off;
+        off = align_page(off + h->n_bars * 8);
+    }
+    h->off[6] = off;
+    h->file_bytes = off + h->rows * h->cols * sizeof(float);
+}
+
+static vx_status cache_write(const char *path, const vx_market *m, const char *key, vx_err *e)
+{
+    cache_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, CACHE_MAGIC, 8);
+    h.format = CACHE_FORMAT;
+    h.feature_version = VX_FEATURE_VERSION;
+    snprintf(h.key, sizeof h.key, "%s", key);
+    h.n_bars = m->n_bars;
+    h.first_bar = m->first_bar;
+    h.rows = m->rows;
+    h.cols = VX_MARKET_FEATURES;
+    h.interval_ns = m->interval_ns;
+    h.instrument_id = m->series_.instrument_id;
+    snprintf(h.instrument, sizeof h.instrument, "%s", m->instrument);
+    snprintf(h.source, sizeof h.source, "%s", m->source);
+    layout(&h);
+    const void *arrays[7] = {m->ts, m->open, m->high, m->low, m->close, m->volume, m->features};
+    uint64_t sizes[7];
+    for (int i = 0; i < 6; i++) sizes[i] = h.n_bars * 8;
+    sizes[6] = h.rows * h.cols * sizeof(float);
+    XXH3_state_t *xs = XXH3_createState();
+    if (!xs) return vx_err_set(e, VX_ERR_NOMEM, "out of memory");
+    XXH3_64bits_reset(xs);
+    for (int i = 0; i < 7; i++) XXH3_64bits_update(xs, arrays[i], sizes[i]);
+    h.payload_hash = XXH3_64bits_digest(xs);
+    XXH3_freeState(xs);
+    h.header_hash = XXH3_64bits(&h, offsetof(cache_header, header_hash));
+
+    vx_atomic_file af;
+    vx_status st = vx_atomic_open(&af, path, e);
+    if (st) return st;
+    static const uint8_t zeros[4096];
+    uint8_t head[HEADER_BYTES] = {0};
+    memcpy(head, &h, sizeof h);
+    int bad = fwrite(head, 1, HEADER_BYTES, af.f) != HEADER_BYTES;
+    uint64_t pos = HEADER_BYTES;
+    for (int i = 0; i < 7 && !bad; i++) {
+        while (pos < h.off[i] && !bad) {
+            size_t pad = (size_t)(h.off[i] - pos < 4096 ? h.off[i] - pos : 4096);
+            bad = fwrite(zeros, 1, pad, af.f) != pad;
+            pos += pad;
+        }
+        bad = bad || fwrite(arrays[i], 1, sizes[i], af.f) != sizes[i];
+        pos += sizes[i];
+    }
+    if (bad) {
+        vx_atomic_abort(&af);
+        return vx_err_line(e, VX_ERR_IO, path, -1, "", "write failed: %s", strerror(errno));
+    }
+    return vx_atomic_commit(&af, e);
+}
+
+/* Maps a cache file; returns 0 and fills m on success, else writes the miss reason. */
+static int cache_try_load(const char *path, const char *key, vx_market *m, char *why, size_t wn)
+{
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) {
+        snprintf(why, wn, "no entry for this key");
+        return -1;
+    }
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < HEADER_BYTES) {
+        close(fd);
+        snprintf(why, wn, "entry shorter than its header");
+        return -1;
+    }
+    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) {
+        snprintf(why, wn, "cannot map the entry: %s", strerror(errno));
+        return -1;
+    }
+    cache_header h;
+    memcpy(&h, map, sizeof h);
+    const char *bad = NULL;
+    if (memcmp(h.magic, CACHE_MAGIC, 8) != 0) bad = "not a vixen cache file";
+    else if (h.header_hash != XXH3_64bits(&h, offsetof(cache_header, header_hash)))
+        bad = "damaged header";
+    else if (h.format != CACHE_FORMAT) bad = "written by another cache format";
+    else if (h.feature_version != VX_FEATURE_VERSION) bad = "written by another feature version";
+    else if (strcmp(h.key, key) != 0) bad = "key mismatch";
+    else if (h.cols != VX_MARKET_FEATURES) bad = "wrong feature count";
+    else if (h.file_bytes != (uint64_t)sb.st_size) bad = "truncated entry";
+    if (!bad) {
+        cache_header chk = h;
+        layout(&chk);
+        if (memcmp(chk.off, h.off, sizeof h.off) != 0) bad = "inconsistent layout";
+    }
+    if (!bad) {
+        XXH3_state_t *xs = XXH3_createState();
+        if (!xs) bad = "out of memory";
+        else {
+            XXH3_64bits_reset(xs);
+            for (int i = 0; i < 6; i++) XXH3_64bits_update(xs, (uint8_t *)map + h.off[i], h.n_bars * 8);
+            XXH3_64bits_update(xs, (uint8_t *)map + h.off[6], h.rows * h.cols * sizeof(float));
+            if (XXH3_64bits_digest(xs) != h.payload_hash) bad = "payload checksum mismatch";
+            XXH3_freeState(xs);
+        }
+    }
+    if (bad) {
+        munmap(map, (size_t)sb.st_size);
+        snprintf(why, wn, "%s", bad);
+        return -1;
+    }
+    uint8_t *b = map;
+    m->n_bars = h.n_bars;
+    m->ts = (const int64_t *)(b + h.off[0]);
+    m->open = (const double *)(b + h.off[1]);
+    m->high = (const double *)(b + h.off[2]);
+    m->low = (const double *)(b + h.off[3]);
+    m->close = (const double *)(b + h.off[4]);
+    m->volume = (const double *)(b + h.off[5]);
+    m->features = (const float *)(b + h.off[6]);
+    m->first_bar = h.first_bar;
+    m->rows = h.rows;
+    m->interval_ns = h.interval_ns;
+    snprintf(m->instrument, sizeof m->instrument, "%s", h.instrument);
+    snprintf(m->source, sizeof m->source, "%s", h.source);
+    m->map_ = map;
+    m->map_len_ = (size_t)sb.st_size;
+    m->from_cache = 1;
+    return 0;
+}
+
+static void market_point_at_owned(vx_market *m)
+{
+    m->n_bars = m->series_.n;
+    m->ts = m->series_.ts;
+    m->open = m->series_.open;
+    m->high = m->series_.high;
+    m->low = m->series_.low;
+    m->close = m->series_.close;
+    m->volume = m->series_.volume;
+    m->first_bar = m->features_.first_bar;
+    m->rows = m->features_.rows;
+    m->features = m->features_.x;
+    m->interval_ns = m->series_.interval_ns;
+    snprintf(m->instrument, sizeof m->instrument, "%s", m->series_.instrument);
+    snprintf(m->source, sizeof m->source, "%s", m->series_.source);
+}
+
+vx_status vx_market_from_series(vx_series *s, vx_market *out, vx_err *e)
+{
+    memset(out, 0, sizeof *out);
+    out->series_ = *s;
+    memset(s, 0, sizeof *s);
+    vx_status st = vx_features_compute(&out->series_, &out->features_, e);
+    if (st) {
+        vx_market_close(out);
+        return st;
+    }
+    market_point_at_owned(out);
+    return VX_OK;
+}
+
+vx_status vx_market_open(const char *const *paths, size_t n_paths, const vx_load_opts *opts,
+                         const char *cache_dir, vx_market *out, vx_err *e)
+{
+    memset(out, 0, sizeof *out);
+    char key[33] = "", path[2048] = "";
+    vx_status st;
+    if (cache_dir) {
+        st = vx_cache_key(paths, n_paths, opts, key, e);
+        if (st) return st;
+        vx_cache_path(cache_dir, key, path, sizeof path);
+        char why[128];
+        if (cache_try_load(path, key, out, why, sizeof why) == 0) {
+            snprintf(out->key, sizeof out->key, "%s", key);
+            vx_log(VX_LOG_INFO, "feature cache: hit %s", key);
+            return VX_OK;
+        }
+        vx_log(VX_LOG_INFO, "feature cache: miss (%s) %s", why, key);
+    }
+    vx_series s = {0};
+    st = vx_series_load(paths, n_paths, opts, &s, e);
+    if (st) {
+        vx_series_free(&s);
+        return st;
+    }
+    st = vx_market_from_series(&s, out, e);
+    if (st) return st;
+    if (cache_dir) {
+        snprintf(out->key, sizeof out->key, "%s", key);
+        st = vx_mkdirs(cache_dir, e);
+        if (!st) st = cache_write(path, out, key, e);
+        if (st) {
+            vx_market_close(out);
+            return st;
+        }
+        vx_log(VX_LOG_INFO, "feature cache: wrote %s", path);
+    }
+    return VX_OK;
+}
+
+void vx_market_close(vx_market *m)
+{
+    if (m->map_) munmap(m->map_, m->map_len_);
+    vx_series_free(&m->series_);
+    vx_features_free(&m->features_);
+    memset(m, 0, sizeof *m);
+}

@@ -1,0 +1,232 @@
+/* test_cli.c — the `vixen` command as a user runs it: inspect output on the fixtures, one-line
+ * errors with exit codes for every corrupt input, usage errors, and the feature cache shared by
+ * the CLI's precompute and the training entry point (vx_market_open). */
+#define _XOPEN_SOURCE 700
+#include "helpers.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <zstd.h>
+
+static char out[1 << 16], err[1 << 14];
+
+static int vixen(const char *args)
+{
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s %s", VX_BINARY, args);
+    return th_run(cmd, out, sizeof out, err, sizeof err);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s; s++) n += *s == '\n';
+    return n;
+}
+
+static void test_inspect_json_fixtures(void **state)
+{
+    (void)state;
+    const char *names[3] = {"test_data.ohlcv-1m.dbn", "test_data.ohlcv-1m.v1.dbn.zst",
+                            "test_data.ohlcv-1m.v3.dbn.zst"};
+    const char *versions[3] = {"\"dbn_version\": 2", "\"dbn_version\": 1", "\"dbn_version\": 3"};
+    for (int i = 0; i < 3; i++) {
+        char args[512];
+        snprintf(args, sizeof args, "data inspect --json %s/%s", VX_FIXTURES, names[i]);
+        assert_int_equal(vixen(args), 0);
+        assert_int_equal(count_lines(out), 1);
+        assert_non_null(strstr(out, versions[i]));
+        assert_non_null(strstr(out, "\"valid\": true"));
+        assert_non_null(strstr(out, "{\"instrument_id\": 5482, \"symbol\": \"ESH1\", \"bars\": 2}"));
+        assert_non_null(strstr(out, "{\"ts_ns\": 1609160400000000000, \"time\": "
+                                    "\"2020-12-28T13:00:00Z\", \"open\": 372025, \"high\": 372150, "
+                                    "\"low\": 372025, \"close\": 372100, \"volume\": 353}"));
+        assert_non_null(strstr(out, "{\"ts_ns\": 1609160460000000000, \"time\": "
+                                    "\"2020-12-28T13:01:00Z\", \"open\": 372100, \"high\": 372150, "
+                                    "\"low\": 372100, \"close\": 372150, \"volume\": 152}"));
+        assert_non_null(strstr(out, "\"interval_s\": 60"));
+    }
+}
+
+typedef struct {
+    const char *name;
+    const uint8_t *bytes;
+    size_t n;
+    const char *where; /* "line 3" or "record 2" ... */
+    const char *field;
+} corrupt;
+
+static void test_corrupt_inputs_one_line_error_no_cache(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    size_t vn, zn;
+    uint8_t *v2 = th_read(TH_FIXTURE("test_data.ohlcv-1m.dbn"), &vn);
+    uint8_t *z3 = th_read(TH_FIXTURE("test_data.ohlcv-1m.v3.dbn.zst"), &zn);
+    uint8_t bad_magic[465], v4[465], len0[465], past[465], damaged[166];
+    memcpy(bad_magic, v2, vn), bad_magic[1] = 'X';
+    memcpy(v4, v2, vn), v4[3] = 4;
+    memcpy(len0, v2, vn), len0[409] = 0;
+    memcpy(past, v2, vn), past[409] = 60;
+    memcpy(damaged, z3, zn);
+    for (int i = 40; i < 80; i++) damaged[i] ^= 0xA5;
+    const char *h = "timestamp,open,high,low,close,volume\n";
+    char nan_csv[256], hl_csv[256], unsorted[256], dup[256];
+    snprintf(nan_csv, sizeof nan_csv, "%s2024-01-02 10:00,1,2,1,2,5\n2024-01-02 10:01,1,2,1,NaN,5\n", h);
+    snprintf(hl_csv, sizeof hl_csv, "%s2024-01-02 10:00,1,2,3,2,5\n", h);
+    snprintf(unsorted, sizeof unsorted, "%s2024-01-02 10:01,1,2,1,2,5\n2024-01-02 10:00,1,2,1,2,5\n", h);
+    snprintf(dup, sizeof dup, "%s2024-01-02 10:01,1,2,1,2,5\n2024-01-02 10:01,1,2,1,2,5\n", h);
+    const char *missing = "timestamp,open,high,close,volume\n2024-01-02,1,2,1,5\n";
+    corrupt cases[] = {
+        {"truncated.dbn", v2, 430, "record 2 (byte 409)", "field 'length'"},
+        {"magic.dbn", bad_magic, vn, "byte 0", "field 'magic'"},
+        {"v4.dbn", v4, vn, "byte 3", "field 'version'"},
+        {"len0.dbn", len0, vn, "record 2 (byte 409)", "field 'length'"},
+        {"past.dbn", past, vn, "record 2 (byte 409)", "field 'length'"},
+        {"damaged.dbn.zst", damaged, zn, "byte", "field 'zstd'"},
+        {"nan.csv", (const uint8_t *)nan_csv, strlen(nan_csv), "line 3", "field 'close'"},
+        {"highlow.csv", (const uint8_t *)hl_csv, strlen(hl_csv), "line 2", "field 'high'"},
+        {"unsorted.csv", (const uint8_t *)unsorted, strlen(unsorted), "line 3", "field 'timestamp'"},
+        {"dup.csv", (const uint8_t *)dup, strlen(dup), "line 3", "field 'timestamp'"},
+        {"missing.csv", (const uint8_t *)missing, strlen(missing), "line 1", "field 'low'"},
+        {"empty.csv", (const uint8_t *)"", 0, "", "empty file"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char path[256], cache[256], args[1024];
+        snprintf(path, sizeof path, "%s/%s", dir, cases[i].name);
+        snprintf(cache, sizeof cache, "%s/cache-%zu", dir, i);
+        th_write(path, cases[i].bytes, cases[i].n);
+        snprintf(args, sizeof args, "data features %s --cache %s", path, cache);
+        int rc = vixen(args);
+        if (rc != 1) fail_msg("%s: exit %d, stderr: %s", cases[i].name, rc, err);
+        /* exactly one line of error (after any cache miss log line), naming file, place, field */
+        const char *last = err;
+        for (const char *p = err; *p; p++)
+            if (*p == '\n' && p[1]) last = p + 1;
+        if (!strstr(last, path) || !strstr(last, cases[i].where) || !strstr(last, cases[i].field))
+            fail_msg("%s: unclear error: %s", cases[i].name, last);
+        assert_int_equal(count_lines(last), 1);
+        /* nothing written, not even a temporary file */
+        assert_int_equal(th_count_files(cache), 0);
+        /* inspect agrees and also exits non-zero */
+        snprintf(args, sizeof args, "data inspect --json %s", path);
+        assert_int_equal(vixen(args), 1);
+        assert_non_null(strstr(out, "\"valid\": false"));
+    }
+    free(v2);
+    free(z3);
+    th_rmtree(dir);
+}
+
+static void test_usage_errors(void **state)
+{
+    (void)state;
+    assert_int_equal(vixen("data inspect --frobnicate x.csv"), 2);
+    assert_non_null(strstr(err, "unknown option '--frobnicate'"));
+    assert_int_equal(count_lines(err), 1);
+    assert_int_equal(vixen("data inspect"), 2);
+    assert_non_null(strstr(err, "missing argument"));
+    assert_int_equal(vixen("data synth --days 3"), 2);
+    assert_non_null(strstr(err, "--out"));
+    assert_int_equal(vixen("data synth --out"), 2);
+    assert_non_null(strstr(err, "needs a value"));
+    assert_int_equal(vixen("data synth --days many --out x.csv"), 2);
+    assert_int_equal(vixen("env bench --envs 0"), 2);
+    assert_int_equal(vixen("nonsense"), 2);
+    assert_int_equal(vixen("data nonsense"), 2);
+    assert_int_equal(vixen(""), 2);
+    const char *helps[] = {"--help", "data inspect --help", "data synth --help",
+                           "data features --help", "env bench --help", "bench --help"};
+    for (size_t i = 0; i < sizeof helps / sizeof *helps; i++) {
+        assert_int_equal(vixen(helps[i]), 0);
+        assert_non_null(strstr(out, "usage: vixen"));
+    }
+}
+
+static void test_features_cli_then_training_entry_point_hits(void **state)
+{
+    (void)state;
+    char dir[64], csv[128], cache[128], args[512];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(csv, sizeof csv, "%s/synth.csv", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    snprintf(args, sizeof args, "data synth --days 3 --seed 9 --out %s", csv);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, "1170 bars"));
+    snprintf(args, sizeof args, "data features %s --cache %s", csv, cache);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(err, "feature cache: miss"));
+    assert_non_null(strstr(out, "930 rows x 45 features"));
+    /* the training entry point, in this process, finds the CLI's entry */
+    const char *paths[1] = {csv};
+    vx_market m;
+    vx_err e;
+    th_log_start();
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &m, &e), VX_OK);
+    assert_non_null(strstr(th_log_text(), "feature cache: hit"));
+    assert_int_equal(m.from_cache, 1);
+    assert_int_equal(m.rows, 930);
+    vx_market_close(&m);
+    /* touching the input misses */
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {0, UTIME_NOW}};
+    struct stat before, after;
+    stat(csv, &before);
+    ts[1].tv_sec = before.st_mtim.tv_sec + 10, ts[1].tv_nsec = 0;
+    assert_int_equal(utimensat(AT_FDCWD, csv, ts, 0), 0);
+    stat(csv, &after);
+    assert_true(after.st_mtim.tv_sec != before.st_mtim.tv_sec);
+    th_log_start();
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &m, &e), VX_OK);
+    assert_non_null(strstr(th_log_text(), "feature cache: miss"));
+    assert_int_equal(m.from_cache, 0);
+    vx_market_close(&m);
+    th_log_stop();
+    /* and the CLI now hits the entry the training side wrote */
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(err, "feature cache: hit"));
+    th_rmtree(dir);
+}
+
+static void test_synth_formats_and_env_bench(void **state)
+{
+    (void)state;
+    char dir[64], p[128], args[512];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/s.dbn.zst", dir);
+    snprintf(args, sizeof args, "data synth --days 2 --out %s", p);
+    assert_int_equal(vixen(args), 0);
+    size_t n;
+    uint8_t *b = th_read(p, &n);
+    assert_true(n > 4 && b[0] == 0x28 && b[1] == 0xB5); /* zstd frame */
+    free(b);
+    snprintf(args, sizeof args, "data inspect %s", p);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, "dbn v3 (zstd)"));
+    assert_non_null(strstr(out, "780 bars"));
+    assert_non_null(strstr(out, "verdict      valid"));
+    assert_int_equal(vixen("env bench --envs 64 --steps 300 --days 5 --json"), 0);
+    assert_non_null(strstr(out, "\"envs\": 64"));
+    double rate = 0;
+    const char *r = strstr(out, "\"env_steps_per_s\": ");
+    assert_non_null(r);
+    rate = atof(r + strlen("\"env_steps_per_s\": "));
+    assert_true(rate > 0);
+    th_rmtree(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_inspect_json_fixtures),
+        cmocka_unit_test(test_corrupt_inputs_one_line_error_no_cache),
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_features_cli_then_training_entry_point_hits),
+        cmocka_unit_test(test_synth_formats_and_env_bench),
+    };
+    return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
+}

@@ -1,0 +1,365 @@
+/* test_data.c — CSV reading and writing, timestamps, validation, multi-file loading, and the
+ * synthetic market. The DBN and feature groups live beside it (test_dbn.c, test_features.c). */
+#include "helpers.h"
+#include "data_tests.h"
+#include "../../src/data/data_internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static vx_status parse(const char *text, vx_series *s, vx_err *e)
+{
+    memset(s, 0, sizeof *s);
+    vx_status st = vx_csv_parse("t.csv", text, strlen(text), NULL, s, e);
+    return st;
+}
+
+static int64_t ns(int y, int mo, int d, int h, int mi, int sec)
+{
+    return ((int64_t)vx_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 +
+            sec) * 1000000000ll;
+}
+
+static void test_csv_basic_and_extra_columns(void **state)
+{
+    (void)state;
+    vx_series s;
+    vx_err e;
+    const char *csv = "Date,Open,High,Low,Close,Adj Close,Volume\n"
+                      "2024-01-02,4000.25,4010,3990.5,4005,4005,1200\n"
+                      "2024-01-03,4005,4020,4001,4019.75,4019.75,0\n";
+    assert_int_equal(parse(csv, &s, &e), VX_OK);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.ts[0], ns(2024, 1, 2, 0, 0, 0));
+    assert_int_equal(s.ts[1], ns(2024, 1, 3, 0, 0, 0));
+    assert_true(s.open[0] == 4000.25 && s.high[0] == 4010 && s.low[0] == 3990.5);
+    assert_true(s.close[1] == 4019.75 && s.volume[0] == 1200 && s.volume[1] == 0);
+    assert_int_equal(s.interval_ns, 86400000000000ll);
+    vx_series_free(&s);
+}
+
+static void test_csv_timestamp_formats(void **state)
+{
+    (void)state;
+    struct {
+        const char *text;
+        int64_t want0;
+    } cases[] = {
+        {"timestamp,open,high,low,close,volume\n2024-03-01 09:30,1,2,1,2,5\n",
+         ns(2024, 3, 1, 9, 30, 0)},
+        {"datetime;open;high;low;close;volume\n2024-03-01 09:30:15;1;2;1;2;5\n",
+         ns(2024, 3, 1, 9, 30, 15)},
+        {"time\topen\thigh\tlow\tclose\tvolume\n2024-03-01T09:30:15.250Z\t1\t2\t1\t2\t5\n",
+         ns(2024, 3, 1, 9, 30, 15) + 250000000},
+        {"timestamp,open,high,low,close,volume\n2024-03-01T09:30:00-05:00,1,2,1,2,5\n",
+         ns(2024, 3, 1, 14, 30, 0)},
+        {"timestamp,open,high,low,close,volume\n2024-03-01T09:30:00+0100,1,2,1,2,5\n",
+         ns(2024, 3, 1, 8, 30, 0)},
+        {"date,time,open,high,low,close,volume\n2024-03-01,09:31:00,1,2,1,2,5\n",
+         ns(2024, 3, 1, 9, 31, 0)},
+        {"timestamp,open,high,low,close,volume\n1709285400,1,2,1,2,5\n", 1709285400000000000ll},
+        {"timestamp,open,high,low,close,volume\n1709285400123,1,2,1,2,5\n",
+         1709285400123000000ll},
+        {"timestamp,open,high,low,close,volume\n1709285400123456789,1,2,1,2,5\n",
+         1709285400123456789ll},
+        {"\xEF\xBB\xBF\"Timestamp\",\"OPEN\",\"High\",\"low\",\"Close\",\"VOLUME\"\r\n"
+         "\"2024-03-01 09:30:00\",1,2,1,2,5\r\n",
+         ns(2024, 3, 1, 9, 30, 0)},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        vx_series s;
+        vx_err e;
+        vx_status st = parse(cases[i].text, &s, &e);
+        if (st) fail_msg("case %zu: %s", i, e.msg);
+        assert_int_equal(s.n, 1);
+        assert_int_equal(s.ts[0], cases[i].want0);
+        vx_series_free(&s);
+    }
+}
+
+static void test_datetime_parser(void **state)
+{
+    (void)state;
+    int64_t t;
+    assert_int_equal(vx_parse_datetime("2024-02-29", 10, &t), 0);
+    assert_int_equal(t, ns(2024, 2, 29, 0, 0, 0));
+    assert_int_equal(vx_parse_datetime("2023-02-29", 10, &t), -1);
+    assert_int_equal(vx_parse_datetime("2024-13-01", 10, &t), -1);
+    assert_int_equal(vx_parse_datetime("2024-01-01 24:00", 16, &t), -1);
+    assert_int_equal(vx_parse_datetime("2024-01-01 10:00x", 17, &t), -1);
+    assert_int_equal(vx_parse_datetime("1969-12-31T23:59:59Z", 20, &t), 0);
+    assert_int_equal(t, -1000000000ll);
+    char buf[48];
+    vx_format_ts(1609160400000000000ll, buf, sizeof buf);
+    assert_string_equal(buf, "2020-12-28T13:00:00Z");
+    vx_format_ts(1609160400000000001ll, buf, sizeof buf);
+    assert_string_equal(buf, "2020-12-28T13:00:00.000000001Z");
+    assert_int_equal(vx_parse_datetime(buf, strlen(buf), &t), 0);
+    assert_int_equal(t, 1609160400000000001ll);
+}
+
+static void test_eastern_time(void **state)
+{
+    (void)state;
+    /* 2024: DST from 2024-03-10 07:00Z to 2024-11-03 06:00Z */
+    int64_t s = ns(2024, 3, 10, 6, 59, 59) / 1000000000;
+    assert_int_equal(vx_eastern_offset_s(s), -5 * 3600);
+    assert_int_equal(vx_eastern_offset_s(s + 1), -4 * 3600);
+    s = ns(2024, 11, 3, 5, 59, 59) / 1000000000;
+    assert_int_equal(vx_eastern_offset_s(s), -4 * 3600);
+    assert_int_equal(vx_eastern_offset_s(s + 1), -5 * 3600);
+    assert_int_equal(vx_eastern_offset_s(ns(2024, 1, 15, 12, 0, 0) / 1000000000), -5 * 3600);
+}
+
+typedef struct {
+    const char *text;
+    vx_status status;
+    int64_t line;
+    const char *field;
+    const char *words; /* must appear in the message */
+} bad_case;
+
+static void test_csv_rejects_bad_input(void **state)
+{
+    (void)state;
+    const char *h = "timestamp,open,high,low,close,volume\n";
+    char buf[8][512];
+    bad_case cases[] = {
+        {"", VX_ERR_FORMAT, -1, "", "empty file"},
+        {"\n\n  \n", VX_ERR_FORMAT, -1, "", "empty file"},
+        {"timestamp,open,high,low,close,volume\n", VX_ERR_FORMAT, -1, "", "no data rows"},
+        {"timestamp,open,high,low,close\n2024-01-01,1,2,1,2\n", VX_ERR_FORMAT, 1, "volume",
+         "missing column"},
+        {"open,high,low,close,volume\n1,2,1,2,3\n", VX_ERR_FORMAT, 1, "timestamp",
+         "missing column"},
+        {buf[0], VX_ERR_VALIDATION, 3, "close", "not finite"},
+        {buf[1], VX_ERR_VALIDATION, 2, "high", "below low"},
+        {buf[2], VX_ERR_VALIDATION, 3, "timestamp", "earlier than"},
+        {buf[3], VX_ERR_VALIDATION, 3, "timestamp", "duplicate"},
+        {buf[4], VX_ERR_FORMAT, 2, "open", "not a number"},
+        {buf[5], VX_ERR_FORMAT, 2, "timestamp", "cannot read"},
+        {buf[6], VX_ERR_VALIDATION, 2, "low", "not positive"},
+        {buf[7], VX_ERR_FORMAT, 3, "", "expected 6 fields, found 4"},
+    };
+    snprintf(buf[0], 512, "%s2024-01-01 10:00,1,2,1,2,5\n2024-01-01 10:01,1,2,1,nan,5\n", h);
+    snprintf(buf[1], 512, "%s2024-01-01 10:00,1,0.5,1.5,1,5\n", h);
+    snprintf(buf[2], 512, "%s2024-01-01 10:05,1,2,1,2,5\n2024-01-01 10:01,1,2,1,2,5\n", h);
+    snprintf(buf[3], 512, "%s2024-01-01 10:05,1,2,1,2,5\n2024-01-01 10:05,1,2,1,2,5\n", h);
+    snprintf(buf[4], 512, "%s2024-01-01 10:00,1x,2,1,2,5\n", h);
+    snprintf(buf[5], 512, "%s01/02/2024 10:00,1,2,1,2,5\n", h);
+    snprintf(buf[6], 512, "%s2024-01-01 10:00,1,2,-1,2,5\n", h);
+    snprintf(buf[7], 512, "%s2024-01-01 10:00,1,2,1,2,5\n2024-01-01 10:01,1,2,1\n", h);
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        vx_series s;
+        vx_err e;
+        vx_status st = parse(cases[i].text, &s, &e);
+        vx_series_free(&s);
+        if (st != cases[i].status) fail_msg("case %zu: status %d, message: %s", i, st, e.msg);
+        assert_int_equal(e.line, cases[i].line);
+        assert_string_equal(e.field, cases[i].field);
+        assert_string_equal(e.file, "t.csv");
+        if (!strstr(e.msg, cases[i].words)) fail_msg("case %zu: '%s' lacks '%s'", i, e.msg, cases[i].words);
+        assert_null(strchr(e.msg, '\n'));
+        assert_true(strncmp(e.msg, "t.csv: ", 7) == 0);
+    }
+}
+
+static void test_csv_other_price_checks(void **state)
+{
+    (void)state;
+    const char *h = "timestamp,open,high,low,close,volume\n";
+    const char *rows[] = {"2024-01-01,3,2.5,1,2,5\n",   /* high < open */
+                          "2024-01-01,1.5,2,1.6,2,5\n", /* low > open */
+                          "2024-01-01,1,2,1,2,-5\n",    /* volume < 0 */
+                          "2024-01-01,1,inf,1,2,5\n"};
+    const char *fields[] = {"high", "low", "volume", "high"};
+    for (int i = 0; i < 4; i++) {
+        char text[256];
+        snprintf(text, sizeof text, "%s%s", h, rows[i]);
+        vx_series s;
+        vx_err e;
+        assert_int_equal(parse(text, &s, &e), VX_ERR_VALIDATION);
+        assert_string_equal(e.field, fields[i]);
+        vx_series_free(&s);
+    }
+}
+
+static void test_csv_write_read_roundtrip(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/x.csv", dir);
+    vx_series s;
+    th_synth(&s, 3, 5, 0.1);
+    s.open[7] = 4000.1234567891234; /* not on the tick grid: needs 17 digits */
+    s.high[7] = fmax(s.high[7], s.open[7]);
+    s.low[7] = fmin(s.low[7], s.open[7]);
+    vx_err e;
+    assert_int_equal(vx_csv_write(path, &s, &e), VX_OK);
+    vx_series r = {0};
+    assert_int_equal(vx_csv_read(path, NULL, &r, &e), VX_OK);
+    assert_int_equal(r.n, s.n);
+    assert_memory_equal(r.ts, s.ts, s.n * sizeof *s.ts);
+    assert_memory_equal(r.open, s.open, s.n * sizeof(double));
+    assert_memory_equal(r.high, s.high, s.n * sizeof(double));
+    assert_memory_equal(r.low, s.low, s.n * sizeof(double));
+    assert_memory_equal(r.close, s.close, s.n * sizeof(double));
+    assert_memory_equal(r.volume, s.volume, s.n * sizeof(double));
+    assert_string_equal(r.instrument, "x");
+    assert_int_equal(r.interval_ns, 60000000000ll);
+    vx_series_free(&s);
+    vx_series_free(&r);
+    th_rmtree(dir);
+}
+
+static void test_load_several_files_in_time_order(void **state)
+{
+    (void)state;
+    char dir[64], a[128], b[128], c[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(a, sizeof a, "%s/day2.csv", dir);
+    snprintf(b, sizeof b, "%s/day1.csv", dir);
+    const char *h = "timestamp,open,high,low,close,volume\n";
+    char t[512];
+    snprintf(t, sizeof t, "%s2024-01-03 10:00,5,6,4,5,1\n2024-01-03 10:01,5,6,4,6,1\n", h);
+    th_write_str(a, t);
+    snprintf(t, sizeof t, "%s2024-01-02 10:00,1,2,1,2,1\n2024-01-02 10:01,2,3,2,3,1\n", h);
+    th_write_str(b, t);
+    vx_series s = {0};
+    vx_err e;
+    const char *one[1] = {dir};
+    assert_int_equal(vx_series_load(one, 1, NULL, &s, &e), VX_OK);
+    assert_int_equal(s.n, 4);
+    for (size_t i = 1; i < s.n; i++) assert_true(s.ts[i] > s.ts[i - 1]);
+    assert_true(s.close[0] == 2 && s.close[3] == 6);
+    vx_series_free(&s);
+    /* a timestamp in two files */
+    snprintf(c, sizeof c, "%s/dup.csv", dir);
+    snprintf(t, sizeof t, "%s2024-01-03 10:01,5,6,4,6,1\n", h);
+    th_write_str(c, t);
+    const char *three[3] = {a, b, c};
+    assert_int_equal(vx_series_load(three, 3, NULL, &s, &e), VX_ERR_VALIDATION);
+    assert_non_null(strstr(e.msg, "duplicate timestamp 2024-01-03T10:01:00Z"));
+    assert_non_null(strstr(e.msg, "day2.csv"));
+    assert_non_null(strstr(e.msg, "dup.csv"));
+    assert_string_equal(e.field, "timestamp");
+    vx_series_free(&s);
+    /* a missing file */
+    const char *missing[1] = {"/nonexistent/bars.csv"};
+    assert_int_equal(vx_series_load(missing, 1, NULL, &s, &e), VX_ERR_IO);
+    assert_non_null(strstr(e.msg, "/nonexistent/bars.csv"));
+    th_rmtree(dir);
+}
+
+static void test_stats_report_gaps(void **state)
+{
+    (void)state;
+    vx_series s;
+    vx_err e;
+    const char *csv = "timestamp,open,high,low,close,volume\n"
+                      "2024-01-02 10:00,1,2,1,2,1\n2024-01-02 10:01,1,2,1,2,1\n"
+                      "2024-01-02 10:02,1,2,1,2,1\n2024-01-02 10:07,1,2,1,2,1\n"
+                      "2024-01-02 10:08,1,2,1,2,1\n2024-01-02 10:10,1,2,1,2,1\n";
+    assert_int_equal(parse(csv, &s, &e), VX_OK);
+    vx_series_stats st;
+    vx_series_stats_compute(&s, &st);
+    assert_int_equal(st.bars, 6);
+    assert_int_equal(st.interval_ns, 60000000000ll);
+    assert_int_equal(st.gaps, 2);
+    assert_int_equal(st.largest_gap_ns, 300000000000ll);
+    assert_int_equal(st.largest_gap_at, s.ts[3]);
+    vx_series_free(&s);
+}
+
+static void test_synth_is_deterministic_and_consistent(void **state)
+{
+    (void)state;
+    vx_series a, b, c;
+    th_synth(&a, 10, 7, 0.15);
+    th_synth(&b, 10, 7, 0.15);
+    th_synth(&c, 10, 8, 0.15);
+    assert_int_equal(a.n, 3900);
+    assert_memory_equal(a.close, b.close, a.n * sizeof(double));
+    assert_memory_equal(a.volume, b.volume, a.n * sizeof(double));
+    assert_true(memcmp(a.close, c.close, a.n * sizeof(double)) != 0);
+    char why[160];
+    for (size_t i = 0; i < a.n; i++) {
+        assert_null(vx_bar_check(i ? a.ts[i - 1] : INT64_MIN, a.ts[i], a.open[i], a.high[i],
+                                 a.low[i], a.close[i], a.volume[i], why, sizeof why));
+        double px[4] = {a.open[i], a.high[i], a.low[i], a.close[i]};
+        for (int k = 0; k < 4; k++) assert_true(fmod(px[k], 0.25) == 0.0);
+    }
+    /* sessions: 390 bars from 09:30 New York time on weekdays */
+    for (size_t d = 0; d < 10; d++) {
+        int64_t t0 = a.ts[d * 390] / 1000000000;
+        int64_t local = t0 + vx_eastern_offset_s(t0);
+        assert_int_equal(local % 86400, 9 * 3600 + 30 * 60);
+        int64_t day = local / 86400;
+        int wd = (int)((day % 7 + 7 + 4) % 7);
+        assert_true(wd >= 1 && wd <= 5);
+        assert_int_equal(a.ts[d * 390 + 389] - a.ts[d * 390], 389 * 60000000000ll);
+    }
+    vx_series_free(&a);
+    vx_series_free(&b);
+    vx_series_free(&c);
+}
+
+static double signal_corr(double strength)
+{
+    vx_synth_cfg cfg;
+    vx_synth_default(&cfg);
+    cfg.days = 40;
+    cfg.signal_strength = strength;
+    vx_series s = {0};
+    double *sig;
+    vx_err e;
+    assert_int_equal(vx_synth_generate(&cfg, &s, &sig, &e), VX_OK);
+    /* correlation between the signal in force at bar t and bar t's close-to-close return,
+     * within sessions (the overnight gap is excluded) */
+    double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+    size_t n = 0;
+    for (size_t t = 1; t < s.n; t++) {
+        if (t % 390 == 0) continue;
+        double r = log(s.close[t] / s.close[t - 1]), x = sig[t];
+        sx += x, sy += r, sxx += x * x, syy += r * r, sxy += x * r;
+        n++;
+    }
+    double cov = sxy / n - sx / n * sy / n;
+    double c = cov / sqrt((sxx / n - sx / n * sx / n) * (syy / n - sy / n * sy / n));
+    free(sig);
+    vx_series_free(&s);
+    return c;
+}
+
+static void test_synth_planted_signal(void **state)
+{
+    (void)state;
+    /* 15,600 bars: the correlation's standard error is about 0.008 */
+    double c0 = signal_corr(0.0), c3 = signal_corr(0.3);
+    assert_true(fabs(c0) < 0.03);
+    assert_true(c3 > 0.15);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_csv_basic_and_extra_columns),
+        cmocka_unit_test(test_csv_timestamp_formats),
+        cmocka_unit_test(test_datetime_parser),
+        cmocka_unit_test(test_eastern_time),
+        cmocka_unit_test(test_csv_rejects_bad_input),
+        cmocka_unit_test(test_csv_other_price_checks),
+        cmocka_unit_test(test_csv_write_read_roundtrip),
+        cmocka_unit_test(test_load_several_files_in_time_order),
+        cmocka_unit_test(test_stats_report_gaps),
+        cmocka_unit_test(test_synth_is_deterministic_and_consistent),
+        cmocka_unit_test(test_synth_planted_signal),
+    };
+    int failed = cmocka_run_group_tests_name("data_csv", tests, NULL, NULL);
+    failed += run_dbn_tests();
+    failed += run_feature_tests();
+    return failed ? 1 : 0;
+}

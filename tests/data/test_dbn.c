@@ -1,0 +1,323 @@
+/* test_dbn.c — the DBN reader against the upstream fixtures (exact integers), every kind of
+ * corruption the issue lists, instrument selection, and the writer's round trip. */
+#include "helpers.h"
+#include "data_tests.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+#define TS1 1609160400000000000ll
+#define TS2 1609160460000000000ll
+
+static uint8_t *fixture(const char *name, size_t *n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", VX_FIXTURES, name);
+    return th_read(path, n);
+}
+
+/* The plain v2 fixture: 353 bytes of prelude+metadata, then two 56-byte records. */
+static uint8_t *plain_v2(size_t *n)
+{
+    uint8_t *b = fixture("test_data.ohlcv-1m.dbn", n);
+    assert_int_equal(*n, 465);
+    return b;
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put32(uint8_t *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static vx_status parse(const uint8_t *b, size_t n, const char *instrument, vx_series *s,
+                       vx_dbn_info *info, vx_err *e)
+{
+    memset(s, 0, sizeof *s);
+    vx_load_opts o = {.instrument = instrument};
+    return vx_dbn_parse("t.dbn", b, n, &o, s, info, e);
+}
+
+static void test_fixtures_exact(void **state)
+{
+    (void)state;
+    const char *names[3] = {"test_data.ohlcv-1m.v1.dbn.zst", "test_data.ohlcv-1m.dbn",
+                            "test_data.ohlcv-1m.v3.dbn.zst"};
+    int versions[3] = {1, 2, 3}, compressed[3] = {1, 0, 1};
+    for (int i = 0; i < 3; i++) {
+        vx_series s = {0};
+        vx_dbn_info info;
+        vx_err e;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", VX_FIXTURES, names[i]);
+        vx_status st = vx_dbn_read(path, NULL, &s, &info, &e);
+        if (st) fail_msg("%s: %s", names[i], e.msg);
+        assert_int_equal(info.version, versions[i]);
+        assert_int_equal(info.compressed, compressed[i]);
+        assert_string_equal(info.dataset, "GLBX.MDP3");
+        assert_int_equal(info.schema, 6);
+        assert_int_equal(info.stype_in, 1);
+        assert_int_equal(info.stype_out, 0);
+        assert_int_equal(info.ts_out, 0);
+        assert_int_equal(info.start, 1609160400000000000ull);
+        assert_int_equal(info.end, 1609200000000000000ull);
+        assert_int_equal(info.records, 2);
+        assert_int_equal(info.n_instruments, 1);
+        assert_int_equal(info.instruments[0].id, 5482);
+        assert_string_equal(info.instruments[0].symbol, "ESH1");
+        assert_int_equal(info.n_mappings, 1);
+        assert_string_equal(info.mappings[0].raw, "ESH1");
+        assert_int_equal(s.n, 2);
+        assert_int_equal(s.ts[0], TS1);
+        assert_int_equal(s.ts[1], TS2);
+        int64_t raw[2][4] = {{372025000000000ll, 372150000000000ll, 372025000000000ll,
+                              372100000000000ll},
+                             {372100000000000ll, 372150000000000ll, 372100000000000ll,
+                              372150000000000ll}};
+        for (int k = 0; k < 2; k++) {
+            double px[4] = {s.open[k], s.high[k], s.low[k], s.close[k]};
+            for (int f = 0; f < 4; f++) {
+                assert_true(px[f] == (double)raw[k][f] / 1e9);
+                assert_int_equal(llround(px[f] * 1e9), raw[k][f]);
+            }
+        }
+        assert_true(s.volume[0] == 353 && s.volume[1] == 152);
+        assert_string_equal(s.instrument, "ESH1");
+        assert_int_equal(s.instrument_id, 5482);
+        assert_int_equal(s.interval_ns, 60000000000ll);
+        vx_series_free(&s);
+    }
+    /* decompressed sizes from PROVENANCE.md */
+    size_t n, pn;
+    uint8_t *z = fixture("test_data.ohlcv-1m.v3.dbn.zst", &n), *p;
+    vx_err e;
+    assert_int_equal(n, 166);
+    assert_int_equal(vx_zstd_decompress("v3", z, n, &p, &pn, &e), VX_OK);
+    assert_int_equal(pn, 472);
+    assert_int_equal(p[4] | p[5] << 8, 352);
+    free(z), free(p);
+    z = fixture("test_data.ohlcv-1m.v1.dbn.zst", &n);
+    assert_int_equal(vx_zstd_decompress("v1", z, n, &p, &pn, &e), VX_OK);
+    assert_int_equal(pn, 318);
+    free(z), free(p);
+}
+
+typedef struct {
+    const char *what;
+    vx_status status;
+    int64_t record, offset;
+    const char *field, *words;
+} expect;
+
+static void check_err(const uint8_t *b, size_t n, expect x)
+{
+    vx_series s;
+    vx_err e;
+    vx_status st = parse(b, n, NULL, &s, NULL, &e);
+    vx_series_free(&s);
+    if (st != x.status) fail_msg("%s: status %d (%s)", x.what, st, e.msg);
+    if (e.record != x.record || e.offset != x.offset)
+        fail_msg("%s: record %lld byte %lld, message %s", x.what, (long long)e.record,
+                 (long long)e.offset, e.msg);
+    assert_string_equal(e.field, x.field);
+    if (!strstr(e.msg, x.words)) fail_msg("%s: '%s' lacks '%s'", x.what, e.msg, x.words);
+    assert_true(strncmp(e.msg, "t.dbn: ", 7) == 0);
+}
+
+static void test_corrupt_streams(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *b = plain_v2(&n), *c = malloc(n);
+    /* truncated inside the second record */
+    check_err(b, 353 + 56 + 20, (expect){"truncated", VX_ERR_FORMAT, 2, 409, "length",
+                                         "runs past the end"});
+    check_err(b, 353 + 56 + 10, (expect){"short header", VX_ERR_FORMAT, 2, 409, "length",
+                                         "truncated record header"});
+    check_err(b, 300, (expect){"short metadata", VX_ERR_FORMAT, -1, 4, "length",
+                               "runs past the end"});
+    memcpy(c, b, n), c[0] = 'X';
+    check_err(c, n, (expect){"magic", VX_ERR_FORMAT, -1, 0, "magic", "bad magic"});
+    memcpy(c, b, n), c[3] = 4;
+    check_err(c, n, (expect){"v4", VX_ERR_UNSUPPORTED, -1, 3, "version", "version 4"});
+    memcpy(c, b, n), c[3] = 0;
+    check_err(c, n, (expect){"dbz", VX_ERR_UNSUPPORTED, -1, 3, "version", "DBZ"});
+    memcpy(c, b, n), c[353 + 56] = 0;
+    check_err(c, n, (expect){"length 0", VX_ERR_FORMAT, 2, 409, "length", "record length 0"});
+    memcpy(c, b, n), c[353] = 100;
+    check_err(c, n, (expect){"past end", VX_ERR_FORMAT, 1, 353, "length", "runs past the end"});
+    memcpy(c, b, n), put64(c + 353 + 16, (uint64_t)INT64_MAX);
+    check_err(c, n, (expect){"undef", VX_ERR_VALIDATION, 1, 353, "open", "undefined price"});
+    memcpy(c, b, n), put64(c + 409 + 24, 372000000000000ull); /* high below low */
+    check_err(c, n, (expect){"high<low", VX_ERR_VALIDATION, 2, 409, "high", "below"});
+    memcpy(c, b, n), put64(c + 409 + 8, (uint64_t)TS1 - 60000000000ull);
+    check_err(c, n, (expect){"unsorted", VX_ERR_VALIDATION, 2, 409, "ts_event", "earlier"});
+    memcpy(c, b, n), put64(c + 409 + 8, (uint64_t)TS1);
+    check_err(c, n, (expect){"duplicate", VX_ERR_VALIDATION, 2, 409, "ts_event", "duplicate"});
+    memcpy(c, b, n), c[409 + 1] = 0x20;
+    check_err(c, n, (expect){"mixed", VX_ERR_VALIDATION, 2, 409, "rtype", "mixed"});
+    free(c);
+    free(b);
+
+    /* zstd damage: a flipped block, a truncated frame, a skippable frame first (DBZ) */
+    uint8_t *z = fixture("test_data.ohlcv-1m.v3.dbn.zst", &n);
+    c = malloc(n + 16);
+    memcpy(c, z, n);
+    for (size_t i = 30; i < 60; i++) c[i] ^= 0x5A;
+    vx_series s;
+    vx_err e;
+    assert_int_equal(parse(c, n, NULL, &s, NULL, &e), VX_ERR_FORMAT);
+    assert_string_equal(e.field, "zstd");
+    assert_non_null(strstr(e.msg, "zstd"));
+    vx_series_free(&s);
+    assert_int_equal(parse(z, n - 12, NULL, &s, NULL, &e), VX_ERR_FORMAT);
+    assert_string_equal(e.field, "zstd");
+    vx_series_free(&s);
+    uint8_t skip[8] = {0x50, 0x2A, 0x4D, 0x18, 0, 0, 0, 0};
+    memcpy(c, skip, 8), memcpy(c + 8, z, n);
+    assert_int_equal(parse(c, n + 8, NULL, &s, NULL, &e), VX_ERR_UNSUPPORTED);
+    assert_non_null(strstr(e.msg, "DBZ"));
+    vx_series_free(&s);
+    free(c);
+    free(z);
+}
+
+static void test_multi_frame_and_skipped_records(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *b = plain_v2(&n);
+    /* two zstd frames back to back decode as one stream */
+    size_t cap = ZSTD_compressBound(n) * 2, half = 400;
+    uint8_t *z = malloc(cap);
+    size_t z1 = ZSTD_compress(z, cap, b, half, 1);
+    size_t z2 = ZSTD_compress(z + z1, cap - z1, b + half, n - half, 1);
+    assert_false(ZSTD_isError(z1) || ZSTD_isError(z2));
+    vx_series s;
+    vx_dbn_info info;
+    vx_err e;
+    assert_int_equal(parse(z, z1 + z2, NULL, &s, &info, &e), VX_OK);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(info.compressed, 1);
+    vx_series_free(&s);
+    free(z);
+    /* a 16-byte record of another type, and a first bar with ts_out's 8 extra bytes */
+    uint8_t *c = calloc(1, n + 16 + 8);
+    memcpy(c, b, 353);
+    uint8_t other[16] = {4, 0x16, 1, 0, 0x6a, 0x15, 0, 0};
+    memcpy(c + 353, other, 16);
+    memcpy(c + 369, b + 353, 56);
+    c[369] = 16; /* 64 bytes: the bar plus a send timestamp */
+    memcpy(c + 369 + 64, b + 409, 56);
+    assert_int_equal(parse(c, n + 24, NULL, &s, &info, &e), VX_OK);
+    assert_int_equal(info.records, 3);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.ts[1], TS2);
+    assert_true(s.volume[1] == 152);
+    vx_series_free(&s);
+    free(c);
+    free(b);
+}
+
+static void test_instrument_selection(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *b = plain_v2(&n);
+    /* ESH1 (5482) bars interleaved with another instrument (9999) at the same times */
+    uint8_t *c = malloc(353 + 4 * 56);
+    memcpy(c, b, 353);
+    memcpy(c + 353, b + 353, 56);
+    memcpy(c + 409, b + 353, 56);
+    put32(c + 409 + 4, 9999);
+    put64(c + 409 + 40, 372050000000000ull); /* 9999's close differs */
+    memcpy(c + 465, b + 409, 56);
+    memcpy(c + 521, b + 409, 56);
+    put32(c + 521 + 4, 9999);
+    size_t cn = 353 + 4 * 56;
+    vx_series s;
+    vx_dbn_info info;
+    vx_err e;
+    assert_int_equal(parse(c, cn, NULL, &s, &info, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "2 instruments"));
+    assert_non_null(strstr(e.msg, "5482 (ESH1)"));
+    assert_non_null(strstr(e.msg, "9999"));
+    assert_int_equal(info.n_instruments, 2);
+    vx_series_free(&s);
+    assert_int_equal(parse(c, cn, "9999", &s, &info, &e), VX_OK);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.instrument_id, 9999);
+    assert_true(s.close[0] == 372050.0);
+    vx_series_free(&s);
+    assert_int_equal(parse(c, cn, "ESH1", &s, &info, &e), VX_OK);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.instrument_id, 5482);
+    assert_true(s.close[0] == 372100.0);
+    assert_string_equal(s.instrument, "ESH1");
+    vx_series_free(&s);
+    assert_int_equal(parse(c, cn, "ESZ9", &s, &info, &e), VX_ERR_NOT_FOUND);
+    assert_non_null(strstr(e.msg, "ESZ9"));
+    vx_series_free(&s);
+    assert_int_equal(parse(c, cn, "1234", &s, &info, &e), VX_ERR_NOT_FOUND);
+    vx_series_free(&s);
+    free(c);
+    free(b);
+}
+
+static void test_writer_roundtrip(void **state)
+{
+    (void)state;
+    char dir[64], p1[128], p2[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(p1, sizeof p1, "%s/a.dbn", dir);
+    snprintf(p2, sizeof p2, "%s/a.dbn.zst", dir);
+    vx_series s;
+    th_synth(&s, 3, 11, 0.1);
+    s.instrument_id = 42;
+    vx_err e;
+    assert_int_equal(vx_dbn_write(p1, &s, 0, &e), VX_OK);
+    assert_int_equal(vx_dbn_write(p2, &s, 3, &e), VX_OK);
+    const char *paths[2] = {p1, p2};
+    for (int k = 0; k < 2; k++) {
+        vx_series r = {0};
+        vx_dbn_info info;
+        assert_int_equal(vx_dbn_read(paths[k], NULL, &r, &info, &e), VX_OK);
+        assert_int_equal(info.version, 3);
+        assert_int_equal(info.compressed, k);
+        assert_int_equal(info.schema, 6);
+        assert_int_equal(r.n, s.n);
+        assert_int_equal(r.instrument_id, 42);
+        assert_string_equal(r.instrument, "SYNTH");
+        assert_memory_equal(r.ts, s.ts, s.n * 8);
+        assert_memory_equal(r.close, s.close, s.n * 8);
+        assert_memory_equal(r.high, s.high, s.n * 8);
+        assert_memory_equal(r.volume, s.volume, s.n * 8);
+        vx_series_free(&r);
+    }
+    /* records start on an 8-byte boundary, as v3 pads its metadata */
+    size_t n;
+    uint8_t *b = th_read(p1, &n);
+    uint32_t len = (uint32_t)b[4] | (uint32_t)b[5] << 8 | (uint32_t)b[6] << 16;
+    assert_int_equal((8 + len) % 8, 0);
+    assert_int_equal(n, 8 + len + s.n * 56);
+    free(b);
+    vx_series_free(&s);
+    th_rmtree(dir);
+}
+
+int run_dbn_tests(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fixtures_exact),
+        cmocka_unit_test(test_corrupt_streams),
+        cmocka_unit_test(test_multi_frame_and_skipped_records),
+        cmocka_unit_test(test_instrument_selection),
+        cmocka_unit_test(test_writer_roundtrip),
+    };
+    return cmocka_run_group_tests_name("data_dbn", tests, NULL, NULL);
+}

@@ -1,0 +1,290 @@
+/* test_features.c — the 45 market features (range, causality, scale invariance, known values)
+ * and the feature cache (hit, miss on any change, damaged entries). */
+#define _XOPEN_SOURCE 700
+#include "helpers.h"
+#include "data_tests.h"
+
+#include <fcntl.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+static void test_features_range_and_shape(void **state)
+{
+    (void)state;
+    vx_series s;
+    th_synth(&s, 8, 3, 0.15);
+    vx_features f;
+    vx_err e;
+    assert_int_equal(vx_features_compute(&s, &f, &e), VX_OK);
+    assert_int_equal(f.first_bar, VX_FEATURE_WARMUP);
+    assert_int_equal(f.rows, s.n - VX_FEATURE_WARMUP);
+    double sum_abs[VX_MARKET_FEATURES] = {0};
+    for (size_t r = 0; r < f.rows; r++)
+        for (int k = 0; k < VX_MARKET_FEATURES; k++) {
+            float x = f.x[r * VX_MARKET_FEATURES + k];
+            assert_true(isfinite(x));
+            assert_true(x >= -VX_FEATURE_CLIP && x <= VX_FEATURE_CLIP);
+            sum_abs[k] += fabs(x);
+        }
+    /* no feature is dead: each one moves on real-looking data */
+    for (int k = 0; k < VX_MARKET_FEATURES; k++)
+        if (!(sum_abs[k] > 0)) fail_msg("feature %d (%s) is identically zero", k, vx_feature_name(k));
+    assert_string_equal(vx_feature_name(0), "ret_1");
+    assert_string_equal(vx_feature_name(45), "exposure");
+    vx_features_free(&f);
+    /* too short for the warm-up */
+    vx_series shorter = s;
+    shorter.n = VX_FEATURE_WARMUP;
+    assert_int_equal(vx_features_compute(&shorter, &f, &e), VX_ERR_VALIDATION);
+    vx_series_free(&s);
+}
+
+static void test_features_are_causal(void **state)
+{
+    (void)state;
+    vx_series s;
+    th_synth(&s, 4, 9, 0.15);
+    vx_features base;
+    vx_err e;
+    assert_int_equal(vx_features_compute(&s, &base, &e), VX_OK);
+    size_t cuts[] = {VX_FEATURE_WARMUP, 500, 777, s.n - 2};
+    for (size_t c = 0; c < sizeof cuts / sizeof *cuts; c++) {
+        size_t t = cuts[c];
+        vx_series m = {0};
+        assert_int_equal(vx_series_reserve(&m, s.n, &e), VX_OK);
+        for (size_t i = 0; i < s.n; i++) {
+            int after = i > t; /* every bar after t changes */
+            double k = after ? 1.37 : 1.0, wide = after ? 0.01 : 0.0;
+            vx_series_push(&m, s.ts[i], s.open[i] * k, s.high[i] * k * (1 + wide),
+                           s.low[i] * k * (1 - wide), s.close[i] * k, s.volume[i] * (after ? 3 : 1),
+                           NULL);
+        }
+        vx_features f;
+        assert_int_equal(vx_features_compute(&m, &f, &e), VX_OK);
+        size_t rows_upto = t - VX_FEATURE_WARMUP + 1;
+        assert_memory_equal(f.x, base.x, rows_upto * VX_MARKET_FEATURES * sizeof(float));
+        /* and the change is visible right after t */
+        assert_true(memcmp(f.x + rows_upto * VX_MARKET_FEATURES,
+                           base.x + rows_upto * VX_MARKET_FEATURES,
+                           VX_MARKET_FEATURES * sizeof(float)) != 0);
+        vx_features_free(&f);
+        vx_series_free(&m);
+    }
+    vx_features_free(&base);
+    vx_series_free(&s);
+}
+
+static void test_features_scale_free(void **state)
+{
+    (void)state;
+    vx_series s, m = {0};
+    th_synth(&s, 4, 21, 0.15);
+    vx_err e;
+    assert_int_equal(vx_series_reserve(&m, s.n, &e), VX_OK);
+    for (size_t i = 0; i < s.n; i++)
+        vx_series_push(&m, s.ts[i], s.open[i] / 64, s.high[i] / 64, s.low[i] / 64,
+                       s.close[i] / 64, s.volume[i] * 8, NULL);
+    vx_features a, b;
+    assert_int_equal(vx_features_compute(&s, &a, &e), VX_OK);
+    assert_int_equal(vx_features_compute(&m, &b, &e), VX_OK);
+    /* Scaling by powers of two is exact in binary floating point, so every price comparison ties
+     * the same way (tick-grid prices tie often: ADX's +DM/−DM choice would otherwise flip).
+     * Volume features are invariant to scaling volume except the log-volume z-score (log1p) and
+     * the same-minute ratio (1 + v): skip those two. */
+    double worst = 0;
+    for (size_t i = 0; i < a.rows * VX_MARKET_FEATURES; i++) {
+        int k = (int)(i % VX_MARKET_FEATURES);
+        if (k == 34 || k == 35) continue;
+        double d = fabs(a.x[i] - b.x[i]);
+        if (d > worst) worst = d;
+    }
+    assert_true(worst < 1e-5);
+    vx_features_free(&a);
+    vx_features_free(&b);
+    vx_series_free(&s);
+    vx_series_free(&m);
+}
+
+static void test_features_known_values(void **state)
+{
+    (void)state;
+    vx_series s;
+    th_synth(&s, 3, 5, 0.15);
+    vx_features f;
+    vx_err e;
+    assert_int_equal(vx_features_compute(&s, &f, &e), VX_OK);
+    /* bar 390 opens the second session at 09:30 New York time (Wednesday 2024-01-03) */
+    const float *x = f.x + (390 - VX_FEATURE_WARMUP) * VX_MARKET_FEATURES;
+    assert_float_equal(x[38], sin(6.283185307179586 * 570 / 1440.0), 1e-6);
+    assert_float_equal(x[39], cos(6.283185307179586 * 570 / 1440.0), 1e-6);
+    assert_float_equal(x[40], sin(6.283185307179586 * 3 / 7.0), 1e-6);
+    assert_float_equal(x[42], 1.0, 0);
+    assert_float_equal(x[43], 1.0, 1e-6); /* the whole session left */
+    x = f.x + (390 + 389 - VX_FEATURE_WARMUP) * VX_MARKET_FEATURES; /* 15:59 */
+    assert_float_equal(x[43], 1.0 / 390, 1e-6);
+    /* the session VWAP resets: at the first bar of a session the close sits near it */
+    x = f.x + (390 - VX_FEATURE_WARMUP) * VX_MARKET_FEATURES;
+    double tp = (s.high[390] + s.low[390] + s.close[390]) / 3;
+    assert_true(fabs(x[30]) < 1.0 + fabs(s.close[390] - tp));
+    /* a close at the 14-bar high gives stochastic +1 */
+    int seen = 0;
+    for (size_t t = VX_FEATURE_WARMUP + 14; t < s.n && !seen; t++) {
+        double hh = 0;
+        for (size_t k = t - 13; k <= t; k++) hh = fmax(hh, s.high[k]);
+        if (s.close[t] == hh) {
+            assert_float_equal(f.x[(t - VX_FEATURE_WARMUP) * VX_MARKET_FEATURES + 21], 1.0, 1e-6);
+            seen = 1;
+        }
+    }
+    assert_true(seen);
+    vx_features_free(&f);
+    vx_series_free(&s);
+}
+
+/* ---- the cache ------------------------------------------------------------------------------ */
+
+static void write_synth_csv(const char *path, int days, uint64_t seed)
+{
+    vx_series s;
+    th_synth(&s, days, seed, 0.15);
+    vx_err e;
+    assert_int_equal(vx_csv_write(path, &s, &e), VX_OK);
+    vx_series_free(&s);
+}
+
+static void test_cache_hit_and_misses(void **state)
+{
+    (void)state;
+    char dir[64], csv[128], cache[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(csv, sizeof csv, "%s/es.csv", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    write_synth_csv(csv, 3, 4);
+    const char *paths[1] = {csv};
+    vx_market a, b;
+    vx_err e;
+    th_log_start();
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &a, &e), VX_OK);
+    assert_non_null(strstr(th_log_text(), "feature cache: miss (no entry for this key)"));
+    assert_int_equal(a.from_cache, 0);
+    assert_int_equal(th_count_files(cache), 1);
+    th_log_start();
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &b, &e), VX_OK);
+    char want[80];
+    snprintf(want, sizeof want, "feature cache: hit %s", a.key);
+    assert_non_null(strstr(th_log_text(), want));
+    assert_int_equal(b.from_cache, 1);
+    assert_string_equal(a.key, b.key);
+    assert_int_equal(a.rows, b.rows);
+    assert_int_equal(a.n_bars, b.n_bars);
+    assert_memory_equal(a.features, b.features, a.rows * VX_MARKET_FEATURES * sizeof(float));
+    assert_memory_equal(a.close, b.close, a.n_bars * sizeof(double));
+    assert_memory_equal(a.ts, b.ts, a.n_bars * sizeof(int64_t));
+    assert_int_equal(b.interval_ns, 60000000000ll);
+    vx_market_close(&b);
+
+    /* another instrument selection is another key */
+    char k1[33], k2[33];
+    vx_load_opts other = {.instrument = "ES"};
+    assert_int_equal(vx_cache_key(paths, 1, NULL, k1, &e), VX_OK);
+    assert_int_equal(vx_cache_key(paths, 1, &other, k2, &e), VX_OK);
+    assert_string_equal(k1, a.key);
+    assert_string_not_equal(k1, k2);
+
+    /* touching the input (new mtime) misses */
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {1700000000, 5}};
+    assert_int_equal(utimensat(AT_FDCWD, csv, ts, 0), 0);
+    th_log_start();
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &b, &e), VX_OK);
+    assert_non_null(strstr(th_log_text(), "feature cache: miss"));
+    assert_string_not_equal(b.key, a.key);
+    char touched[33];
+    snprintf(touched, sizeof touched, "%s", b.key);
+    vx_market_close(&b);
+
+    /* same size, same mtime, one byte changed: the content hash misses */
+    size_t n;
+    uint8_t *d = th_read(csv, &n);
+    char *p = strstr((char *)d + 100, ",");
+    assert_non_null(p);
+    p[1] = p[1] == '4' ? '5' : '4';
+    th_write(csv, d, n);
+    free(d);
+    assert_int_equal(utimensat(AT_FDCWD, csv, ts, 0), 0);
+    char k3[33];
+    assert_int_equal(vx_cache_key(paths, 1, NULL, k3, &e), VX_OK);
+    assert_string_not_equal(k3, touched);
+    th_log_stop();
+    vx_market_close(&a);
+    th_rmtree(dir);
+}
+
+static void test_cache_damaged_entry_is_a_miss(void **state)
+{
+    (void)state;
+    char dir[64], csv[128], cache[128], entry[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(csv, sizeof csv, "%s/es.csv", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    write_synth_csv(csv, 2, 6);
+    const char *paths[1] = {csv};
+    vx_market a;
+    vx_err e;
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &a, &e), VX_OK);
+    vx_cache_path(cache, a.key, entry, sizeof entry);
+    vx_market_close(&a);
+    size_t n;
+    uint8_t *d = th_read(entry, &n);
+    d[n - 3] ^= 0x40; /* one feature bit */
+    th_write(entry, d, n);
+    th_log_start();
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &a, &e), VX_OK);
+    assert_non_null(strstr(th_log_text(), "miss (payload checksum mismatch)"));
+    assert_int_equal(a.from_cache, 0);
+    vx_market_close(&a);
+    /* the miss rewrote the entry; now truncate it */
+    free(d);
+    d = th_read(entry, &n);
+    th_write(entry, d, n - 100);
+    th_log_start();
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &a, &e), VX_OK);
+    assert_non_null(strstr(th_log_text(), "miss (truncated entry)"));
+    vx_market_close(&a);
+    th_log_stop();
+    free(d);
+    th_rmtree(dir);
+}
+
+static void test_bad_input_leaves_no_cache(void **state)
+{
+    (void)state;
+    char dir[64], csv[128], cache[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(csv, sizeof csv, "%s/bad.csv", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    th_write_str(csv, "timestamp,open,high,low,close,volume\n2024-01-01,1,2,1,nan,3\n");
+    const char *paths[1] = {csv};
+    vx_market m;
+    vx_err e;
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &m, &e), VX_ERR_VALIDATION);
+    assert_non_null(strstr(e.msg, "line 2, field 'close'"));
+    assert_int_equal(th_count_files(cache), 0);
+    th_rmtree(dir);
+}
+
+int run_feature_tests(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_features_range_and_shape),
+        cmocka_unit_test(test_features_are_causal),
+        cmocka_unit_test(test_features_scale_free),
+        cmocka_unit_test(test_features_known_values),
+        cmocka_unit_test(test_cache_hit_and_misses),
+        cmocka_unit_test(test_cache_damaged_entry_is_a_miss),
+        cmocka_unit_test(test_bad_input_leaves_no_cache),
+    };
+    return cmocka_run_group_tests_name("data_features", tests, NULL, NULL);
+}

@@ -1,0 +1,321 @@
+/* test_env.c — the trading environment: order sizing, fills, accounting to the cent, episode
+ * ends and resets, splits, determinism, and argument errors. */
+#include "helpers.h"
+#include "vixen/env.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A hand-made market of `rows` bars: open = 100 + t, high = open + 2, low = open − 2,
+ * close = open + 1 (or falling, with `down`), and features that encode their own row. */
+typedef struct {
+    vx_market m;
+    double *o, *h, *l, *c, *v;
+    int64_t *ts;
+    float *f;
+} tiny;
+
+static void tiny_make(tiny *t, size_t rows, int down)
+{
+    memset(t, 0, sizeof *t);
+    t->o = malloc(rows * 8), t->h = malloc(rows * 8), t->l = malloc(rows * 8);
+    t->c = malloc(rows * 8), t->v = malloc(rows * 8), t->ts = malloc(rows * 8);
+    t->f = malloc(rows * VX_MARKET_FEATURES * sizeof(float));
+    for (size_t i = 0; i < rows; i++) {
+        double o = down ? 200.0 - 3.0 * (double)i : 100.0 + (double)i;
+        t->o[i] = o, t->h[i] = o + 2, t->l[i] = o - 2, t->c[i] = down ? o - 2 : o + 1;
+        t->v[i] = 10, t->ts[i] = (int64_t)i * 60000000000ll;
+        for (int k = 0; k < VX_MARKET_FEATURES; k++)
+            t->f[i * VX_MARKET_FEATURES + k] = (float)i + 0.001f * (float)k;
+    }
+    vx_market *m = &t->m;
+    m->n_bars = rows, m->rows = rows, m->first_bar = 0;
+    m->ts = t->ts, m->open = t->o, m->high = t->h, m->low = t->l, m->close = t->c;
+    m->volume = t->v, m->features = t->f;
+}
+
+static void tiny_free(tiny *t)
+{
+    free(t->o), free(t->h), free(t->l), free(t->c), free(t->v), free(t->ts), free(t->f);
+}
+
+static void cfg_tiny(vx_env_cfg *c)
+{
+    vx_env_cfg_default(c);
+    c->episode_len = 5;
+    c->commission = 2;
+    c->slippage_ticks = 1;
+    c->tick = 0.25;
+    c->multiplier = 50;
+    c->reward_scale = 100;
+    c->drawdown_limit = 1e9;
+    c->eval_fraction = 0;
+    c->seed = 3;
+}
+
+static void test_order_sizing_and_fills(void **state)
+{
+    (void)state;
+    int want4[9] = {-4, -3, -2, -1, 0, 1, 2, 3, 4};
+    for (int e = 0; e < 9; e++) assert_int_equal(vx_env_target(e, 4), want4[e]);
+    assert_int_equal(vx_env_target(1, 10), -8); /* −7.5 rounds away from zero */
+    assert_int_equal(vx_env_target(3, 10), -3); /* −2.5 */
+    assert_int_equal(vx_env_target(5, 10), 3);
+    assert_int_equal(vx_env_order_qty(0, 4, 0), 1);  /* 4/3 -> 1 */
+    assert_int_equal(vx_env_order_qty(0, 4, 1), 3);  /* 8/3 -> 3 */
+    assert_int_equal(vx_env_order_qty(0, 4, 2), 4);
+    assert_int_equal(vx_env_order_qty(2, 3, 0), 1);  /* at least one contract */
+    assert_int_equal(vx_env_order_qty(0, -5, 1), -3);
+    assert_int_equal(vx_env_order_qty(-2, -2, 2), 0);
+    vx_env_params p = {0};
+    p.tick = 0.25, p.slippage_ticks = 2;
+    double px;
+    assert_true(vx_env_fill(&p, 3, VX_ORDER_MARKET, 100, 102, 98, 101, &px) && px == 100.5);
+    assert_true(vx_env_fill(&p, -3, VX_ORDER_MARKET, 100, 102, 98, 101, &px) && px == 99.5);
+    assert_true(vx_env_fill(&p, 1, VX_ORDER_LIMIT, 100, 102, 99.5, 101, &px) && px == 99.75);
+    assert_false(vx_env_fill(&p, 1, VX_ORDER_LIMIT, 100, 102, 99.75, 101, &px)); /* touched only */
+    assert_true(vx_env_fill(&p, -1, VX_ORDER_LIMIT, 100, 100.5, 99, 100, &px) && px == 100.25);
+    assert_false(vx_env_fill(&p, -1, VX_ORDER_LIMIT, 100, 100.25, 99, 100, &px));
+    assert_true(vx_env_fill(&p, 2, VX_ORDER_VWAP, 100, 103, 97, 102, &px));
+    assert_true(fabs(px - (302.0 / 3 + 0.25)) < 1e-12);
+}
+
+static void step1(vx_env *env, int e, int o, int u, float *obs, float *r, uint8_t *te,
+                  uint8_t *tr, float *fin)
+{
+    int32_t a[3] = {e, o, u};
+    vx_err err;
+    assert_int_equal(vx_env_step(env, a, obs, r, te, tr, fin, &err), VX_OK);
+}
+
+static void test_accounting_one_episode(void **state)
+{
+    (void)state;
+    tiny t;
+    tiny_make(&t, 12, 0);
+    vx_env_cfg c;
+    cfg_tiny(&c);
+    vx_env *env;
+    vx_err e;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_OK);
+    const vx_env_state *s = vx_env_states(env);
+    int64_t r0 = s->row;
+    assert_true(r0 >= 0 && r0 <= 12 - 1 - 5);
+    float obs[VX_OBS_DIM], fin[VX_OBS_DIM], rew;
+    uint8_t te, tr;
+    double unit = 100 * sqrt(5.0), eq, cash, sum_r = 0;
+    /* 1: buy 4 at market: open + 1 tick, 4 × $2 commission */
+    step1(env, 8, VX_ORDER_MARKET, 2, obs, &rew, &te, &tr, fin);
+    double o1 = t.o[r0 + 1], c1 = t.c[r0 + 1];
+    cash = -4 * (o1 + 0.25) * 50 - 8;
+    eq = cash + 4 * c1 * 50;
+    assert_true(fabs(rew - eq / 100) < 1e-6);
+    sum_r += rew;
+    assert_int_equal(s->row, r0 + 1);
+    assert_int_equal(s->pos, 4);
+    assert_true(fabs(s->cash - cash) < 1e-9 && fabs(s->equity - eq) < 1e-9);
+    assert_memory_equal(obs, t.f + (r0 + 1) * VX_MARKET_FEATURES, VX_MARKET_FEATURES * 4);
+    assert_float_equal(obs[45], 1.0, 0);
+    assert_float_equal(obs[46], 4 * (c1 - (o1 + 0.25)) * 50 / unit, 1e-6);
+    assert_float_equal(obs[47], 1.0 / 5, 1e-7);
+    assert_float_equal(obs[48], -8 / unit, 1e-6);
+    assert_float_equal(obs[49], 0.0, 0);
+    assert_float_equal(obs[50], 0.5, 0);
+    assert_false(te || tr);
+    /* 2: flatten with a sell limit one tick above the open; the bar trades through it */
+    step1(env, 4, VX_ORDER_LIMIT, 2, obs, &rew, &te, &tr, fin);
+    double o2 = t.o[r0 + 2], prev = eq;
+    cash += 4 * (o2 + 0.25) * 50 - 8;
+    eq = cash;
+    assert_true(fabs(rew - (eq - prev) / 100) < 1e-6);
+    sum_r += rew;
+    assert_int_equal(s->pos, 0);
+    assert_true(fabs(s->realised - (4 * (o2 - o1) * 50 - 16)) < 1e-9);
+    assert_float_equal(obs[45], 0.0, 0);
+    assert_float_equal(obs[47], 0.0, 0);
+    assert_float_equal(obs[50], -0.5, 0);
+    /* 3: toward −4 by VWAP at low urgency: one contract at the typical price − half a tick */
+    step1(env, 0, VX_ORDER_VWAP, 0, obs, &rew, &te, &tr, fin);
+    int64_t r3 = r0 + 3;
+    double fill = (t.h[r3] + t.l[r3] + t.c[r3]) / 3 - 0.125;
+    prev = eq;
+    cash += fill * 50 - 2;
+    eq = cash - 1 * t.c[r3] * 50;
+    assert_int_equal(s->pos, -1);
+    assert_true(fabs(s->avg_entry - fill) < 1e-12);
+    assert_true(fabs(rew - (eq - prev) / 100) < 1e-6);
+    sum_r += rew;
+    /* 4, 5: hold −1 (exposure 3); the fifth step ends the episode by truncation */
+    step1(env, 3, VX_ORDER_MARKET, 0, obs, &rew, &te, &tr, fin);
+    sum_r += rew;
+    assert_false(te || tr);
+    uint64_t episode = s->episode;
+    step1(env, 3, VX_ORDER_MARKET, 0, obs, &rew, &te, &tr, fin);
+    sum_r += rew;
+    assert_int_equal(tr, 1);
+    assert_int_equal(te, 0);
+    double final_eq = cash - 1 * t.c[r0 + 5] * 50;
+    assert_true(fabs(sum_r * 100 - final_eq) < 1e-3); /* rewards telescope to the equity */
+    /* final_obs is the last state: row r0+5, short one; obs is the new episode's first */
+    assert_memory_equal(fin, t.f + (r0 + 5) * VX_MARKET_FEATURES, VX_MARKET_FEATURES * 4);
+    assert_float_equal(fin[45], -0.25, 0);
+    assert_float_equal(fin[47], 3.0 / 5, 1e-7);
+    assert_int_equal(s->episode, episode + 1);
+    assert_int_equal(s->pos, 0);
+    assert_int_equal(s->steps, 0);
+    assert_memory_equal(obs, t.f + s->row * VX_MARKET_FEATURES, VX_MARKET_FEATURES * 4);
+    for (int k = 45; k < 51; k++) assert_float_equal(obs[k], 0.0, 0);
+    vx_env_free(env);
+    tiny_free(&t);
+}
+
+static void test_limit_not_filled_and_stop_out(void **state)
+{
+    (void)state;
+    tiny t;
+    tiny_make(&t, 12, 1); /* falling: each bar opens 3 lower and closes 2 under its open */
+    vx_env_cfg c;
+    cfg_tiny(&c);
+    c.drawdown_limit = 300;
+    vx_env *env;
+    vx_err e;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_OK);
+    const vx_env_state *s = vx_env_states(env);
+    float obs[VX_OBS_DIM], fin[VX_OBS_DIM], rew;
+    uint8_t te, tr;
+    /* a buy limit at open − 1 tick fills (low = open − 2) */
+    step1(env, 5, VX_ORDER_LIMIT, 2, obs, &rew, &te, &tr, fin);
+    assert_int_equal(s->pos, 1);
+    /* long 4 more at market: the close is 2 under the open, −$100 per contract per bar */
+    step1(env, 8, VX_ORDER_MARKET, 2, obs, &rew, &te, &tr, fin);
+    assert_int_equal(te, 1);
+    assert_int_equal(tr, 0);
+    assert_float_equal(fin[49], 1.0, 0); /* drawdown at (beyond) the limit */
+    assert_float_equal(fin[45], 1.0, 0);
+    assert_int_equal(s->pos, 0);
+    assert_int_equal(s->steps, 0);
+    vx_env_free(env);
+    /* a limit order the bar only touches does not fill */
+    for (size_t i = 0; i < 12; i++) t.l[i] = t.o[i] - 0.25;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_OK);
+    s = vx_env_states(env);
+    step1(env, 8, VX_ORDER_LIMIT, 2, obs, &rew, &te, &tr, fin);
+    assert_int_equal(s->pos, 0);
+    assert_float_equal(rew, 0.0, 0);
+    assert_int_equal(s->last_change, 0);
+    vx_env_free(env);
+    tiny_free(&t);
+}
+
+static void run_random(const vx_market *m, uint64_t seed, vx_split split, size_t n, size_t steps,
+                       float *obs_out, float *rew_out)
+{
+    vx_env_cfg c;
+    vx_env_cfg_default(&c);
+    c.seed = seed;
+    vx_env *env;
+    vx_err e;
+    assert_int_equal(vx_env_create(&c, m, split, n, &env, &e), VX_OK);
+    int64_t lo, hi;
+    vx_env_split_rows(m, c.eval_fraction, split, &lo, &hi);
+    int32_t *a = malloc(n * 3 * sizeof *a);
+    float *fin = malloc(n * VX_OBS_DIM * sizeof *fin);
+    uint8_t *te = malloc(n), *tr = malloc(n);
+    vx_rng r = vx_rng_make(77, 0, 0);
+    for (size_t t = 0; t < steps; t++) {
+        for (size_t i = 0; i < n; i++) {
+            a[i * 3] = (int32_t)vx_rng_below(&r, 9);
+            a[i * 3 + 1] = (int32_t)vx_rng_below(&r, 3);
+            a[i * 3 + 2] = (int32_t)vx_rng_below(&r, 3);
+        }
+        assert_int_equal(vx_env_step(env, a, obs_out + t * n * VX_OBS_DIM, rew_out + t * n, te, tr,
+                                     fin, &e),
+                         VX_OK);
+        const vx_env_state *s = vx_env_states(env);
+        for (size_t i = 0; i < n; i++) {
+            assert_true(s[i].row >= lo && s[i].row < hi);
+            assert_true(s[i].pos >= -4 && s[i].pos <= 4);
+            assert_false(te[i] && tr[i]);
+        }
+    }
+    free(a), free(fin), free(te), free(tr);
+    vx_env_free(env);
+}
+
+static void test_determinism_and_splits(void **state)
+{
+    (void)state;
+    vx_series s;
+    th_synth(&s, 12, 2, 0.15);
+    vx_market m;
+    vx_err e;
+    assert_int_equal(vx_market_from_series(&s, &m, &e), VX_OK);
+    size_t n = 16, steps = 900;
+    float *o1 = malloc(steps * n * VX_OBS_DIM * 4), *o2 = malloc(steps * n * VX_OBS_DIM * 4);
+    float *r1 = malloc(steps * n * 4), *r2 = malloc(steps * n * 4);
+    run_random(&m, 5, VX_SPLIT_TRAIN, n, steps, o1, r1);
+    run_random(&m, 5, VX_SPLIT_TRAIN, n, steps, o2, r2);
+    assert_memory_equal(o1, o2, steps * n * VX_OBS_DIM * 4);
+    assert_memory_equal(r1, r2, steps * n * 4);
+    run_random(&m, 6, VX_SPLIT_TRAIN, n, steps, o2, r2);
+    assert_true(memcmp(o1, o2, n * VX_OBS_DIM * 4) != 0);
+    run_random(&m, 5, VX_SPLIT_EVAL, n, steps, o2, r2); /* rows checked inside */
+    for (size_t i = 0; i < steps * n * VX_OBS_DIM; i++) assert_true(isfinite(o1[i]));
+    /* the split: the last 20% of rows */
+    int64_t lo, hi;
+    vx_env_split_rows(&m, 0.2, VX_SPLIT_EVAL, &lo, &hi);
+    assert_int_equal(hi, (int64_t)m.rows);
+    assert_int_equal(lo, (int64_t)m.rows - (int64_t)floor(0.2 * (double)m.rows));
+    /* the reward scale: multiplier · contracts · sd of close changes over the training rows */
+    vx_env_split_rows(&m, 0.2, VX_SPLIT_TRAIN, &lo, &hi);
+    double sum = 0, sum2 = 0;
+    for (int64_t r = lo + 1; r < hi; r++) {
+        double d = m.close[m.first_bar + r] - m.close[m.first_bar + r - 1];
+        sum += d, sum2 += d * d;
+    }
+    double k = (double)(hi - lo - 1), sd = sqrt(sum2 / k - (sum / k) * (sum / k));
+    assert_true(fabs(vx_env_reward_scale(&m, lo, hi, 50, 4) - 200 * sd) < 1e-9 * 200 * sd);
+    free(o1), free(o2), free(r1), free(r2);
+    vx_market_close(&m);
+}
+
+static void test_bad_arguments(void **state)
+{
+    (void)state;
+    tiny t;
+    tiny_make(&t, 12, 0);
+    vx_env_cfg c;
+    cfg_tiny(&c);
+    vx_env *env;
+    vx_err e;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 4, &env, &e), VX_OK);
+    int32_t a[12] = {0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 0};
+    float obs[4 * VX_OBS_DIM], r[4];
+    uint8_t te[4], tr[4];
+    const vx_env_state before = vx_env_states(env)[0];
+    assert_int_equal(vx_env_step(env, a, obs, r, te, tr, NULL, &e), VX_ERR_ARG);
+    assert_string_equal(e.field, "order_type");
+    assert_non_null(strstr(e.msg, "environment 3"));
+    assert_memory_equal(&before, &vx_env_states(env)[0], sizeof before); /* nothing stepped */
+    vx_env_free(env);
+    c.episode_len = 20; /* longer than the market */
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "fewer than one episode"));
+    cfg_tiny(&c);
+    c.max_contracts = 0;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_ERR_ARG);
+    tiny_free(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_order_sizing_and_fills),
+        cmocka_unit_test(test_accounting_one_episode),
+        cmocka_unit_test(test_limit_not_filled_and_stop_out),
+        cmocka_unit_test(test_determinism_and_splits),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    return cmocka_run_group_tests_name("env", tests, NULL, NULL);
+}

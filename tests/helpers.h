@@ -1,0 +1,35 @@
+/* helpers.h — shared test helpers: temporary folders, files, captured logs, small markets. */
+#ifndef VIXEN_TEST_HELPERS_H
+#define VIXEN_TEST_HELPERS_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include "vixen/data.h"
+#include "vixen/util.h"
+
+/* A fresh folder under /tmp, removed (with its contents) by th_rmtree. */
+void th_tmpdir(char *buf, size_t n);
+void th_rmtree(const char *path);
+void th_write(const char *path, const void *data, size_t n);
+void th_write_str(const char *path, const char *text);
+uint8_t *th_read(const char *path, size_t *n);
+size_t th_count_files(const char *dir);
+
+/* Captures log lines into one buffer (cleared by th_log_start). */
+void th_log_start(void);
+const char *th_log_text(void);
+void th_log_stop(void);
+
+/* Runs a shell command line, capturing stdout and stderr into the given buffers. Returns the
+ * exit code. */
+int th_run(const char *cmdline, char *out, size_t out_n, char *err, size_t err_n);
+
+/* A synthetic series of `days` days. */
+void th_synth(vx_series *s, int days, uint64_t seed, double strength);
+
+#define TH_FIXTURE(name) VX_FIXTURES "/" name
+
+#endif

@@ -1,0 +1,227 @@
+/* test_util.c — Philox known answers and draws, errors with context, progress, atomic files. */
+#define _XOPEN_SOURCE 700
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "vixen/philox.h"
+#include "vixen/util.h"
+
+/* Random123 known answers for philox4x32_10 (kat_vectors): counter, key -> output. */
+static void test_philox_known_answers(void **state)
+{
+    (void)state;
+    struct {
+        uint32_t ctr[4], key[2], out[4];
+    } kat[3] = {
+        {{0, 0, 0, 0}, {0, 0}, {0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8}},
+        {{0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+         {0xffffffff, 0xffffffff},
+         {0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd}},
+        {{0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+         {0xa4093822, 0x299f31d0},
+         {0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1}},
+    };
+    for (int i = 0; i < 3; i++) {
+        vx_u32x4 c = {{kat[i].ctr[0], kat[i].ctr[1], kat[i].ctr[2], kat[i].ctr[3]}};
+        vx_u32x4 o = vx_philox4x32_10(c, kat[i].key[0], kat[i].key[1]);
+        for (int k = 0; k < 4; k++) assert_int_equal(o.v[k], kat[i].out[k]);
+    }
+}
+
+static void test_rng_stream_layout(void **state)
+{
+    (void)state;
+    /* block b of stream s under seed k is philox(counter = (b, s), key = k) */
+    uint64_t seed = 0x0123456789abcdefull, stream = 0xfedcba9876543210ull;
+    vx_rng r = vx_rng_make(seed, stream, 5);
+    vx_u32x4 c = {{5, 0, (uint32_t)stream, (uint32_t)(stream >> 32)}};
+    vx_u32x4 want = vx_philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32));
+    for (int k = 0; k < 4; k++) assert_int_equal(vx_rng_u32(&r), want.v[k]);
+    /* the next word comes from block 6 */
+    c.v[0] = 6;
+    want = vx_philox4x32_10(c, (uint32_t)seed, (uint32_t)(seed >> 32));
+    assert_int_equal(vx_rng_u32(&r), want.v[0]);
+    /* different streams differ */
+    vx_rng a = vx_rng_make(1, 0, 0), b = vx_rng_make(1, 1, 0);
+    assert_int_not_equal(vx_rng_u32(&a), vx_rng_u32(&b));
+}
+
+static void test_rng_uniform_and_normal_moments(void **state)
+{
+    (void)state;
+    vx_rng r = vx_rng_make(42, 7, 0);
+    const int n = 200000;
+    double s = 0, s2 = 0, mn = 1, mx = 0, ns = 0, ns2 = 0, ns4 = 0;
+    for (int i = 0; i < n; i++) {
+        float u = vx_rng_uniform(&r);
+        assert_true(u >= 0.0f && u < 1.0f);
+        s += u, s2 += (double)u * u;
+        mn = fmin(mn, u), mx = fmax(mx, u);
+        double d = vx_rng_uniform_double(&r);
+        assert_true(d >= 0.0 && d < 1.0);
+        double z = vx_rng_normal(&r);
+        assert_true(isfinite(z));
+        ns += z, ns2 += z * z, ns4 += z * z * z * z;
+    }
+    double mean = s / n, var = s2 / n - mean * mean;
+    assert_true(fabs(mean - 0.5) < 0.005);          /* sd of the mean: 0.00065 */
+    assert_true(fabs(var - 1.0 / 12.0) < 0.002);
+    assert_true(mn < 1e-4 && mx > 1 - 1e-4);
+    double zm = ns / n, zv = ns2 / n - zm * zm, kurt = (ns4 / n) / (zv * zv);
+    assert_true(fabs(zm) < 0.01);
+    assert_true(fabs(zv - 1) < 0.015);
+    assert_true(fabs(kurt - 3) < 0.1);
+}
+
+static void test_rng_below_is_uniform(void **state)
+{
+    (void)state;
+    vx_rng r = vx_rng_make(3, 3, 0);
+    enum { K = 7, N = 140000 };
+    int count[K] = {0};
+    for (int i = 0; i < N; i++) {
+        uint32_t v = vx_rng_below(&r, K);
+        assert_true(v < K);
+        count[v]++;
+    }
+    double chi2 = 0, expect = (double)N / K;
+    for (int k = 0; k < K; k++) chi2 += (count[k] - expect) * (count[k] - expect) / expect;
+    assert_true(chi2 < 22.46); /* chi-square, 6 dof, p = 0.001 */
+    for (int i = 0; i < 1000; i++) {
+        int64_t x = vx_rng_range(&r, -3, 3);
+        assert_true(x >= -3 && x <= 3);
+    }
+    assert_int_equal(vx_rng_below(&r, 1), 0);
+}
+
+static void test_err_context(void **state)
+{
+    (void)state;
+    vx_err e;
+    assert_int_equal(vx_err_line(&e, VX_ERR_VALIDATION, "bars.csv", 17, "close",
+                                 "value %s is not finite", "nan"),
+                     VX_ERR_VALIDATION);
+    assert_string_equal(e.msg, "bars.csv: line 17, field 'close': value nan is not finite");
+    assert_int_equal(e.line, 17);
+    assert_string_equal(e.field, "close");
+    assert_string_equal(e.file, "bars.csv");
+    vx_err_record(&e, VX_ERR_FORMAT, "a.dbn", 3, 472, "length", "record length 0");
+    assert_string_equal(e.msg, "a.dbn: record 3 (byte 472), field 'length': record length 0");
+    assert_int_equal(e.record, 3);
+    assert_int_equal(e.offset, 472);
+    vx_err_line(&e, VX_ERR_IO, "x", -1, "", "cannot open");
+    assert_string_equal(e.msg, "x: cannot open");
+    assert_int_equal(vx_err_set(NULL, VX_ERR_ARG, "ignored"), VX_ERR_ARG);
+    assert_string_equal(vx_status_name(VX_ERR_UNSUPPORTED), "unsupported");
+}
+
+static int g_lines;
+static char g_last[256];
+static void sink(vx_log_level l, const char *line, void *ctx)
+{
+    (void)l, (void)ctx;
+    g_lines++;
+    snprintf(g_last, sizeof g_last, "%s", line);
+}
+
+static void test_log_sink(void **state)
+{
+    (void)state;
+    g_lines = 0;
+    vx_log(VX_LOG_INFO, "nobody hears this");
+    assert_int_equal(g_lines, 0);
+    vx_log_set_sink(sink, NULL, VX_LOG_INFO);
+    vx_log(VX_LOG_DEBUG, "below the level");
+    vx_log(VX_LOG_WARN, "x=%d", 5);
+    vx_log_set_sink(NULL, NULL, VX_LOG_INFO);
+    assert_int_equal(g_lines, 1);
+    assert_string_equal(g_last, "x=5");
+}
+
+static void test_progress_plain_lines(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    vx_progress p;
+    vx_progress_start(&p, f, "job", "bars", 1000);
+    assert_int_equal(p.tty, 0);
+    vx_progress_update(&p, 10); /* not a terminal: at most one line per 5 s, so nothing yet */
+    vx_progress_finish(&p, 1000);
+    rewind(f);
+    char buf[512] = {0};
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    assert_true(n > 0);
+    assert_non_null(strstr(buf, "job 100.0% 1000/1000 bars"));
+    assert_null(strchr(buf, '\r'));
+    assert_int_equal(buf[n - 1], '\n');
+    char b[32];
+    assert_string_equal(vx_format_count(1234567, b, sizeof b), "1.23 M");
+    assert_string_equal(vx_format_duration(65, b, sizeof b), "1m05s");
+    uint64_t t0 = vx_now_ns();
+    assert_true(vx_now_ns() >= t0);
+}
+
+static void test_atomic_file(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vixen-util-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256], tmp[1100];
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    vx_atomic_file af;
+    vx_err e;
+    assert_int_equal(vx_atomic_open(&af, path, &e), VX_OK);
+    fputs("hello", af.f);
+    struct stat sb;
+    assert_int_not_equal(stat(path, &sb), 0); /* not there until commit */
+    snprintf(tmp, sizeof tmp, "%s", af.tmp);
+    assert_int_equal(vx_atomic_commit(&af, &e), VX_OK);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_size, 5);
+    assert_int_not_equal(stat(tmp, &sb), 0);
+    /* abort leaves the old file and no temporary */
+    assert_int_equal(vx_atomic_open(&af, path, &e), VX_OK);
+    fputs("half written", af.f);
+    vx_atomic_abort(&af);
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_size, 5);
+    assert_int_not_equal(stat(tmp, &sb), 0);
+    /* a folder that does not exist */
+    char bad[300];
+    snprintf(bad, sizeof bad, "%s/missing/out.txt", dir);
+    assert_int_equal(vx_atomic_open(&af, bad, &e), VX_ERR_IO);
+    assert_non_null(strstr(e.msg, "cannot create"));
+    /* mkdirs */
+    snprintf(bad, sizeof bad, "%s/a/b/c", dir);
+    assert_int_equal(vx_mkdirs(bad, &e), VX_OK);
+    assert_int_equal(stat(bad, &sb), 0);
+    assert_true(S_ISDIR(sb.st_mode));
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_philox_known_answers),
+        cmocka_unit_test(test_rng_stream_layout),
+        cmocka_unit_test(test_rng_uniform_and_normal_moments),
+        cmocka_unit_test(test_rng_below_is_uniform),
+        cmocka_unit_test(test_err_context),
+        cmocka_unit_test(test_log_sink),
+        cmocka_unit_test(test_progress_plain_lines),
+        cmocka_unit_test(test_atomic_file),
+    };
+    return cmocka_run_group_tests_name("util", tests, NULL, NULL);
+}
