@@ -51,8 +51,14 @@ vx_status vx_zstd_decompress(const char *name, const uint8_t *in, size_t n, uint
     *out_n = 0;
     ZSTD_DStream *ds = ZSTD_createDStream();
     if (!ds) return vx_err_set(e, VX_ERR_NOMEM, "%s: cannot create a zstd stream", name);
-    size_t cap = n * 4 + 65536, len = 0;
-    uint8_t *buf = malloc(cap);
+    /* size the output from the first frame's header when it says; else guess and grow */
+    unsigned long long said = ZSTD_getFrameContentSize(in, n);
+    size_t cap = (said != ZSTD_CONTENTSIZE_UNKNOWN && said != ZSTD_CONTENTSIZE_ERROR &&
+                  said < ((size_t)1 << 40))
+                     ? (size_t)said + 65536
+                     : n * 8 + 65536;
+    size_t len = 0;
+    uint8_t *buf = vx_alloc_big(cap);
     if (!buf) {
         ZSTD_freeDStream(ds);
         return vx_err_set(e, VX_ERR_NOMEM, "%s: cannot allocate %zu bytes", name, cap);
@@ -63,11 +69,13 @@ vx_status vx_zstd_decompress(const char *name, const uint8_t *in, size_t n, uint
     vx_status st = VX_OK;
     while (ib.pos < ib.size || last > 0) {
         if (cap - len < 65536) {
-            uint8_t *nb = realloc(buf, cap * 2);
+            uint8_t *nb = vx_alloc_big(cap * 2);
             if (!nb) {
                 st = vx_err_set(e, VX_ERR_NOMEM, "%s: cannot grow the zstd output", name);
                 break;
             }
+            memcpy(nb, buf, len);
+            free(buf);
             buf = nb;
             cap *= 2;
         }
@@ -464,6 +472,11 @@ vx_status vx_dbn_parse(const char *name, const uint8_t *bytes, size_t len,
             }
         }
         size_t before = out->n;
+        /* the scan counted the bars: size the series once (no regrowth while filling) */
+        size_t expect = 0;
+        for (size_t i = 0; i < info->n_instruments; i++)
+            if (fs.sel || info->instruments[i].id == fs.id) expect += info->instruments[i].bars;
+        if (!st) st = vx_series_reserve(out, out->n + expect, e);
         if (!st) st = walk(&c, fill_rec, &fs, &info->records, e);
         if (!st && out->n == before)
             st = vx_err_line(e, VX_ERR_NOT_FOUND, name, -1, "instrument",

@@ -102,7 +102,7 @@ vx_status vx_features_compute(const vx_series *s, vx_features *out, vx_err *e)
                           s->source[0] ? s->source : s->instrument, n, VX_FEATURE_WARMUP);
     out->first_bar = VX_FEATURE_WARMUP;
     out->rows = n - VX_FEATURE_WARMUP;
-    out->x = malloc(out->rows * VX_MARKET_FEATURES * sizeof(float));
+    out->x = vx_alloc_big(out->rows * VX_MARKET_FEATURES * sizeof(float));
     roll r2_20, r2_240, pk20, gk20, tp20, c20, c2_20, c60, c240, v20, v2_20, lv240, lv2_240;
     roll sv20, av20, sv60, av60;
     roll *rolls[] = {&r2_20, &r2_240, &pk20,  &gk20, &tp20,  &c20,   &c2_20, &c60, &c240,

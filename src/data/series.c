@@ -5,6 +5,7 @@
  * with its own notion of position (line or record), so CSV, DBN and synthetic data are held to
  * exactly the same rules. */
 #include "vixen/data.h"
+#include "data_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -13,16 +14,25 @@
 vx_status vx_series_reserve(vx_series *s, size_t cap, vx_err *e)
 {
     if (cap <= s->cap) return VX_OK;
-    int64_t *ts = realloc(s->ts, cap * sizeof *ts);
-    if (ts) s->ts = ts;
-    double **cols[5] = {&s->open, &s->high, &s->low, &s->close, &s->volume};
+    /* new arrays, copy, free: realloc cannot keep the huge-page alignment */
+    int64_t *ts = vx_alloc_big(cap * sizeof *ts);
+    double *cols[5] = {0};
     int ok = ts != NULL;
-    for (int i = 0; i < 5 && ok; i++) {
-        double *p = realloc(*cols[i], cap * sizeof(double));
-        if (p) *cols[i] = p;
-        else ok = 0;
+    for (int i = 0; i < 5 && ok; i++) ok = (cols[i] = vx_alloc_big(cap * sizeof(double))) != NULL;
+    if (!ok) {
+        free(ts);
+        for (int i = 0; i < 5; i++) free(cols[i]);
+        return vx_err_set(e, VX_ERR_NOMEM, "cannot allocate a series of %zu bars", cap);
     }
-    if (!ok) return vx_err_set(e, VX_ERR_NOMEM, "cannot allocate a series of %zu bars", cap);
+    double **old[5] = {&s->open, &s->high, &s->low, &s->close, &s->volume};
+    if (s->n) memcpy(ts, s->ts, s->n * sizeof *ts);
+    free(s->ts);
+    s->ts = ts;
+    for (int i = 0; i < 5; i++) {
+        if (s->n) memcpy(cols[i], *old[i], s->n * sizeof(double));
+        free(*old[i]);
+        *old[i] = cols[i];
+    }
     s->cap = cap;
     return VX_OK;
 }
@@ -148,7 +158,6 @@ void vx_series_stats_compute(const vx_series *s, vx_series_stats *st)
 }
 
 /* Used by the readers once the bars are in. */
-void vx_series_set_interval(vx_series *s);
 void vx_series_set_interval(vx_series *s)
 {
     if (s->interval_ns == 0) s->interval_ns = modal_spacing(s->ts, s->n);

@@ -1,12 +1,13 @@
 /* file.c — whole-file reads, atomic writes (temporary name + rename), mkdir -p.
  *
  * Nothing vixen writes is ever half there: readers of a path see the old file or the new one. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
 #include "vixen/util.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -97,5 +98,21 @@ vx_status vx_mkdirs(const char *path, vx_err *e)
     }
     if (mkdir(buf, 0777) != 0 && errno != EEXIST)
         return vx_err_line(e, VX_ERR_IO, buf, -1, "", "cannot create folder: %s", strerror(errno));
+    struct stat sb;
+    if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return vx_err_line(e, VX_ERR_IO, buf, -1, "", "exists and is not a folder");
     return VX_OK;
+}
+
+void *vx_alloc_big(size_t bytes)
+{
+    const size_t huge = 2u << 20;
+    if (bytes < 2 * huge) return malloc(bytes ? bytes : 1);
+    void *p = NULL;
+    size_t rounded = (bytes + huge - 1) & ~(huge - 1);
+    if (posix_memalign(&p, huge, rounded) != 0) return NULL;
+#ifdef MADV_HUGEPAGE
+    madvise(p, rounded, MADV_HUGEPAGE); /* advice only: failure leaves ordinary pages */
+#endif
+    return p;
 }
