@@ -14,7 +14,7 @@ deps:
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
-	@cmake --build $(BUILD) -j $(JOBS)
+	@cmake --build $(BUILD) -j $(JOBS) -- --no-print-directory
 
 run: build
 	@scripts/run-demo.sh $(BUILD)/vixen $(RUN_DIR)
@@ -25,7 +25,7 @@ test: build
 
 test-asan: deps
 	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DVX_SANITIZE=ON -DVX_CUDA=OFF >/dev/null
-	@cmake --build $(BUILD)-asan -j $(JOBS)
+	@cmake --build $(BUILD)-asan -j $(JOBS) -- --no-print-directory
 	@cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 		ctest --output-on-failure -j $(JOBS) -L cpu
 
