@@ -106,6 +106,8 @@ int vx_parse_datetime(const char *s, size_t len, int64_t *ns_out)
     if (i != len) return -1;
     int64_t days = vx_days_from_civil(y, (unsigned)mo, (unsigned)d);
     int64_t secs = days * 86400 + hh * 3600 + mi * 60 + ss - offset_s;
+    /* int64 nanoseconds reach from 1677 to 2262; outside that the time cannot be stored */
+    if (secs > INT64_MAX / 1000000000 - 1 || secs < INT64_MIN / 1000000000 + 1) return -1;
     *ns_out = secs * 1000000000 + frac_ns;
     return 0;
 }

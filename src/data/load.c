@@ -156,8 +156,6 @@ vx_status vx_series_load(const char *const *paths, size_t n_paths, const vx_load
             if (refs[k2].ts == refs[k2 - 1].ts) {
                 char tsb[48];
                 vx_format_ts(refs[k2].ts, tsb, sizeof tsb);
-                const vx_series *a = &parts[refs[k2 - 1].file];
-                (void)a;
                 st = vx_err_line(e, VX_ERR_VALIDATION, files[refs[k2].file], -1, "timestamp",
                                  "bar %u: duplicate timestamp %s, also in %s (bar %u)",
                                  refs[k2].row + 1, tsb, files[refs[k2 - 1].file],

@@ -107,6 +107,14 @@ const char *vx_bar_check(int64_t prev_ts, int64_t ts, double o, double h, double
     return NULL;
 }
 
+/* ts[i+1] − ts[i] for strictly increasing timestamps, saturated: bars in 1677 and 2262 are
+ * further apart than an int64 holds. */
+static int64_t spacing(const int64_t *ts, size_t i)
+{
+    uint64_t d = (uint64_t)ts[i + 1] - (uint64_t)ts[i];
+    return d > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)d;
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
     int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -119,8 +127,8 @@ static int64_t modal_spacing(const int64_t *ts, size_t n)
     if (n < 2) return 0;
     size_t m = n - 1 < 100000 ? n - 1 : 100000;
     int64_t *d = malloc(m * sizeof *d);
-    if (!d) return ts[1] - ts[0];
-    for (size_t i = 0; i < m; i++) d[i] = ts[i + 1] - ts[i];
+    if (!d) return spacing(ts, 0);
+    for (size_t i = 0; i < m; i++) d[i] = spacing(ts, i);
     qsort(d, m, sizeof *d, cmp_i64);
     int64_t best = d[0];
     size_t best_run = 0;
@@ -146,7 +154,7 @@ void vx_series_stats_compute(const vx_series *s, vx_series_stats *st)
     st->last_ts = s->ts[s->n - 1];
     st->interval_ns = s->interval_ns ? s->interval_ns : modal_spacing(s->ts, s->n);
     for (size_t i = 1; i < s->n; i++) {
-        int64_t d = s->ts[i] - s->ts[i - 1];
+        int64_t d = spacing(s->ts, i - 1);
         if (st->interval_ns > 0 && d > st->interval_ns) {
             st->gaps++;
             if (d > st->largest_gap_ns) {

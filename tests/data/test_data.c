@@ -3,6 +3,7 @@
 #include "helpers.h"
 #include "data_tests.h"
 #include "../../src/data/data_internal.h"
+#include "vixen/philox.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -89,6 +90,8 @@ static void test_datetime_parser(void **state)
     assert_int_equal(vx_parse_datetime("2024-13-01", 10, &t), -1);
     assert_int_equal(vx_parse_datetime("2024-01-01 24:00", 16, &t), -1);
     assert_int_equal(vx_parse_datetime("2024-01-01 10:00x", 17, &t), -1);
+    assert_int_equal(vx_parse_datetime("3024-01-01", 10, &t), -1); /* past int64 nanoseconds */
+    assert_int_equal(vx_parse_datetime("2262-04-11", 10, &t), 0);
     assert_int_equal(vx_parse_datetime("1969-12-31T23:59:59Z", 20, &t), 0);
     assert_int_equal(t, -1000000000ll);
     char buf[48];
@@ -343,6 +346,43 @@ static void test_synth_planted_signal(void **state)
     assert_true(c3 > 0.15);
 }
 
+/* A small fuzz of the CSV reader: damaged copies of a valid file must parse or fail with a
+ * one-line message (ASan checks the memory accesses in the sanitizer run). */
+static void test_damaged_csv_never_crashes(void **state)
+{
+    (void)state;
+    const char *good = "Date,Time,Open,High,Low,Close,Volume\n"
+                       "2024-01-02,09:30,4000.25,4001,3999.75,4000.5,120\n"
+                       "2024-01-02,09:31,4000.5,4002,4000,4001.75,80\n"
+                       "2024-01-02,09:32,4001.75,4003,4001.5,4002,95\n";
+    size_t n = strlen(good);
+    char *c = malloc(n + 1);
+    const char alphabet[] = ",;\t\n\r.:-+eE0123456789 \"nNaA";
+    vx_rng r = vx_rng_make(99, 2, 0);
+    size_t failed = 0;
+    for (int it = 0; it < 5000; it++) {
+        memcpy(c, good, n + 1);
+        size_t len = n;
+        int flips = 1 + (int)vx_rng_below(&r, 6);
+        for (int f = 0; f < flips; f++)
+            c[vx_rng_below(&r, (uint32_t)n)] = alphabet[vx_rng_below(&r, sizeof alphabet - 1)];
+        if (vx_rng_below(&r, 4) == 0) len = vx_rng_below(&r, (uint32_t)n);
+        vx_series s = {0};
+        vx_err e;
+        vx_err_clear(&e);
+        if (vx_csv_parse("f.csv", c, len, NULL, &s, &e) != VX_OK) {
+            failed++;
+            assert_true(strncmp(e.msg, "f.csv: ", 7) == 0);
+            assert_null(strchr(e.msg, '\n'));
+        } else {
+            for (size_t i = 1; i < s.n; i++) assert_true(s.ts[i] > s.ts[i - 1]);
+        }
+        vx_series_free(&s);
+    }
+    assert_true(failed > 1000);
+    free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -357,6 +397,7 @@ int main(void)
         cmocka_unit_test(test_stats_report_gaps),
         cmocka_unit_test(test_synth_is_deterministic_and_consistent),
         cmocka_unit_test(test_synth_planted_signal),
+        cmocka_unit_test(test_damaged_csv_never_crashes),
     };
     int failed = cmocka_run_group_tests_name("data_csv", tests, NULL, NULL);
     failed += run_dbn_tests();

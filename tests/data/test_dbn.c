@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
+#include "vixen/philox.h"
 
 #define TS1 1609160400000000000ll
 #define TS2 1609160460000000000ll
@@ -310,6 +311,84 @@ static void test_writer_roundtrip(void **state)
     th_rmtree(dir);
 }
 
+static void test_all_ohlcv_schemas(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *b = plain_v2(&n);
+    struct {
+        uint8_t rtype;
+        int64_t interval;
+    } k[5] = {{0x20, 1000000000ll},
+              {0x21, 60000000000ll},
+              {0x22, 3600000000000ll},
+              {0x23, 86400000000000ll},
+              {0x24, 86400000000000ll}};
+    for (int i = 0; i < 5; i++) {
+        b[353 + 1] = b[409 + 1] = k[i].rtype;
+        vx_series s;
+        vx_err e;
+        assert_int_equal(parse(b, n, NULL, &s, NULL, &e), VX_OK);
+        assert_int_equal(s.n, 2);
+        assert_int_equal(s.interval_ns, k[i].interval);
+        vx_series_free(&s);
+    }
+    /* the deprecated generic OHLCV rtype takes its interval from the metadata's schema (6) */
+    b[353 + 1] = b[409 + 1] = 0x11;
+    vx_series s;
+    vx_err e;
+    assert_int_equal(parse(b, n, NULL, &s, NULL, &e), VX_OK);
+    assert_int_equal(s.interval_ns, 60000000000ll);
+    vx_series_free(&s);
+    free(b);
+}
+
+/* A small fuzz: thousands of damaged copies of a valid stream (flipped bytes, truncations, the
+ * metadata length rewritten). Every parse must return, either OK or an error with a message; the
+ * sanitizer build turns any out-of-bounds read into a failure. */
+static void test_damaged_streams_never_crash(void **state)
+{
+    (void)state;
+    char dir[64], p[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/a.dbn", dir);
+    vx_series base;
+    th_synth(&base, 1, 3, 0.1);
+    base.n = 40;
+    vx_err e;
+    assert_int_equal(vx_dbn_write(p, &base, 0, &e), VX_OK);
+    size_t n;
+    uint8_t *good = th_read(p, &n), *c = malloc(n);
+    vx_rng r = vx_rng_make(2024, 1, 0);
+    size_t ok = 0, failed = 0;
+    for (int it = 0; it < 4000; it++) {
+        memcpy(c, good, n);
+        size_t len = n;
+        int kind = (int)vx_rng_below(&r, 4);
+        if (kind == 0) len = vx_rng_below(&r, (uint32_t)n);
+        int flips = 1 + (int)vx_rng_below(&r, 8);
+        for (int f = 0; f < flips && kind != 0; f++) c[vx_rng_below(&r, (uint32_t)n)] ^= (uint8_t)(1 + vx_rng_below(&r, 255));
+        if (kind == 3) put32(c + 4, vx_rng_u32(&r) % (uint32_t)(n + 64));
+        vx_series s;
+        vx_err err;
+        vx_err_clear(&err);
+        vx_status st = parse(c, len, NULL, &s, NULL, &err);
+        if (st == VX_OK) ok++;
+        else {
+            failed++;
+            assert_true(strlen(err.msg) > 8);
+            assert_null(strchr(err.msg, '\n'));
+        }
+        vx_series_free(&s);
+    }
+    assert_true(failed > 1000); /* the damage is real */
+    (void)ok;
+    free(c);
+    free(good);
+    vx_series_free(&base);
+    th_rmtree(dir);
+}
+
 int run_dbn_tests(void)
 {
     const struct CMUnitTest tests[] = {
@@ -318,6 +397,8 @@ int run_dbn_tests(void)
         cmocka_unit_test(test_multi_frame_and_skipped_records),
         cmocka_unit_test(test_instrument_selection),
         cmocka_unit_test(test_writer_roundtrip),
+        cmocka_unit_test(test_all_ohlcv_schemas),
+        cmocka_unit_test(test_damaged_streams_never_crash),
     };
     return cmocka_run_group_tests_name("data_dbn", tests, NULL, NULL);
 }
