@@ -40,7 +40,7 @@ static const char *schema_name(uint16_t s)
 
 typedef struct {
     const char *path;
-    int is_dbn, scanned;
+    int is_dbn, is_dir, scanned;
     vx_dbn_info info;
     vx_series s;
     vx_series_stats st;
@@ -74,6 +74,7 @@ static void inspect_load(inspection *in, const vx_load_opts *opts)
             return;
         }
     }
+    in->is_dir = stat(in->path, &sb) == 0 && S_ISDIR(sb.st_mode);
     const char *one[1] = {in->path};
     in->status = vx_series_load(one, 1, opts, &in->s, &in->err);
     if (!in->status) vx_series_stats_compute(&in->s, &in->st);
@@ -103,7 +104,7 @@ static void print_json(const inspection *in, long nbars)
         }
         printf("]");
     } else if (!in->is_dbn) {
-        printf(", \"format\": \"csv\"");
+        printf(", \"format\": \"%s\"", in->is_dir ? "folder" : "csv");
     }
     if (!in->status) {
         const vx_series_stats *st = &in->st;
@@ -142,7 +143,7 @@ static void print_text(const inspection *in)
                    d->instruments[i].symbol[0] ? " " : "", d->instruments[i].symbol,
                    d->instruments[i].bars);
     } else if (!in->is_dbn) {
-        printf("  format       csv\n");
+        printf("  format       %s\n", in->is_dir ? "folder (one series from its files)" : "csv");
     }
     if (!in->status) {
         const vx_series_stats *st = &in->st;
