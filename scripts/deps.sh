@@ -3,7 +3,7 @@
 # already there. Called by `make run` and `make test`; safe to run by hand.
 set -euo pipefail
 
-packages=(cmake make gcc pkg-config libzstd-dev libcmocka-dev libxxhash-dev)
+packages=(cmake make gcc pkg-config libzstd-dev libcmocka-dev libxxhash-dev libopenblas-dev)
 
 missing=()
 for p in "${packages[@]}"; do

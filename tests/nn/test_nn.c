@@ -1,0 +1,266 @@
+/* test_nn.c — the Q-network: parameter count, initialisation, forward semantics (dueling
+ * aggregation), gradients of every tensor against central finite differences in float64, the
+ * float32 build against the float64 one, clipping, and Adam against hand-computed steps. */
+#include "helpers.h"
+#include "qnet_f64.h"
+#include "vixen/nn.h"
+#include "vixen/philox.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void small_cfg(vx_qnet_cfg *c, int atoms)
+{
+    vx_qnet_cfg_default(c);
+    c->in_dim = 5;
+    c->n_trunk = 2;
+    c->trunk[0] = 7;
+    c->trunk[1] = 6;
+    c->head_hidden = 4;
+    c->n_branches = 3;
+    c->branch[0] = 3;
+    c->branch[1] = 2;
+    c->branch[2] = 4;
+    c->atoms = atoms;
+}
+
+static void test_default_size(void **state)
+{
+    (void)state;
+    vx_qnet_cfg c;
+    vx_qnet_cfg_default(&c);
+    vx_qnet_layout L;
+    vx_err e;
+    assert_int_equal(vx_qnet_layout_make(&c, &L, &e), VX_OK);
+    size_t want = (51 * 256 + 256) + (256 * 256 + 256) + (256 * 64 + 64) + (64 + 1) +
+                  3 * (256 * 64 + 64) + (64 * 9 + 9) + 2 * (64 * 3 + 3);
+    assert_int_equal(L.n_params, want);
+    assert_int_equal(L.n_params, 145936);
+    assert_int_equal(L.out_dim, 15);
+    assert_int_equal(L.n_tensors, 20); /* 10 dense layers: 2 trunk, 2 value, 2 per branch */
+    c.atoms = 51;
+    assert_int_equal(vx_qnet_layout_make(&c, &L, &e), VX_OK);
+    assert_int_equal(L.out_dim, 15 * 51);
+    /* tensors tile the parameter vector exactly, in order */
+    size_t next = 0;
+    for (size_t i = 0; i < L.n_tensors; i++) {
+        char name[64];
+        size_t off;
+        int r, k;
+        vx_qnet_tensor(&L, i, name, sizeof name, &off, &r, &k);
+        assert_int_equal(off, next);
+        next += (size_t)r * k;
+    }
+    assert_int_equal(next, L.n_params);
+    char name[64];
+    size_t off;
+    int r, k;
+    vx_qnet_tensor(&L, 5, name, sizeof name, &off, &r, &k);
+    assert_string_equal(name, "value.0.bias");
+    c.n_branches = 0;
+    assert_int_equal(vx_qnet_layout_make(&c, &L, &e), VX_ERR_ARG);
+}
+
+static void test_init_statistics(void **state)
+{
+    (void)state;
+    vx_qnet_cfg c;
+    vx_qnet_cfg_default(&c);
+    vx_qnet_layout L;
+    vx_err e;
+    assert_int_equal(vx_qnet_layout_make(&c, &L, &e), VX_OK);
+    float *p = malloc(L.n_params * 4), *p2 = malloc(L.n_params * 4);
+    vx_qnet_init(&L, 7, p);
+    vx_qnet_init(&L, 7, p2);
+    assert_memory_equal(p, p2, L.n_params * 4);
+    vx_qnet_init(&L, 8, p2);
+    assert_true(memcmp(p, p2, L.n_params * 4) != 0);
+    /* He: the 256×256 trunk layer has sd sqrt(2/256) */
+    double s = 0, s2 = 0;
+    size_t n = 256 * 256;
+    for (size_t i = 0; i < n; i++) s += p[L.trunk[1].w + i], s2 += (double)p[L.trunk[1].w + i] * p[L.trunk[1].w + i];
+    double sd = sqrt(s2 / n - (s / n) * (s / n));
+    assert_true(fabs(sd / sqrt(2.0 / 256) - 1) < 0.02);
+    /* Xavier uniform on the first branch's output layer: within ±sqrt(6/(64+9)) */
+    double lim = sqrt(6.0 / 73), mx = 0;
+    for (size_t i = 0; i < 64 * 9; i++) mx = fmax(mx, fabs(p[L.adv2[0].w + i]));
+    assert_true(mx <= lim && mx > 0.9 * lim);
+    for (int j = 0; j < 256; j++) assert_float_equal(p[L.trunk[0].b + j], 0, 0);
+    free(p), free(p2);
+}
+
+static void fill_random(double *x, size_t n, uint64_t seed, double scale)
+{
+    vx_rng r = vx_rng_make(seed, 0, 0);
+    for (size_t i = 0; i < n; i++) x[i] = vx_rng_normal(&r) * scale;
+}
+
+static double loss64(const vx_qnet_layout *L, const double *p, const double *x, int B,
+                     const double *c, double *q)
+{
+    qnet64_run_forward(L, p, x, B, q);
+    double s = 0;
+    for (size_t i = 0; i < (size_t)B * L->out_dim; i++) s += c[i] * q[i];
+    return s;
+}
+
+static void check_gradients(int atoms)
+{
+    vx_qnet_cfg cfg;
+    small_cfg(&cfg, atoms);
+    vx_qnet_layout L;
+    vx_err e;
+    assert_int_equal(vx_qnet_layout_make(&cfg, &L, &e), VX_OK);
+    const int B = 4;
+    size_t np = L.n_params, nq = (size_t)B * L.out_dim;
+    double *p = malloc(np * 8), *g = malloc(np * 8), *x = malloc((size_t)B * cfg.in_dim * 8);
+    double *c = malloc(nq * 8), *q = malloc(nq * 8);
+    fill_random(p, np, 1 + atoms, 0.5);
+    for (size_t i = 0; i < np; i++) p[i] += 0.05; /* biases away from ReLU kinks */
+    fill_random(x, (size_t)B * cfg.in_dim, 2, 1.0);
+    fill_random(c, nq, 3, 1.0); /* loss = Σ c·Q, so dL/dQ = c */
+    qnet64_run_backward(&L, p, x, B, c, g);
+    /* the analytic gradient carries the BDQ trunk scale 1/(K+1); undo it for the trunk tensors,
+     * whose finite difference is the true derivative */
+    size_t trunk_end = L.trunk[cfg.n_trunk - 1].b + (size_t)cfg.trunk[cfg.n_trunk - 1];
+    double worst = 0;
+    const double h = 1e-6;
+    for (size_t i = 0; i < np; i++) {
+        double keep = p[i];
+        p[i] = keep + h;
+        double up = loss64(&L, p, x, B, c, q);
+        p[i] = keep - h;
+        double dn = loss64(&L, p, x, B, c, q);
+        p[i] = keep;
+        double fd = (up - dn) / (2 * h);
+        double an = i < trunk_end ? g[i] * (cfg.n_branches + 1) : g[i];
+        double err = fabs(fd - an) / fmax(1e-6, fabs(fd) + fabs(an));
+        if (err > worst) worst = err;
+        if (err > 1e-5) fail_msg("atoms %d, parameter %zu: analytic %.10g, finite difference %.10g", atoms, i, an, fd);
+    }
+    printf("gradient check, atoms %d: %zu parameters, worst relative error %.2e\n", atoms, np, worst);
+    free(p), free(g), free(x), free(c), free(q);
+}
+
+static void test_gradients_dqn(void **state)
+{
+    (void)state;
+    check_gradients(1);
+}
+
+static void test_gradients_c51(void **state)
+{
+    (void)state;
+    check_gradients(3);
+}
+
+static void test_dueling_and_float_matches_double(void **state)
+{
+    (void)state;
+    vx_qnet_cfg cfg;
+    small_cfg(&cfg, 2);
+    vx_qnet_layout L;
+    vx_err e;
+    assert_int_equal(vx_qnet_layout_make(&cfg, &L, &e), VX_OK);
+    const int B = 6;
+    size_t np = L.n_params, nq = (size_t)B * L.out_dim, nx = (size_t)B * cfg.in_dim;
+    double *p = malloc(np * 8), *x = malloc(nx * 8), *q = malloc(nq * 8), *c = malloc(nq * 8),
+           *g = malloc(np * 8);
+    float *pf = malloc(np * 4), *xf = malloc(nx * 4), *cf = malloc(nq * 4), *gf = malloc(np * 4);
+    fill_random(p, np, 11, 0.4);
+    fill_random(x, nx, 12, 1.0);
+    fill_random(c, nq, 13, 1.0);
+    for (size_t i = 0; i < np; i++) pf[i] = (float)p[i], p[i] = pf[i];
+    for (size_t i = 0; i < nx; i++) xf[i] = (float)x[i], x[i] = xf[i];
+    for (size_t i = 0; i < nq; i++) cf[i] = (float)c[i], c[i] = cf[i];
+    vx_qnet_ws ws;
+    assert_int_equal(vx_qnet_ws_create(&L, B, &ws, &e), VX_OK);
+    vx_qnet_forward(&L, pf, xf, B, &ws);
+    qnet64_run_forward(&L, p, x, B, q);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < nq; i++) num += (ws.q[i] - q[i]) * (ws.q[i] - q[i]), den += q[i] * q[i];
+    assert_true(sqrt(num / den) < 1e-6);
+    /* dueling: for each branch and atom, the mean over actions of Q equals V */
+    for (int r = 0; r < B; r++)
+        for (int d = 0; d < cfg.n_branches; d++)
+            for (int z = 0; z < cfg.atoms; z++) {
+                double m = 0;
+                for (int a = 0; a < cfg.branch[d]; a++)
+                    m += ws.q[(size_t)r * L.out_dim + L.out_offset[d] + a * cfg.atoms + z];
+                m /= cfg.branch[d];
+                assert_true(fabs(m - ws.v[(size_t)r * cfg.atoms + z]) < 1e-5);
+            }
+    vx_qnet_backward(&L, pf, xf, B, cf, &ws, gf);
+    qnet64_run_backward(&L, p, x, B, c, g);
+    num = den = 0;
+    for (size_t i = 0; i < np; i++) num += (gf[i] - g[i]) * (gf[i] - g[i]), den += g[i] * g[i];
+    assert_true(sqrt(num / den) < 1e-5);
+    vx_qnet_ws_free(&ws);
+    free(p), free(x), free(q), free(c), free(g), free(pf), free(xf), free(cf), free(gf);
+}
+
+static void test_grad_clip(void **state)
+{
+    (void)state;
+    float g[3] = {3, 4, 0};
+    assert_true(fabs(vx_grad_clip(g, 3, 10) - 5) < 1e-12);
+    assert_float_equal(g[0], 3, 0);
+    assert_true(fabs(vx_grad_clip(g, 3, 1) - 5) < 1e-12);
+    assert_float_equal(g[0], 0.6, 1e-6);
+    assert_float_equal(g[1], 0.8, 1e-6);
+    float h[2] = {1, 1};
+    vx_grad_clip(h, 2, 0); /* 0: no clipping */
+    assert_float_equal(h[0], 1, 0);
+}
+
+static void test_adam_three_steps(void **state)
+{
+    (void)state;
+    vx_adam_cfg c = {.lr = 0.1, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0};
+    vx_adam a;
+    vx_err e;
+    assert_int_equal(vx_adam_create(&c, 2, &a, &e), VX_OK);
+    float p[2] = {1.0f, -2.0f};
+    const float grads[3][2] = {{0.5f, -1.0f}, {-0.25f, 2.0f}, {1.0f, 0.0f}};
+    /* by hand: m_t = 0.9 m + 0.1 g, v_t = 0.999 v + 0.001 g², p -= 0.1 · (m/(1−0.9^t)) /
+     * (sqrt(v/(1−0.999^t)) + 1e-8) */
+    double want[3][2] = {
+        {1.0 - 0.1, -2.0 + 0.1}, /* step 1: m̂ = g, v̂ = g², so the step is lr · sign(g) */
+        {0, 0},
+        {0, 0}};
+    double m[2] = {0, 0}, v[2] = {0, 0}, q[2] = {1.0, -2.0};
+    for (int t = 1; t <= 3; t++) {
+        for (int i = 0; i < 2; i++) {
+            m[i] = 0.9 * m[i] + 0.1 * grads[t - 1][i];
+            v[i] = 0.999 * v[i] + 0.001 * grads[t - 1][i] * grads[t - 1][i];
+            q[i] -= 0.1 * (m[i] / (1 - pow(0.9, t))) / (sqrt(v[i] / (1 - pow(0.999, t))) + 1e-8);
+        }
+        if (t > 1) want[t - 1][0] = q[0], want[t - 1][1] = q[1];
+        vx_adam_step(&a, p, grads[t - 1]);
+        assert_float_equal(p[0], want[t - 1][0], 2e-6);
+        assert_float_equal(p[1], want[t - 1][1], 2e-6);
+    }
+    /* step 2 by hand for parameter 0: m = 0.9·0.05 − 0.025 = 0.02, v = 0.999·0.00025 +
+     * 0.001·0.0625 = 0.00031225; m̂ = 0.02/0.19, v̂ = 0.00031225/0.001999 */
+    double p0_2 = 0.9 - 0.1 * (0.02 / 0.19) / (sqrt(0.00031225 / 0.001999) + 1e-8);
+    assert_true(fabs(want[1][0] - p0_2) < 1e-8); /* step 1 left 0.9 − 2e-9 (the eps) */
+    assert_int_equal(a.t, 3);
+    vx_adam_free(&a);
+    c.lr = 0;
+    assert_int_equal(vx_adam_create(&c, 2, &a, &e), VX_ERR_ARG);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_default_size),
+        cmocka_unit_test(test_init_statistics),
+        cmocka_unit_test(test_gradients_dqn),
+        cmocka_unit_test(test_gradients_c51),
+        cmocka_unit_test(test_dueling_and_float_matches_double),
+        cmocka_unit_test(test_grad_clip),
+        cmocka_unit_test(test_adam_three_steps),
+    };
+    return cmocka_run_group_tests_name("nn", tests, NULL, NULL);
+}
