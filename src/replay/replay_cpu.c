@@ -1,0 +1,450 @@
+/* replay_cpu.c — the CPU reference of the replay buffer (see replay.h for the contract).
+ *
+ * Storage is a ring of structure-of-arrays: obs and next_obs [capacity × D] float, actions as
+ * bytes, reward, flags, n-step count, a generation stamp per slot.
+ *
+ * Proportional: a sum tree and a min tree over L = 2^⌈log2 capacity⌉ leaves, in float64. An update
+ * rewrites a leaf and then recomputes each ancestor as the sum (min) of its two children — never
+ * `node += delta` — so the stored total is exactly what a fresh bottom-up sum gives: it cannot
+ * drift however many updates run. The descent never enters a subtree whose sum is zero, so a
+ * zero-priority (or empty) slot is never drawn even when rounding pushes the target past a
+ * boundary.
+ *
+ * Rank: raw priorities per slot; a sort of the valid slots by priority (ties by slot index, so it
+ * is deterministic) and the cumulative mass Σ_{k≤r} k^−α are rebuilt every `rank_refresh` sample
+ * calls. Between refreshes the order is stale, as in the paper; slots first filled after the last
+ * refresh wait for the next one (the first sample after any insert into an empty order refreshes).
+ */
+#include "vixen/replay.h"
+#include "vixen/philox.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REPLAY_STREAM 0x5245504cull /* "REPL" */
+
+struct vx_replay {
+    vx_replay_cfg cfg;
+    size_t size, cursor;
+    uint64_t inserted, clamped, stale, refreshes;
+    double max_p;
+    vx_rng rng;
+    /* ring */
+    float *obs, *next_obs, *reward;
+    uint8_t *action, *term, *trunc, *steps;
+    uint32_t *gen;
+    /* proportional */
+    size_t leaves;
+    double *sum, *min; /* 2 × leaves nodes, root at 1 */
+    /* rank (and the raw priority of every slot, both modes) */
+    double *prio;
+    uint32_t *order; /* slots by descending priority, order_n of them */
+    double *cdf;     /* cdf[r] = Σ_{k<=r} (k+1)^−α */
+    size_t order_n;
+    int calls_since_refresh;
+    int dirty; /* inserts since the last refresh */
+};
+
+void vx_replay_cfg_default(vx_replay_cfg *c, vx_replay_kind kind, size_t capacity)
+{
+    memset(c, 0, sizeof *c);
+    c->kind = kind;
+    c->capacity = capacity;
+    c->obs_dim = 51;
+    c->alpha = kind == VX_REPLAY_RANK ? 0.7 : 0.6;
+    c->eps = 1e-6;
+    c->rank_refresh = 100;
+    c->seed = 1;
+}
+
+size_t vx_replay_bytes_per_transition(const vx_replay_cfg *c)
+{
+    size_t b = 2 * (size_t)c->obs_dim * sizeof(float) + sizeof(float) + 3 + 3 + sizeof(uint32_t) +
+               sizeof(double);
+    if (c->kind == VX_REPLAY_PROPORTIONAL) b += 4 * sizeof(double); /* ≤ 2 leaves × 2 trees */
+    if (c->kind == VX_REPLAY_RANK) b += sizeof(uint32_t) + sizeof(double);
+    return b;
+}
+
+void vx_replay_free(vx_replay *r)
+{
+    if (!r) return;
+    free(r->obs), free(r->next_obs), free(r->reward), free(r->action), free(r->term);
+    free(r->trunc), free(r->steps), free(r->gen), free(r->sum), free(r->min), free(r->prio);
+    free(r->order), free(r->cdf);
+    free(r);
+}
+
+vx_status vx_replay_create(const vx_replay_cfg *cfg, vx_replay **out, vx_err *e)
+{
+    *out = NULL;
+    if (cfg->capacity < 1 || cfg->capacity > ((size_t)1 << 31))
+        return vx_err_set(e, VX_ERR_ARG, "replay: capacity %zu out of range 1..2^31",
+                          cfg->capacity);
+    if (cfg->obs_dim < 1) return vx_err_set(e, VX_ERR_ARG, "replay: obs_dim must be >= 1");
+    if (!(cfg->alpha >= 0) || !(cfg->eps > 0) || cfg->rank_refresh < 1)
+        return vx_err_set(e, VX_ERR_ARG, "replay: need alpha >= 0, eps > 0, rank_refresh >= 1");
+    vx_replay *r = calloc(1, sizeof *r);
+    if (!r) return vx_err_set(e, VX_ERR_NOMEM, "replay: out of memory");
+    r->cfg = *cfg;
+    size_t C = cfg->capacity, D = (size_t)cfg->obs_dim;
+    r->obs = vx_alloc_big(C * D * sizeof(float));
+    r->next_obs = vx_alloc_big(C * D * sizeof(float));
+    r->reward = malloc(C * sizeof(float));
+    r->action = malloc(C * 3);
+    r->term = malloc(C);
+    r->trunc = malloc(C);
+    r->steps = malloc(C);
+    r->gen = calloc(C, sizeof(uint32_t));
+    r->prio = calloc(C, sizeof(double));
+    int ok = r->obs && r->next_obs && r->reward && r->action && r->term && r->trunc && r->steps &&
+             r->gen && r->prio;
+    if (ok && cfg->kind == VX_REPLAY_PROPORTIONAL) {
+        r->leaves = 1;
+        while (r->leaves < C) r->leaves <<= 1;
+        r->sum = calloc(2 * r->leaves, sizeof(double));
+        r->min = malloc(2 * r->leaves * sizeof(double));
+        ok = r->sum && r->min;
+        if (ok)
+            for (size_t i = 0; i < 2 * r->leaves; i++) r->min[i] = INFINITY;
+    }
+    if (ok && cfg->kind == VX_REPLAY_RANK) {
+        r->order = malloc(C * sizeof(uint32_t));
+        r->cdf = malloc(C * sizeof(double));
+        ok = r->order && r->cdf;
+    }
+    if (!ok) {
+        vx_replay_free(r);
+        return vx_err_set(e, VX_ERR_NOMEM, "replay: cannot allocate %zu transitions (%zu bytes each)",
+                          C, vx_replay_bytes_per_transition(cfg));
+    }
+    r->max_p = 1.0;
+    r->rng = vx_rng_make(cfg->seed, REPLAY_STREAM, 0);
+    *out = r;
+    return VX_OK;
+}
+
+/* Sets leaf i to value v (p^α, or 0 for empty) and recomputes its ancestors from their children. */
+static void tree_set(vx_replay *r, size_t i, double v)
+{
+    size_t n = r->leaves + i;
+    r->sum[n] = v;
+    r->min[n] = v > 0 ? v : INFINITY;
+    for (n >>= 1; n >= 1; n >>= 1) {
+        r->sum[n] = r->sum[2 * n] + r->sum[2 * n + 1];
+        r->min[n] = fmin(r->min[2 * n], r->min[2 * n + 1]);
+    }
+}
+
+static void set_priority(vx_replay *r, size_t i, double p)
+{
+    r->prio[i] = p;
+    if (r->cfg.kind == VX_REPLAY_PROPORTIONAL) tree_set(r, i, pow(p, r->cfg.alpha));
+}
+
+vx_status vx_replay_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_err *e)
+{
+    size_t D = (size_t)r->cfg.obs_dim;
+    for (size_t k = 0; k < n; k++)
+        for (int b = 0; b < 3; b++)
+            if (t->actions[k * 3 + b] < 0 || t->actions[k * 3 + b] > 255)
+                return vx_err_set(e, VX_ERR_ARG, "replay: transition %zu action %d out of range",
+                                  k, t->actions[k * 3 + b]);
+    for (size_t k = 0; k < n; k++) {
+        size_t i = r->cursor;
+        memcpy(r->obs + i * D, t->obs + k * D, D * sizeof(float));
+        memcpy(r->next_obs + i * D, t->next_obs + k * D, D * sizeof(float));
+        for (int b = 0; b < 3; b++) r->action[i * 3 + b] = (uint8_t)t->actions[k * 3 + b];
+        r->reward[i] = t->rewards[k];
+        r->term[i] = t->terminated[k];
+        r->trunc[i] = t->truncated[k];
+        r->steps[i] = t->steps ? t->steps[k] : 1;
+        r->gen[i]++;
+        set_priority(r, i, r->max_p);
+        r->cursor = (r->cursor + 1) % r->cfg.capacity;
+        if (r->size < r->cfg.capacity) r->size++;
+    }
+    r->inserted += n;
+    if (n) r->dirty = 1;
+    return VX_OK;
+}
+
+/* qsort has no context argument in C11: sort (priority, slot) pairs instead */
+typedef struct {
+    double p;
+    uint32_t i;
+} pair;
+
+static int cmp_pair(const void *a, const void *b)
+{
+    const pair *x = a, *y = b;
+    if (x->p != y->p) return x->p > y->p ? -1 : 1;
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+static vx_status rank_refresh(vx_replay *r, vx_err *e)
+{
+    pair *tmp = malloc(r->size * sizeof *tmp);
+    if (!tmp) return vx_err_set(e, VX_ERR_NOMEM, "replay: out of memory sorting ranks");
+    for (size_t i = 0; i < r->size; i++) tmp[i] = (pair){r->prio[i], (uint32_t)i};
+    qsort(tmp, r->size, sizeof *tmp, cmp_pair);
+    double c = 0;
+    for (size_t k = 0; k < r->size; k++) {
+        r->order[k] = tmp[k].i;
+        c += pow((double)(k + 1), -r->cfg.alpha);
+        r->cdf[k] = c;
+    }
+    free(tmp);
+    r->order_n = r->size;
+    r->calls_since_refresh = 0;
+    r->dirty = 0;
+    r->refreshes++;
+    return VX_OK;
+}
+
+/* Proportional descent: the leaf whose cumulative interval holds u, never a zero-sum subtree. */
+static size_t tree_find(const vx_replay *r, double u)
+{
+    size_t n = 1;
+    while (n < r->leaves) {
+        double left = r->sum[2 * n], right = r->sum[2 * n + 1];
+        if ((u < left && left > 0) || right <= 0) {
+            n = 2 * n;
+        } else {
+            u -= left;
+            if (u >= right) u = nextafter(right, 0); /* rounding: stay inside this subtree */
+            n = 2 * n + 1;
+        }
+    }
+    return n - r->leaves;
+}
+
+static size_t cdf_find(const double *cdf, size_t n, double u)
+{
+    size_t lo = 0, hi = n - 1; /* first k with cdf[k] > u */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cdf[mid] > u) hi = mid;
+        else lo = mid + 1;
+    }
+    return lo;
+}
+
+vx_status vx_replay_sample(vx_replay *r, size_t B, double beta, vx_replay_batch *out, vx_err *e)
+{
+    if (r->size == 0) return vx_err_set(e, VX_ERR_ARG, "replay: sample from an empty buffer");
+    if (B == 0) return VX_OK;
+    size_t D = (size_t)r->cfg.obs_dim;
+    double N = (double)r->size;
+    if (r->cfg.kind == VX_REPLAY_RANK) {
+        if (r->order_n == 0 || r->calls_since_refresh >= r->cfg.rank_refresh) {
+            vx_status st = rank_refresh(r, e);
+            if (st) return st;
+        }
+        r->calls_since_refresh++;
+    }
+    double total = 0, w_max = 1;
+    if (r->cfg.kind == VX_REPLAY_PROPORTIONAL) {
+        total = r->sum[1];
+        double p_min = r->min[1] / total;
+        w_max = pow(N * p_min, -beta);
+    } else if (r->cfg.kind == VX_REPLAY_RANK) {
+        N = (double)r->order_n;
+        total = r->cdf[r->order_n - 1];
+        double p_min = pow(N, -r->cfg.alpha) / total;
+        w_max = pow(N * p_min, -beta);
+    }
+    for (size_t j = 0; j < B; j++) {
+        size_t i;
+        double w = 1;
+        if (r->cfg.kind == VX_REPLAY_UNIFORM) {
+            i = vx_rng_below(&r->rng, (uint32_t)r->size);
+        } else {
+            double seg = total / (double)B;
+            double u = ((double)j + vx_rng_uniform_double(&r->rng)) * seg;
+            if (u >= total) u = nextafter(total, 0);
+            double P;
+            if (r->cfg.kind == VX_REPLAY_PROPORTIONAL) {
+                i = tree_find(r, u);
+                P = r->sum[r->leaves + i] / total;
+            } else {
+                size_t k = cdf_find(r->cdf, r->order_n, u);
+                i = r->order[k];
+                P = pow((double)(k + 1), -r->cfg.alpha) / total;
+            }
+            w = pow(N * P, -beta) / w_max;
+        }
+        memcpy(out->obs + j * D, r->obs + i * D, D * sizeof(float));
+        memcpy(out->next_obs + j * D, r->next_obs + i * D, D * sizeof(float));
+        for (int b = 0; b < 3; b++) out->actions[j * 3 + b] = r->action[i * 3 + b];
+        out->rewards[j] = r->reward[i];
+        out->terminated[j] = r->term[i];
+        out->truncated[j] = r->trunc[i];
+        if (out->steps) out->steps[j] = r->steps[i];
+        out->weights[j] = (float)(w < 1 ? w : 1);
+        out->index[j] = (uint32_t)i;
+        out->gen[j] = r->gen[i];
+    }
+    return VX_OK;
+}
+
+void vx_replay_update(vx_replay *r, const uint32_t *index, const uint32_t *gen, const float *td,
+                      size_t n)
+{
+    if (r->cfg.kind == VX_REPLAY_UNIFORM) return;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = index[k];
+        if (i >= r->size || r->gen[i] != gen[k]) {
+            r->stale++;
+            continue;
+        }
+        double p = fabs((double)td[k]) + r->cfg.eps;
+        if (!isfinite(p)) {
+            p = r->max_p;
+            r->clamped++;
+        }
+        if (p > r->max_p) r->max_p = p;
+        set_priority(r, i, p);
+    }
+}
+
+void vx_replay_stats_get(const vx_replay *r, vx_replay_stats *s)
+{
+    memset(s, 0, sizeof *s);
+    s->size = r->size;
+    s->capacity = r->cfg.capacity;
+    s->inserted = r->inserted;
+    s->total = r->sum ? r->sum[1] : 0;
+    s->max_priority = r->max_p;
+    s->clamped = r->clamped;
+    s->stale_updates = r->stale;
+    s->refreshes = r->refreshes;
+}
+
+double vx_replay_total_recomputed(const vx_replay *r)
+{
+    if (!r->sum) return 0;
+    double s = 0; /* a plain left-to-right sum: a different order from the tree's */
+    for (size_t i = 0; i < r->size; i++) s += pow(r->prio[i], r->cfg.alpha);
+    return s;
+}
+
+double vx_replay_prob(vx_replay *r, size_t i)
+{
+    if (i >= r->size) return 0;
+    switch (r->cfg.kind) {
+    case VX_REPLAY_UNIFORM: return 1.0 / (double)r->size;
+    case VX_REPLAY_PROPORTIONAL: return r->sum[r->leaves + i] / r->sum[1];
+    case VX_REPLAY_RANK:
+        if (r->order_n == 0 || r->dirty) rank_refresh(r, NULL);
+        for (size_t k = 0; k < r->order_n; k++)
+            if (r->order[k] == i) return pow((double)(k + 1), -r->cfg.alpha) / r->cdf[r->order_n - 1];
+        return 0;
+    }
+    return 0;
+}
+
+/* ---- save / restore -------------------------------------------------------------------------- */
+
+#define REPLAY_MAGIC "VXREPLAY"
+#define REPLAY_FORMAT 1
+
+typedef struct {
+    char magic[8];
+    uint32_t format, kind;
+    uint64_t capacity;
+    uint32_t obs_dim, dirty;
+    uint64_t size, cursor, inserted, clamped, stale, refreshes, order_n;
+    int64_t calls_since_refresh;
+    double max_p, alpha, eps;
+    vx_rng rng;
+} replay_header;
+
+vx_status vx_replay_save(const vx_replay *r, const char *path, vx_err *e)
+{
+    replay_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, REPLAY_MAGIC, 8);
+    h.format = REPLAY_FORMAT;
+    h.kind = (uint32_t)r->cfg.kind;
+    h.capacity = r->cfg.capacity;
+    h.obs_dim = (uint32_t)r->cfg.obs_dim;
+    h.dirty = (uint32_t)r->dirty;
+    h.size = r->size, h.cursor = r->cursor, h.inserted = r->inserted, h.clamped = r->clamped;
+    h.stale = r->stale, h.refreshes = r->refreshes, h.order_n = r->order_n;
+    h.calls_since_refresh = r->calls_since_refresh;
+    h.max_p = r->max_p, h.alpha = r->cfg.alpha, h.eps = r->cfg.eps;
+    h.rng = r->rng;
+    size_t n = r->size, D = (size_t)r->cfg.obs_dim;
+    vx_atomic_file af;
+    vx_status st = vx_atomic_open(&af, path, e);
+    if (st) return st;
+    int bad = fwrite(&h, sizeof h, 1, af.f) != 1;
+    bad |= fwrite(r->obs, sizeof(float), n * D, af.f) != n * D;
+    bad |= fwrite(r->next_obs, sizeof(float), n * D, af.f) != n * D;
+    bad |= fwrite(r->reward, sizeof(float), n, af.f) != n;
+    bad |= fwrite(r->action, 3, n, af.f) != n;
+    bad |= fwrite(r->term, 1, n, af.f) != n;
+    bad |= fwrite(r->trunc, 1, n, af.f) != n;
+    bad |= fwrite(r->steps, 1, n, af.f) != n;
+    bad |= fwrite(r->gen, sizeof(uint32_t), r->cfg.capacity, af.f) != r->cfg.capacity;
+    bad |= fwrite(r->prio, sizeof(double), n, af.f) != n;
+    if (r->order_n) bad |= fwrite(r->order, sizeof(uint32_t), r->order_n, af.f) != r->order_n;
+    if (bad) {
+        vx_atomic_abort(&af);
+        return vx_err_line(e, VX_ERR_IO, path, -1, "", "write failed");
+    }
+    return vx_atomic_commit(&af, e);
+}
+
+vx_status vx_replay_load(vx_replay *r, const char *path, vx_err *e)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return vx_err_line(e, VX_ERR_IO, path, -1, "", "cannot open");
+    replay_header h;
+    vx_status st = VX_OK;
+    if (fread(&h, sizeof h, 1, f) != 1 || memcmp(h.magic, REPLAY_MAGIC, 8) != 0 ||
+        h.format != REPLAY_FORMAT)
+        st = vx_err_record(e, VX_ERR_FORMAT, path, -1, 0, "magic", "not a vixen replay file");
+    else if (h.kind != (uint32_t)r->cfg.kind || h.capacity != r->cfg.capacity ||
+             h.obs_dim != (uint32_t)r->cfg.obs_dim || h.size > h.capacity ||
+             h.cursor >= h.capacity || h.order_n > h.size)
+        st = vx_err_record(e, VX_ERR_ARG, path, -1, 8, "kind",
+                           "saved buffer (kind %u, capacity %llu, obs %u) does not match this one "
+                           "(kind %d, capacity %zu, obs %d)",
+                           h.kind, (unsigned long long)h.capacity, h.obs_dim, (int)r->cfg.kind,
+                           r->cfg.capacity, r->cfg.obs_dim);
+    size_t n = (size_t)h.size, D = (size_t)r->cfg.obs_dim;
+    if (!st) {
+        int bad = fread(r->obs, sizeof(float), n * D, f) != n * D;
+        bad |= fread(r->next_obs, sizeof(float), n * D, f) != n * D;
+        bad |= fread(r->reward, sizeof(float), n, f) != n;
+        bad |= fread(r->action, 3, n, f) != n;
+        bad |= fread(r->term, 1, n, f) != n;
+        bad |= fread(r->trunc, 1, n, f) != n;
+        bad |= fread(r->steps, 1, n, f) != n;
+        bad |= fread(r->gen, sizeof(uint32_t), r->cfg.capacity, f) != r->cfg.capacity;
+        bad |= fread(r->prio, sizeof(double), n, f) != n;
+        if (h.order_n) bad |= fread(r->order, sizeof(uint32_t), h.order_n, f) != h.order_n;
+        if (bad) st = vx_err_line(e, VX_ERR_FORMAT, path, -1, "", "truncated replay file");
+    }
+    fclose(f);
+    if (st) return st;
+    r->size = n, r->cursor = h.cursor, r->inserted = h.inserted, r->clamped = h.clamped;
+    r->stale = h.stale, r->refreshes = h.refreshes, r->max_p = h.max_p, r->rng = h.rng;
+    r->dirty = (int)h.dirty, r->calls_since_refresh = (int)h.calls_since_refresh;
+    r->order_n = h.order_n;
+    if (r->cfg.kind == VX_REPLAY_PROPORTIONAL) {
+        for (size_t i = 0; i < 2 * r->leaves; i++) r->sum[i] = 0, r->min[i] = INFINITY;
+        for (size_t i = 0; i < n; i++) tree_set(r, i, pow(r->prio[i], r->cfg.alpha));
+    }
+    if (r->cfg.kind == VX_REPLAY_RANK) {
+        double c = 0;
+        for (size_t k = 0; k < r->order_n; k++) {
+            c += pow((double)(k + 1), -r->cfg.alpha);
+            r->cdf[k] = c;
+        }
+    }
+    return VX_OK;
+}
