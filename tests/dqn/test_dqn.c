@@ -1,0 +1,296 @@
+/* test_dqn.c — the Double-DQN target and losses by hand, termination versus truncation, the C51
+ * projection (mass kept, l = u handled), C51 gradients by finite differences, n-step returns
+ * across episode ends, target sync, ε-greedy acting, and a learner that learns a bandit. */
+#include "helpers.h"
+#include "vixen/dqn.h"
+#include "vixen/philox.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static vx_loss_shape shape2(int atoms)
+{
+    vx_loss_shape s = {0};
+    s.n_branches = 2;
+    s.branch[0] = 3, s.branch[1] = 2;
+    s.offset[0] = 0, s.offset[1] = 3 * atoms;
+    s.atoms = atoms;
+    s.v_min = -2, s.v_max = 2;
+    return s;
+}
+
+static void test_expected_value_target_by_hand(void **state)
+{
+    (void)state;
+    vx_loss_shape s = shape2(1);
+    float qs[5] = {1.0f, 2.0f, 0.5f, -1.0f, 3.0f};
+    float qn[5] = {0.1f, 0.9f, 0.3f, 2.0f, 1.0f};  /* online picks a* = (1, 0) */
+    float qt[5] = {7.0f, 4.0f, 9.0f, 6.0f, -8.0f}; /* target evaluates 4 and 6 */
+    int32_t a[3] = {2, 1, 0};
+    float dq[5], pr;
+    /* y = 0.5 + 0.9 · (4 + 6)/2 = 5; δ = (0.5 − 5, 3 − 5) = (−4.5, −2) */
+    float l = vx_loss_dqn(&s, VX_LOSS_MSE, 1, 0.9f, qs, qn, qt, a, 0.5f, 0, 2.0f, 0.25f, dq, 5, &pr);
+    assert_float_equal(l, 2.0f * (0.5f * 20.25f + 0.5f * 4.0f) / 2, 1e-5);
+    assert_float_equal(pr, (4.5f + 2.0f) / 2, 1e-6);
+    float want[5] = {0, 0, 2.0f * 0.5f * -4.5f * 0.25f, 0, 2.0f * 0.5f * -2.0f * 0.25f};
+    for (int i = 0; i < 5; i++) assert_float_equal(dq[i], want[i], 1e-6);
+    /* terminated: no bootstrap, y = r */
+    l = vx_loss_dqn(&s, VX_LOSS_MSE, 1, 0.9f, qs, qn, qt, a, 0.5f, 1, 1.0f, 1.0f, dq, 5, &pr);
+    assert_float_equal(pr, (0.0f + 2.5f) / 2, 1e-6); /* δ = (0.5 − 0.5, 3 − 0.5) */
+    /* Huber beyond κ: the gradient is ±κ */
+    l = vx_loss_dqn(&s, VX_LOSS_HUBER, 1, 0.9f, qs, qn, qt, a, 0.5f, 0, 1.0f, 1.0f, dq, 5, &pr);
+    assert_float_equal(dq[2], -0.5f, 1e-6); /* w · (1/K) · (−κ) */
+    assert_float_equal(dq[4], -0.5f, 1e-6);
+    assert_float_equal(l, ((4.5f - 0.5f) + (2.0f - 0.5f)) / 2, 1e-5);
+    /* ties go to the lowest action */
+    float tie[5] = {1, 1, 1, 2, 2};
+    assert_int_equal(vx_loss_argmax(&s, tie, 0), 0);
+    assert_int_equal(vx_loss_argmax(&s, tie, 1), 0);
+}
+
+static void test_c51_projection_keeps_mass(void **state)
+{
+    (void)state;
+    vx_loss_shape s = shape2(5); /* support −2, −1, 0, 1, 2 */
+    float p[5] = {0.1f, 0.2f, 0.3f, 0.25f, 0.15f};
+    float m[5] = {0};
+    /* r = 0, γ = 1: every atom lands exactly on itself (l = u): the distribution is unchanged */
+    vx_loss_project(&s, p, 0.0f, 1.0f, 1.0f, m);
+    for (int i = 0; i < 5; i++) assert_float_equal(m[i], p[i], 1e-7);
+    /* r = 0.5, γ = 1: each atom splits half and half to its neighbours; the top one clips */
+    memset(m, 0, sizeof m);
+    vx_loss_project(&s, p, 0.5f, 1.0f, 1.0f, m);
+    float want[5] = {0.05f, 0.05f + 0.1f, 0.1f + 0.15f, 0.15f + 0.125f, 0.125f + 0.15f};
+    for (int i = 0; i < 5; i++) assert_float_equal(m[i], want[i], 1e-6);
+    /* random shifts: the mass is always 1 */
+    vx_rng g = vx_rng_make(4, 0, 0);
+    for (int it = 0; it < 1000; it++) {
+        memset(m, 0, sizeof m);
+        float r = (float)(6 * vx_rng_uniform_double(&g) - 3), gm = vx_rng_uniform(&g);
+        if (it % 10 == 0) r = (float)((int)r); /* integers hit atoms exactly */
+        vx_loss_project(&s, p, r, gm, 1.0f, m);
+        float sum = 0;
+        for (int i = 0; i < 5; i++) sum += m[i], assert_true(m[i] >= 0);
+        assert_float_equal(sum, 1.0f, 1e-6);
+    }
+}
+
+static void test_c51_gradient_and_shared_target(void **state)
+{
+    (void)state;
+    vx_loss_shape s = shape2(5);
+    int O = 5 * 5;
+    float qs[25], qn[25], qt[25], dq[25], dq2[25], pr;
+    vx_rng g = vx_rng_make(8, 0, 0);
+    for (int i = 0; i < O; i++)
+        qs[i] = (float)vx_rng_normal(&g), qn[i] = (float)vx_rng_normal(&g),
+        qt[i] = (float)vx_rng_normal(&g);
+    int32_t a[3] = {1, 1, 0};
+    float l = vx_loss_c51(&s, 0.9f, qs, qn, qt, a, 0.3f, 0, 0.7f, 1.0f, dq, O, &pr);
+    assert_float_equal(l, 0.7f * pr, 1e-6);
+    /* finite differences on every logit */
+    for (int i = 0; i < O; i++) {
+        float keep = qs[i], h = 1e-2f;
+        qs[i] = keep + h;
+        float up = vx_loss_c51(&s, 0.9f, qs, qn, qt, a, 0.3f, 0, 0.7f, 1.0f, dq2, O, &pr);
+        qs[i] = keep - h;
+        float dn = vx_loss_c51(&s, 0.9f, qs, qn, qt, a, 0.3f, 0, 0.7f, 1.0f, dq2, O, &pr);
+        qs[i] = keep;
+        assert_float_equal(dq[i], (up - dn) / (2 * h), 2e-3);
+    }
+    /* the shared target's mean is the expected-value BDQ target: r + γ mean_d E[Z⁻_d(s', a*_d)]
+     * (when nothing clips) — checked through a loss whose gradient is zero at the target */
+    float m[5] = {0}, p[5];
+    float boot = 0;
+    for (int d = 0; d < 2; d++) {
+        int astar = vx_loss_argmax(&s, qn, d);
+        vx_loss_softmax(qt + s.offset[d] + astar * 5, 5, p);
+        vx_loss_project(&s, p, 0.1f, 0.5f, 0.5f, m);
+        boot += 0.5f * vx_loss_q(&s, qt, d, astar);
+    }
+    float mean = 0;
+    for (int i = 0; i < 5; i++) mean += m[i] * (float)(i - 2);
+    assert_float_equal(mean, 0.1f + 0.5f * boot, 1e-5);
+}
+
+static void test_nstep_across_episode_end(void **state)
+{
+    (void)state;
+    vx_nstep ns;
+    vx_err e;
+    assert_int_equal(vx_nstep_create(3, 1, 2, 0.5, &ns, &e), VX_OK);
+    vx_transition_buf out = {0};
+    assert_int_equal(vx_tbuf_reserve(&out, 16, 2, &e), VX_OK);
+    /* one environment: obs k = (k, k); rewards 1..5; the 5th step truncates with final obs 99 */
+    for (int k = 0; k < 5; k++) {
+        float obs[2] = {(float)k, (float)k}, nx[2] = {(float)k + 1, (float)k + 1};
+        int32_t act[3] = {k, 0, 0};
+        float r = (float)(k + 1);
+        uint8_t te = 0, tr = k == 4;
+        if (tr) nx[0] = nx[1] = 99;
+        vx_nstep_push(&ns, obs, act, &r, &te, &tr, nx, &out);
+    }
+    assert_int_equal(out.n, 5);
+    /* from s0: 1 + .5·2 + .25·3 = 2.75 → s3; from s1: 2 + 1.5 + 1 = 4.5 → s4;
+     * then the end: s2: 3 + 2 + 1.25 = 6.25 → 99 (3 steps), s3: 4 + 2.5 = 6.5 (2), s4: 5 (1) */
+    float R[5] = {2.75f, 4.5f, 6.25f, 6.5f, 5.0f}, nx0[5] = {3, 4, 99, 99, 99};
+    int steps[5] = {3, 3, 3, 2, 1}, tr[5] = {0, 0, 1, 1, 1};
+    for (int i = 0; i < 5; i++) {
+        assert_float_equal(out.obs[i * 2], i, 0);
+        assert_int_equal(out.actions[i * 3], i);
+        assert_float_equal(out.rewards[i], R[i], 1e-6);
+        assert_float_equal(out.next_obs[i * 2], nx0[i], 0);
+        assert_int_equal(out.steps[i], steps[i]);
+        assert_int_equal(out.truncated[i], tr[i]);
+        assert_int_equal(out.terminated[i], 0);
+    }
+    /* after the end the accumulator is empty: a terminated one-step episode emits one */
+    out.n = 0;
+    float o[2] = {7, 7}, n2[2] = {8, 8}, r = -1;
+    int32_t act[3] = {1, 1, 1};
+    uint8_t te = 1, t0 = 0;
+    vx_nstep_push(&ns, o, act, &r, &te, &t0, n2, &out);
+    assert_int_equal(out.n, 1);
+    assert_int_equal(out.terminated[0], 1);
+    assert_int_equal(out.steps[0], 1);
+    assert_float_equal(out.rewards[0], -1, 0);
+    vx_tbuf_free(&out);
+    vx_nstep_free(&ns);
+}
+
+static void small_qcfg(vx_qnet_cfg *q)
+{
+    vx_qnet_cfg_default(q);
+    q->in_dim = 6;
+    q->trunk[0] = q->trunk[1] = 32;
+    q->head_hidden = 16;
+}
+
+typedef struct {
+    float obs[64 * 6], next[64 * 6], rew[64], w[64];
+    int32_t act[64 * 3];
+    uint8_t te[64], tu[64], st[64];
+    uint32_t idx[64], gen[64];
+} bandit;
+
+static vx_replay_batch bandit_batch(bandit *b, vx_rng *g)
+{
+    /* one-step episodes: reward 1 when every branch picks action 0, else 0 */
+    for (int i = 0; i < 64; i++) {
+        for (int k = 0; k < 6; k++) b->obs[i * 6 + k] = b->next[i * 6 + k] = 0.5f;
+        b->act[i * 3] = (int32_t)vx_rng_below(g, 9);
+        b->act[i * 3 + 1] = (int32_t)vx_rng_below(g, 3);
+        b->act[i * 3 + 2] = (int32_t)vx_rng_below(g, 3);
+        b->rew[i] = (b->act[i * 3] == 0) + (b->act[i * 3 + 1] == 0) + (b->act[i * 3 + 2] == 0);
+        b->te[i] = 1, b->tu[i] = 0, b->st[i] = 1, b->w[i] = 1;
+    }
+    vx_replay_batch rb = {b->obs, b->next, b->act, b->rew, b->te, b->tu, b->st, b->w, b->idx, b->gen};
+    return rb;
+}
+
+static void test_learner_learns_a_bandit_and_syncs(void **state)
+{
+    (void)state;
+    int losses[2] = {VX_LOSS_HUBER, VX_LOSS_C51};
+    for (int li = 0; li < 2; li++) {
+        vx_dqn_cfg c;
+        vx_dqn_cfg_default(&c);
+        c.loss = losses[li];
+        c.batch = 64;
+        c.adam.lr = 3e-3;
+        c.target_every = 50;
+        c.v_min = -1, c.v_max = 4, c.atoms = 21;
+        vx_qnet_cfg q;
+        small_qcfg(&q);
+        vx_dqn d;
+        vx_err e;
+        assert_int_equal(vx_dqn_create(&c, &q, 3, &d, &e), VX_OK);
+        assert_memory_equal(d.online, d.target, d.L.n_params * 4);
+        bandit b;
+        vx_rng g = vx_rng_make(1, 0, 0);
+        vx_dqn_update_stats st;
+        for (int it = 0; it < 400; it++) {
+            vx_replay_batch rb = bandit_batch(&b, &g);
+            vx_dqn_update(&d, &rb, 64, &st);
+            if (it == 48) assert_true(memcmp(d.online, d.target, d.L.n_params * 4) != 0);
+            if (it == 49) assert_memory_equal(d.online, d.target, d.L.n_params * 4); /* 50th */
+        }
+        /* greedy: action 0 in every branch */
+        vx_qnet_ws ws;
+        assert_int_equal(vx_qnet_ws_create(&d.L, 4, &ws, &e), VX_OK);
+        float obs[6] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
+        int32_t a[3];
+        double qm;
+        vx_dqn_act(&d, &ws, obs, 1, 0.0, 1, 0, a, &qm);
+        assert_int_equal(a[0], 0);
+        assert_int_equal(a[1], 0);
+        assert_int_equal(a[2], 0);
+        /* each branch's Q(a_d = 0) estimates E[r | a_d = 0]: 1.67, 1.44, 1.44 (mean 1.52) */
+        assert_true(qm > 1.2 && qm < 1.8);
+        printf("loss %d: final loss %.4f, greedy Q %.3f\n", losses[li], st.loss, qm);
+        vx_qnet_ws_free(&ws);
+        vx_dqn_free(&d);
+    }
+}
+
+static void test_polyak_and_act(void **state)
+{
+    (void)state;
+    vx_dqn_cfg c;
+    vx_dqn_cfg_default(&c);
+    c.batch = 64;
+    c.tau = 0.25;
+    vx_qnet_cfg q;
+    small_qcfg(&q);
+    vx_dqn d;
+    vx_err e;
+    assert_int_equal(vx_dqn_create(&c, &q, 5, &d, &e), VX_OK);
+    float *before = malloc(d.L.n_params * 4);
+    memcpy(before, d.target, d.L.n_params * 4);
+    bandit b;
+    vx_rng g = vx_rng_make(2, 0, 0);
+    vx_replay_batch rb = bandit_batch(&b, &g);
+    vx_dqn_update(&d, &rb, 64, NULL);
+    for (size_t i = 0; i < d.L.n_params; i += 97)
+        assert_float_equal(d.target[i], before[i] + 0.25f * (d.online[i] - before[i]), 1e-6);
+    /* ε = 1: uniform actions, reproducible by (seed, step) */
+    vx_qnet_ws ws;
+    assert_int_equal(vx_qnet_ws_create(&d.L, 32, &ws, &e), VX_OK);
+    float obs[100 * 6];
+    for (int i = 0; i < 600; i++) obs[i] = 0.1f * (float)(i % 7);
+    int32_t a1[300], a2[300];
+    vx_dqn_act(&d, &ws, obs, 100, 1.0, 9, 4, a1, NULL);
+    vx_dqn_act(&d, &ws, obs, 100, 1.0, 9, 4, a2, NULL);
+    assert_memory_equal(a1, a2, sizeof a1);
+    vx_dqn_act(&d, &ws, obs, 100, 1.0, 9, 5, a2, NULL);
+    assert_true(memcmp(a1, a2, sizeof a1) != 0);
+    int hist[9] = {0};
+    for (int s = 0; s < 50; s++) {
+        vx_dqn_act(&d, &ws, obs, 100, 1.0, 9, (uint64_t)s, a1, NULL);
+        for (int i = 0; i < 100; i++) {
+            assert_true(a1[i * 3] >= 0 && a1[i * 3] < 9);
+            assert_true(a1[i * 3 + 1] >= 0 && a1[i * 3 + 1] < 3);
+            hist[a1[i * 3]]++;
+        }
+    }
+    for (int k = 0; k < 9; k++) assert_true(hist[k] > 400 && hist[k] < 720); /* 5000/9 = 556 */
+    vx_qnet_ws_free(&ws);
+    free(before);
+    vx_dqn_free(&d);
+    c.loss = 7;
+    assert_int_equal(vx_dqn_create(&c, &q, 5, &d, &e), VX_ERR_ARG);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_expected_value_target_by_hand),
+        cmocka_unit_test(test_c51_projection_keeps_mass),
+        cmocka_unit_test(test_c51_gradient_and_shared_target),
+        cmocka_unit_test(test_nstep_across_episode_end),
+        cmocka_unit_test(test_learner_learns_a_bandit_and_syncs),
+        cmocka_unit_test(test_polyak_and_act),
+    };
+    return cmocka_run_group_tests_name("dqn", tests, NULL, NULL);
+}
