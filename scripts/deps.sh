@@ -3,7 +3,8 @@
 # already there. Called by `make run` and `make test`; safe to run by hand.
 set -euo pipefail
 
-packages=(cmake make gcc pkg-config libzstd-dev libcmocka-dev libxxhash-dev libopenblas-dev)
+packages=(cmake make gcc pkg-config libzstd-dev libcmocka-dev libxxhash-dev libopenblas-dev
+    libyaml-dev libcjson-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,97 @@
+/* io.h — file formats a run writes and reads: safetensors checkpoints, TensorBoard event files,
+ * metrics CSV, and flat YAML configuration. Generic: nothing here knows about networks or
+ * learners, so every layer above util may use it. */
+#ifndef VIXEN_IO_H
+#define VIXEN_IO_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include "vixen/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- safetensors: u64 header length, a JSON header, then raw little-endian tensors ---------- */
+
+typedef enum { VX_DT_F32, VX_DT_F64, VX_DT_I64, VX_DT_U8 } vx_dtype;
+
+typedef struct {
+    char name[96];
+    vx_dtype dtype;
+    int ndim;
+    int64_t shape[4];
+    const void *data; /* writer: the bytes to write; reader: points into the loaded file */
+} vx_tensor;
+
+typedef struct {
+    char key[64];
+    char value[4096];
+} vx_meta;
+
+/* Writes tensors and string metadata atomically (temporary file + rename). */
+vx_status vx_safetensors_write(const char *path, const vx_tensor *t, size_t n, const vx_meta *meta,
+                               size_t n_meta, vx_err *e);
+
+typedef struct {
+    uint8_t *file; /* the whole file; tensors point into it */
+    size_t size;
+    vx_tensor *tensors;
+    size_t n;
+    vx_meta *meta;
+    size_t n_meta;
+} vx_safetensors;
+
+vx_status vx_safetensors_read(const char *path, vx_safetensors *out, vx_err *e);
+void vx_safetensors_free(vx_safetensors *s);
+/* The named tensor, checked against the expected dtype and element count; NULL (with e filled)
+ * when missing or different. */
+const vx_tensor *vx_safetensors_get(const vx_safetensors *s, const char *name, vx_dtype dt,
+                                    size_t count, vx_err *e);
+const char *vx_safetensors_meta(const vx_safetensors *s, const char *key);
+
+/* ---- TensorBoard event files (TFRecord framing, Event/Summary protobufs written by hand) ----- */
+
+typedef struct {
+    FILE *f;
+    char path[1024];
+} vx_tfevents;
+
+/* Creates "<dir>/events.out.tfevents.<time>.vixen" with its file_version record. */
+vx_status vx_tfevents_open(vx_tfevents *w, const char *dir, vx_err *e);
+vx_status vx_tfevents_scalar(vx_tfevents *w, const char *tag, int64_t step, double value,
+                             vx_err *e);
+void vx_tfevents_close(vx_tfevents *w);
+uint32_t vx_crc32c(const void *data, size_t n); /* Castagnoli, as TFRecord uses */
+
+/* ---- metrics CSV: a header row, then one row per record; flushed every row ------------------ */
+
+typedef struct {
+    FILE *f;
+    int n_cols;
+} vx_csv_log;
+
+/* Appends to an existing file with the same header (resume), else creates it. */
+vx_status vx_csv_log_open(vx_csv_log *w, const char *path, const char *const *cols, int n,
+                          vx_err *e);
+vx_status vx_csv_log_row(vx_csv_log *w, const double *values, vx_err *e);
+void vx_csv_log_close(vx_csv_log *w);
+
+/* ---- flat YAML: "section: {key: scalar or [scalars]}" into dotted keys ---------------------- */
+
+typedef struct {
+    char key[128];   /* "dqn.lr" */
+    char value[1024];/* a scalar, or a sequence joined with commas */
+    int line;        /* 1-based line of the key in the file */
+} vx_kv;
+
+/* Reads a YAML file whose top level maps section names to maps of scalars or sequences of
+ * scalars (one level of nesting). Anything else is an error naming the file and line. */
+vx_status vx_yaml_read_flat(const char *path, vx_kv **out, size_t *n, vx_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

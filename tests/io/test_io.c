@@ -1,0 +1,195 @@
+/* test_io.c — safetensors round trip and damaged files, TensorBoard records read back with
+ * their CRCs, the metrics CSV append rule, and the flat YAML reader with its line numbers. */
+#define _GNU_SOURCE /* memmem */
+#include "helpers.h"
+#include "vixen/io.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void test_crc32c_known_answer(void **state)
+{
+    (void)state;
+    assert_int_equal(vx_crc32c("123456789", 9), 0xE3069283u); /* the CRC-32C check value */
+    assert_int_equal(vx_crc32c("", 0), 0);
+}
+
+static void test_safetensors_roundtrip(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/x.safetensors", dir);
+    float w[6] = {1, -2, 3.5f, 4, 5, 6};
+    double d[3] = {0.1, 0.2, 1e300};
+    int64_t k[2] = {-5, 1ll << 50};
+    uint8_t b[5] = {1, 2, 3, 4, 255};
+    vx_tensor t[4] = {{"net.w", VX_DT_F32, 2, {2, 3}, w},
+                      {"d", VX_DT_F64, 1, {3}, d},
+                      {"counter", VX_DT_I64, 1, {2}, k},
+                      {"state.bytes", VX_DT_U8, 1, {5}, b}};
+    vx_meta m[2] = {{"step", "42"}, {"config", "dqn:\n  lr: \"3e-4\""}};
+    vx_err e;
+    assert_int_equal(vx_safetensors_write(path, t, 4, m, 2, &e), VX_OK);
+    vx_safetensors s;
+    assert_int_equal(vx_safetensors_read(path, &s, &e), VX_OK);
+    assert_int_equal(s.n, 4);
+    const vx_tensor *x = vx_safetensors_get(&s, "net.w", VX_DT_F32, 6, &e);
+    assert_non_null(x);
+    assert_int_equal(x->shape[0], 2);
+    assert_int_equal(x->shape[1], 3);
+    assert_memory_equal(x->data, w, sizeof w);
+    assert_int_equal(((uintptr_t)x->data - (uintptr_t)s.file) % 8, 0); /* 8-aligned data */
+    assert_memory_equal(vx_safetensors_get(&s, "d", VX_DT_F64, 3, &e)->data, d, sizeof d);
+    assert_memory_equal(vx_safetensors_get(&s, "counter", VX_DT_I64, 2, &e)->data, k, sizeof k);
+    assert_memory_equal(vx_safetensors_get(&s, "state.bytes", VX_DT_U8, 5, &e)->data, b, 5);
+    assert_string_equal(vx_safetensors_meta(&s, "step"), "42");
+    assert_string_equal(vx_safetensors_meta(&s, "config"), "dqn:\n  lr: \"3e-4\"");
+    assert_null(vx_safetensors_get(&s, "net.w", VX_DT_F32, 7, &e));
+    assert_non_null(strstr(e.msg, "expected F32 with 7"));
+    assert_null(vx_safetensors_get(&s, "missing", VX_DT_F32, 1, &e));
+    assert_int_equal(e.status, VX_ERR_NOT_FOUND);
+    vx_safetensors_free(&s);
+    /* damaged: truncated data, a header length beyond the file */
+    size_t n;
+    uint8_t *raw = th_read(path, &n);
+    th_write(path, raw, n - 3);
+    assert_int_equal(vx_safetensors_read(path, &s, &e), VX_ERR_FORMAT);
+    assert_non_null(strstr(e.msg, "data_offsets"));
+    raw[7] = 0x7f;
+    th_write(path, raw, n);
+    assert_int_equal(vx_safetensors_read(path, &s, &e), VX_ERR_FORMAT);
+    assert_non_null(strstr(e.msg, "header length"));
+    free(raw);
+    th_rmtree(dir);
+}
+
+static uint64_t rd(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < n; i++) v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+static uint32_t masked(uint32_t c) { return ((c >> 15) | (c << 17)) + 0xa282ead8u; }
+
+static void test_tfevents_records(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    vx_tfevents w;
+    vx_err e;
+    assert_int_equal(vx_tfevents_open(&w, dir, &e), VX_OK);
+    assert_int_equal(vx_tfevents_scalar(&w, "train/loss", 7, 0.25, &e), VX_OK);
+    char path[1024];
+    snprintf(path, sizeof path, "%s", w.path);
+    vx_tfevents_close(&w);
+    size_t n;
+    uint8_t *b = th_read(path, &n);
+    size_t off = 0;
+    int records = 0;
+    while (off < n) {
+        uint64_t len = rd(b + off, 8);
+        assert_int_equal(rd(b + off + 8, 4), masked(vx_crc32c(b + off, 8)));
+        const uint8_t *data = b + off + 12;
+        assert_int_equal(rd(data + len, 4), masked(vx_crc32c(data, len)));
+        if (records == 0) assert_non_null(memmem(data, len, "brain.Event:2", 13));
+        if (records == 1) {
+            assert_non_null(memmem(data, len, "train/loss", 10));
+            float f = 0.25f;
+            assert_non_null(memmem(data, len, &f, 4));
+            const uint8_t step[2] = {0x10, 7};
+            assert_non_null(memmem(data, len, step, 2));
+        }
+        off += 12 + len + 4;
+        records++;
+    }
+    assert_int_equal(off, n);
+    assert_int_equal(records, 2);
+    free(b);
+    th_rmtree(dir);
+}
+
+static void test_csv_log_append(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/m.csv", dir);
+    const char *cols[3] = {"epoch", "loss", "sharpe"};
+    vx_csv_log w;
+    vx_err e;
+    assert_int_equal(vx_csv_log_open(&w, path, cols, 3, &e), VX_OK);
+    double r1[3] = {1, 0.5, -0.25};
+    assert_int_equal(vx_csv_log_row(&w, r1, &e), VX_OK);
+    vx_csv_log_close(&w);
+    assert_int_equal(vx_csv_log_open(&w, path, cols, 3, &e), VX_OK); /* resume: append */
+    double r2[3] = {2, 0.125, 1.5};
+    vx_csv_log_row(&w, r2, &e);
+    vx_csv_log_close(&w);
+    size_t n;
+    char *t = (char *)th_read(path, &n);
+    assert_int_equal(n, strlen("epoch,loss,sharpe\n1,0.5,-0.25\n2,0.125,1.5\n"));
+    assert_memory_equal(t, "epoch,loss,sharpe\n1,0.5,-0.25\n2,0.125,1.5\n", n);
+    free(t);
+    const char *other[2] = {"epoch", "loss"};
+    assert_int_equal(vx_csv_log_open(&w, path, other, 2, &e), VX_ERR_FORMAT);
+    th_rmtree(dir);
+}
+
+static void test_yaml_flat(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/c.yaml", dir);
+    th_write_str(path, "# a run\n"
+                       "dqn:\n"
+                       "  lr: 3.0e-4\n"
+                       "  loss: huber   # comment\n"
+                       "net:\n"
+                       "  trunk: [256, 128]\n"
+                       "data:\n"
+                       "  files:\n"
+                       "    - a.csv\n"
+                       "    - \"b c.csv\"\n");
+    vx_kv *kv;
+    size_t n;
+    vx_err e;
+    assert_int_equal(vx_yaml_read_flat(path, &kv, &n, &e), VX_OK);
+    assert_int_equal(n, 4);
+    assert_string_equal(kv[0].key, "dqn.lr");
+    assert_string_equal(kv[0].value, "3.0e-4");
+    assert_int_equal(kv[0].line, 3);
+    assert_string_equal(kv[1].value, "huber");
+    assert_string_equal(kv[2].key, "net.trunk");
+    assert_string_equal(kv[2].value, "256,128");
+    assert_string_equal(kv[3].key, "data.files");
+    assert_string_equal(kv[3].value, "a.csv,b c.csv");
+    assert_int_equal(kv[3].line, 8);
+    free(kv);
+    const char *bad[] = {"dqn:\n  adam:\n    lr: 1\n", "dqn: 5\n", "- a\n- b\n",
+                         "dqn:\n  lr: [1, [2]]\n", "dqn:\n  lr: 1\n   x: : :\n"};
+    const int lines[] = {3, 1, 1, 2, 3};
+    for (int i = 0; i < 5; i++) {
+        th_write_str(path, bad[i]);
+        assert_int_equal(vx_yaml_read_flat(path, &kv, &n, &e), VX_ERR_FORMAT);
+        if (e.line != lines[i]) fail_msg("case %d: line %lld: %s", i, (long long)e.line, e.msg);
+        assert_non_null(strstr(e.msg, "c.yaml: line"));
+    }
+    th_rmtree(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_crc32c_known_answer),
+        cmocka_unit_test(test_safetensors_roundtrip),
+        cmocka_unit_test(test_tfevents_records),
+        cmocka_unit_test(test_csv_log_append),
+        cmocka_unit_test(test_yaml_flat),
+    };
+    return cmocka_run_group_tests_name("io", tests, NULL, NULL);
+}
