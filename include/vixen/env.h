@@ -53,6 +53,13 @@ size_t vx_env_count(const vx_env *env);
 const vx_env_params *vx_env_params_get(const vx_env *env);
 const vx_env_state *vx_env_states(const vx_env *env);
 
+/* Restarts environment i's episode at `row` of its split (evaluation walks the held-out bars in
+ * order). The row must leave a whole episode before the split's end. */
+vx_status vx_env_reset_to(vx_env *env, size_t i, int64_t row, vx_err *e);
+
+/* Replaces all N states (restoring a checkpoint). */
+void vx_env_set_states(vx_env *env, const vx_env_state *states);
+
 /* Writes every environment's current observation (N × D). */
 void vx_env_observe_all(const vx_env *env, float *obs);
 

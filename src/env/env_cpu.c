@@ -121,6 +121,22 @@ size_t vx_env_count(const vx_env *env) { return env->n; }
 const vx_env_params *vx_env_params_get(const vx_env *env) { return &env->p; }
 const vx_env_state *vx_env_states(const vx_env *env) { return env->s; }
 
+vx_status vx_env_reset_to(vx_env *env, size_t i, int64_t row, vx_err *e)
+{
+    const vx_env_params *p = &env->p;
+    if (i >= env->n || row < p->row_lo || row > p->row_hi - 1 - p->episode_len)
+        return vx_err_set(e, VX_ERR_ARG, "env: cannot start environment %zu at row %lld", i,
+                          (long long)row);
+    vx_env_reset(p, &env->s[i], i);
+    env->s[i].row = row;
+    return VX_OK;
+}
+
+void vx_env_set_states(vx_env *env, const vx_env_state *states)
+{
+    memcpy(env->s, states, env->n * sizeof *env->s);
+}
+
 void vx_env_observe_all(const vx_env *env, float *obs)
 {
     for (size_t i = 0; i < env->n; i++) vx_env_observe(&env->p, &env->s[i], obs + i * VX_OBS_DIM);
