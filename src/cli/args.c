@@ -52,13 +52,23 @@ int vx_args_parse(const vx_cmd *c, int argc, char **argv, const char **pos, size
                     return 2;
                 }
                 *o->flag = 1;
-            } else if (eq) {
-                *o->value = eq + 1;
-            } else if (i + 1 < argc) {
-                *o->value = argv[++i];
             } else {
-                fprintf(stderr, "%s: option '--%s' needs a value (%s)\n", c->cmd, o->name, o->arg);
-                return 2;
+                const char *v = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
+                if (!v) {
+                    fprintf(stderr, "%s: option '--%s' needs a value (%s)\n", c->cmd, o->name,
+                            o->arg);
+                    return 2;
+                }
+                if (o->list) {
+                    if (*o->n_list >= o->list_max) {
+                        fprintf(stderr, "%s: option '--%s' given more than %d times\n", c->cmd,
+                                o->name, o->list_max);
+                        return 2;
+                    }
+                    o->list[(*o->n_list)++] = v;
+                } else {
+                    *o->value = v;
+                }
             }
             continue;
         }

@@ -14,6 +14,9 @@ typedef struct {
     const char *help;
     const char **value;/* receives the value (options) */
     int *flag;         /* set to 1 (flags) */
+    const char **list; /* repeatable options: each value appended here … */
+    int *n_list;       /* … counted here … */
+    int list_max;      /* … up to this many */
 } vx_opt;
 
 typedef struct {

@@ -10,5 +10,7 @@
 int vx_cmd_data(int argc, char **argv);
 int vx_cmd_env(int argc, char **argv);
 int vx_cmd_bench(int argc, char **argv);
+int vx_cmd_train(int argc, char **argv);
+int vx_cmd_eval(int argc, char **argv);
 
 #endif

@@ -20,10 +20,10 @@ int vx_cmd_bench(int argc, char **argv)
 {
     const char *bars_s = NULL, *envs_s = NULL, *steps_s = NULL, *out = NULL;
     vx_opt opts[] = {
-        {"bars", "N", "bars for the data benchmarks (default 1000000)", &bars_s, NULL},
-        {"envs", "N", "environments for the env benchmark (default 4096)", &envs_s, NULL},
-        {"steps", "T", "steps for the env benchmark (default 1000)", &steps_s, NULL},
-        {"out", "FILE", "also write the JSON to FILE", &out, NULL},
+        {"bars", "N", "bars for the data benchmarks (default 1000000)", &bars_s, NULL, NULL, NULL, 0},
+        {"envs", "N", "environments for the env benchmark (default 4096)", &envs_s, NULL, NULL, NULL, 0},
+        {"steps", "T", "steps for the env benchmark (default 1000)", &steps_s, NULL, NULL, NULL, 0},
+        {"out", "FILE", "also write the JSON to FILE", &out, NULL, NULL, NULL, 0},
     };
     vx_cmd c = {"vixen bench", NULL,
                 "Runs the benchmark suite on synthetic data: CSV and DBN parsing, features, "

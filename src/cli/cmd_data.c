@@ -171,9 +171,9 @@ static int cmd_inspect(int argc, char **argv)
     int json = 0;
     vx_opt opts[] = {
         {"instrument", "ID|SYMBOL", "the instrument to read from multi-instrument DBN files",
-         &instrument, NULL},
-        {"json", NULL, "one JSON object per argument", NULL, &json},
-        {"bars", "N", "bars to list in the JSON output (default 10, -1 for all)", &bars, NULL},
+         &instrument, NULL, NULL, NULL, 0},
+        {"json", NULL, "one JSON object per argument", NULL, &json, NULL, NULL, 0},
+        {"bars", "N", "bars to list in the JSON output (default 10, -1 for all)", &bars, NULL, NULL, NULL, 0},
     };
     vx_cmd c = {"vixen data inspect", "FILE...",
                 "Reads each file (or folder, as one series) and reports its bars, time range, "
@@ -217,11 +217,11 @@ static int cmd_synth(int argc, char **argv)
 {
     const char *days = NULL, *seed = NULL, *strength = NULL, *out = NULL;
     vx_opt opts[] = {
-        {"days", "N", "trading days of 390 one-minute bars (default 20)", &days, NULL},
-        {"seed", "S", "random seed (default 1)", &seed, NULL},
+        {"days", "N", "trading days of 390 one-minute bars (default 20)", &days, NULL, NULL, NULL, 0},
+        {"seed", "S", "random seed (default 1)", &seed, NULL, NULL, NULL, 0},
         {"strength", "K", "planted signal strength, 0 = random walk (default 0.15)", &strength,
-         NULL},
-        {"out", "FILE", "output: .csv, .dbn or .dbn.zst (required)", &out, NULL},
+         NULL, NULL, NULL, 0},
+        {"out", "FILE", "output: .csv, .dbn or .dbn.zst (required)", &out, NULL, NULL, NULL, 0},
     };
     vx_cmd c = {"vixen data synth", NULL,
                 "Writes the synthetic market: GARCH(1,1) volatility, Student-t shocks, a U-shaped "
@@ -276,9 +276,9 @@ static int cmd_features(int argc, char **argv)
     const char *instrument = NULL, *cache = NULL;
     vx_opt opts[] = {
         {"instrument", "ID|SYMBOL", "the instrument to read from multi-instrument DBN files",
-         &instrument, NULL},
+         &instrument, NULL, NULL, NULL, 0},
         {"cache", "DIR", "the cache folder (default $VIXEN_CACHE_DIR or ~/.cache/vixen)", &cache,
-         NULL},
+         NULL, NULL, NULL, 0},
     };
     vx_cmd c = {"vixen data features", "FILE...",
                 "Loads the bars, computes the 45 market features (docs/features.md) and writes "

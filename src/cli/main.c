@@ -22,6 +22,8 @@ static void usage(FILE *f)
             "vixen trains reinforcement-learning trading agents on OHLCV futures bars.\n"
             "\n"
             "commands:\n"
+            "  train [FILE...]          train the DQN agent (synthetic market without FILE)\n"
+            "  eval RUN|CHECKPOINT      evaluate a policy on the held-out bars\n"
             "  data inspect FILE...     bars, range, interval, gaps, instruments, validation\n"
             "  data synth               write the synthetic market (CSV or DBN)\n"
             "  data features FILE...    compute the 45 market features into the feature cache\n"
@@ -47,6 +49,8 @@ int main(int argc, char **argv)
         printf("vixen 0.1.0\n");
         return VX_EXIT_OK;
     }
+    if (strcmp(cmd, "train") == 0) return vx_cmd_train(argc - 2, argv + 2);
+    if (strcmp(cmd, "eval") == 0) return vx_cmd_eval(argc - 2, argv + 2);
     if (strcmp(cmd, "data") == 0) return vx_cmd_data(argc - 2, argv + 2);
     if (strcmp(cmd, "env") == 0) return vx_cmd_env(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return vx_cmd_bench(argc - 2, argv + 2);

@@ -98,12 +98,12 @@ void vx_train_cfg_default(vx_train_cfg *c)
     c->replay_kind = VX_REPLAY_PROPORTIONAL;
     c->replay_capacity = 100000;
     c->replay_alpha = 0.6;
-    c->replay_eps = 1e-6;
+    c->replay_eps = 0.01; /* in reward units: keeps IS weights from collapsing (1e-6 gave ~0.05) */
     c->beta0 = 0.4;
     c->rank_refresh = 100;
     /* the reference shape (2,048 envs × 100 steps, 341 updates at batch 1,024), sized for a
      * laptop: 128 envs × 100 steps, 341 updates at batch 64 */
-    c->epochs = 50;
+    c->epochs = 30;
     c->envs = 128;
     c->steps_per_epoch = 100;
     c->updates_per_epoch = 0;

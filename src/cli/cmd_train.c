@@ -1,0 +1,232 @@
+/* cmd_train.c — `vixen train` and `vixen eval`.
+ *
+ * Settings come from, in order: the defaults, --config FILE (YAML), --set KEY=VALUE overrides,
+ * and the few direct options (--epochs, --run, FILE arguments). `--resume RUN` reads RUN's own
+ * resolved config.yaml instead of the defaults. Ctrl-C stops after the current epoch with a
+ * checkpoint, so the run can be resumed. */
+#include "args.h"
+#include "cli.h"
+#include "vixen/train.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define MAX_SETS 64
+
+static volatile sig_atomic_t g_interrupted;
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_interrupted = 1;
+}
+
+/* Applies KEY=VALUE overrides. */
+static int apply_sets(vx_train_cfg *c, const char **sets, int n)
+{
+    for (int i = 0; i < n; i++) {
+        const char *eq = strchr(sets[i], '=');
+        if (!eq) {
+            fprintf(stderr, "vixen: --set needs KEY=VALUE, got '%s'\n", sets[i]);
+            return VX_EXIT_USAGE;
+        }
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)(eq - sets[i]), sets[i]);
+        vx_err e;
+        if (vx_train_cfg_set(c, key, eq + 1, "--set", &e)) {
+            fprintf(stderr, "vixen: %s\n", e.msg);
+            return VX_EXIT_USAGE;
+        }
+    }
+    return VX_EXIT_OK;
+}
+
+static int set_files(vx_train_cfg *c, const char **pos, size_t np)
+{
+    if (np > VX_TRAIN_MAX_FILES) {
+        fprintf(stderr, "vixen: at most %d data files or folders\n", VX_TRAIN_MAX_FILES);
+        return VX_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < np; i++) {
+        if (strlen(pos[i]) >= sizeof c->files[0]) {
+            fprintf(stderr, "vixen: path too long: %s\n", pos[i]);
+            return VX_EXIT_USAGE;
+        }
+        snprintf(c->files[i], sizeof c->files[0], "%s", pos[i]);
+    }
+    if (np) c->n_files = (int)np;
+    return VX_EXIT_OK;
+}
+
+static int print_epoch(const vx_epoch_report *r, void *ctx)
+{
+    (void)ctx;
+    char steps[32], eta[32], ev[48] = "";
+    vx_format_count((double)r->env_steps, steps, sizeof steps);
+    vx_format_duration(r->eta_seconds, eta, sizeof eta);
+    if (r->evaluated) snprintf(ev, sizeof ev, " | eval Sharpe %.2f", r->eval.sharpe);
+    fprintf(stderr,
+            "epoch %d/%d | %s env steps (%.0f/s) | %lld updates (%.0f/s) | loss %.4g | "
+            "eps %.2f | episode return %.3g%s | eta %s\n",
+            r->epoch, r->epochs, steps, r->env_steps_per_s, (long long)r->updates, r->updates_per_s,
+            r->loss, r->epsilon, r->episode_return, ev, eta);
+    if (g_interrupted) fprintf(stderr, "vixen: interrupted; checkpoint written, resume with --resume\n");
+    return g_interrupted;
+}
+
+int vx_cmd_train(int argc, char **argv)
+{
+    const char *config = NULL, *run = NULL, *resume = NULL, *epochs = NULL;
+    const char *sets[MAX_SETS];
+    int n_sets = 0, keys = 0;
+    vx_opt opts[] = {
+        {"config", "FILE", "settings file (YAML: section: {key: value})", &config, NULL, NULL, NULL, 0},
+        {"set", "KEY=VALUE", "override one setting (repeatable), e.g. --set dqn.lr=3e-4", NULL,
+         NULL, sets, &n_sets, MAX_SETS},
+        {"epochs", "N", "same as --set train.epochs=N", &epochs, NULL, NULL, NULL, 0},
+        {"run", "DIR", "the run folder (default runs/<date>-<time>)", &run, NULL, NULL, NULL, 0},
+        {"resume", "DIR", "continue the run in DIR from its last checkpoint", &resume, NULL, NULL,
+         NULL, 0},
+        {"keys", NULL, "list every setting and exit", NULL, &keys, NULL, NULL, 0},
+    };
+    vx_cmd c = {"vixen train", "[FILE...]",
+                "Trains the branching dueling Double-DQN on the bars in FILE... (CSV or DBN, "
+                "through the feature cache), or on the synthetic market when none is given, and "
+                "evaluates it on the held-out bars. The run folder gets config.yaml, metrics.csv, "
+                "TensorBoard events, checkpoint/ and eval.{json,txt}.",
+                opts, sizeof opts / sizeof *opts, 0, VX_TRAIN_MAX_FILES + 1};
+    const char **pos = malloc((size_t)argc * sizeof *pos + 1);
+    size_t np;
+    int rc = vx_args_parse(&c, argc, argv, pos, &np);
+    if (rc == 1) printf("\nsettings (--set KEY=VALUE, or in the --config file):\n");
+    if (rc == 1 || (!rc && keys)) vx_train_cfg_print_keys(stdout);
+    if (rc || keys) {
+        free(pos);
+        return rc == 2 ? VX_EXIT_USAGE : VX_EXIT_OK;
+    }
+    vx_train_cfg cfg;
+    vx_train_cfg_default(&cfg);
+    vx_err e;
+    char path[1100];
+    if (resume) {
+        snprintf(path, sizeof path, "%s/config.yaml", resume);
+        if (vx_train_cfg_load(&cfg, path, &e)) {
+            fprintf(stderr, "vixen: %s\n", e.msg);
+            free(pos);
+            return VX_EXIT_FAIL;
+        }
+    }
+    if (config && vx_train_cfg_load(&cfg, config, &e)) {
+        fprintf(stderr, "vixen: %s\n", e.msg);
+        free(pos);
+        return VX_EXIT_FAIL;
+    }
+    rc = apply_sets(&cfg, sets, n_sets);
+    if (!rc && epochs && vx_train_cfg_set(&cfg, "train.epochs", epochs, "--epochs", &e)) {
+        fprintf(stderr, "vixen: %s\n", e.msg);
+        rc = VX_EXIT_USAGE;
+    }
+    if (!rc) rc = set_files(&cfg, pos, np);
+    free(pos);
+    if (rc) return rc;
+    if (resume) snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", resume);
+    else if (run) snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", run);
+    else if (!config || strcmp(cfg.run_dir, "runs/run") == 0) {
+        time_t now = time(NULL);
+        struct tm tm;
+        localtime_r(&now, &tm);
+        strftime(cfg.run_dir, sizeof cfg.run_dir, "runs/%Y%m%d-%H%M%S", &tm);
+    }
+    fprintf(stderr, "vixen: %s run in %s: %d epochs x %d envs x %d steps, %d updates/epoch at batch "
+                    "%d, %s replay, %s loss\n",
+            resume ? "resuming the" : "training a", cfg.run_dir, cfg.epochs, cfg.envs,
+            cfg.steps_per_epoch, vx_train_updates_per_epoch(&cfg), cfg.dqn.batch,
+            cfg.replay_kind == VX_REPLAY_UNIFORM ? "uniform"
+            : cfg.replay_kind == VX_REPLAY_RANK  ? "rank-based"
+                                                 : "proportional",
+            cfg.dqn.loss == VX_LOSS_C51 ? "C51" : cfg.dqn.loss == VX_LOSS_MSE ? "MSE" : "Huber");
+    signal(SIGINT, on_sigint);
+    vx_eval_report r;
+    vx_status st = vx_train_run(&cfg, resume != NULL, print_epoch, NULL, &r, &e);
+    signal(SIGINT, SIG_DFL);
+    if (st) {
+        fprintf(stderr, "vixen: %s\n", e.msg);
+        return VX_EXIT_FAIL;
+    }
+    vx_eval_print(stdout, &r);
+    printf("run folder: %s\n", cfg.run_dir);
+    return VX_EXIT_OK;
+}
+
+int vx_cmd_eval(int argc, char **argv)
+{
+    const char *config = NULL;
+    const char *sets[MAX_SETS], *data[VX_TRAIN_MAX_FILES];
+    int n_sets = 0, n_data = 0, json = 0;
+    vx_opt opts[] = {
+        {"data", "FILE", "evaluate on these bars instead (repeatable)", NULL, NULL, data, &n_data,
+         VX_TRAIN_MAX_FILES},
+        {"config", "FILE", "settings (default: the run's config.yaml)", &config, NULL, NULL, NULL, 0},
+        {"set", "KEY=VALUE", "override one setting (repeatable)", NULL, NULL, sets, &n_sets, MAX_SETS},
+        {"json", NULL, "print JSON", NULL, &json, NULL, NULL, 0},
+    };
+    vx_cmd c = {"vixen eval", "RUN|CHECKPOINT",
+                "Runs the greedy policy of a run (its last checkpoint) or of a checkpoint file on "
+                "the held-out bars, next to buy-and-hold and flat: PnL after costs, annualised "
+                "Sharpe, max drawdown, turnover, hit rate, trades.",
+                opts, sizeof opts / sizeof *opts, 1, 1};
+    const char *pos[2];
+    size_t np;
+    int rc = vx_args_parse(&c, argc, argv, pos, &np);
+    if (rc) return rc == 1 ? VX_EXIT_OK : VX_EXIT_USAGE;
+    char ckpt[1100], cfgpath[1100];
+    struct stat sb;
+    if (stat(pos[0], &sb) != 0) {
+        fprintf(stderr, "vixen: %s: no such run folder or checkpoint\n", pos[0]);
+        return VX_EXIT_FAIL;
+    }
+    if (S_ISDIR(sb.st_mode)) {
+        snprintf(ckpt, sizeof ckpt, "%s/checkpoint/latest.safetensors", pos[0]);
+        snprintf(cfgpath, sizeof cfgpath, "%s/config.yaml", pos[0]);
+    } else {
+        snprintf(ckpt, sizeof ckpt, "%s", pos[0]);
+        const char *slash = strrchr(pos[0], '/');
+        int dl = slash ? (int)(slash - pos[0]) : 1;
+        snprintf(cfgpath, sizeof cfgpath, "%.*s/../config.yaml", dl, slash ? pos[0] : ".");
+    }
+    vx_train_cfg cfg;
+    vx_train_cfg_default(&cfg);
+    vx_err e;
+    if (vx_train_cfg_load(&cfg, config ? config : cfgpath, &e)) {
+        fprintf(stderr, "vixen: %s\n", e.msg);
+        return VX_EXIT_FAIL;
+    }
+    rc = apply_sets(&cfg, sets, n_sets);
+    if (!rc) rc = set_files(&cfg, data, (size_t)n_data);
+    if (rc) return rc;
+    vx_market m;
+    vx_dqn d;
+    vx_qnet_cfg q = cfg.net;
+    q.in_dim = VX_OBS_DIM;
+    q.n_branches = 3;
+    q.branch[0] = VX_EXPOSURE_LEVELS, q.branch[1] = VX_ORDER_TYPES, q.branch[2] = VX_URGENCY_LEVELS;
+    vx_status st = vx_dqn_create(&cfg.dqn, &q, cfg.seed, &d, &e);
+    if (!st) st = vx_train_load_policy(ckpt, &d, &e);
+    if (!st) st = vx_train_open_market(&cfg, &m, &e);
+    vx_eval_report r;
+    if (!st) {
+        st = vx_eval_run(&m, &cfg.env, &d, &r, &e);
+        vx_market_close(&m);
+    }
+    vx_dqn_free(&d);
+    if (st) {
+        fprintf(stderr, "vixen: %s\n", e.msg);
+        return VX_EXIT_FAIL;
+    }
+    if (json) vx_eval_json(stdout, &r);
+    else vx_eval_print(stdout, &r);
+    return VX_EXIT_OK;
+}

@@ -1,0 +1,68 @@
+/* test_learning.c — does the CPU learner learn, and does it refrain from claiming an edge where
+ * there is none? Fixed seeds, about a minute on two cores (not run under the sanitizers).
+ *
+ * 1. A strong planted signal (strength 0.5, 200 days): after 8 epochs the greedy agent's
+ *    held-out Sharpe ratio must beat buy-and-hold's by at least 10 and flat's (0) by at least 10.
+ *    (Measured when written: agent 56.3, buy-and-hold 2.7.)
+ * 2. A pure random walk (strength 0): after 20 epochs the agent's held-out Sharpe must lie in
+ *    [−12, 2]: no edge claimed. The band is lopsided on purpose: a policy still learning to stop
+ *    trading pays costs, which only push the ratio below zero. 40 held-out days give the ratio a
+ *    standard error of about 2.5, so +2 is the one-sided bound. (Measured: −4.2.) */
+#include "helpers.h"
+#include "vixen/train.h"
+
+#include <stdlib.h>
+
+static vx_eval_report run(const char *dir, double strength, int epochs)
+{
+    vx_train_cfg c;
+    vx_train_cfg_default(&c);
+    c.synth_days = 200;
+    c.synth_strength = strength;
+    c.epochs = epochs;
+    c.eval_every = 0;
+    c.eps_decay_epochs = epochs / 2 > 1 ? epochs / 2 : 1;
+    if (epochs <= 8) c.eps_decay_epochs = 6;
+    snprintf(c.run_dir, sizeof c.run_dir, "%s", dir);
+    vx_eval_report r;
+    vx_err e;
+    vx_status st = vx_train_run(&c, 0, NULL, NULL, &r, &e);
+    if (st) fail_msg("%s", e.msg);
+    printf("strength %.2f, %d epochs: agent Sharpe %.2f (PnL %.0f, turnover %.3f), buy-and-hold "
+           "%.2f, flat %.2f\n",
+           strength, epochs, r.agent.sharpe, r.agent.total_pnl, r.agent.turnover,
+           r.buy_hold.sharpe, r.flat.sharpe);
+    return r;
+}
+
+static void test_learns_a_strong_signal(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    vx_eval_report r = run(dir, 0.5, 8);
+    assert_true(r.agent.sharpe > r.buy_hold.sharpe + 10);
+    assert_true(r.agent.sharpe > r.flat.sharpe + 10);
+    assert_true(r.agent.total_pnl > 0);
+    th_rmtree(dir);
+}
+
+static void test_claims_no_edge_on_a_random_walk(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    vx_eval_report r = run(dir, 0.0, 20);
+    assert_true(r.agent.sharpe <= 2.0);
+    assert_true(r.agent.sharpe >= -12.0);
+    th_rmtree(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_learns_a_strong_signal),
+        cmocka_unit_test(test_claims_no_edge_on_a_random_walk),
+    };
+    return cmocka_run_group_tests_name("learning", tests, NULL, NULL);
+}
