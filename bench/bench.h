@@ -36,6 +36,10 @@ typedef struct {
 vx_status vx_bench_env_run(const vx_market *m, const vx_env_cfg *cfg, size_t envs, size_t steps,
                            vx_env_bench_stats *out, FILE *progress, vx_err *e);
 
+/* Learner benchmarks: replay sample + update at 1 M capacity (against a textbook sum tree), one
+ * update at batch 256, the CPU default epoch. */
+int vx_bench_learn(vx_bench_result *out, int max, FILE *log);
+
 void vx_bench_print_json(FILE *f, const vx_bench_result *r, int n);
 
 #endif

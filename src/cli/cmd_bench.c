@@ -19,16 +19,19 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 int vx_cmd_bench(int argc, char **argv)
 {
     const char *bars_s = NULL, *envs_s = NULL, *steps_s = NULL, *out = NULL;
+    int learn_skip = 0;
     vx_opt opts[] = {
         {"bars", "N", "bars for the data benchmarks (default 1000000)", &bars_s, NULL, NULL, NULL, 0},
         {"envs", "N", "environments for the env benchmark (default 4096)", &envs_s, NULL, NULL, NULL, 0},
         {"steps", "T", "steps for the env benchmark (default 1000)", &steps_s, NULL, NULL, NULL, 0},
         {"out", "FILE", "also write the JSON to FILE", &out, NULL, NULL, NULL, 0},
+        {"no-learn", NULL, "skip the learner benchmarks (replay at 1 M, updates, epochs)", NULL,
+         &learn_skip, NULL, NULL, 0},
     };
     vx_cmd c = {"vixen bench", NULL,
                 "Runs the benchmark suite on synthetic data: CSV and DBN parsing, features, "
-                "feature-cache load and CPU environment stepping; prints JSON with each figure "
-                "and its target.",
+                "feature-cache load, CPU environment stepping, replay sampling at 1 M capacity, "
+                "DQN updates and a whole epoch; prints JSON with each figure and its target.",
                 opts, sizeof opts / sizeof *opts, 0, 0};
     const char *pos[1];
     size_t np;
@@ -44,8 +47,8 @@ int vx_cmd_bench(int argc, char **argv)
         perror("vixen bench: mkdtemp");
         return VX_EXIT_FAIL;
     }
-    vx_bench_result r[16];
-    int n = vx_bench_data((size_t)bars, tmp, r, 15, stderr);
+    vx_bench_result r[32];
+    int n = vx_bench_data((size_t)bars, tmp, r, 16, stderr);
     int failed = n < 0;
     if (n < 0) n = 0;
     /* the environment on the synthetic market */
@@ -79,6 +82,10 @@ int vx_cmd_bench(int argc, char **argv)
     if (st) {
         fprintf(stderr, "vixen: %s\n", err.msg);
         failed = 1;
+    }
+    if (!learn_skip) {
+        int k = vx_bench_learn(r + n, 32 - n, stderr);
+        if (k > 0) n += k;
     }
     nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     vx_bench_print_json(stdout, r, n);

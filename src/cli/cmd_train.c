@@ -64,15 +64,16 @@ static int set_files(vx_train_cfg *c, const char **pos, size_t np)
 static int print_epoch(const vx_epoch_report *r, void *ctx)
 {
     (void)ctx;
-    char steps[32], eta[32], ev[48] = "";
+    char steps[32], eta[32], ev[48] = "", ret[32] = "-";
     vx_format_count((double)r->env_steps, steps, sizeof steps);
     vx_format_duration(r->eta_seconds, eta, sizeof eta);
     if (r->evaluated) snprintf(ev, sizeof ev, " | eval Sharpe %.2f", r->eval.sharpe);
+    if (r->episodes > 0) snprintf(ret, sizeof ret, "%.3g", r->episode_return);
     fprintf(stderr,
             "epoch %d/%d | %s env steps (%.0f/s) | %lld updates (%.0f/s) | loss %.4g | "
-            "eps %.2f | episode return %.3g%s | eta %s\n",
+            "eps %.2f | episode return %s%s | eta %s\n",
             r->epoch, r->epochs, steps, r->env_steps_per_s, (long long)r->updates, r->updates_per_s,
-            r->loss, r->epsilon, r->episode_return, ev, eta);
+            r->loss, r->epsilon, ret, ev, eta);
     if (g_interrupted) fprintf(stderr, "vixen: interrupted; checkpoint written, resume with --resume\n");
     return g_interrupted;
 }

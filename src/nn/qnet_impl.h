@@ -27,12 +27,15 @@ static void VX_NAME(dense_fwd)(const vx_dense *d, const VX_T *p, const VX_T *x, 
     VX_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d->out, d->in, 1, x, d->in, p + d->w,
             d->out, 0, y, d->out);
     const VX_T *bias = p + d->b;
-    for (int r = 0; r < B; r++) {
+    for (int r = 0; r < B; r++) { /* branch-free loops, so the compiler vectorises them */
         VX_T *row = y + (size_t)r * d->out;
-        for (int j = 0; j < d->out; j++) {
-            VX_T v = row[j] + bias[j];
-            row[j] = (relu && v < 0) ? 0 : v;
-        }
+        if (relu)
+            for (int j = 0; j < d->out; j++) {
+                VX_T v = row[j] + bias[j];
+                row[j] = v > 0 ? v : 0;
+            }
+        else
+            for (int j = 0; j < d->out; j++) row[j] += bias[j];
     }
 }
 
