@@ -141,7 +141,8 @@ static void test_usage_errors(void **state)
     assert_int_equal(vixen("data nonsense"), 2);
     assert_int_equal(vixen(""), 2);
     const char *helps[] = {"--help", "data inspect --help", "data synth --help",
-                           "data features --help", "env bench --help", "bench --help"};
+                           "data features --help", "env bench --help", "bench --help",
+                           "train --help", "eval --help"};
     for (size_t i = 0; i < sizeof helps / sizeof *helps; i++) {
         assert_int_equal(vixen(helps[i]), 0);
         assert_non_null(strstr(out, "usage: vixen"));
@@ -219,6 +220,44 @@ static void test_synth_formats_and_env_bench(void **state)
     th_rmtree(dir);
 }
 
+static void test_train_and_eval_commands(void **state)
+{
+    (void)state;
+    char dir[64], args[2048], yaml[128];
+    th_tmpdir(dir, sizeof dir);
+    const char *small = "--set data.synth_days=12 --set env.episode_len=60 --set train.envs=16 "
+                        "--set train.steps_per_epoch=40 --set dqn.batch=32 --set net.trunk=32,32 "
+                        "--set net.head_hidden=16 --set train.warmup=200 --set train.eval_every=0";
+    snprintf(args, sizeof args, "train %s --epochs 2 --run %s/r", small, dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(err, "epoch 1/2"));
+    assert_non_null(strstr(err, "epoch 2/2"));
+    assert_non_null(strstr(out, "held-out evaluation"));
+    assert_non_null(strstr(out, "buy & hold"));
+    /* resume to 3 epochs */
+    snprintf(args, sizeof args, "train --resume %s/r --epochs 3", dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(err, "epoch 3/3"));
+    assert_null(strstr(err, "epoch 2/3"));
+    /* eval of the run, as JSON */
+    snprintf(args, sizeof args, "eval %s/r --json", dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, "\"agent\": {\"total_pnl\""));
+    assert_non_null(strstr(out, "\"flat\": {\"total_pnl\": 0,"));
+    /* bad settings */
+    assert_int_equal(vixen("train --set dqn.lrr=1"), 2);
+    assert_non_null(strstr(err, "unknown key 'dqn.lrr'"));
+    assert_int_equal(vixen("train --set dqn.gamma=2"), 2);
+    snprintf(yaml, sizeof yaml, "%s/bad.yaml", dir);
+    th_write_str(yaml, "train:\n  epochs: 3\n  envs: -4\n");
+    snprintf(args, sizeof args, "train --config %s", yaml);
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(err, "bad.yaml: line 3: train.envs: -4 is outside"));
+    snprintf(args, sizeof args, "eval %s/nothing", dir);
+    assert_int_equal(vixen(args), 1);
+    th_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +266,7 @@ int main(void)
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_features_cli_then_training_entry_point_hits),
         cmocka_unit_test(test_synth_formats_and_env_bench),
+        cmocka_unit_test(test_train_and_eval_commands),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }
