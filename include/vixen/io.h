@@ -27,7 +27,7 @@ typedef struct {
 
 typedef struct {
     char key[64];
-    char value[4096];
+    char value[16384]; /* room for a whole resolved config */
 } vx_meta;
 
 /* Writes tensors and string metadata atomically (temporary file + rename). */

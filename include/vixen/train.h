@@ -85,6 +85,7 @@ typedef struct {
     size_t episodes;
     int64_t first_row, last_row;
     double bars_per_year;
+    double reward_scale; /* $ of one reward unit: a full position's typical one-bar PnL */
 } vx_eval_report;
 
 /* Greedy policy (or only the baselines when d is NULL) on the held-out bars, walked in order:

@@ -109,6 +109,7 @@ vx_status vx_eval_run(const vx_market *m, const vx_env_cfg *env_cfg, vx_dqn *d,
     double years = (double)(m->ts[m->n_bars - 1] - m->ts[0]) / (365.25 * 86400e9);
     out->bars_per_year = years > 0 ? (double)(m->n_bars - 1) / years : 252.0;
     out->episodes = E;
+    out->reward_scale = c.reward_scale;
     out->first_row = lo;
     out->last_row = lo + (int64_t)E * L;
     vx_status st = VX_OK;
@@ -148,8 +149,9 @@ static void jrow(FILE *f, const char *name, const vx_eval_metrics *x, int last)
 void vx_eval_json(FILE *f, const vx_eval_report *r)
 {
     fprintf(f, "{\n  \"episodes\": %zu, \"first_row\": %lld, \"last_row\": %lld, "
-               "\"bars_per_year\": %.6g,\n",
-            r->episodes, (long long)r->first_row, (long long)r->last_row, r->bars_per_year);
+               "\"bars_per_year\": %.6g, \"reward_scale\": %.6g,\n",
+            r->episodes, (long long)r->first_row, (long long)r->last_row, r->bars_per_year,
+            r->reward_scale);
     if (r->agent.bars > 0) jrow(f, "agent", &r->agent, 0);
     jrow(f, "buy_hold", &r->buy_hold, 0);
     jrow(f, "flat", &r->flat, 1);

@@ -166,8 +166,11 @@ static vx_status save_checkpoint(trainer *t, vx_err *e)
     ts[k++] = (vx_tensor){"nstep.rewards", VX_DT_F32, 2, {(int64_t)N, (int64_t)n}, t->ns.rew};
     vx_replay_stats rs;
     vx_replay_stats_get(t->replay, &rs);
-    vx_meta m[8];
-    memset(m, 0, sizeof m);
+    vx_meta *m = calloc(9, sizeof *m);
+    if (!m) {
+        free(ts), free(cnt);
+        return vx_err_set(e, VX_ERR_NOMEM, "checkpoint: out of memory");
+    }
     snprintf(m[0].key, 64, "format"), snprintf(m[0].value, 4096, CKPT_FORMAT);
     snprintf(m[1].key, 64, "epoch"), snprintf(m[1].value, 4096, "%d", t->epoch);
     snprintf(m[2].key, 64, "env_steps"), snprintf(m[2].value, 4096, "%lld", (long long)t->env_steps);
@@ -176,8 +179,15 @@ static vx_status save_checkpoint(trainer *t, vx_err *e)
     snprintf(m[5].key, 64, "act_step"), snprintf(m[5].value, 4096, "%llu", (unsigned long long)t->act_step);
     snprintf(m[6].key, 64, "replay_inserted"), snprintf(m[6].value, 4096, "%llu", (unsigned long long)rs.inserted);
     snprintf(m[7].key, 64, "params"), snprintf(m[7].value, 4096, "%zu", L->n_params);
-    st = vx_safetensors_write(t->ckpt_path, ts, k, m, 8, e);
-    free(ts), free(cnt);
+    /* the resolved configuration travels with the weights */
+    snprintf(m[8].key, 64, "config");
+    FILE *cf = fmemopen(m[8].value, sizeof m[8].value - 1, "w");
+    if (cf) {
+        vx_train_cfg_write(&t->cfg, cf);
+        fclose(cf);
+    }
+    st = vx_safetensors_write(t->ckpt_path, ts, k, m, 9, e);
+    free(ts), free(cnt), free(m);
     return st;
 }
 

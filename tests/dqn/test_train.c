@@ -179,6 +179,9 @@ static void test_run_folder_and_exact_resume(void **state)
         if (memcmp(x->data, y->data, bytes) != 0) fail_msg("tensor %s differs after resume", x->name);
     }
     assert_string_equal(vx_safetensors_meta(&sa, "updates"), vx_safetensors_meta(&sb, "updates"));
+    const char *cfg_text = vx_safetensors_meta(&sa, "config");
+    assert_non_null(cfg_text);
+    assert_non_null(strstr(cfg_text, "  batch: 32\n"));
     vx_safetensors_free(&sa);
     vx_safetensors_free(&sb);
     static char ma[16384], mb[16384];
