@@ -75,10 +75,11 @@ void vx_replay_cfg_default(vx_replay_cfg *c, vx_replay_kind kind, size_t capacit
 
 size_t vx_replay_bytes_per_transition(const vx_replay_cfg *c)
 {
-    size_t b = 2 * (size_t)c->obs_dim * sizeof(float) + sizeof(float) + 3 + 3 + sizeof(uint32_t) +
-               sizeof(double);
-    if (c->kind == VX_REPLAY_PROPORTIONAL) b += 2 * 2 * sizeof(double); /* ~ (1 + 1/15) leaves × 2 trees, padded */
-    if (c->kind == VX_REPLAY_RANK) b += sizeof(uint32_t) + sizeof(double);
+    /* two states, the small fields, the raw priority */
+    size_t b = 2 * (size_t)c->obs_dim * sizeof(float) + sizeof(slot_meta) + sizeof(double);
+    /* sum and min trees: the leaves plus 1/15 of them above, when the capacity fills the leaves */
+    if (c->kind == VX_REPLAY_PROPORTIONAL) b += 2 * sizeof(double) * 16 / 15 + 1;
+    if (c->kind == VX_REPLAY_RANK) b += sizeof(uint32_t) + sizeof(double); /* order, cdf */
     return b;
 }
 
@@ -113,12 +114,16 @@ vx_status vx_replay_create(const vx_replay_cfg *cfg, vx_replay **out, vx_err *e)
         r->leaves = 1;
         r->depth = 0;
         while (r->leaves < C) r->leaves *= FAN, r->depth++;
-        size_t width = 1;
-        for (int l = 0; l <= r->depth && ok; l++, width *= FAN) {
+        /* each level holds only the nodes the capacity needs, rounded up to whole groups of FAN
+         * children (100 K slots: 100,000 leaves, not 16^5) */
+        size_t width = (C + FAN - 1) / FAN * FAN;
+        for (int l = r->depth; l >= 0 && ok; l--) {
+            if (l == 0) width = 1;
             r->sum[l] = vx_alloc_big(width * sizeof(double));
             r->min[l] = vx_alloc_big(width * sizeof(double));
             ok = r->sum[l] && r->min[l];
             for (size_t i = 0; ok && i < width; i++) r->sum[l][i] = 0, r->min[l][i] = INFINITY;
+            width = ((width + FAN - 1) / FAN + FAN - 1) / FAN * FAN;
         }
     }
     if (ok && cfg->kind == VX_REPLAY_RANK) {
