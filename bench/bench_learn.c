@@ -186,9 +186,7 @@ int vx_bench_learn(vx_bench_result *out, int max, FILE *log)
         } else if (log) {
             fprintf(log, "bench: %s\n", e.msg);
         }
-        char cmd[128];
-        snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-        if (system(cmd) != 0 && log) fprintf(log, "bench: could not remove %s\n", dir);
+        if (vx_remove_tree(dir, &e) && log) fprintf(log, "bench: %s\n", e.msg);
     }
     return n;
 }

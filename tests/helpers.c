@@ -3,7 +3,6 @@
 #include "helpers.h"
 
 #include <dirent.h>
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,13 +16,7 @@ void th_tmpdir(char *buf, size_t n)
     assert_non_null(mkdtemp(buf));
 }
 
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
-
-void th_rmtree(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+void th_rmtree(const char *path) { vx_remove_tree(path, NULL); }
 
 void th_write(const char *path, const void *data, size_t n)
 {

@@ -107,6 +107,9 @@ void vx_atomic_abort(vx_atomic_file *af);
  * free(). Returns NULL when out of memory. */
 void *vx_alloc_big(size_t bytes);
 
+/* rm -r: removes a folder and everything in it (symbolic links are removed, not followed). */
+vx_status vx_remove_tree(const char *path, vx_err *e);
+
 /* mkdir -p */
 vx_status vx_mkdirs(const char *path, vx_err *e);
 

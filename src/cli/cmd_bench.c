@@ -1,20 +1,12 @@
 /* cmd_bench.c — `vixen bench`: the benchmark suite, as JSON on stdout (and --out FILE). */
-#define _XOPEN_SOURCE 700
 #include "args.h"
 #include "bench.h"
 #include "cli.h"
 
-#include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-static int rm_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
-{
-    (void)sb, (void)flag, (void)ftw;
-    return remove(path);
-}
 
 int vx_cmd_bench(int argc, char **argv)
 {
@@ -87,7 +79,7 @@ int vx_cmd_bench(int argc, char **argv)
         int k = vx_bench_learn(r + n, 32 - n, stderr);
         if (k > 0) n += k;
     }
-    nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
+    vx_remove_tree(tmp, NULL);
     vx_bench_print_json(stdout, r, n);
     if (out) {
         vx_atomic_file af;

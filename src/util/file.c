@@ -2,9 +2,11 @@
  *
  * Nothing vixen writes is ever half there: readers of a path see the old file or the new one. */
 #define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
+#define _XOPEN_SOURCE 700 /* nftw */
 #include "vixen/util.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -115,4 +117,17 @@ void *vx_alloc_big(size_t bytes)
     madvise(p, rounded, MADV_HUGEPAGE); /* advice only: failure leaves ordinary pages */
 #endif
     return p;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
+{
+    (void)sb, (void)flag, (void)ftw;
+    return remove(path);
+}
+
+vx_status vx_remove_tree(const char *path, vx_err *e)
+{
+    if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
+        return vx_err_line(e, VX_ERR_IO, path, -1, "", "cannot remove: %s", strerror(errno));
+    return VX_OK;
 }
