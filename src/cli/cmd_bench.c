@@ -2,6 +2,9 @@
 #include "args.h"
 #include "bench.h"
 #include "cli.h"
+#if VX_HAVE_CUDA
+#include "vixen/cuda_util.h"
+#endif
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,8 +42,9 @@ int vx_cmd_bench(int argc, char **argv)
         perror("vixen bench: mkdtemp");
         return VX_EXIT_FAIL;
     }
-    vx_bench_result r[32];
+    vx_bench_result r[96];
     int n = vx_bench_data((size_t)bars, tmp, r, 16, stderr);
+    const int max = (int)(sizeof r / sizeof *r);
     int failed = n < 0;
     if (n < 0) n = 0;
     /* the environment on the synthetic market */
@@ -76,9 +80,12 @@ int vx_cmd_bench(int argc, char **argv)
         failed = 1;
     }
     if (!learn_skip) {
-        int k = vx_bench_learn(r + n, 32 - n, stderr);
+        int k = vx_bench_learn(r + n, max - n, stderr);
         if (k > 0) n += k;
     }
+#if VX_HAVE_CUDA
+    if (vx_cuda_device_count() > 0) n += vx_bench_replay_cuda(r + n, max - n, stderr);
+#endif
     vx_remove_tree(tmp, NULL);
     vx_bench_print_json(stdout, r, n);
     if (out) {

@@ -19,20 +19,17 @@
  */
 #include "vixen/replay.h"
 #include "vixen/philox.h"
+#include "replay_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define REPLAY_STREAM 0x5245504cull /* "REPL" */
-#define FAN 16               /* children per node: 16 doubles, two cache lines */
-#define TREE_MAX_LEVELS 10   /* 16^9 leaves is past any capacity we accept */
+#define FAN VX_REPLAY_FAN
+#define TREE_MAX_LEVELS VX_REPLAY_MAX_LEVELS
 
-typedef struct {
-    float reward;
-    uint32_t gen; /* overwrites of this slot */
-    uint8_t action[3], term, trunc, steps, pad[2];
-} slot_meta;
+typedef vx_slot_meta slot_meta;
 
 struct vx_replay {
     vx_replay_cfg cfg;
@@ -524,5 +521,25 @@ vx_status vx_replay_load(vx_replay *r, const char *path, vx_err *e)
             r->cdf[k] = c;
         }
     }
+    return VX_OK;
+}
+
+vx_status vx_replay_import(vx_replay *r, const float *obs, const float *next_obs,
+                           const vx_slot_meta *meta, const double *prio, size_t size,
+                           size_t cursor, double max_p, uint64_t inserted, vx_err *e)
+{
+    if (size > r->cfg.capacity || cursor >= r->cfg.capacity)
+        return vx_err_set(e, VX_ERR_ARG, "replay: import of %zu slots into capacity %zu", size,
+                          r->cfg.capacity);
+    size_t D = (size_t)r->cfg.obs_dim;
+    memcpy(r->obs, obs, size * D * sizeof(float));
+    memcpy(r->next_obs, next_obs, size * D * sizeof(float));
+    memcpy(r->meta, meta, r->cfg.capacity * sizeof *r->meta);
+    r->size = size;
+    r->cursor = cursor;
+    r->max_p = max_p;
+    r->inserted = inserted;
+    r->order_n = 0;
+    for (size_t i = 0; i < size; i++) set_priority(r, i, prio[i]);
     return VX_OK;
 }

@@ -1,0 +1,172 @@
+/* bench_replay_cuda.c — the GPU replay buffer: sample(B) + IS weights + priority update(B) as a
+ * captured CUDA graph, timed per replay with events (median of 200 after 20 warm-ups), over
+ * capacities {2^17, 2^20, 10 M, 2^24} × batches {256, 1,024, 4,096, 16,384}, uniform and
+ * proportional; and the GPU time of inserting 2,048 transitions. Built with CUDA only. */
+#include "bench.h"
+#include "vixen/philox.h"
+#include "vixen/replay_cuda.h"
+
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define REPS 200
+#define WARM 20
+#define FILL 65536
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+static void add(vx_bench_result *r, int *n, int max, const char *name, double us, double target)
+{
+    if (*n >= max) return;
+    vx_bench_result *x = &r[(*n)++];
+    memset(x, 0, sizeof *x);
+    snprintf(x->name, sizeof x->name, "%s", name);
+    snprintf(x->unit, sizeof x->unit, "us");
+    x->items = 1, x->seconds = us * 1e-6, x->value = us, x->target = target;
+    x->lower_is_better = 1;
+}
+
+/* Device arrays for FILL transitions of random content and a batch of up to 16,384. */
+typedef struct {
+    float *obs, *next, *rew, *td, *w, *bo, *bn, *br;
+    int32_t *act, *ba;
+    uint8_t *flags, *bt, *bu, *bs;
+    uint32_t *bi, *bg;
+} dev_bufs;
+
+static int bufs_make(dev_bufs *d, int D, size_t Bmax)
+{
+    memset(d, 0, sizeof *d);
+    size_t n = FILL;
+    int bad = cudaMalloc((void **)&d->obs, n * D * 4) | cudaMalloc((void **)&d->next, n * D * 4) |
+              cudaMalloc((void **)&d->rew, n * 4) | cudaMalloc((void **)&d->act, n * 12) |
+              cudaMalloc((void **)&d->flags, n) | cudaMalloc((void **)&d->td, n * 4) |
+              cudaMalloc((void **)&d->w, Bmax * 4) | cudaMalloc((void **)&d->bo, Bmax * D * 4) |
+              cudaMalloc((void **)&d->bn, Bmax * D * 4) | cudaMalloc((void **)&d->br, Bmax * 4) |
+              cudaMalloc((void **)&d->ba, Bmax * 12) | cudaMalloc((void **)&d->bt, Bmax) |
+              cudaMalloc((void **)&d->bu, Bmax) | cudaMalloc((void **)&d->bs, Bmax) |
+              cudaMalloc((void **)&d->bi, Bmax * 4) | cudaMalloc((void **)&d->bg, Bmax * 4);
+    if (bad) return -1;
+    float *h = malloc(n * D * 4);
+    int32_t *a = malloc(n * 12);
+    if (!h || !a) return -1;
+    vx_rng g = vx_rng_make(9, 0, 0);
+    for (size_t i = 0; i < n * D; i++) h[i] = vx_rng_uniform(&g);
+    for (size_t i = 0; i < n * 3; i++) a[i] = (int32_t)vx_rng_below(&g, 3);
+    cudaMemcpy(d->obs, h, n * D * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d->next, h, n * D * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d->rew, h, n * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d->act, a, n * 12, cudaMemcpyHostToDevice);
+    for (size_t i = 0; i < n; i++) h[i] = (float)(0.01 + 3 * vx_rng_uniform_double(&g));
+    cudaMemcpy(d->td, h, n * 4, cudaMemcpyHostToDevice);
+    cudaMemset(d->flags, 0, n);
+    free(h), free(a);
+    return cudaDeviceSynchronize() == cudaSuccess ? 0 : -1;
+}
+
+static void bufs_free(dev_bufs *d)
+{
+    cudaFree(d->obs), cudaFree(d->next), cudaFree(d->rew), cudaFree(d->act), cudaFree(d->flags);
+    cudaFree(d->td), cudaFree(d->w), cudaFree(d->bo), cudaFree(d->bn), cudaFree(d->br);
+    cudaFree(d->ba), cudaFree(d->bt), cudaFree(d->bu), cudaFree(d->bs), cudaFree(d->bi);
+    cudaFree(d->bg);
+}
+
+int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
+{
+    const int D = 51;
+    const size_t caps[4] = {1u << 17, 1u << 20, 10000000, 1u << 24};
+    const size_t batches[4] = {256, 1024, 4096, 16384};
+    const vx_replay_kind kinds[2] = {VX_REPLAY_UNIFORM, VX_REPLAY_PROPORTIONAL};
+    const char *kname[2] = {"uniform", "proportional"};
+    dev_bufs d;
+    if (bufs_make(&d, D, 16384)) {
+        if (log) fprintf(log, "bench: cannot allocate the GPU benchmark buffers\n");
+        return 0;
+    }
+    cudaStream_t s;
+    cudaEvent_t e0, e1;
+    cudaStreamCreate(&s);
+    cudaEventCreate(&e0);
+    cudaEventCreate(&e1);
+    int n = 0;
+    float times[REPS];
+    vx_err err;
+    for (int k = 0; k < 2; k++)
+        for (int c = 0; c < 4; c++) {
+            vx_replay_cfg cfg;
+            vx_replay_cfg_default(&cfg, kinds[k], caps[c]);
+            vx_replay_cuda *r;
+            if (vx_replay_cuda_create(&cfg, &r, &err) || !vx_replay_cuda_on_device(r)) {
+                if (log) fprintf(log, "bench: %s at %zu: not on the device\n", kname[k], caps[c]);
+                continue;
+            }
+            if (log) fprintf(log, "bench: GPU %s replay, capacity %zu\n", kname[k], caps[c]);
+            vx_transitions t = {d.obs, d.next, d.act, d.rew, d.flags, d.flags, NULL};
+            /* fill, timing one 2,048 insert on the way (GPU time, events) */
+            for (size_t f = 0; f < caps[c]; f += FILL) {
+                size_t m = caps[c] - f < FILL ? caps[c] - f : FILL;
+                vx_replay_cuda_insert(r, &t, m, s, &err);
+            }
+            if (c == 1) {
+                for (int i = 0; i < REPS; i++) {
+                    cudaEventRecord(e0, s);
+                    vx_replay_cuda_insert(r, &t, 2048, s, &err);
+                    cudaEventRecord(e1, s);
+                    cudaEventSynchronize(e1);
+                    cudaEventElapsedTime(&times[i], e0, e1);
+                }
+                qsort(times, REPS, sizeof *times, cmp_f);
+                char name[48];
+                snprintf(name, sizeof name, "gpu_%s_insert2048_c%zu", kname[k], caps[c]);
+                add(out, &n, max, name, times[REPS / 2] * 1e3, 10);
+            }
+            /* a spread of priorities: eight sample-driven updates of 16,384 */
+            for (int u = 0; k == 1 && u < 8; u++) {
+                vx_replay_batch b = {d.bo, d.bn, d.ba, d.br, d.bt, d.bu, d.bs, d.w, d.bi, d.bg};
+                vx_replay_cuda_sample(r, 16384, &b, s, &err);
+                vx_replay_cuda_update(r, d.bi, d.bg, d.td, 16384, s, &err);
+            }
+            vx_replay_cuda_set_beta(r, 0.5, s, &err);
+            for (int bi = 0; bi < 4; bi++) {
+                size_t B = batches[bi];
+                vx_replay_batch b = {d.bo, d.bn, d.ba, d.br, d.bt, d.bu, d.bs, d.w, d.bi, d.bg};
+                cudaGraph_t graph;
+                cudaGraphExec_t exec;
+                cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+                vx_replay_cuda_sample(r, B, &b, s, &err);
+                vx_replay_cuda_update(r, d.bi, d.bg, d.td, B, s, &err);
+                if (cudaStreamEndCapture(s, &graph) != cudaSuccess ||
+                    cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+                    cudaGetLastError();
+                    continue;
+                }
+                for (int i = 0; i < WARM; i++) cudaGraphLaunch(exec, s);
+                for (int i = 0; i < REPS; i++) {
+                    cudaEventRecord(e0, s);
+                    cudaGraphLaunch(exec, s);
+                    cudaEventRecord(e1, s);
+                    cudaEventSynchronize(e1);
+                    cudaEventElapsedTime(&times[i], e0, e1);
+                }
+                qsort(times, REPS, sizeof *times, cmp_f);
+                char name[48];
+                snprintf(name, sizeof name, "gpu_%s_c%zu_b%zu", kname[k], caps[c], B);
+                int target = k == 1 && caps[c] == 10000000 && B == 1024;
+                add(out, &n, max, name, times[REPS / 2] * 1e3, target ? 20 : 0);
+                cudaGraphExecDestroy(exec);
+                cudaGraphDestroy(graph);
+            }
+            vx_replay_cuda_free(r);
+        }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaStreamDestroy(s);
+    bufs_free(&d);
+    return n;
+}

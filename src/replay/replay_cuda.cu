@@ -1,0 +1,638 @@
+/* replay_cuda.cu — the replay buffer resident on the GPU (the CUDA twin of replay_cpu.c).
+ *
+ * Layout: one pre-allocated ring in device memory — states and next states [capacity × D] float,
+ * one 16-byte record of small fields per slot (reward, generation stamp, action, flags, n-step
+ * count), the raw priority per slot, and the 16-ary float64 sum/min trees of replay_cpu.c, level
+ * by level. Cursor and size stay on the host (they only change at insert, which the host orders).
+ * β, the running maximum priority, the RNG counter and the counters live in `dev_state` in device
+ * memory, so no call reads anything back and the sample → update sequence can be graph-captured.
+ *
+ * Kernels, one job each:
+ *   insert_copy     new transitions into their slots, leaves at the running maximum priority;
+ *   tree_rebuild    one block: the ancestors of a range of leaves, level by level (barriers
+ *                   between levels are what makes each parent the exact sum of final children);
+ *   sample_pick     one thread per draw: stratified draw, 16-ary descent, IS weight, small fields;
+ *   sample_gather   the two states of each draw, coalesced along D; advances the RNG counter;
+ *   update          one block: stale stamps dropped, duplicates resolved (last entry wins, via an
+ *                   owner array), leaves rewritten, then ancestors level by level.
+ * Each kernel has a launcher taking the stream; each entry checks its arguments, launches, and on
+ * any launch failure moves the buffer to the CPU (see fall_back) and redoes the call there. */
+#include "vixen/philox.h"
+#include "vixen/replay_cuda.h"
+#include "../util/cuda_check.h"
+#include "replay_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAN VX_REPLAY_FAN
+#define FAN_SHIFT 4 /* log2(FAN) */
+#define LEVELS VX_REPLAY_MAX_LEVELS
+#define GPU_STREAM 0x52455047ull /* "REPG": Philox stream of the device draws */
+#define UPDATE_MAX 16384         /* entries per update launch (shared-memory flags) */
+#define BLOCK 256
+
+typedef struct {
+    double max_p;
+    double beta;
+    unsigned long long clamped, stale;
+    unsigned long long rng_block; /* draws made so far: the Philox counter base */
+    unsigned long long max_bits;  /* update: the batch's largest finite priority, as bits */
+} dev_state;
+
+typedef struct {
+    int depth;
+    double *sum[LEVELS], *min[LEVELS];
+} dev_tree;
+
+struct vx_replay_cuda {
+    vx_replay_cfg cfg;
+    int on_device;
+    vx_replay *cpu;
+    float *obs, *next_obs;
+    vx_slot_meta *meta;
+    double *prio;
+    int *owner;
+    dev_tree tree;
+    dev_state *ds;
+    size_t size, cursor;
+    uint64_t inserted;
+    double host_beta;
+    /* host staging for the CPU path */
+    void *stage;
+    size_t stage_n;
+};
+
+static vx_fault g_fault;
+void vx_replay_cuda_inject_fault(vx_fault f) { g_fault = f; }
+
+/* A launch configuration that fails when a launch fault is injected (a real launch error). */
+static dim3 grid_of(size_t n, int block)
+{
+    if (g_fault == VX_FAULT_LAUNCH) {
+        g_fault = VX_FAULT_NONE;
+        return dim3(0);
+    }
+    return dim3((unsigned)((n + block - 1) / block));
+}
+
+/* ---- kernels -------------------------------------------------------------------------------- */
+
+__device__ static void recompute(const dev_tree t, int l, size_t node)
+{
+    const double *cs = t.sum[l + 1] + node * FAN, *cm = t.min[l + 1] + node * FAN;
+    double s = 0, m = INFINITY;
+    for (int c = 0; c < FAN; c++) {
+        s += cs[c];
+        m = cm[c] < m ? cm[c] : m;
+    }
+    t.sum[l][node] = s;
+    t.min[l][node] = m;
+}
+
+static __global__ void insert_copy_kernel(vx_transitions t, size_t n, size_t start, size_t cap,
+                                          int D, float *obs, float *next_obs, vx_slot_meta *meta,
+                                          double *prio, dev_tree tree, double alpha,
+                                          const dev_state *ds, int proportional)
+{
+    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (x >= n * (size_t)D) return;
+    size_t k = x / (size_t)D, d = x % (size_t)D, i = (start + k) % cap;
+    obs[i * D + d] = t.obs[x];
+    next_obs[i * D + d] = t.next_obs[x];
+    if (d != 0) return;
+    vx_slot_meta m = meta[i];
+    for (int b = 0; b < 3; b++) m.action[b] = (uint8_t)t.actions[k * 3 + b];
+    m.reward = t.rewards[k];
+    m.term = t.terminated[k];
+    m.trunc = t.truncated[k];
+    m.steps = t.steps ? t.steps[k] : 1;
+    m.gen++;
+    meta[i] = m;
+    double p = ds->max_p;
+    prio[i] = p;
+    if (proportional) {
+        double v = pow(p, alpha);
+        tree.sum[tree.depth][i] = v;
+        tree.min[tree.depth][i] = v > 0 ? v : INFINITY;
+    }
+}
+
+/* One block: recomputes the ancestors of leaves [lo, lo + n) (n < capacity, no wrap; the caller
+ * splits a wrapping range in two launches' worth of ranges, passed as two segments). */
+static __global__ void tree_rebuild_kernel(dev_tree tree, size_t lo1, size_t n1, size_t lo2,
+                                           size_t n2)
+{
+    for (int l = tree.depth - 1; l >= 0; l--) {
+        int shift = FAN_SHIFT * (tree.depth - l);
+        for (int seg = 0; seg < 2; seg++) {
+            size_t lo = seg ? lo2 : lo1, n = seg ? n2 : n1;
+            if (n == 0) continue;
+            size_t a = lo >> shift, b = (lo + n - 1) >> shift;
+            for (size_t node = a + threadIdx.x; node <= b; node += blockDim.x)
+                recompute(tree, l, node);
+        }
+        __syncthreads();
+    }
+}
+
+static __global__ void sample_pick_kernel(size_t B, size_t size, int proportional, uint64_t seed,
+                                          dev_tree tree, const vx_slot_meta *meta,
+                                          const dev_state *ds, vx_replay_batch out)
+{
+    size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= B) return;
+    vx_rng g = vx_rng_make(seed, GPU_STREAM, ds->rng_block + j);
+    size_t i;
+    float w = 1.0f;
+    if (!proportional) {
+        i = vx_rng_below(&g, (uint32_t)size);
+    } else {
+        double total = tree.sum[0][0];
+        double u = ((double)j + vx_rng_uniform_double(&g)) * (total / (double)B);
+        if (u >= total) u = nextafter(total, 0.0);
+        size_t node = 0;
+        for (int l = 1; l <= tree.depth; l++) {
+            const double *cs = tree.sum[l] + node * FAN;
+            int pick = -1, last = -1;
+            for (int c = 0; c < FAN; c++) {
+                double s = cs[c];
+                if (!(s > 0)) continue;
+                last = c;
+                if (u < s) {
+                    pick = c;
+                    break;
+                }
+                u -= s;
+            }
+            if (pick < 0) {
+                pick = last;
+                u = nextafter(cs[last], 0.0);
+            }
+            node = node * FAN + (size_t)pick;
+        }
+        i = node;
+        double P = tree.sum[tree.depth][i] / total, p_min = tree.min[0][0] / total;
+        w = powf((float)(P / p_min), (float)-ds->beta);
+        w = w < 1.0f ? w : 1.0f;
+    }
+    vx_slot_meta m = meta[i];
+    out.index[j] = (uint32_t)i;
+    out.gen[j] = m.gen;
+    out.weights[j] = w;
+    out.rewards[j] = m.reward;
+    out.terminated[j] = m.term;
+    out.truncated[j] = m.trunc;
+    if (out.steps) out.steps[j] = m.steps;
+    for (int b = 0; b < 3; b++) out.actions[j * 3 + b] = m.action[b];
+}
+
+static __global__ void sample_gather_kernel(size_t B, int D, const float *obs,
+                                            const float *next_obs, vx_replay_batch out,
+                                            dev_state *ds)
+{
+    size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (x == 0) ds->rng_block += B; /* after sample_pick, in stream order */
+    if (x >= B * (size_t)D) return;
+    size_t j = x / (size_t)D, d = x % (size_t)D, i = out.index[j];
+    out.obs[x] = obs[i * D + d];
+    out.next_obs[x] = next_obs[i * D + d];
+}
+
+static __global__ void update_kernel(const uint32_t *index, const uint32_t *gen, const float *td,
+                                     size_t n, size_t size, double alpha, double eps,
+                                     int proportional, vx_slot_meta *meta, double *prio,
+                                     int *owner, dev_tree tree, dev_state *ds)
+{
+    __shared__ unsigned char win[UPDATE_MAX]; /* entry k writes its slot */
+    __shared__ double new_max;
+    /* A: drop stale stamps, count clamps, find the last entry of every slot, the batch max */
+    for (size_t k = threadIdx.x; k < n; k += blockDim.x) {
+        size_t i = index[k];
+        win[k] = 0;
+        if (i >= size || meta[i].gen != gen[k]) {
+            atomicAdd(&ds->stale, 1ull);
+            continue;
+        }
+        double p = fabs((double)td[k]) + eps;
+        if (isfinite(p)) atomicMax(&ds->max_bits, (unsigned long long)__double_as_longlong(p));
+        else atomicAdd(&ds->clamped, 1ull);
+        atomicMax(&owner[i], (int)k);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double b = __longlong_as_double((long long)ds->max_bits);
+        new_max = b > ds->max_p ? b : ds->max_p;
+        ds->max_p = new_max;
+        ds->max_bits = 0;
+    }
+    __syncthreads();
+    /* B: the winners write their priority and leaf */
+    for (size_t k = threadIdx.x; k < n; k += blockDim.x) {
+        size_t i = index[k];
+        if (i >= size || meta[i].gen != gen[k] || owner[i] != (int)k) continue;
+        win[k] = 1;
+        double p = fabs((double)td[k]) + eps;
+        if (!isfinite(p)) p = new_max;
+        prio[i] = p;
+        if (proportional) {
+            double v = pow(p, alpha);
+            tree.sum[tree.depth][i] = v;
+            tree.min[tree.depth][i] = v > 0 ? v : INFINITY;
+        }
+    }
+    __syncthreads();
+    /* C: ancestors, level by level (equal slots' parents are written with equal values) */
+    for (int l = tree.depth - 1; l >= 0 && proportional; l--) {
+        int shift = FAN_SHIFT * (tree.depth - l);
+        for (size_t k = threadIdx.x; k < n; k += blockDim.x)
+            if (win[k]) recompute(tree, l, (size_t)index[k] >> shift);
+        __syncthreads();
+    }
+    /* D: release the owner marks for the next update */
+    for (size_t k = threadIdx.x; k < n; k += blockDim.x)
+        if (win[k]) owner[index[k]] = -1;
+}
+
+static __global__ void fill_kernel(double *x, size_t n, double v)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = v;
+}
+
+/* ---- fallback to the CPU ------------------------------------------------------------------- */
+
+static void free_device(vx_replay_cuda *r)
+{
+    cudaFree(r->obs), cudaFree(r->next_obs), cudaFree(r->meta), cudaFree(r->prio);
+    cudaFree(r->owner), cudaFree(r->ds);
+    for (int l = 0; l < LEVELS; l++) cudaFree(r->tree.sum[l]), cudaFree(r->tree.min[l]);
+    r->obs = r->next_obs = NULL;
+    r->meta = NULL;
+    r->prio = NULL;
+    r->owner = NULL;
+    r->ds = NULL;
+    memset(&r->tree, 0, sizeof r->tree);
+    cudaGetLastError();
+}
+
+/* Moves to the CPU buffer: its contents come along when the device can still be read. */
+static vx_status fall_back(vx_replay_cuda *r, const char *why, vx_err *e)
+{
+    vx_status st = vx_replay_create(&r->cfg, &r->cpu, e);
+    if (st) return st;
+    size_t C = r->cfg.capacity, D = (size_t)r->cfg.obs_dim, n = r->size;
+    int moved = 0;
+    if (r->obs && n > 0) {
+        float *o = (float *)malloc(n * D * sizeof(float)), *no = (float *)malloc(n * D * sizeof(float));
+        vx_slot_meta *m = (vx_slot_meta *)malloc(C * sizeof *m);
+        double *p = (double *)malloc(n * sizeof *p), max_p = 1;
+        dev_state ds;
+        if (o && no && m && p && cudaDeviceSynchronize() == cudaSuccess &&
+            cudaMemcpy(o, r->obs, n * D * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
+            cudaMemcpy(no, r->next_obs, n * D * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
+            cudaMemcpy(m, r->meta, C * sizeof *m, cudaMemcpyDeviceToHost) == cudaSuccess &&
+            cudaMemcpy(p, r->prio, n * 8, cudaMemcpyDeviceToHost) == cudaSuccess &&
+            cudaMemcpy(&ds, r->ds, sizeof ds, cudaMemcpyDeviceToHost) == cudaSuccess) {
+            max_p = ds.max_p;
+            moved = vx_replay_import(r->cpu, o, no, m, p, n, r->cursor, max_p, r->inserted, NULL) == VX_OK;
+        }
+        free(o), free(no), free(m), free(p);
+    }
+    vx_log(VX_LOG_WARN, "replay: %s; continuing on the CPU buffer (%s)", why,
+           n == 0 ? "it was empty" : moved ? "contents moved" : "contents could not be read back");
+    free_device(r);
+    r->on_device = 0;
+    return VX_OK;
+}
+
+static vx_status stage(vx_replay_cuda *r, size_t bytes, vx_err *e)
+{
+    if (bytes <= r->stage_n) return VX_OK;
+    free(r->stage);
+    r->stage = malloc(bytes);
+    r->stage_n = r->stage ? bytes : 0;
+    return r->stage ? VX_OK : vx_err_set(e, VX_ERR_NOMEM, "replay: out of host memory staging");
+}
+
+/* ---- entries ------------------------------------------------------------------------------- */
+
+extern "C" vx_status vx_replay_cuda_create(const vx_replay_cfg *cfg, vx_replay_cuda **out,
+                                           vx_err *e)
+{
+    *out = NULL;
+    vx_replay *probe; /* the same argument checks as the CPU buffer, on a tiny one */
+    vx_replay_cfg small = *cfg;
+    small.capacity = 1;
+    vx_status st = vx_replay_create(&small, &probe, e);
+    if (st) return st;
+    vx_replay_free(probe);
+    if (cfg->capacity > ((size_t)1 << 31))
+        return vx_err_set(e, VX_ERR_ARG, "replay: capacity %zu out of range", cfg->capacity);
+    vx_replay_cuda *r = (vx_replay_cuda *)calloc(1, sizeof *r);
+    if (!r) return vx_err_set(e, VX_ERR_NOMEM, "replay: out of memory");
+    r->cfg = *cfg;
+    r->host_beta = 0.4;
+    if (cfg->kind == VX_REPLAY_RANK) {
+        st = fall_back(r, "rank-based sampling is not on the device yet", e);
+        if (st) {
+            free(r);
+            return st;
+        }
+        *out = r;
+        return VX_OK;
+    }
+    size_t C = cfg->capacity, D = (size_t)cfg->obs_dim, bytes = 0;
+    cudaError_t rc = cudaSuccess;
+#define DEV_ALLOC(ptr, n)                                                                          \
+    do {                                                                                           \
+        size_t nb_ = (n);                                                                          \
+        bytes += nb_;                                                                              \
+        if (rc == cudaSuccess) rc = g_fault == VX_FAULT_ALLOC ? cudaErrorMemoryAllocation          \
+                                                             : cudaMalloc((void **)&(ptr), nb_);   \
+    } while (0)
+    DEV_ALLOC(r->obs, C * D * sizeof(float));
+    DEV_ALLOC(r->next_obs, C * D * sizeof(float));
+    DEV_ALLOC(r->meta, C * sizeof(vx_slot_meta));
+    DEV_ALLOC(r->prio, C * sizeof(double));
+    DEV_ALLOC(r->owner, C * sizeof(int));
+    DEV_ALLOC(r->ds, sizeof(dev_state));
+    size_t widths[LEVELS] = {0};
+    if (cfg->kind == VX_REPLAY_PROPORTIONAL) {
+        size_t leaves = 1;
+        int depth = 0;
+        while (leaves < C) leaves *= FAN, depth++;
+        r->tree.depth = depth;
+        size_t width = (C + FAN - 1) / FAN * FAN;
+        for (int l = depth; l >= 0; l--) {
+            if (l == 0) width = 1;
+            widths[l] = width;
+            DEV_ALLOC(r->tree.sum[l], width * sizeof(double));
+            DEV_ALLOC(r->tree.min[l], width * sizeof(double));
+            width = ((width + FAN - 1) / FAN + FAN - 1) / FAN * FAN;
+        }
+    }
+#undef DEV_ALLOC
+    if (g_fault == VX_FAULT_ALLOC) g_fault = VX_FAULT_NONE;
+    if (rc == cudaSuccess) rc = cudaMemset(r->meta, 0, C * sizeof(vx_slot_meta));
+    if (rc == cudaSuccess) rc = cudaMemset(r->prio, 0, C * sizeof(double));
+    if (rc == cudaSuccess) rc = cudaMemset(r->owner, 0xff, C * sizeof(int)); /* −1: no owner */
+    for (int l = 0; rc == cudaSuccess && l <= r->tree.depth && r->tree.sum[0]; l++) {
+        rc = cudaMemset(r->tree.sum[l], 0, widths[l] * sizeof(double));
+        if (rc == cudaSuccess) {
+            fill_kernel<<<grid_of(widths[l], BLOCK), BLOCK>>>(r->tree.min[l], widths[l], INFINITY);
+            rc = cudaGetLastError();
+        }
+    }
+    if (rc == cudaSuccess) {
+        dev_state ds;
+        memset(&ds, 0, sizeof ds);
+        ds.max_p = 1.0;
+        ds.beta = 0.4;
+        rc = cudaMemcpy(r->ds, &ds, sizeof ds, cudaMemcpyHostToDevice);
+    }
+    if (rc == cudaSuccess) rc = cudaDeviceSynchronize();
+    if (rc != cudaSuccess) {
+        char why[256];
+        snprintf(why, sizeof why, "device allocation of %.1f MB failed (%s)", bytes / 1e6,
+                 cudaGetErrorString(rc));
+        cudaGetLastError();
+        st = fall_back(r, why, e);
+        if (st) {
+            free_device(r);
+            free(r);
+            return st;
+        }
+    } else {
+        r->on_device = 1;
+    }
+    *out = r;
+    return VX_OK;
+}
+
+extern "C" void vx_replay_cuda_free(vx_replay_cuda *r)
+{
+    if (!r) return;
+    free_device(r);
+    vx_replay_free(r->cpu);
+    free(r->stage);
+    free(r);
+}
+
+extern "C" int vx_replay_cuda_on_device(const vx_replay_cuda *r) { return r->on_device; }
+
+static vx_status insert_cpu(vx_replay_cuda *r, const vx_transitions *t, size_t n, vx_err *e)
+{
+    size_t D = (size_t)r->cfg.obs_dim;
+    size_t bytes = n * (2 * D * 4 + 12 + 4 + 3);
+    vx_status st = stage(r, bytes, e);
+    if (st) return st;
+    float *o = (float *)r->stage, *no = o + n * D, *rw = no + n * D;
+    int32_t *a = (int32_t *)(rw + n);
+    uint8_t *te = (uint8_t *)(a + n * 3), *tr = te + n, *sp = tr + n;
+    cudaError_t rc = cudaMemcpy(o, t->obs, n * D * 4, cudaMemcpyDeviceToHost);
+    if (!rc) rc = cudaMemcpy(no, t->next_obs, n * D * 4, cudaMemcpyDeviceToHost);
+    if (!rc) rc = cudaMemcpy(rw, t->rewards, n * 4, cudaMemcpyDeviceToHost);
+    if (!rc) rc = cudaMemcpy(a, t->actions, n * 12, cudaMemcpyDeviceToHost);
+    if (!rc) rc = cudaMemcpy(te, t->terminated, n, cudaMemcpyDeviceToHost);
+    if (!rc) rc = cudaMemcpy(tr, t->truncated, n, cudaMemcpyDeviceToHost);
+    if (!rc && t->steps) rc = cudaMemcpy(sp, t->steps, n, cudaMemcpyDeviceToHost);
+    if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: staging an insert: %s", cudaGetErrorString(rc));
+    vx_transitions h = {o, no, a, rw, te, tr, t->steps ? sp : NULL};
+    return vx_replay_insert(r->cpu, &h, n, e);
+}
+
+extern "C" vx_status vx_replay_cuda_insert(vx_replay_cuda *r, const vx_transitions *t, size_t n,
+                                           cudaStream_t s, vx_err *e)
+{
+    if (n == 0) return VX_OK;
+    if (!r->on_device) return insert_cpu(r, t, n, e);
+    size_t C = r->cfg.capacity;
+    int D = r->cfg.obs_dim, prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL;
+    /* more than a whole ring: only the last C land; the earlier ones are overwritten anyway */
+    vx_transitions tt = *t;
+    size_t skip = n > C ? n - C : 0;
+    if (skip) {
+        tt.obs += skip * D, tt.next_obs += skip * D, tt.actions += skip * 3, tt.rewards += skip;
+        tt.terminated += skip, tt.truncated += skip;
+        if (tt.steps) tt.steps += skip;
+    }
+    size_t m = n - skip, start = (r->cursor + skip) % C;
+    insert_copy_kernel<<<grid_of(m * D, BLOCK), BLOCK, 0, s>>>(
+        tt, m, start, C, D, r->obs, r->next_obs, r->meta, r->prio, r->tree, r->cfg.alpha, r->ds, prop);
+    cudaError_t rc = cudaGetLastError();
+    if (!rc && prop) {
+        size_t n1 = start + m <= C ? m : C - start, n2 = m - n1;
+        tree_rebuild_kernel<<<grid_of(1, 1), 1024, 0, s>>>(r->tree, start, n1, 0, n2);
+        rc = cudaGetLastError();
+    }
+    if (rc) {
+        char why[200];
+        snprintf(why, sizeof why, "insert kernel launch failed (%s)", cudaGetErrorString(rc));
+        vx_status st = fall_back(r, why, e);
+        return st ? st : insert_cpu(r, t, n, e);
+    }
+    r->cursor = (r->cursor + n) % C;
+    r->size = r->size + n < C ? r->size + n : C;
+    r->inserted += n;
+    return VX_OK;
+}
+
+extern "C" vx_status vx_replay_cuda_set_beta(vx_replay_cuda *r, double beta, cudaStream_t s,
+                                             vx_err *e)
+{
+    r->host_beta = beta;
+    if (!r->on_device) return VX_OK;
+    /* a kernel-free update: the value travels as a launch argument of a one-thread fill */
+    fill_kernel<<<1, 1, 0, s>>>(&r->ds->beta, 1, beta);
+    cudaError_t rc = cudaGetLastError();
+    if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: set beta: %s", cudaGetErrorString(rc));
+    return VX_OK;
+}
+
+static vx_status sample_cpu(vx_replay_cuda *r, size_t B, vx_replay_batch *out, vx_err *e)
+{
+    size_t D = (size_t)r->cfg.obs_dim;
+    vx_status st = stage(r, B * (2 * D * 4 + 12 + 4 + 4 + 4 + 4 + 3), e);
+    if (st) return st;
+    float *o = (float *)r->stage, *no = o + B * D, *rw = no + B * D, *w = rw + B;
+    int32_t *a = (int32_t *)(w + B);
+    uint32_t *ix = (uint32_t *)(a + B * 3), *g = ix + B;
+    uint8_t *te = (uint8_t *)(g + B), *tr = te + B, *sp = tr + B;
+    vx_replay_batch h = {o, no, a, rw, te, tr, sp, w, ix, g};
+    st = vx_replay_sample(r->cpu, B, r->host_beta, &h, e);
+    if (st) return st;
+    cudaError_t rc = cudaMemcpy(out->obs, o, B * D * 4, cudaMemcpyHostToDevice);
+    if (!rc) rc = cudaMemcpy(out->next_obs, no, B * D * 4, cudaMemcpyHostToDevice);
+    if (!rc) rc = cudaMemcpy(out->rewards, rw, B * 4, cudaMemcpyHostToDevice);
+    if (!rc) rc = cudaMemcpy(out->weights, w, B * 4, cudaMemcpyHostToDevice);
+    if (!rc) rc = cudaMemcpy(out->actions, a, B * 12, cudaMemcpyHostToDevice);
+    if (!rc) rc = cudaMemcpy(out->index, ix, B * 4, cudaMemcpyHostToDevice);
+    if (!rc) rc = cudaMemcpy(out->gen, g, B * 4, cudaMemcpyHostToDevice);
+    if (!rc) rc = cudaMemcpy(out->terminated, te, B, cudaMemcpyHostToDevice);
+    if (!rc) rc = cudaMemcpy(out->truncated, tr, B, cudaMemcpyHostToDevice);
+    if (!rc && out->steps) rc = cudaMemcpy(out->steps, sp, B, cudaMemcpyHostToDevice);
+    if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: staging a sample: %s", cudaGetErrorString(rc));
+    return VX_OK;
+}
+
+extern "C" vx_status vx_replay_cuda_sample(vx_replay_cuda *r, size_t B, vx_replay_batch *out,
+                                           cudaStream_t s, vx_err *e)
+{
+    if (B == 0) return VX_OK;
+    if (!r->on_device) return sample_cpu(r, B, out, e); /* the CPU buffer keeps its own size */
+    if (r->size == 0) return vx_err_set(e, VX_ERR_ARG, "replay: sample from an empty buffer");
+    int D = r->cfg.obs_dim, prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL;
+    sample_pick_kernel<<<grid_of(B, BLOCK), BLOCK, 0, s>>>(B, r->size, prop, r->cfg.seed, r->tree,
+                                                           r->meta, r->ds, *out);
+    cudaError_t rc = cudaGetLastError();
+    if (!rc) {
+        sample_gather_kernel<<<grid_of(B * D, BLOCK), BLOCK, 0, s>>>(B, D, r->obs, r->next_obs,
+                                                                     *out, r->ds);
+        rc = cudaGetLastError();
+    }
+    if (rc) {
+        char why[200];
+        snprintf(why, sizeof why, "sample kernel launch failed (%s)", cudaGetErrorString(rc));
+        vx_status st = fall_back(r, why, e);
+        return st ? st : sample_cpu(r, B, out, e);
+    }
+    return VX_OK;
+}
+
+static vx_status update_cpu(vx_replay_cuda *r, const uint32_t *index, const uint32_t *gen,
+                            const float *td, size_t n, vx_err *e)
+{
+    vx_status st = stage(r, n * 12, e);
+    if (st) return st;
+    uint32_t *ix = (uint32_t *)r->stage, *g = ix + n;
+    float *t = (float *)(g + n);
+    cudaError_t rc = cudaMemcpy(ix, index, n * 4, cudaMemcpyDeviceToHost);
+    if (!rc) rc = cudaMemcpy(g, gen, n * 4, cudaMemcpyDeviceToHost);
+    if (!rc) rc = cudaMemcpy(t, td, n * 4, cudaMemcpyDeviceToHost);
+    if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: staging an update: %s", cudaGetErrorString(rc));
+    vx_replay_update(r->cpu, ix, g, t, n);
+    return VX_OK;
+}
+
+extern "C" vx_status vx_replay_cuda_update(vx_replay_cuda *r, const uint32_t *index,
+                                           const uint32_t *gen, const float *td, size_t n,
+                                           cudaStream_t s, vx_err *e)
+{
+    if (r->cfg.kind == VX_REPLAY_UNIFORM || n == 0) return VX_OK;
+    if (!r->on_device) return update_cpu(r, index, gen, td, n, e);
+    int prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL;
+    for (size_t off = 0; off < n; off += UPDATE_MAX) {
+        size_t m = n - off < UPDATE_MAX ? n - off : UPDATE_MAX;
+        update_kernel<<<grid_of(1, 1), 1024, 0, s>>>(index + off, gen + off, td + off, m, r->size,
+                                                    r->cfg.alpha, r->cfg.eps, prop, r->meta,
+                                                    r->prio, r->owner, r->tree, r->ds);
+        cudaError_t rc = cudaGetLastError();
+        if (rc) {
+            char why[200];
+            snprintf(why, sizeof why, "update kernel launch failed (%s)", cudaGetErrorString(rc));
+            vx_status st = fall_back(r, why, e);
+            return st ? st : update_cpu(r, index + off, gen + off, td + off, n - off, e);
+        }
+    }
+    return VX_OK;
+}
+
+extern "C" vx_status vx_replay_cuda_stats(vx_replay_cuda *r, vx_replay_stats *out,
+                                          double *total_recomputed, vx_err *e)
+{
+    if (!r->on_device) {
+        vx_replay_stats_get(r->cpu, out);
+        if (total_recomputed) *total_recomputed = vx_replay_total_recomputed(r->cpu);
+        return VX_OK;
+    }
+    vx_status st = VX_OK;
+    dev_state ds;
+    double total = 0, *p = NULL;
+    VX_CUDA_CHECK(cudaDeviceSynchronize());
+    VX_CUDA_CHECK(cudaMemcpy(&ds, r->ds, sizeof ds, cudaMemcpyDeviceToHost));
+    if (r->tree.sum[0]) VX_CUDA_CHECK(cudaMemcpy(&total, r->tree.sum[0], 8, cudaMemcpyDeviceToHost));
+    memset(out, 0, sizeof *out);
+    out->size = r->size;
+    out->capacity = r->cfg.capacity;
+    out->inserted = r->inserted;
+    out->total = total;
+    out->max_priority = ds.max_p;
+    out->clamped = ds.clamped;
+    out->stale_updates = ds.stale;
+    if (total_recomputed) {
+        *total_recomputed = 0;
+        if (r->cfg.kind == VX_REPLAY_PROPORTIONAL && r->size) {
+            p = (double *)malloc(r->size * 8);
+            if (!p) return vx_err_set(e, VX_ERR_NOMEM, "replay: out of memory");
+            VX_CUDA_CHECK(cudaMemcpy(p, r->prio, r->size * 8, cudaMemcpyDeviceToHost));
+            for (size_t i = 0; i < r->size; i++) *total_recomputed += pow(p[i], r->cfg.alpha);
+        }
+    }
+fail:
+    free(p);
+    return st;
+}
+
+extern "C" vx_status vx_replay_cuda_prob(vx_replay_cuda *r, size_t i, double *out, vx_err *e)
+{
+    if (!r->on_device) {
+        *out = vx_replay_prob(r->cpu, i);
+        return VX_OK;
+    }
+    vx_status st = VX_OK;
+    *out = 0;
+    if (i >= r->size) return VX_OK;
+    if (r->cfg.kind == VX_REPLAY_UNIFORM) {
+        *out = 1.0 / (double)r->size;
+        return VX_OK;
+    }
+    double leaf, total;
+    VX_CUDA_CHECK(cudaDeviceSynchronize());
+    VX_CUDA_CHECK(cudaMemcpy(&leaf, r->tree.sum[r->tree.depth] + i, 8, cudaMemcpyDeviceToHost));
+    VX_CUDA_CHECK(cudaMemcpy(&total, r->tree.sum[0], 8, cudaMemcpyDeviceToHost));
+    *out = leaf / total;
+fail:
+    return st;
+}

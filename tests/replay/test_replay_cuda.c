@@ -1,0 +1,465 @@
+/* test_replay_cuda.c — the GPU replay buffer against the CPU reference and its guarantees:
+ * contents and ring order, KS equivalence of sampled indices (proportional), IS weights to
+ * 1e-5, no drift after 10 M device updates, stale and duplicate updates, NaN clamping, no draw of
+ * an empty slot, a captured sample→update graph replayed 1,000 times, and both fallbacks
+ * (allocation failure, launch failure) with fault injection. Skipped (77) without a GPU. */
+#include "helpers.h"
+#include "vixen/cuda_util.h"
+#include "vixen/philox.h"
+#include "vixen/replay.h"
+#include "vixen/replay_cuda.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { D = 8 };
+
+#define CK(x) assert_int_equal((int)(x), (int)cudaSuccess)
+
+typedef struct { /* a device batch of B samples */
+    float *obs, *next, *rew, *w;
+    int32_t *act;
+    uint8_t *te, *tu, *st;
+    uint32_t *idx, *gen;
+    vx_replay_batch b;
+} dbatch;
+
+static void dbatch_make(dbatch *x, size_t B)
+{
+    CK(cudaMalloc((void **)&x->obs, B * D * 4));
+    CK(cudaMalloc((void **)&x->next, B * D * 4));
+    CK(cudaMalloc((void **)&x->rew, B * 4));
+    CK(cudaMalloc((void **)&x->w, B * 4));
+    CK(cudaMalloc((void **)&x->act, B * 12));
+    CK(cudaMalloc((void **)&x->te, B));
+    CK(cudaMalloc((void **)&x->tu, B));
+    CK(cudaMalloc((void **)&x->st, B));
+    CK(cudaMalloc((void **)&x->idx, B * 4));
+    CK(cudaMalloc((void **)&x->gen, B * 4));
+    x->b = (vx_replay_batch){x->obs, x->next, x->act, x->rew, x->te, x->tu, x->st, x->w, x->idx, x->gen};
+}
+
+static void dbatch_free(dbatch *x)
+{
+    cudaFree(x->obs), cudaFree(x->next), cudaFree(x->rew), cudaFree(x->w), cudaFree(x->act);
+    cudaFree(x->te), cudaFree(x->tu), cudaFree(x->st), cudaFree(x->idx), cudaFree(x->gen);
+}
+
+/* n transitions numbered k0..: obs all k, next k + 0.5, reward k; on the host (h) and device (d) */
+typedef struct {
+    float *o, *nx, *r;
+    int32_t *a;
+    uint8_t *f;
+    vx_transitions h, d;
+    float *d_o, *d_nx, *d_r;
+    int32_t *d_a;
+    uint8_t *d_f;
+} tset;
+
+static void tset_make(tset *t, size_t n, int k0)
+{
+    t->o = malloc(n * D * 4), t->nx = malloc(n * D * 4), t->r = malloc(n * 4);
+    t->a = malloc(n * 12), t->f = calloc(n, 1);
+    for (size_t i = 0; i < n; i++) {
+        float k = (float)(k0 + (int)i);
+        for (int j = 0; j < D; j++) t->o[i * D + j] = k, t->nx[i * D + j] = k + 0.5f;
+        t->r[i] = k;
+        t->a[i * 3] = (int)(i % 9), t->a[i * 3 + 1] = (int)(i % 3), t->a[i * 3 + 2] = 2;
+    }
+    CK(cudaMalloc((void **)&t->d_o, n * D * 4));
+    CK(cudaMalloc((void **)&t->d_nx, n * D * 4));
+    CK(cudaMalloc((void **)&t->d_r, n * 4));
+    CK(cudaMalloc((void **)&t->d_a, n * 12));
+    CK(cudaMalloc((void **)&t->d_f, n));
+    CK(cudaMemcpy(t->d_o, t->o, n * D * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(t->d_nx, t->nx, n * D * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(t->d_r, t->r, n * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(t->d_a, t->a, n * 12, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(t->d_f, t->f, n, cudaMemcpyHostToDevice));
+    t->h = (vx_transitions){t->o, t->nx, t->a, t->r, t->f, t->f, NULL};
+    t->d = (vx_transitions){t->d_o, t->d_nx, t->d_a, t->d_r, t->d_f, t->d_f, NULL};
+}
+
+static void tset_free(tset *t)
+{
+    free(t->o), free(t->nx), free(t->r), free(t->a), free(t->f);
+    cudaFree(t->d_o), cudaFree(t->d_nx), cudaFree(t->d_r), cudaFree(t->d_a), cudaFree(t->d_f);
+}
+
+static vx_replay_cfg cfg_of(vx_replay_kind k, size_t cap)
+{
+    vx_replay_cfg c;
+    vx_replay_cfg_default(&c, k, cap);
+    c.obs_dim = D;
+    c.seed = 11;
+    return c;
+}
+
+/* Sets slots [0, n) to priorities |td| via device update with stamps `gen`. */
+static void dev_update(vx_replay_cuda *r, const uint32_t *idx, const uint32_t *gen,
+                       const float *td, size_t n)
+{
+    uint32_t *di, *dg;
+    float *dt;
+    CK(cudaMalloc((void **)&di, n * 4));
+    CK(cudaMalloc((void **)&dg, n * 4));
+    CK(cudaMalloc((void **)&dt, n * 4));
+    CK(cudaMemcpy(di, idx, n * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dg, gen, n * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(dt, td, n * 4, cudaMemcpyHostToDevice));
+    vx_err e;
+    assert_int_equal(vx_replay_cuda_update(r, di, dg, dt, n, 0, &e), VX_OK);
+    CK(cudaDeviceSynchronize());
+    cudaFree(di), cudaFree(dg), cudaFree(dt);
+}
+
+static void test_contents_and_ring(void **state)
+{
+    (void)state;
+    vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, 5000);
+    vx_replay_cuda *r;
+    vx_err e;
+    assert_int_equal(vx_replay_cuda_create(&c, &r, &e), VX_OK);
+    assert_int_equal(vx_replay_cuda_on_device(r), 1);
+    tset t;
+    tset_make(&t, 3000, 0);
+    assert_int_equal(vx_replay_cuda_insert(r, &t.d, 3000, 0, &e), VX_OK);
+    tset u;
+    tset_make(&u, 3000, 3000); /* wraps: slots 0..999 now hold 5000..5999 */
+    assert_int_equal(vx_replay_cuda_insert(r, &u.d, 3000, 0, &e), VX_OK);
+    dbatch x;
+    dbatch_make(&x, 1000);
+    float *obs = malloc(1000 * D * 4), *rew = malloc(4000), *w = malloc(4000);
+    uint32_t *idx = malloc(4000), *gen = malloc(4000);
+    for (int it = 0; it < 20; it++) {
+        assert_int_equal(vx_replay_cuda_sample(r, 1000, &x.b, 0, &e), VX_OK);
+        CK(cudaMemcpy(obs, x.obs, 1000 * D * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(rew, x.rew, 4000, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(w, x.w, 4000, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(idx, x.idx, 4000, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(gen, x.gen, 4000, cudaMemcpyDeviceToHost));
+        for (int j = 0; j < 1000; j++) {
+            assert_true(idx[j] < 5000);
+            float k = idx[j] < 1000 ? 5000.0f + idx[j] : (float)idx[j];
+            assert_float_equal(rew[j], k, 0);
+            assert_float_equal(obs[j * D + D - 1], k, 0);
+            assert_int_equal(gen[j], idx[j] < 1000 ? 2 : 1);
+            assert_true(w[j] > 0 && w[j] <= 1);
+        }
+    }
+    vx_replay_stats s;
+    double fresh;
+    assert_int_equal(vx_replay_cuda_stats(r, &s, &fresh, &e), VX_OK);
+    assert_int_equal(s.size, 5000);
+    assert_int_equal(s.inserted, 6000);
+    assert_true(fabs(s.total - fresh) <= 1e-12 * fresh); /* all at max priority 1: 5000 */
+    assert_true(fabs(s.total - 5000) < 1e-9);
+    free(obs), free(rew), free(w), free(idx), free(gen);
+    dbatch_free(&x);
+    tset_free(&t);
+    tset_free(&u);
+    vx_replay_cuda_free(r);
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* two-sample Kolmogorov–Smirnov statistic on sorted samples */
+static double ks(uint32_t *a, size_t n, uint32_t *b, size_t m)
+{
+    qsort(a, n, 4, cmp_u32);
+    qsort(b, m, 4, cmp_u32);
+    size_t i = 0, j = 0;
+    double d = 0;
+    while (i < n && j < m) {
+        uint32_t v = a[i] < b[j] ? a[i] : b[j];
+        while (i < n && a[i] == v) i++;
+        while (j < m && b[j] == v) j++;
+        double f = fabs((double)i / n - (double)j / m);
+        d = f > d ? f : d;
+    }
+    return d;
+}
+
+static void test_equivalence_with_cpu(void **state)
+{
+    (void)state;
+    const size_t N = 4000, B = 1000, DRAWS = 10000;
+    vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, 4096);
+    vx_replay_cuda *g;
+    vx_replay *h;
+    vx_err e;
+    assert_int_equal(vx_replay_cuda_create(&c, &g, &e), VX_OK);
+    assert_int_equal(vx_replay_create(&c, &h, &e), VX_OK);
+    tset t;
+    tset_make(&t, N, 0);
+    assert_int_equal(vx_replay_cuda_insert(g, &t.d, N, 0, &e), VX_OK);
+    assert_int_equal(vx_replay_insert(h, &t.h, N, &e), VX_OK);
+    uint32_t *idx = malloc(N * 4), *gen = malloc(N * 4);
+    float *td = malloc(N * 4);
+    vx_rng rng = vx_rng_make(3, 0, 0);
+    for (size_t i = 0; i < N; i++) {
+        idx[i] = (uint32_t)i, gen[i] = 1;
+        td[i] = (float)pow(10.0, -2 + 3 * vx_rng_uniform_double(&rng)); /* 0.01 .. 10 */
+    }
+    dev_update(g, idx, gen, td, N);
+    vx_replay_update(h, idx, gen, td, N);
+    assert_int_equal(vx_replay_cuda_set_beta(g, 0.5, 0, &e), VX_OK);
+    /* the same probabilities */
+    double worst = 0, pmin = 1;
+    for (size_t i = 0; i < N; i++) {
+        double pg, ph = vx_replay_prob(h, i);
+        assert_int_equal(vx_replay_cuda_prob(g, i, &pg, &e), VX_OK);
+        worst = fmax(worst, fabs(pg - ph) / ph);
+        pmin = fmin(pmin, ph);
+    }
+    assert_true(worst < 1e-12);
+    /* KS on 10,000 draws each */
+    uint32_t *a = malloc(DRAWS * 4), *b = malloc(DRAWS * 4);
+    float *w = malloc(B * 4);
+    dbatch x;
+    dbatch_make(&x, B);
+    float *hw = malloc(B * 4), *ho = malloc(B * D * 4), *hn = malloc(B * D * 4), *hr = malloc(B * 4);
+    int32_t *ha = malloc(B * 12);
+    uint8_t *ht = malloc(B), *hu = malloc(B), *hs = malloc(B);
+    uint32_t *hi = malloc(B * 4), *hg = malloc(B * 4);
+    vx_replay_batch hb = {ho, hn, ha, hr, ht, hu, hs, hw, hi, hg};
+    double wworst = 0;
+    for (size_t k = 0; k < DRAWS / B; k++) {
+        assert_int_equal(vx_replay_cuda_sample(g, B, &x.b, 0, &e), VX_OK);
+        CK(cudaMemcpy(a + k * B, x.idx, B * 4, cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(w, x.w, B * 4, cudaMemcpyDeviceToHost));
+        for (size_t j = 0; j < B; j++) { /* the GPU's weight against the CPU formula */
+            double want = pow(vx_replay_prob(h, a[k * B + j]) / pmin, -0.5);
+            wworst = fmax(wworst, fabs(w[j] - want) / want);
+        }
+        assert_int_equal(vx_replay_sample(h, B, 0.5, &hb, &e), VX_OK);
+        memcpy(b + k * B, hi, B * 4);
+    }
+    double d = ks(a, DRAWS, b, DRAWS), crit = 1.628 * sqrt(2.0 / DRAWS);
+    printf("KS statistic GPU vs CPU, 10,000 draws each: %.4f (reject at p = 0.01 above %.4f); "
+           "IS weights max relative difference %.2e\n",
+           d, crit, wworst);
+    assert_true(d < crit);
+    assert_true(wworst < 1e-5);
+    free(a), free(b), free(w), free(hw), free(ho), free(hn), free(hr), free(ha), free(ht), free(hu);
+    free(hs), free(hi), free(hg), free(idx), free(gen), free(td);
+    dbatch_free(&x);
+    tset_free(&t);
+    vx_replay_free(h);
+    vx_replay_cuda_free(g);
+}
+
+static void test_no_drift_stale_duplicates_clamp(void **state)
+{
+    (void)state;
+    const size_t cap = 1 << 16, CH = 16384;
+    vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, cap);
+    vx_replay_cuda *r;
+    vx_err e;
+    assert_int_equal(vx_replay_cuda_create(&c, &r, &e), VX_OK);
+    tset t;
+    tset_make(&t, cap, 0);
+    assert_int_equal(vx_replay_cuda_insert(r, &t.d, cap, 0, &e), VX_OK);
+    /* 10 M updates from 8 pools of random slots and priorities over nine orders of magnitude */
+    uint32_t *di[8], *dg, *hi = malloc(CH * 4), *hg = malloc(CH * 4);
+    float *dt[8], *ht = malloc(CH * 4);
+    vx_rng g = vx_rng_make(77, 0, 0);
+    CK(cudaMalloc((void **)&dg, CH * 4));
+    for (size_t k = 0; k < CH; k++) hg[k] = 1;
+    CK(cudaMemcpy(dg, hg, CH * 4, cudaMemcpyHostToDevice));
+    for (int p = 0; p < 8; p++) {
+        for (size_t k = 0; k < CH; k++) {
+            hi[k] = vx_rng_below(&g, cap);
+            ht[k] = (float)pow(10.0, -6 + 9 * vx_rng_uniform_double(&g));
+        }
+        CK(cudaMalloc((void **)&di[p], CH * 4));
+        CK(cudaMalloc((void **)&dt[p], CH * 4));
+        CK(cudaMemcpy(di[p], hi, CH * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(dt[p], ht, CH * 4, cudaMemcpyHostToDevice));
+    }
+    for (size_t done = 0, p = 0; done < 10000000; done += CH, p = (p + 1) % 8)
+        assert_int_equal(vx_replay_cuda_update(r, di[p], dg, dt[p], CH, 0, &e), VX_OK);
+    vx_replay_stats s;
+    double fresh;
+    assert_int_equal(vx_replay_cuda_stats(r, &s, &fresh, &e), VX_OK);
+    printf("after 10 M device updates: stored total %.17g, fresh sum %.17g, relative %.2e\n",
+           s.total, fresh, fabs(s.total - fresh) / fresh);
+    assert_true(fabs(s.total - fresh) / fresh < 1e-9);
+    assert_int_equal(s.stale_updates, 0);
+    /* duplicates: the last entry wins; NaN and Inf clamp to the running maximum */
+    uint32_t idx[4] = {7, 7, 9, 10}, gen[4] = {1, 1, 1, 1};
+    float td[4] = {100.0f, 2.0f, NAN, INFINITY};
+    dev_update(r, idx, gen, td, 4);
+    double p7, p9, p10, pmax;
+    assert_int_equal(vx_replay_cuda_stats(r, &s, &fresh, &e), VX_OK);
+    assert_int_equal(s.clamped, 2);
+    vx_replay_cuda_prob(r, 7, &p7, &e);
+    vx_replay_cuda_prob(r, 9, &p9, &e);
+    vx_replay_cuda_prob(r, 10, &p10, &e);
+    pmax = pow(s.max_priority, 0.6) / s.total;
+    assert_true(fabs(p7 - pow(2.0 + 1e-6, 0.6) / s.total) < 1e-12 * p7 + 1e-300);
+    assert_true(fabs(p9 - pmax) <= 1e-12 * pmax && fabs(p10 - pmax) <= 1e-12 * pmax);
+    assert_true(s.max_priority >= 100.0); /* the overwritten duplicate still counted for the max */
+    /* stale: overwrite slot 5 and update it with the old stamp */
+    tset one;
+    tset_make(&one, cap, 0);
+    assert_int_equal(vx_replay_cuda_insert(r, &one.d, cap, 0, &e), VX_OK); /* every stamp is 2 */
+    uint32_t s5[1] = {5}, g5[1] = {1};
+    float t5[1] = {1000.0f};
+    dev_update(r, s5, g5, t5, 1);
+    assert_int_equal(vx_replay_cuda_stats(r, &s, &fresh, &e), VX_OK);
+    assert_int_equal(s.stale_updates, 1);
+    assert_true(s.max_priority < 1000.0);
+    for (int p = 0; p < 8; p++) cudaFree(di[p]), cudaFree(dt[p]);
+    cudaFree(dg);
+    free(hi), free(hg), free(ht);
+    tset_free(&t);
+    tset_free(&one);
+    vx_replay_cuda_free(r);
+}
+
+static void test_empty_slots_never_drawn_and_graph_replay(void **state)
+{
+    (void)state;
+    vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, 100000);
+    vx_replay_cuda *r;
+    vx_err e;
+    assert_int_equal(vx_replay_cuda_create(&c, &r, &e), VX_OK);
+    tset t;
+    tset_make(&t, 3000, 0);
+    assert_int_equal(vx_replay_cuda_insert(r, &t.d, 3000, 0, &e), VX_OK);
+    const size_t B = 1024;
+    dbatch x;
+    dbatch_make(&x, B);
+    float *td, *htd = malloc(B * 4);
+    for (size_t j = 0; j < B; j++) htd[j] = (float)(0.1 + (j % 17));
+    CK(cudaMalloc((void **)&td, B * 4));
+    CK(cudaMemcpy(td, htd, B * 4, cudaMemcpyHostToDevice));
+    cudaStream_t s;
+    CK(cudaStreamCreate(&s));
+    assert_int_equal(vx_replay_cuda_set_beta(r, 0.6, s, &e), VX_OK);
+    /* capture sample → update as one graph, replay it 1,000 times */
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    assert_int_equal(vx_replay_cuda_sample(r, B, &x.b, s, &e), VX_OK);
+    assert_int_equal(vx_replay_cuda_update(r, x.idx, x.gen, td, B, s, &e), VX_OK);
+    CK(cudaStreamEndCapture(s, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    uint32_t *first = malloc(B * 4), *idx = malloc(B * 4);
+    for (int k = 0; k < 1000; k++) {
+        CK(cudaGraphLaunch(exec, s));
+        if (k == 0) {
+            CK(cudaStreamSynchronize(s));
+            CK(cudaMemcpy(first, x.idx, B * 4, cudaMemcpyDeviceToHost));
+        }
+    }
+    CK(cudaStreamSynchronize(s));
+    CK(cudaMemcpy(idx, x.idx, B * 4, cudaMemcpyDeviceToHost));
+    assert_true(memcmp(first, idx, B * 4) != 0); /* the RNG counter advanced on the device */
+    for (size_t j = 0; j < B; j++) assert_true(idx[j] < 3000); /* 97,000 empty slots never drawn */
+    vx_replay_stats st;
+    double fresh;
+    assert_int_equal(vx_replay_cuda_stats(r, &st, &fresh, &e), VX_OK);
+    printf("graph replayed 1,000 times: total %.17g, fresh %.17g, stale %llu\n", st.total, fresh,
+           (unsigned long long)st.stale_updates);
+    assert_true(fabs(st.total - fresh) / fresh < 1e-12);
+    assert_int_equal(st.stale_updates, 0);
+    assert_true(fabs(st.max_priority - (16.1 + 1e-6)) < 1e-5);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+    cudaFree(td);
+    free(htd), free(first), free(idx);
+    dbatch_free(&x);
+    tset_free(&t);
+    vx_replay_cuda_free(r);
+}
+
+static void check_sample_valid(vx_replay_cuda *r, size_t size, int k_of_slot_is_slot)
+{
+    dbatch x;
+    dbatch_make(&x, 256);
+    vx_err e;
+    vx_status st = vx_replay_cuda_sample(r, 256, &x.b, 0, &e);
+    if (st) fail_msg("sample: %s", e.msg);
+    uint32_t idx[256];
+    float rew[256];
+    CK(cudaMemcpy(idx, x.idx, sizeof idx, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(rew, x.rew, sizeof rew, cudaMemcpyDeviceToHost));
+    for (int j = 0; j < 256; j++) {
+        assert_true(idx[j] < size);
+        if (k_of_slot_is_slot) assert_float_equal(rew[j], (float)idx[j], 0);
+    }
+    /* and an update goes through */
+    float td[256];
+    for (int j = 0; j < 256; j++) td[j] = 1.0f + (float)j;
+    float *dt;
+    CK(cudaMalloc((void **)&dt, sizeof td));
+    CK(cudaMemcpy(dt, td, sizeof td, cudaMemcpyHostToDevice));
+    assert_int_equal(vx_replay_cuda_update(r, x.idx, x.gen, dt, 256, 0, &e), VX_OK);
+    cudaFree(dt);
+    dbatch_free(&x);
+}
+
+static void test_fallbacks(void **state)
+{
+    (void)state;
+    vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, 2000);
+    vx_replay_cuda *r;
+    vx_err e;
+    tset t;
+    tset_make(&t, 1500, 0);
+    /* 1. the allocation fails at creation: a CPU buffer behind the same calls */
+    th_log_start();
+    vx_replay_cuda_inject_fault(VX_FAULT_ALLOC);
+    assert_int_equal(vx_replay_cuda_create(&c, &r, &e), VX_OK);
+    assert_int_equal(vx_replay_cuda_on_device(r), 0);
+    assert_non_null(strstr(th_log_text(), "device allocation"));
+    assert_non_null(strstr(th_log_text(), "continuing on the CPU buffer"));
+    assert_int_equal(vx_replay_cuda_insert(r, &t.d, 1500, 0, &e), VX_OK);
+    check_sample_valid(r, 1500, 1);
+    vx_replay_cuda_free(r);
+    /* 2. a launch fails later: contents move to the CPU, the call completes there */
+    assert_int_equal(vx_replay_cuda_create(&c, &r, &e), VX_OK);
+    assert_int_equal(vx_replay_cuda_on_device(r), 1);
+    assert_int_equal(vx_replay_cuda_insert(r, &t.d, 1500, 0, &e), VX_OK);
+    th_log_start();
+    vx_replay_cuda_inject_fault(VX_FAULT_LAUNCH);
+    check_sample_valid(r, 1500, 1);
+    assert_int_equal(vx_replay_cuda_on_device(r), 0);
+    assert_non_null(strstr(th_log_text(), "sample kernel launch failed"));
+    assert_non_null(strstr(th_log_text(), "contents moved"));
+    int warnings = 0;
+    for (const char *p = th_log_text(); (p = strstr(p, "continuing on the CPU")); p++) warnings++;
+    assert_int_equal(warnings, 1); /* one warning */
+    vx_replay_stats s;
+    assert_int_equal(vx_replay_cuda_stats(r, &s, NULL, &e), VX_OK);
+    assert_int_equal(s.size, 1500);
+    assert_int_equal(s.inserted, 1500);
+    th_log_stop();
+    vx_replay_cuda_free(r);
+    tset_free(&t);
+}
+
+int main(void)
+{
+    if (vx_cuda_device_count() == 0) {
+        printf("skipped: no CUDA device\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_contents_and_ring),
+        cmocka_unit_test(test_equivalence_with_cpu),
+        cmocka_unit_test(test_no_drift_stale_duplicates_clamp),
+        cmocka_unit_test(test_empty_slots_never_drawn_and_graph_replay),
+        cmocka_unit_test(test_fallbacks),
+    };
+    return cmocka_run_group_tests_name("replay_cuda", tests, NULL, NULL);
+}
