@@ -161,6 +161,32 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
                 add(out, &n, max, name, times[REPS / 2] * 1e3, target ? 20 : 0);
                 cudaGraphExecDestroy(exec);
                 cudaGraphDestroy(graph);
+                if (target) { /* where the time goes: each half alone */
+                    for (int half = 0; half < 2; half++) {
+                        cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+                        if (half == 0) vx_replay_cuda_sample(r, B, &b, s, &err);
+                        else vx_replay_cuda_update(r, d.bi, d.bg, d.td, B, s, &err);
+                        if (cudaStreamEndCapture(s, &graph) != cudaSuccess ||
+                            cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+                            cudaGetLastError();
+                            continue;
+                        }
+                        for (int i = 0; i < WARM; i++) cudaGraphLaunch(exec, s);
+                        for (int i = 0; i < REPS; i++) {
+                            cudaEventRecord(e0, s);
+                            cudaGraphLaunch(exec, s);
+                            cudaEventRecord(e1, s);
+                            cudaEventSynchronize(e1);
+                            cudaEventElapsedTime(&times[i], e0, e1);
+                        }
+                        qsort(times, REPS, sizeof *times, cmp_f);
+                        snprintf(name, sizeof name, "gpu_proportional_%s_only_c%zu_b%zu",
+                                 half ? "update" : "sample", caps[c], B);
+                        add(out, &n, max, name, times[REPS / 2] * 1e3, 0);
+                        cudaGraphExecDestroy(exec);
+                        cudaGraphDestroy(graph);
+                    }
+                }
             }
             vx_replay_cuda_free(r);
         }

@@ -38,7 +38,6 @@ typedef struct {
     double beta;
     unsigned long long clamped, stale;
     unsigned long long rng_block; /* draws made so far: the Philox counter base */
-    unsigned long long max_bits;  /* update: the batch's largest finite priority, as bits */
 } dev_state;
 
 typedef struct {
@@ -81,11 +80,17 @@ static dim3 grid_of(size_t n, int block)
 
 __device__ static void recompute(const dev_tree t, int l, size_t node)
 {
-    const double *cs = t.sum[l + 1] + node * FAN, *cm = t.min[l + 1] + node * FAN;
+    const double2 *cs = (const double2 *)(t.sum[l + 1] + node * FAN);
+    const double2 *cm = (const double2 *)(t.min[l + 1] + node * FAN);
+    double2 a[FAN / 2], b[FAN / 2];
+#pragma unroll
+    for (int c = 0; c < FAN / 2; c++) a[c] = cs[c], b[c] = cm[c]; /* all loads in flight */
     double s = 0, m = INFINITY;
-    for (int c = 0; c < FAN; c++) {
-        s += cs[c];
-        m = cm[c] < m ? cm[c] : m;
+#pragma unroll
+    for (int c = 0; c < FAN / 2; c++) { /* the same order as the CPU: child 0, 1, 2, … */
+        s += a[c].x;
+        s += a[c].y;
+        m = fmin(m, fmin(b[c].x, b[c].y));
     }
     t.sum[l][node] = s;
     t.min[l][node] = m;
@@ -154,21 +159,30 @@ static __global__ void sample_pick_kernel(size_t B, size_t size, int proportiona
         if (u >= total) u = nextafter(total, 0.0);
         size_t node = 0;
         for (int l = 1; l <= tree.depth; l++) {
-            const double *cs = tree.sum[l] + node * FAN;
+            /* all 16 children in one round trip (8 × 16-byte loads), then the scan in registers:
+             * scanning the loads one by one made each level 16 dependent trips to memory */
+            const double2 *cs = (const double2 *)(tree.sum[l] + node * FAN);
+            double v[FAN];
+#pragma unroll
+            for (int c = 0; c < FAN / 2; c++) {
+                double2 x = __ldg(cs + c);
+                v[2 * c] = x.x;
+                v[2 * c + 1] = x.y;
+            }
             int pick = -1, last = -1;
+#pragma unroll
             for (int c = 0; c < FAN; c++) {
-                double s = cs[c];
-                if (!(s > 0)) continue;
-                last = c;
-                if (u < s) {
-                    pick = c;
-                    break;
+                if (pick < 0 && v[c] > 0) {
+                    last = c;
+                    if (u < v[c]) pick = c;
+                    else u -= v[c];
                 }
-                u -= s;
             }
             if (pick < 0) {
                 pick = last;
-                u = nextafter(cs[last], 0.0);
+#pragma unroll
+                for (int c = 0; c < FAN; c++)
+                    if (c == last) u = nextafter(v[c], 0.0);
             }
             node = node * FAN + (size_t)pick;
         }
@@ -207,25 +221,42 @@ static __global__ void update_kernel(const uint32_t *index, const uint32_t *gen,
 {
     __shared__ unsigned char win[UPDATE_MAX]; /* entry k writes its slot */
     __shared__ double new_max;
-    /* A: drop stale stamps, count clamps, find the last entry of every slot, the batch max */
+    __shared__ unsigned long long s_max, s_stale, s_clamped;
+    if (threadIdx.x == 0) s_max = 0, s_stale = 0, s_clamped = 0;
+    __syncthreads();
+    /* A: drop stale stamps, count clamps, find the last entry of every slot, the batch max —
+     * reduced in registers and shared memory first: 1,024 atomics on one global word serialise */
+    double my_max = 0;
+    unsigned long long my_stale = 0, my_clamped = 0;
     for (size_t k = threadIdx.x; k < n; k += blockDim.x) {
         size_t i = index[k];
         win[k] = 0;
         if (i >= size || meta[i].gen != gen[k]) {
-            atomicAdd(&ds->stale, 1ull);
+            my_stale++;
             continue;
         }
         double p = fabs((double)td[k]) + eps;
-        if (isfinite(p)) atomicMax(&ds->max_bits, (unsigned long long)__double_as_longlong(p));
-        else atomicAdd(&ds->clamped, 1ull);
+        if (isfinite(p)) my_max = p > my_max ? p : my_max;
+        else my_clamped++;
         atomicMax(&owner[i], (int)k);
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        my_max = fmax(my_max, __shfl_down_sync(0xffffffffu, my_max, o));
+        my_stale += __shfl_down_sync(0xffffffffu, my_stale, o);
+        my_clamped += __shfl_down_sync(0xffffffffu, my_clamped, o);
+    }
+    if ((threadIdx.x & 31) == 0) {
+        atomicMax(&s_max, (unsigned long long)__double_as_longlong(my_max));
+        if (my_stale) atomicAdd(&s_stale, my_stale);
+        if (my_clamped) atomicAdd(&s_clamped, my_clamped);
     }
     __syncthreads();
     if (threadIdx.x == 0) {
-        double b = __longlong_as_double((long long)ds->max_bits);
+        double b = __longlong_as_double((long long)s_max);
         new_max = b > ds->max_p ? b : ds->max_p;
         ds->max_p = new_max;
-        ds->max_bits = 0;
+        ds->stale += s_stale;
+        ds->clamped += s_clamped;
     }
     __syncthreads();
     /* B: the winners write their priority and leaf */
