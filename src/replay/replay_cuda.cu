@@ -38,6 +38,7 @@ typedef struct {
     double beta;
     unsigned long long clamped, stale;
     unsigned long long rng_block; /* draws made so far: the Philox counter base */
+    unsigned long long max_bits;  /* update: the batch's largest finite priority, as bits */
 } dev_state;
 
 typedef struct {
@@ -53,6 +54,7 @@ struct vx_replay_cuda {
     vx_slot_meta *meta;
     double *prio;
     int *owner;
+    unsigned char *win; /* update scratch: entry k of the batch writes its slot */
     dev_tree tree;
     dev_state *ds;
     size_t size, cursor;
@@ -214,76 +216,90 @@ static __global__ void sample_gather_kernel(size_t B, int D, const float *obs,
     out.next_obs[x] = next_obs[i * D + d];
 }
 
-static __global__ void update_kernel(const uint32_t *index, const uint32_t *gen, const float *td,
-                                     size_t n, size_t size, double alpha, double eps,
-                                     int proportional, vx_slot_meta *meta, double *prio,
-                                     int *owner, dev_tree tree, dev_state *ds)
+/* The update, as a chain of kernels over the batch (spread over SMs; one block doing it all was
+ * 46 µs at 1,024 entries): mark → leaves → one kernel per lower tree level → the top levels in
+ * one block. Duplicate slots: the last entry wins (owner = the largest entry index). */
+static __global__ void update_mark_kernel(const uint32_t *index, const uint32_t *gen,
+                                          const float *td, size_t n, size_t size, double eps,
+                                          const vx_slot_meta *meta, int *owner, dev_state *ds)
 {
-    __shared__ unsigned char win[UPDATE_MAX]; /* entry k writes its slot */
-    __shared__ double new_max;
-    __shared__ unsigned long long s_max, s_stale, s_clamped;
-    if (threadIdx.x == 0) s_max = 0, s_stale = 0, s_clamped = 0;
-    __syncthreads();
-    /* A: drop stale stamps, count clamps, find the last entry of every slot, the batch max —
-     * reduced in registers and shared memory first: 1,024 atomics on one global word serialise */
-    double my_max = 0;
-    unsigned long long my_stale = 0, my_clamped = 0;
-    for (size_t k = threadIdx.x; k < n; k += blockDim.x) {
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    double p = 0;
+    unsigned long long stale = 0, clamped = 0;
+    if (k < n) {
         size_t i = index[k];
-        win[k] = 0;
         if (i >= size || meta[i].gen != gen[k]) {
-            my_stale++;
-            continue;
+            stale = 1;
+        } else {
+            p = fabs((double)td[k]) + eps;
+            if (!isfinite(p)) p = 0, clamped = 1;
+            atomicMax(&owner[i], (int)k);
         }
-        double p = fabs((double)td[k]) + eps;
-        if (isfinite(p)) my_max = p > my_max ? p : my_max;
-        else my_clamped++;
-        atomicMax(&owner[i], (int)k);
     }
-    for (int o = 16; o > 0; o >>= 1) {
-        my_max = fmax(my_max, __shfl_down_sync(0xffffffffu, my_max, o));
-        my_stale += __shfl_down_sync(0xffffffffu, my_stale, o);
-        my_clamped += __shfl_down_sync(0xffffffffu, my_clamped, o);
+    for (int o = 16; o > 0; o >>= 1) { /* one atomic per warp, not per entry */
+        p = fmax(p, __shfl_down_sync(0xffffffffu, p, o));
+        stale += __shfl_down_sync(0xffffffffu, stale, o);
+        clamped += __shfl_down_sync(0xffffffffu, clamped, o);
     }
     if ((threadIdx.x & 31) == 0) {
-        atomicMax(&s_max, (unsigned long long)__double_as_longlong(my_max));
-        if (my_stale) atomicAdd(&s_stale, my_stale);
-        if (my_clamped) atomicAdd(&s_clamped, my_clamped);
+        if (p > 0) atomicMax(&ds->max_bits, (unsigned long long)__double_as_longlong(p));
+        if (stale) atomicAdd(&ds->stale, stale);
+        if (clamped) atomicAdd(&ds->clamped, clamped);
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double b = __longlong_as_double((long long)s_max);
-        new_max = b > ds->max_p ? b : ds->max_p;
-        ds->max_p = new_max;
-        ds->stale += s_stale;
-        ds->clamped += s_clamped;
+}
+
+static __global__ void update_leaf_kernel(const uint32_t *index, const uint32_t *gen,
+                                          const float *td, size_t n, size_t size, double alpha,
+                                          double eps, int proportional, const vx_slot_meta *meta,
+                                          double *prio, const int *owner, unsigned char *win,
+                                          dev_tree tree, const dev_state *ds)
+{
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= n) return;
+    size_t i = index[k];
+    win[k] = 0;
+    if (i >= size || meta[i].gen != gen[k] || owner[i] != (int)k) return;
+    win[k] = 1;
+    double p = fabs((double)td[k]) + eps;
+    if (!isfinite(p)) { /* the running maximum, this batch's finite priorities included */
+        double b = __longlong_as_double((long long)ds->max_bits);
+        p = b > ds->max_p ? b : ds->max_p;
     }
-    __syncthreads();
-    /* B: the winners write their priority and leaf */
-    for (size_t k = threadIdx.x; k < n; k += blockDim.x) {
-        size_t i = index[k];
-        if (i >= size || meta[i].gen != gen[k] || owner[i] != (int)k) continue;
-        win[k] = 1;
-        double p = fabs((double)td[k]) + eps;
-        if (!isfinite(p)) p = new_max;
-        prio[i] = p;
-        if (proportional) {
-            double v = pow(p, alpha);
-            tree.sum[tree.depth][i] = v;
-            tree.min[tree.depth][i] = v > 0 ? v : INFINITY;
-        }
+    prio[i] = p;
+    if (proportional) {
+        double v = pow(p, alpha);
+        tree.sum[tree.depth][i] = v;
+        tree.min[tree.depth][i] = v > 0 ? v : INFINITY;
     }
-    __syncthreads();
-    /* C: ancestors, level by level (equal slots' parents are written with equal values) */
-    for (int l = tree.depth - 1; l >= 0 && proportional; l--) {
+}
+
+/* Level l's parents of the winners (equal parents are written with equal values). The first of
+ * these kernels also folds the batch maximum into max_p and releases the owner marks. */
+static __global__ void update_level_kernel(const uint32_t *index, size_t n, const unsigned char *win,
+                                           int *owner, dev_tree tree, int l, int first,
+                                           dev_state *ds)
+{
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (first && k == 0) {
+        double b = __longlong_as_double((long long)ds->max_bits);
+        if (b > ds->max_p) ds->max_p = b;
+        ds->max_bits = 0;
+    }
+    if (k >= n || !win[k]) return;
+    if (first) owner[index[k]] = -1;
+    if (l >= 0) recompute(tree, l, (size_t)index[k] >> (FAN_SHIFT * (tree.depth - l)));
+}
+
+/* Levels `top` .. 0 in one block: few nodes, barriers instead of launches. */
+static __global__ void update_top_kernel(const uint32_t *index, size_t n, const unsigned char *win,
+                                         dev_tree tree, int top)
+{
+    for (int l = top; l >= 0; l--) {
         int shift = FAN_SHIFT * (tree.depth - l);
         for (size_t k = threadIdx.x; k < n; k += blockDim.x)
             if (win[k]) recompute(tree, l, (size_t)index[k] >> shift);
         __syncthreads();
     }
-    /* D: release the owner marks for the next update */
-    for (size_t k = threadIdx.x; k < n; k += blockDim.x)
-        if (win[k]) owner[index[k]] = -1;
 }
 
 static __global__ void fill_kernel(double *x, size_t n, double v)
@@ -297,12 +313,13 @@ static __global__ void fill_kernel(double *x, size_t n, double v)
 static void free_device(vx_replay_cuda *r)
 {
     cudaFree(r->obs), cudaFree(r->next_obs), cudaFree(r->meta), cudaFree(r->prio);
-    cudaFree(r->owner), cudaFree(r->ds);
+    cudaFree(r->owner), cudaFree(r->win), cudaFree(r->ds);
     for (int l = 0; l < LEVELS; l++) cudaFree(r->tree.sum[l]), cudaFree(r->tree.min[l]);
     r->obs = r->next_obs = NULL;
     r->meta = NULL;
     r->prio = NULL;
     r->owner = NULL;
+    r->win = NULL;
     r->ds = NULL;
     memset(&r->tree, 0, sizeof r->tree);
     cudaGetLastError();
@@ -388,6 +405,7 @@ extern "C" vx_status vx_replay_cuda_create(const vx_replay_cfg *cfg, vx_replay_c
     DEV_ALLOC(r->meta, C * sizeof(vx_slot_meta));
     DEV_ALLOC(r->prio, C * sizeof(double));
     DEV_ALLOC(r->owner, C * sizeof(int));
+    DEV_ALLOC(r->win, UPDATE_MAX);
     DEV_ALLOC(r->ds, sizeof(dev_state));
     size_t widths[LEVELS] = {0};
     if (cfg->kind == VX_REPLAY_PROPORTIONAL) {
@@ -593,18 +611,44 @@ extern "C" vx_status vx_replay_cuda_update(vx_replay_cuda *r, const uint32_t *in
 {
     if (r->cfg.kind == VX_REPLAY_UNIFORM || n == 0) return VX_OK;
     if (!r->on_device) return update_cpu(r, index, gen, td, n, e);
-    int prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL;
+    int prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL, depth = r->tree.depth;
     for (size_t off = 0; off < n; off += UPDATE_MAX) {
         size_t m = n - off < UPDATE_MAX ? n - off : UPDATE_MAX;
-        update_kernel<<<grid_of(1, 1), 1024, 0, s>>>(index + off, gen + off, td + off, m, r->size,
-                                                    r->cfg.alpha, r->cfg.eps, prop, r->meta,
-                                                    r->prio, r->owner, r->tree, r->ds);
+        const uint32_t *ix = index + off, *gn = gen + off;
+        const float *t = td + off;
+        dim3 grid = grid_of(m, BLOCK);
+        update_mark_kernel<<<grid, BLOCK, 0, s>>>(ix, gn, t, m, r->size, r->cfg.eps, r->meta,
+                                                  r->owner, r->ds);
         cudaError_t rc = cudaGetLastError();
+        if (!rc) {
+            update_leaf_kernel<<<grid, BLOCK, 0, s>>>(ix, gn, t, m, r->size, r->cfg.alpha,
+                                                      r->cfg.eps, prop, r->meta, r->prio,
+                                                      r->owner, r->win, r->tree, r->ds);
+            rc = cudaGetLastError();
+        }
+        /* lower levels one launch each (down to level 3, or all when the tree is shallow), then
+         * the top three levels in one block; a tree of depth 0 (capacity 1) has no ancestors */
+        int top = depth - 1 < 2 ? depth - 1 : 2;
+        for (int l = depth - 1, first = 1; !rc && l >= 0; l--, first = 0) {
+            if (l <= top && !first) {
+                update_top_kernel<<<1, 1024, 0, s>>>(ix, m, r->win, r->tree, l);
+                rc = cudaGetLastError();
+                break;
+            }
+            update_level_kernel<<<grid, BLOCK, 0, s>>>(ix, m, r->win, r->owner, r->tree, l, first,
+                                                       r->ds);
+            rc = cudaGetLastError();
+        }
+        if (!rc && depth == 0) { /* still fold the maximum and release the marks */
+            update_level_kernel<<<grid, BLOCK, 0, s>>>(ix, m, r->win, r->owner, r->tree, -1, 1,
+                                                       r->ds);
+            rc = cudaGetLastError();
+        }
         if (rc) {
             char why[200];
             snprintf(why, sizeof why, "update kernel launch failed (%s)", cudaGetErrorString(rc));
             vx_status st = fall_back(r, why, e);
-            return st ? st : update_cpu(r, index + off, gen + off, td + off, n - off, e);
+            return st ? st : update_cpu(r, ix, gn, t, n - off, e);
         }
     }
     return VX_OK;

@@ -163,6 +163,45 @@ static void test_contents_and_ring(void **state)
     vx_replay_cuda_free(r);
 }
 
+/* Every tree depth, 0 (one slot) to 3: insert, sample, update, and the stored total stays exact. */
+static void test_small_capacities(void **state)
+{
+    (void)state;
+    const size_t caps[6] = {1, 2, 16, 17, 300, 4097};
+    for (int c = 0; c < 6; c++) {
+        vx_replay_cfg cfg = cfg_of(VX_REPLAY_PROPORTIONAL, caps[c]);
+        vx_replay_cuda *r;
+        vx_err e;
+        assert_int_equal(vx_replay_cuda_create(&cfg, &r, &e), VX_OK);
+        tset t;
+        tset_make(&t, caps[c] + 5, 0);
+        assert_int_equal(vx_replay_cuda_insert(r, &t.d, caps[c] + 5, 0, &e), VX_OK);
+        dbatch x;
+        dbatch_make(&x, 64);
+        float td[64], *dt;
+        for (int j = 0; j < 64; j++) td[j] = 0.5f + (float)(j % 5);
+        CK(cudaMalloc((void **)&dt, sizeof td));
+        CK(cudaMemcpy(dt, td, sizeof td, cudaMemcpyHostToDevice));
+        for (int it = 0; it < 10; it++) {
+            assert_int_equal(vx_replay_cuda_sample(r, 64, &x.b, 0, &e), VX_OK);
+            assert_int_equal(vx_replay_cuda_update(r, x.idx, x.gen, dt, 64, 0, &e), VX_OK);
+        }
+        uint32_t idx[64];
+        CK(cudaMemcpy(idx, x.idx, sizeof idx, cudaMemcpyDeviceToHost));
+        for (int j = 0; j < 64; j++) assert_true(idx[j] < caps[c]);
+        vx_replay_stats s;
+        double fresh;
+        assert_int_equal(vx_replay_cuda_stats(r, &s, &fresh, &e), VX_OK);
+        if (!(fabs(s.total - fresh) <= 1e-12 * fresh))
+            fail_msg("capacity %zu: total %.17g, fresh %.17g", caps[c], s.total, fresh);
+        assert_true(fabs(s.max_priority - (4.5 + 1e-6)) < 1e-6);
+        cudaFree(dt);
+        dbatch_free(&x);
+        tset_free(&t);
+        vx_replay_cuda_free(r);
+    }
+}
+
 static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
@@ -458,6 +497,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_contents_and_ring),
+        cmocka_unit_test(test_small_capacities),
         cmocka_unit_test(test_equivalence_with_cpu),
         cmocka_unit_test(test_no_drift_stale_duplicates_clamp),
         cmocka_unit_test(test_empty_slots_never_drawn_and_graph_replay),
