@@ -82,8 +82,8 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
     const int D = 51;
     const size_t caps[4] = {1u << 17, 1u << 20, 10000000, 1u << 24};
     const size_t batches[4] = {256, 1024, 4096, 16384};
-    const vx_replay_kind kinds[2] = {VX_REPLAY_UNIFORM, VX_REPLAY_PROPORTIONAL};
-    const char *kname[2] = {"uniform", "proportional"};
+    const vx_replay_kind kinds[3] = {VX_REPLAY_UNIFORM, VX_REPLAY_PROPORTIONAL, VX_REPLAY_RANK};
+    const char *kname[3] = {"uniform", "proportional", "rank"};
     dev_bufs d;
     if (bufs_make(&d, D, 16384)) {
         if (log) fprintf(log, "bench: cannot allocate the GPU benchmark buffers\n");
@@ -97,10 +97,11 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
     int n = 0;
     float times[REPS];
     vx_err err;
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         for (int c = 0; c < 4; c++) {
             vx_replay_cfg cfg;
             vx_replay_cfg_default(&cfg, kinds[k], caps[c]);
+            cfg.rank_refresh = 1 << 30; /* the sort is timed on its own, never inside a graph */
             vx_replay_cuda *r;
             if (vx_replay_cuda_create(&cfg, &r, &err) || !vx_replay_cuda_on_device(r)) {
                 if (log) fprintf(log, "bench: %s at %zu: not on the device\n", kname[k], caps[c]);
@@ -127,12 +128,25 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
                 add(out, &n, max, name, times[REPS / 2] * 1e3, 10);
             }
             /* a spread of priorities: eight sample-driven updates of 16,384 */
-            for (int u = 0; k == 1 && u < 8; u++) {
+            for (int u = 0; k >= 1 && u < 8; u++) {
                 vx_replay_batch b = {d.bo, d.bn, d.ba, d.br, d.bt, d.bu, d.bs, d.w, d.bi, d.bg};
                 vx_replay_cuda_sample(r, 16384, &b, s, &err);
                 vx_replay_cuda_update(r, d.bi, d.bg, d.td, 16384, s, &err);
             }
             vx_replay_cuda_set_beta(r, 0.5, s, &err);
+            if (k == 2) { /* the rank sort (and the rank masses, first time) */
+                for (int i = 0; i < 20; i++) {
+                    cudaEventRecord(e0, s);
+                    vx_replay_cuda_rank_refresh(r, s, &err);
+                    cudaEventRecord(e1, s);
+                    cudaEventSynchronize(e1);
+                    cudaEventElapsedTime(&times[i], e0, e1);
+                }
+                qsort(times, 20, sizeof *times, cmp_f);
+                char name[48];
+                snprintf(name, sizeof name, "gpu_rank_refresh_c%zu", caps[c]);
+                add(out, &n, max, name, times[10] * 1e3, 0);
+            }
             for (int bi = 0; bi < 4; bi++) {
                 size_t B = batches[bi];
                 vx_replay_batch b = {d.bo, d.bn, d.ba, d.br, d.bt, d.bu, d.bs, d.w, d.bi, d.bg};

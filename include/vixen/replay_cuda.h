@@ -10,8 +10,8 @@
  * Fallback: if the device allocation fails at creation (out of memory), or a launch fails later,
  * the buffer moves to the CPU implementation for the rest of its life and logs one warning
  * saying why; calls keep their device-pointer signatures (the data is staged through the host),
- * so training continues. Rank-based sampling is not on the device yet: asking for it gives the
- * CPU buffer behind the same calls. */
+ * so training continues. Rank-based sampling re-sorts on the device every `rank_refresh` sample
+ * calls; the host decides when (a captured graph holds the draws, not the sort). */
 #ifndef VIXEN_REPLAY_CUDA_H
 #define VIXEN_REPLAY_CUDA_H
 
@@ -37,6 +37,8 @@ vx_status vx_replay_cuda_set_beta(vx_replay_cuda *r, double beta, cudaStream_t s
 /* out: device pointers, B samples, with β as last set. */
 vx_status vx_replay_cuda_sample(vx_replay_cuda *r, size_t B, vx_replay_batch *out,
                                 cudaStream_t s, vx_err *e);
+/* Rank-based buffers: re-sort now (sample does it by itself every rank_refresh calls). */
+vx_status vx_replay_cuda_rank_refresh(vx_replay_cuda *r, cudaStream_t s, vx_err *e);
 /* index, gen, td: device pointers, n entries. Duplicate slots in one batch: the last entry wins,
  * as on the CPU. A non-finite δ is clamped to the running maximum after the batch's finite ones. */
 vx_status vx_replay_cuda_update(vx_replay_cuda *r, const uint32_t *index, const uint32_t *gen,

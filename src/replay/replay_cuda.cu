@@ -22,6 +22,7 @@
 #include "../util/cuda_check.h"
 #include "replay_internal.h"
 
+#include <cub/cub.cuh>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,12 @@ struct vx_replay_cuda {
     int *owner;
     unsigned char *win; /* update scratch: entry k of the batch writes its slot */
     dev_tree tree;
+    /* rank-based: slots by descending priority, cumulative rank masses, and the sort's buffers */
+    uint32_t *order, *iota;
+    double *cdf, *rank_w, *keys_out;
+    void *cub_tmp;
+    size_t cub_tmp_n, order_n, cdf_n;
+    int calls_since_refresh;
     dev_state *ds;
     size_t size, cursor;
     uint64_t inserted;
@@ -302,6 +309,51 @@ static __global__ void update_top_kernel(const uint32_t *index, size_t n, const 
     }
 }
 
+static __global__ void iota_kernel(uint32_t *x, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = (uint32_t)i;
+}
+
+static __global__ void rank_mass_kernel(double *w, size_t n, double alpha)
+{
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (k < n) w[k] = pow((double)(k + 1), -alpha);
+}
+
+/* Rank-based draws: stratified u over the rank masses, the first rank whose cumulative mass
+ * exceeds u (binary search), its slot from the sorted order. N: the order's length. */
+static __global__ void sample_rank_kernel(size_t B, size_t N, double alpha, uint64_t seed,
+                                          const double *cdf, const uint32_t *order,
+                                          const vx_slot_meta *meta, const dev_state *ds,
+                                          vx_replay_batch out)
+{
+    size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= B) return;
+    vx_rng g = vx_rng_make(seed, GPU_STREAM, ds->rng_block + j);
+    double total = cdf[N - 1];
+    double u = ((double)j + vx_rng_uniform_double(&g)) * (total / (double)B);
+    if (u >= total) u = nextafter(total, 0.0);
+    size_t lo = 0, hi = N - 1;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (cdf[mid] > u) hi = mid;
+        else lo = mid + 1;
+    }
+    size_t i = order[lo];
+    double P = pow((double)(lo + 1), -alpha) / total, p_min = pow((double)N, -alpha) / total;
+    float w = powf((float)(P / p_min), (float)-ds->beta);
+    vx_slot_meta m = meta[i];
+    out.index[j] = (uint32_t)i;
+    out.gen[j] = m.gen;
+    out.weights[j] = w < 1.0f ? w : 1.0f;
+    out.rewards[j] = m.reward;
+    out.terminated[j] = m.term;
+    out.truncated[j] = m.trunc;
+    if (out.steps) out.steps[j] = m.steps;
+    for (int b = 0; b < 3; b++) out.actions[j * 3 + b] = m.action[b];
+}
+
 static __global__ void fill_kernel(double *x, size_t n, double v)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -314,6 +366,11 @@ static void free_device(vx_replay_cuda *r)
 {
     cudaFree(r->obs), cudaFree(r->next_obs), cudaFree(r->meta), cudaFree(r->prio);
     cudaFree(r->owner), cudaFree(r->win), cudaFree(r->ds);
+    cudaFree(r->order), cudaFree(r->iota), cudaFree(r->cdf), cudaFree(r->rank_w);
+    cudaFree(r->keys_out), cudaFree(r->cub_tmp);
+    r->order = r->iota = NULL;
+    r->cdf = r->rank_w = r->keys_out = NULL;
+    r->cub_tmp = NULL;
     for (int l = 0; l < LEVELS; l++) cudaFree(r->tree.sum[l]), cudaFree(r->tree.min[l]);
     r->obs = r->next_obs = NULL;
     r->meta = NULL;
@@ -382,15 +439,6 @@ extern "C" vx_status vx_replay_cuda_create(const vx_replay_cfg *cfg, vx_replay_c
     if (!r) return vx_err_set(e, VX_ERR_NOMEM, "replay: out of memory");
     r->cfg = *cfg;
     r->host_beta = 0.4;
-    if (cfg->kind == VX_REPLAY_RANK) {
-        st = fall_back(r, "rank-based sampling is not on the device yet", e);
-        if (st) {
-            free(r);
-            return st;
-        }
-        *out = r;
-        return VX_OK;
-    }
     size_t C = cfg->capacity, D = (size_t)cfg->obs_dim, bytes = 0;
     cudaError_t rc = cudaSuccess;
 #define DEV_ALLOC(ptr, n)                                                                          \
@@ -420,6 +468,27 @@ extern "C" vx_status vx_replay_cuda_create(const vx_replay_cfg *cfg, vx_replay_c
             DEV_ALLOC(r->tree.sum[l], width * sizeof(double));
             DEV_ALLOC(r->tree.min[l], width * sizeof(double));
             width = ((width + FAN - 1) / FAN + FAN - 1) / FAN * FAN;
+        }
+    }
+    if (cfg->kind == VX_REPLAY_RANK) {
+        DEV_ALLOC(r->order, C * sizeof(uint32_t));
+        DEV_ALLOC(r->iota, C * sizeof(uint32_t));
+        DEV_ALLOC(r->cdf, C * sizeof(double));
+        DEV_ALLOC(r->rank_w, C * sizeof(double));
+        DEV_ALLOC(r->keys_out, C * sizeof(double));
+        /* the sort's and the scan's scratch, sized once for the whole capacity */
+        size_t a = 0, b = 0;
+        if (rc == cudaSuccess)
+            rc = cub::DeviceRadixSort::SortPairsDescending(NULL, a, (const double *)NULL, (double *)NULL,
+                                                           (const uint32_t *)NULL, (uint32_t *)NULL,
+                                                           (int)C);
+        if (rc == cudaSuccess)
+            rc = cub::DeviceScan::InclusiveSum(NULL, b, (const double *)NULL, (double *)NULL, (int)C);
+        r->cub_tmp_n = a > b ? a : b;
+        DEV_ALLOC(r->cub_tmp, r->cub_tmp_n);
+        if (rc == cudaSuccess) {
+            iota_kernel<<<grid_of(C, BLOCK), BLOCK>>>(r->iota, C);
+            rc = cudaGetLastError();
         }
     }
 #undef DEV_ALLOC
@@ -566,6 +635,38 @@ static vx_status sample_cpu(vx_replay_cuda *r, size_t B, vx_replay_batch *out, v
     return VX_OK;
 }
 
+/* The rank order: a stable radix sort of (priority, slot) pairs, descending — ties keep slot
+ * order, as the CPU's comparison does — and, when the buffer's size changed, the cumulative rank
+ * masses Σ_{k<=r} k^−α (a device scan). Every `rank_refresh` sample calls, decided by the host. */
+static cudaError_t rank_refresh(vx_replay_cuda *r, cudaStream_t s)
+{
+    int n = (int)r->size;
+    size_t tmp = r->cub_tmp_n;
+    cudaError_t rc = cub::DeviceRadixSort::SortPairsDescending(
+        r->cub_tmp, tmp, (const double *)r->prio, r->keys_out, (const uint32_t *)r->iota, r->order,
+        n, 0, (int)(sizeof(double) * 8), s);
+    if (!rc && r->cdf_n != r->size) {
+        rank_mass_kernel<<<grid_of(r->size, BLOCK), BLOCK, 0, s>>>(r->rank_w, r->size, r->cfg.alpha);
+        rc = cudaGetLastError();
+        tmp = r->cub_tmp_n;
+        if (!rc) rc = cub::DeviceScan::InclusiveSum(r->cub_tmp, tmp, (const double *)r->rank_w, r->cdf, n, s);
+        if (!rc) r->cdf_n = r->size;
+    }
+    if (!rc) {
+        r->order_n = r->size;
+        r->calls_since_refresh = 0;
+    }
+    return rc;
+}
+
+extern "C" vx_status vx_replay_cuda_rank_refresh(vx_replay_cuda *r, cudaStream_t s, vx_err *e)
+{
+    if (r->cfg.kind != VX_REPLAY_RANK || !r->on_device || r->size == 0) return VX_OK;
+    cudaError_t rc = rank_refresh(r, s);
+    if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: rank sort: %s", cudaGetErrorString(rc));
+    return VX_OK;
+}
+
 extern "C" vx_status vx_replay_cuda_sample(vx_replay_cuda *r, size_t B, vx_replay_batch *out,
                                            cudaStream_t s, vx_err *e)
 {
@@ -573,9 +674,21 @@ extern "C" vx_status vx_replay_cuda_sample(vx_replay_cuda *r, size_t B, vx_repla
     if (!r->on_device) return sample_cpu(r, B, out, e); /* the CPU buffer keeps its own size */
     if (r->size == 0) return vx_err_set(e, VX_ERR_ARG, "replay: sample from an empty buffer");
     int D = r->cfg.obs_dim, prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL;
-    sample_pick_kernel<<<grid_of(B, BLOCK), BLOCK, 0, s>>>(B, r->size, prop, r->cfg.seed, r->tree,
-                                                           r->meta, r->ds, *out);
-    cudaError_t rc = cudaGetLastError();
+    cudaError_t rc = cudaSuccess;
+    if (r->cfg.kind == VX_REPLAY_RANK) {
+        if (r->order_n == 0 || r->calls_since_refresh >= r->cfg.rank_refresh)
+            rc = rank_refresh(r, s);
+        r->calls_since_refresh++;
+        if (!rc) {
+            sample_rank_kernel<<<grid_of(B, BLOCK), BLOCK, 0, s>>>(
+                B, r->order_n, r->cfg.alpha, r->cfg.seed, r->cdf, r->order, r->meta, r->ds, *out);
+            rc = cudaGetLastError();
+        }
+    } else {
+        sample_pick_kernel<<<grid_of(B, BLOCK), BLOCK, 0, s>>>(B, r->size, prop, r->cfg.seed,
+                                                               r->tree, r->meta, r->ds, *out);
+        rc = cudaGetLastError();
+    }
     if (!rc) {
         sample_gather_kernel<<<grid_of(B * D, BLOCK), BLOCK, 0, s>>>(B, D, r->obs, r->next_obs,
                                                                      *out, r->ds);
@@ -701,6 +814,21 @@ extern "C" vx_status vx_replay_cuda_prob(vx_replay_cuda *r, size_t i, double *ou
     if (i >= r->size) return VX_OK;
     if (r->cfg.kind == VX_REPLAY_UNIFORM) {
         *out = 1.0 / (double)r->size;
+        return VX_OK;
+    }
+    if (r->cfg.kind == VX_REPLAY_RANK) {
+        if (r->order_n == 0) VX_CUDA_CHECK(rank_refresh(r, 0));
+        size_t N = r->order_n;
+        uint32_t *order = (uint32_t *)malloc(N * sizeof *order);
+        if (!order) return vx_err_set(e, VX_ERR_NOMEM, "replay: out of memory");
+        double total = 0;
+        cudaError_t rc = cudaDeviceSynchronize();
+        if (!rc) rc = cudaMemcpy(order, r->order, N * 4, cudaMemcpyDeviceToHost);
+        if (!rc) rc = cudaMemcpy(&total, r->cdf + N - 1, 8, cudaMemcpyDeviceToHost);
+        for (size_t k = 0; !rc && k < N; k++)
+            if (order[k] == i) *out = pow((double)(k + 1), -r->cfg.alpha) / total;
+        free(order);
+        if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: %s", cudaGetErrorString(rc));
         return VX_OK;
     }
     double leaf, total;
