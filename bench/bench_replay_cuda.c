@@ -77,6 +77,69 @@ static void bufs_free(dev_bufs *d)
     cudaFree(d->bg);
 }
 
+/* The CPU buffer over the same grid, one core, for the same table: fill, spread priorities,
+ * then the median of 41 sample(B) + update(B). */
+static int cpu_grid(vx_bench_result *out, int max, FILE *log, const size_t *caps,
+                    const size_t *batches)
+{
+    int n = 0;
+    const size_t D = 51, CH = 4096;
+    const vx_replay_kind kinds[3] = {VX_REPLAY_UNIFORM, VX_REPLAY_PROPORTIONAL, VX_REPLAY_RANK};
+    const char *kname[3] = {"uniform", "proportional", "rank"};
+    float *o = calloc(CH * D, 4), *rw = calloc(CH, 4), *td = malloc(16384 * 4);
+    int32_t *a = calloc(CH * 3, 4);
+    uint8_t *f = calloc(CH, 1);
+    float *bo = malloc(16384 * D * 4), *bn = malloc(16384 * D * 4), *br = malloc(16384 * 4);
+    float *bw = malloc(16384 * 4);
+    int32_t *ba = malloc(16384 * 12);
+    uint8_t *bt = malloc(16384), *bu = malloc(16384), *bs = malloc(16384);
+    uint32_t *bi = malloc(16384 * 4), *bg = malloc(16384 * 4);
+    vx_rng g = vx_rng_make(4, 0, 0);
+    for (size_t i = 0; i < CH * D; i++) o[i] = vx_rng_uniform(&g);
+    vx_replay_batch b = {bo, bn, ba, br, bt, bu, bs, bw, bi, bg};
+    for (int k = 0; k < 3; k++)
+        for (int c = 0; c < 4; c++) {
+            vx_replay_cfg cfg;
+            vx_replay_cfg_default(&cfg, kinds[k], caps[c]);
+            vx_replay *r;
+            vx_err e;
+            if (vx_replay_create(&cfg, &r, &e)) continue;
+            if (log) fprintf(log, "bench: CPU %s replay, capacity %zu\n", kname[k], caps[c]);
+            vx_transitions t = {o, o, a, rw, f, f, NULL};
+            for (size_t done = 0; done < caps[c]; done += CH) {
+                size_t m = caps[c] - done < CH ? caps[c] - done : CH;
+                vx_replay_insert(r, &t, m, &e);
+            }
+            for (int u = 0; u < 8; u++) {
+                for (size_t j = 0; j < 16384; j++) td[j] = (float)(0.01 + 3 * vx_rng_uniform_double(&g));
+                vx_replay_sample(r, 16384, 0.5, &b, &e);
+                vx_replay_update(r, bi, bg, td, 16384);
+            }
+            for (int bb = 0; bb < 4; bb++) {
+                size_t B = batches[bb];
+                double times[41];
+                for (int rep = 0; rep < 41; rep++) {
+                    uint64_t t0 = vx_now_ns();
+                    vx_replay_sample(r, B, 0.5, &b, &e);
+                    vx_replay_update(r, bi, bg, td, B);
+                    times[rep] = vx_seconds_since(t0);
+                }
+                for (int i = 1; i < 41; i++) /* insertion sort, the median */
+                    for (int j = i; j > 0 && times[j] < times[j - 1]; j--) {
+                        double x = times[j];
+                        times[j] = times[j - 1], times[j - 1] = x;
+                    }
+                char name[48];
+                snprintf(name, sizeof name, "cpu_%s_c%zu_b%zu", kname[k], caps[c], B);
+                add(out, &n, max, name, times[20] * 1e6, 0);
+            }
+            vx_replay_free(r);
+        }
+    free(o), free(rw), free(td), free(a), free(f), free(bo), free(bn), free(br), free(bw);
+    free(ba), free(bt), free(bu), free(bs), free(bi), free(bg);
+    return n;
+}
+
 int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
 {
     const int D = 51;
@@ -208,5 +271,6 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
     cudaEventDestroy(e1);
     cudaStreamDestroy(s);
     bufs_free(&d);
+    n += cpu_grid(out + n, max - n, log, caps, batches);
     return n;
 }

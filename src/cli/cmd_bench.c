@@ -42,7 +42,7 @@ int vx_cmd_bench(int argc, char **argv)
         perror("vixen bench: mkdtemp");
         return VX_EXIT_FAIL;
     }
-    vx_bench_result r[96];
+    vx_bench_result r[160];
     int n = vx_bench_data((size_t)bars, tmp, r, 16, stderr);
     const int max = (int)(sizeof r / sizeof *r);
     int failed = n < 0;
