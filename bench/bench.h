@@ -43,6 +43,9 @@ int vx_bench_learn(vx_bench_result *out, int max, FILE *log);
 /* GPU replay: sample + update graphs over capacities × batches, inserts (CUDA builds only). */
 int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log);
 
+/* GPU environment stepping as a 100-step graph (CUDA builds only). */
+int vx_bench_env_cuda(vx_bench_result *out, int max, FILE *log);
+
 void vx_bench_print_json(FILE *f, const vx_bench_result *r, int n);
 
 #endif

@@ -84,7 +84,10 @@ int vx_cmd_bench(int argc, char **argv)
         if (k > 0) n += k;
     }
 #if VX_HAVE_CUDA
-    if (vx_cuda_device_count() > 0) n += vx_bench_replay_cuda(r + n, max - n, stderr);
+    if (vx_cuda_device_count() > 0) {
+        n += vx_bench_env_cuda(r + n, max - n, stderr);
+        n += vx_bench_replay_cuda(r + n, max - n, stderr);
+    }
 #endif
     vx_remove_tree(tmp, NULL);
     vx_bench_print_json(stdout, r, n);
