@@ -1,0 +1,28 @@
+/* dqn_cuda.h — the learner's device pieces (CUDA builds only): ε-greedy acting on Q rows the
+ * GPU network produced, with the same Philox draws as vx_dqn_act, and a device step counter. */
+#ifndef VIXEN_DQN_CUDA_H
+#define VIXEN_DQN_CUDA_H
+
+#include <cuda_runtime.h>
+#include "vixen/dqn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* q: N rows of the network's output (device); eps and step live in device memory so a captured
+ * rollout reads their current values; actions: N × 3 (device). Each branch of environment i
+ * explores with probability eps from Philox stream (seed, 2^40 + i) at counter *step — exactly
+ * vx_dqn_act's draws. */
+vx_status vx_dqn_cuda_act(const vx_loss_shape *shape, const float *q, int out_dim, int N,
+                          const double *eps, uint64_t seed, const unsigned long long *step,
+                          int32_t *actions, cudaStream_t s, vx_err *e);
+/* *counter += by, on the device (after the act that read it). */
+vx_status vx_cuda_counter_add(unsigned long long *counter, unsigned long long by, cudaStream_t s,
+                              vx_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

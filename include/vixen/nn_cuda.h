@@ -1,0 +1,38 @@
+/* nn_cuda.h — the branching dueling Q-network's forward pass on the GPU (CUDA builds only).
+ *
+ * The same layout and parameters as nn.h (one flat float vector, weights [in × out]); GEMMs
+ * through cuBLAS in plain float32 (TF32 off: the parity test compares with the CPU at 1e-5),
+ * bias + ReLU and the dueling aggregation in small kernels. Activations live in a workspace sized
+ * for max_batch at creation; nothing is allocated per call. */
+#ifndef VIXEN_NN_CUDA_H
+#define VIXEN_NN_CUDA_H
+
+#include <cuda_runtime.h>
+#include "vixen/nn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vx_qnet_cuda vx_qnet_cuda;
+
+vx_status vx_qnet_cuda_create(const vx_qnet_layout *L, int max_batch, vx_qnet_cuda **out,
+                              vx_err *e);
+void vx_qnet_cuda_free(vx_qnet_cuda *q);
+/* The device parameter vector (n_params floats), for uploads and optimizer kernels. */
+float *vx_qnet_cuda_params(vx_qnet_cuda *q);
+/* Copies host parameters in (asynchronously on s). */
+vx_status vx_qnet_cuda_upload(vx_qnet_cuda *q, const float *host_params, cudaStream_t s,
+                              vx_err *e);
+/* x: B × in_dim on the device. The output (B × out_dim) stays in the workspace:
+ * vx_qnet_cuda_output. params: a device parameter vector of this layout (NULL: the network's own),
+ * so one workspace can run the online and the target weights. */
+vx_status vx_qnet_cuda_forward(vx_qnet_cuda *q, const float *params, const float *x, int B,
+                               cudaStream_t s, vx_err *e);
+const float *vx_qnet_cuda_output(const vx_qnet_cuda *q);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
