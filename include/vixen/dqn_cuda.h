@@ -17,6 +17,14 @@ extern "C" {
 vx_status vx_dqn_cuda_act(const vx_loss_shape *shape, const float *q, int out_dim, int N,
                           const double *eps, uint64_t seed, const unsigned long long *step,
                           int32_t *actions, cudaStream_t s, vx_err *e);
+/* The per-sample loss on the device (dqn_loss.h, as vx_dqn_update computes it): q_s, q_next_online,
+ * q_next_target are B output rows; b the sampled batch (device); writes dq (B × out_dim, scaled by
+ * 1/B), each sample's weighted loss and new priority input. */
+vx_status vx_dqn_cuda_loss(const vx_loss_shape *shape, int kind, double kappa, double gamma,
+                           const float *q_s, const float *q_next_online, const float *q_next_target,
+                           int out_dim, const vx_replay_batch *b, int B, float *dq, float *loss,
+                           float *priority, cudaStream_t s, vx_err *e);
+
 /* *counter += by, on the device (after the act that read it). */
 vx_status vx_cuda_counter_add(unsigned long long *counter, unsigned long long by, cudaStream_t s,
                               vx_err *e);

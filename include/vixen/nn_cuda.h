@@ -31,6 +31,26 @@ vx_status vx_qnet_cuda_forward(vx_qnet_cuda *q, const float *params, const float
                                cudaStream_t s, vx_err *e);
 const float *vx_qnet_cuda_output(const vx_qnet_cuda *q);
 
+/* Backward through the last forward of this workspace (same params and x): dq is B × out_dim on
+ * the device; grads (n_params floats, device) are overwritten. The trunk's gradient is scaled by
+ * 1/(branches + 1), as on the CPU. */
+vx_status vx_qnet_cuda_backward(vx_qnet_cuda *q, const float *params, const float *x, int B,
+                                const float *dq, float *grads, cudaStream_t s, vx_err *e);
+
+/* Global-norm clipping and Adam on the device, with every scalar in device memory so the whole
+ * update can be captured: norm_out receives the norm before clipping; the Adam step counter t is
+ * incremented on the device. */
+typedef struct {
+    double *norm;            /* device scalar */
+    long long *t;            /* device step counter */
+    double *scratch;         /* device, >= 1024 doubles */
+} vx_optim_dev;
+
+vx_status vx_grad_clip_cuda(float *grads, size_t n, double max_norm, vx_optim_dev *o,
+                            cudaStream_t s, vx_err *e);
+vx_status vx_adam_step_cuda(const vx_adam_cfg *cfg, float *params, const float *grads, float *m,
+                            float *v, size_t n, vx_optim_dev *o, cudaStream_t s, vx_err *e);
+
 #ifdef __cplusplus
 }
 #endif

@@ -23,6 +23,40 @@ static __global__ void act_kernel(vx_loss_shape shape, const float *q, int out_d
     }
 }
 
+static __global__ void loss_kernel(vx_loss_shape shape, int kind, float kappa, double gamma,
+                                   const float *qs, const float *qn, const float *qt, int O,
+                                   vx_replay_batch b, int B, float *dq, float *loss, float *prio)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= B) return;
+    int m = b.steps ? b.steps[i] : 1;
+    float gm = (float)pow(gamma, (double)m);
+    float scale = 1.0f / (float)B;
+    size_t r = (size_t)i * O;
+    if (kind == VX_LOSS_C51)
+        loss[i] = vx_loss_c51(&shape, gm, qs + r, qn + r, qt + r, b.actions + (size_t)i * 3,
+                              b.rewards[i], b.terminated[i], b.weights[i], scale, dq + r, O, &prio[i]);
+    else
+        loss[i] = vx_loss_dqn(&shape, kind, kappa, gm, qs + r, qn + r, qt + r,
+                              b.actions + (size_t)i * 3, b.rewards[i], b.terminated[i],
+                              b.weights[i], scale, dq + r, O, &prio[i]);
+}
+
+extern "C" vx_status vx_dqn_cuda_loss(const vx_loss_shape *shape, int kind, double kappa,
+                                      double gamma, const float *q_s, const float *q_next_online,
+                                      const float *q_next_target, int out_dim,
+                                      const vx_replay_batch *b, int B, float *dq, float *loss,
+                                      float *priority, cudaStream_t s, vx_err *e)
+{
+    vx_status st = VX_OK;
+    loss_kernel<<<(B + 127) / 128, 128, 0, s>>>(*shape, kind, (float)kappa, gamma, q_s,
+                                                q_next_online, q_next_target, out_dim, *b, B, dq,
+                                                loss, priority);
+    VX_CUDA_LAUNCH_CHECK();
+fail:
+    return st;
+}
+
 static __global__ void counter_kernel(unsigned long long *c, unsigned long long by) { *c += by; }
 
 extern "C" vx_status vx_dqn_cuda_act(const vx_loss_shape *shape, const float *q, int out_dim,

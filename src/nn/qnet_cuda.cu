@@ -18,6 +18,7 @@ struct vx_qnet_cuda {
     float *params;
     float *trunk[VX_QNET_MAX_TRUNK], *v1, *v, *a1[VX_QNET_MAX_BRANCHES], *a[VX_QNET_MAX_BRANCHES];
     float *q;
+    float *dv, *da, *dhid, *dh, *dh2; /* backward scratch */
     float *mem;
 };
 
@@ -81,6 +82,13 @@ extern "C" vx_status vx_qnet_cuda_create(const vx_qnet_layout *L, int max_batch,
     for (int d = 0; d < c->n_branches; d++)
         total += B * ((size_t)c->head_hidden + (size_t)c->branch[d] * (size_t)c->atoms);
     total += B * (size_t)L->out_dim;
+    size_t Hmax = (size_t)c->in_dim, Amax = 0;
+    for (int l = 0; l < c->n_trunk; l++) Hmax = (size_t)c->trunk[l] > Hmax ? (size_t)c->trunk[l] : Hmax;
+    for (int d = 0; d < c->n_branches; d++) {
+        size_t a = (size_t)c->branch[d] * (size_t)c->atoms;
+        Amax = a > Amax ? a : Amax;
+    }
+    total += B * ((size_t)c->atoms + Amax + (size_t)c->head_hidden + 2 * Hmax);
     float *p;
     BLAS_CHECK(cublasCreate(&q->blas));
     BLAS_CHECK(cublasSetMathMode(q->blas, CUBLAS_DEFAULT_MATH));
@@ -94,7 +102,12 @@ extern "C" vx_status vx_qnet_cuda_create(const vx_qnet_layout *L, int max_batch,
         q->a1[d] = p, p += B * (size_t)c->head_hidden;
         q->a[d] = p, p += B * (size_t)c->branch[d] * (size_t)c->atoms;
     }
-    q->q = p;
+    q->q = p, p += B * (size_t)L->out_dim;
+    q->dv = p, p += B * (size_t)c->atoms;
+    q->da = p, p += B * Amax;
+    q->dhid = p, p += B * (size_t)c->head_hidden;
+    q->dh = p, p += B * Hmax;
+    q->dh2 = p;
     *out = q;
     return VX_OK;
 fail:
@@ -158,6 +171,201 @@ extern "C" vx_status vx_qnet_cuda_forward(vx_qnet_cuda *q, const float *params, 
                                                                   L->out_offset[d]);
         VX_CUDA_LAUNCH_CHECK();
     }
+fail:
+    return st;
+}
+
+/* ---- backward -------------------------------------------------------------------------------- */
+
+/* dueling backward for branch d, one thread per (row, atom): dA = dQ − mean_a dQ; dV += Σ_a dQ
+ * (the first branch writes dV, later ones add, in branch order like the CPU) */
+static __global__ void dueling_bwd_kernel(const float *dq, float *dv, float *da, int B, int n,
+                                          int Z, int out_dim, int offset, int first)
+{
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= (size_t)B * Z) return;
+    size_t r = t / (size_t)Z;
+    int z = (int)(t % (size_t)Z);
+    const float *g = dq + r * (size_t)out_dim + offset;
+    float sum = 0;
+    for (int k = 0; k < n; k++) sum += g[k * Z + z];
+    dv[r * Z + z] = first ? sum : dv[r * Z + z] + sum;
+    float *ga = da + r * (size_t)n * Z;
+    for (int k = 0; k < n; k++) ga[k * Z + z] = g[k * Z + z] - sum / (float)n;
+}
+
+/* db[j] = Σ_rows dy[r, j], rows in order (the CPU's order) */
+static __global__ void col_sum_kernel(const float *dy, int B, int out, float *db)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= out) return;
+    float s = 0;
+    for (int r = 0; r < B; r++) s += dy[(size_t)r * out + j];
+    db[j] = s;
+}
+
+static __global__ void relu_mask_kernel(float *dy, const float *y, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && y[i] <= 0.0f) dy[i] = 0.0f;
+}
+
+static __global__ void scale_kernel(float *x, size_t n, float k)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] *= k;
+}
+
+static unsigned blocks_for(size_t n) { return (unsigned)((n + 255) / 256); }
+
+/* dW = xᵀ dy, db = Σ dy, and dx (+)= dy Wᵀ when dx is not NULL */
+static vx_status dense_bwd(vx_qnet_cuda *q, const float *P, const vx_dense *d, const float *x,
+                           int B, const float *dy, float *g, float *dx, int accumulate,
+                           cudaStream_t s, vx_err *e)
+{
+    vx_status st = VX_OK;
+    const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
+    BLAS_CHECK(cublasSgemm(q->blas, CUBLAS_OP_N, CUBLAS_OP_T, d->out, d->in, B, &one, dy, d->out,
+                           x, d->in, &zero, g + d->w, d->out));
+    col_sum_kernel<<<blocks_for((size_t)d->out), 256, 0, s>>>(dy, B, d->out, g + d->b);
+    VX_CUDA_LAUNCH_CHECK();
+    if (dx)
+        BLAS_CHECK(cublasSgemm(q->blas, CUBLAS_OP_T, CUBLAS_OP_N, d->in, B, d->out, &one, P + d->w,
+                               d->out, dy, d->out, &beta, dx, d->in));
+fail:
+    return st;
+}
+
+extern "C" vx_status vx_qnet_cuda_backward(vx_qnet_cuda *q, const float *params, const float *x,
+                                           int B, const float *dq, float *g, cudaStream_t s,
+                                           vx_err *e)
+{
+    vx_status st = VX_OK;
+    const float *P = params ? params : q->params;
+    const vx_qnet_layout *L = &q->L;
+    const vx_qnet_cfg *c = &L->cfg;
+    int Z = c->atoms, Hh = c->head_hidden;
+    const float *top = c->n_trunk ? q->trunk[c->n_trunk - 1] : x;
+    int H = c->n_trunk ? c->trunk[c->n_trunk - 1] : c->in_dim;
+    float *dh = q->dh, *dh2 = q->dh2;
+    BLAS_CHECK(cublasSetStream(q->blas, s));
+    for (int d = 0; d < c->n_branches && !st; d++) {
+        size_t n = (size_t)B * Z;
+        dueling_bwd_kernel<<<blocks_for(n), 256, 0, s>>>(dq, q->dv, q->da, B, c->branch[d], Z,
+                                                        L->out_dim, L->out_offset[d], d == 0);
+        VX_CUDA_LAUNCH_CHECK();
+        st = dense_bwd(q, P, &L->adv2[d], q->a1[d], B, q->da, g, q->dhid, 0, s, e);
+        if (st) break;
+        relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, s>>>(q->dhid, q->a1[d], (size_t)B * Hh);
+        VX_CUDA_LAUNCH_CHECK();
+        st = dense_bwd(q, P, &L->adv1[d], top, B, q->dhid, g, dh, d > 0, s, e);
+    }
+    if (!st) st = dense_bwd(q, P, &L->value2, q->v1, B, q->dv, g, q->dhid, 0, s, e);
+    if (!st) {
+        relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, s>>>(q->dhid, q->v1, (size_t)B * Hh);
+        VX_CUDA_LAUNCH_CHECK();
+        st = dense_bwd(q, P, &L->value1, top, B, q->dhid, g, dh, c->n_branches > 0, s, e);
+    }
+    if (!st) {
+        scale_kernel<<<blocks_for((size_t)B * H), 256, 0, s>>>(dh, (size_t)B * H,
+                                                               1.0f / (float)(c->n_branches + 1));
+        VX_CUDA_LAUNCH_CHECK();
+    }
+    for (int l = c->n_trunk - 1; l >= 0 && !st; l--) {
+        size_t n = (size_t)B * c->trunk[l];
+        relu_mask_kernel<<<blocks_for(n), 256, 0, s>>>(dh, q->trunk[l], n);
+        VX_CUDA_LAUNCH_CHECK();
+        const float *in = l ? q->trunk[l - 1] : x;
+        st = dense_bwd(q, P, &L->trunk[l], in, B, dh, g, l ? dh2 : NULL, 0, s, e);
+        float *t = dh;
+        dh = dh2;
+        dh2 = t;
+    }
+fail:
+    return st;
+}
+
+/* ---- clipping and Adam ----------------------------------------------------------------------- */
+
+/* Σ g² in double: 1024 block partial sums (fixed blocks, fixed order), then one block adds them in
+ * order — deterministic run to run. */
+static __global__ void sumsq_partial_kernel(const float *g, size_t n, double *part)
+{
+    __shared__ double sh[256];
+    double acc = 0;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        acc += (double)g[i] * g[i];
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int o = 128; o > 0; o >>= 1) {
+        if (threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
+}
+
+static __global__ void norm_final_kernel(const double *part, int np, double *norm)
+{
+    if (threadIdx.x != 0 || blockIdx.x != 0) return;
+    double s = 0;
+    for (int i = 0; i < np; i++) s += part[i];
+    *norm = sqrt(s);
+}
+
+static __global__ void clip_kernel(float *g, size_t n, const double *norm, double max_norm)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    double nn = *norm;
+    if (i < n && max_norm > 0 && nn > max_norm) g[i] *= (float)(max_norm / nn);
+}
+
+extern "C" vx_status vx_grad_clip_cuda(float *g, size_t n, double max_norm, vx_optim_dev *o,
+                                       cudaStream_t s, vx_err *e)
+{
+    vx_status st = VX_OK;
+    sumsq_partial_kernel<<<1024, 256, 0, s>>>(g, n, o->scratch);
+    VX_CUDA_LAUNCH_CHECK();
+    norm_final_kernel<<<1, 32, 0, s>>>(o->scratch, 1024, o->norm);
+    VX_CUDA_LAUNCH_CHECK();
+    clip_kernel<<<blocks_for(n), 256, 0, s>>>(g, n, o->norm, max_norm);
+    VX_CUDA_LAUNCH_CHECK();
+fail:
+    return st;
+}
+
+static __global__ void adam_kernel(float *p, const float *g, float *m, float *v, size_t n,
+                                   long long *tp, double lr_d, double b1d, double b2d, double epsd,
+                                   double wdd)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    long long t = *tp + 1; /* this step's count; the counter is advanced after, in stream order */
+    if (i >= n) return;
+    /* the CPU's float arithmetic, operation for operation */
+    const float c1 = (float)(1.0 / (1.0 - pow(b1d, (double)t)));
+    const float c2 = (float)(1.0 / (1.0 - pow(b2d, (double)t)));
+    const float lr = (float)lr_d, eps = (float)epsd, wd = (float)wdd, b1 = (float)b1d, b2 = (float)b2d;
+    float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(1 - b1, g[i]));
+    float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(1 - b2, g[i]), g[i]));
+    m[i] = mi;
+    v[i] = vi;
+    float upd = __fadd_rn(__fdiv_rn(__fmul_rn(mi, c1), __fadd_rn(__fsqrt_rn(__fmul_rn(vi, c2)), eps)),
+                          __fmul_rn(wd, p[i]));
+    p[i] = __fsub_rn(p[i], __fmul_rn(lr, upd));
+}
+
+static __global__ void step_counter_kernel(long long *t) { *t += 1; }
+
+extern "C" vx_status vx_adam_step_cuda(const vx_adam_cfg *cfg, float *p, const float *g, float *m,
+                                       float *v, size_t n, vx_optim_dev *o, cudaStream_t s,
+                                       vx_err *e)
+{
+    vx_status st = VX_OK;
+    adam_kernel<<<blocks_for(n), 256, 0, s>>>(p, g, m, v, n, o->t, cfg->lr, cfg->beta1, cfg->beta2,
+                                              cfg->eps, cfg->weight_decay);
+    VX_CUDA_LAUNCH_CHECK();
+    step_counter_kernel<<<1, 1, 0, s>>>(o->t);
+    VX_CUDA_LAUNCH_CHECK();
 fail:
     return st;
 }

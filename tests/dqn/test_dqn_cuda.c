@@ -1,0 +1,156 @@
+/* test_dqn_cuda.c — one whole update on the GPU (three forwards, the loss, the backward, clipping,
+ * Adam) from the same weights and batch as vx_dqn_update on the CPU: loss, priorities, gradients
+ * and the weight change agree to 1e-4 relative (float32 both, TF32 off), for Huber and C51.
+ * Skipped (77) without a GPU. */
+#include "helpers.h"
+#include "vixen/cuda_util.h"
+#include "vixen/dqn.h"
+#include "vixen/dqn_cuda.h"
+#include "vixen/nn_cuda.h"
+#include "vixen/philox.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(x) assert_int_equal((int)(x), (int)cudaSuccess)
+
+static void *dup_dev(const void *h, size_t n)
+{
+    void *d;
+    CK(cudaMalloc(&d, n));
+    CK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d, den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+static void one_update(int loss)
+{
+    vx_dqn_cfg dc;
+    vx_dqn_cfg_default(&dc);
+    dc.loss = loss;
+    dc.batch = 128;
+    dc.atoms = 21, dc.v_min = -5, dc.v_max = 5;
+    dc.grad_clip = 1.0; /* low enough to clip */
+    vx_qnet_cfg qc;
+    vx_qnet_cfg_default(&qc);
+    vx_dqn d;
+    vx_err e;
+    assert_int_equal(vx_dqn_create(&dc, &qc, 6, &d, &e), VX_OK);
+    const int B = 128, D = 51, O = d.L.out_dim;
+    size_t np = d.L.n_params;
+    vx_rng g = vx_rng_make(10, 0, 0);
+    for (size_t i = 0; i < np; i++) d.target[i] += 0.01f * (float)vx_rng_normal(&g); /* ≠ online */
+    float *obs = malloc((size_t)B * D * 4), *nx = malloc((size_t)B * D * 4), *rw = malloc(B * 4);
+    float *w = malloc(B * 4);
+    int32_t *a = malloc((size_t)B * 12);
+    uint8_t *te = malloc(B), *tu = malloc(B), *sp = malloc(B);
+    for (int i = 0; i < B * D; i++) obs[i] = (float)vx_rng_normal(&g), nx[i] = (float)vx_rng_normal(&g);
+    for (int i = 0; i < B; i++) {
+        rw[i] = (float)vx_rng_normal(&g), w[i] = 0.2f + 0.8f * vx_rng_uniform(&g);
+        a[i * 3] = (int32_t)vx_rng_below(&g, 9), a[i * 3 + 1] = (int32_t)vx_rng_below(&g, 3);
+        a[i * 3 + 2] = (int32_t)vx_rng_below(&g, 3);
+        te[i] = i % 11 == 0, tu[i] = i % 7 == 0, sp[i] = (uint8_t)(1 + i % 3);
+    }
+    /* the device copies, before the CPU update changes the weights */
+    float *d_on = dup_dev(d.online, np * 4), *d_tg = dup_dev(d.target, np * 4);
+    float *old = malloc(np * 4);
+    memcpy(old, d.online, np * 4);
+    vx_replay_batch db = {dup_dev(obs, (size_t)B * D * 4), dup_dev(nx, (size_t)B * D * 4),
+                          dup_dev(a, (size_t)B * 12), dup_dev(rw, B * 4), dup_dev(te, B),
+                          dup_dev(tu, B), dup_dev(sp, B), dup_dev(w, B * 4), NULL, NULL};
+    /* CPU */
+    vx_replay_batch hb = {obs, nx, a, rw, te, tu, sp, w, NULL, NULL};
+    vx_dqn_update_stats cs;
+    vx_dqn_update(&d, &hb, B, &cs);
+    /* GPU */
+    vx_qnet_cuda *qs, *qn, *qt;
+    assert_int_equal(vx_qnet_cuda_create(&d.L, B, &qs, &e), VX_OK);
+    assert_int_equal(vx_qnet_cuda_create(&d.L, B, &qn, &e), VX_OK);
+    assert_int_equal(vx_qnet_cuda_create(&d.L, B, &qt, &e), VX_OK);
+    assert_int_equal(vx_qnet_cuda_forward(qs, d_on, db.obs, B, 0, &e), VX_OK);
+    assert_int_equal(vx_qnet_cuda_forward(qn, d_on, db.next_obs, B, 0, &e), VX_OK);
+    assert_int_equal(vx_qnet_cuda_forward(qt, d_tg, db.next_obs, B, 0, &e), VX_OK);
+    float *d_dq, *d_loss, *d_pr, *d_g, *d_m, *d_v;
+    CK(cudaMalloc((void **)&d_dq, (size_t)B * O * 4));
+    CK(cudaMalloc((void **)&d_loss, B * 4));
+    CK(cudaMalloc((void **)&d_pr, B * 4));
+    CK(cudaMalloc((void **)&d_g, np * 4));
+    CK(cudaMalloc((void **)&d_m, np * 4));
+    CK(cudaMalloc((void **)&d_v, np * 4));
+    CK(cudaMemset(d_m, 0, np * 4));
+    CK(cudaMemset(d_v, 0, np * 4));
+    assert_int_equal(vx_dqn_cuda_loss(&d.shape, loss, dc.huber_kappa, dc.gamma,
+                                      vx_qnet_cuda_output(qs), vx_qnet_cuda_output(qn),
+                                      vx_qnet_cuda_output(qt), O, &db, B, d_dq, d_loss, d_pr, 0, &e),
+                     VX_OK);
+    assert_int_equal(vx_qnet_cuda_backward(qs, d_on, db.obs, B, d_dq, d_g, 0, &e), VX_OK);
+    vx_optim_dev o;
+    CK(cudaMalloc((void **)&o.norm, 8));
+    CK(cudaMalloc((void **)&o.t, 8));
+    CK(cudaMalloc((void **)&o.scratch, 1024 * 8));
+    CK(cudaMemset(o.t, 0, 8));
+    assert_int_equal(vx_grad_clip_cuda(d_g, np, dc.grad_clip, &o, 0, &e), VX_OK);
+    assert_int_equal(vx_adam_step_cuda(&dc.adam, d_on, d_g, d_m, d_v, np, &o, 0, &e), VX_OK);
+    float *gl = malloc(B * 4), *gp = malloc(B * 4), *gg = malloc(np * 4), *gw = malloc(np * 4);
+    double norm;
+    long long t;
+    CK(cudaMemcpy(gl, d_loss, B * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gp, d_pr, B * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gg, d_g, np * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gw, d_on, np * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&norm, o.norm, 8, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&t, o.t, 8, cudaMemcpyDeviceToHost));
+    double gloss = 0;
+    for (int i = 0; i < B; i++) gloss += gl[i];
+    gloss /= B;
+    float *dcpu = malloc(np * 4), *dgpu = malloc(np * 4);
+    for (size_t i = 0; i < np; i++) dcpu[i] = d.online[i] - old[i], dgpu[i] = gw[i] - old[i];
+    double e_loss = fabs(gloss - cs.loss) / fabs(cs.loss), e_norm = fabs(norm - cs.grad_norm) / cs.grad_norm;
+    double e_pr = rel_l2(gp, d.priority, (size_t)B), e_g = rel_l2(gg, d.grads, np);
+    double e_step = rel_l2(dgpu, dcpu, np), e_w = rel_l2(gw, d.online, np);
+    printf("%s: loss %.6g vs %.6g (%.1e), grad norm %.6g vs %.6g (%.1e), priorities %.1e, "
+           "gradients %.1e, weight change %.1e, weights %.1e\n",
+           loss == VX_LOSS_C51 ? "C51" : "Huber", gloss, cs.loss, e_loss, norm, cs.grad_norm,
+           e_norm, e_pr, e_g, e_step, e_w);
+    assert_true(norm > dc.grad_clip); /* the clip was exercised */
+    assert_int_equal(t, 1);
+    assert_true(e_loss < 1e-4 && e_norm < 1e-4 && e_pr < 1e-4 && e_g < 1e-4 && e_step < 1e-4);
+    cudaFree(d_on), cudaFree(d_tg), cudaFree(d_dq), cudaFree(d_loss), cudaFree(d_pr);
+    cudaFree(d_g), cudaFree(d_m), cudaFree(d_v), cudaFree(o.norm), cudaFree(o.t), cudaFree(o.scratch);
+    cudaFree(db.obs), cudaFree(db.next_obs), cudaFree(db.actions), cudaFree(db.rewards);
+    cudaFree(db.terminated), cudaFree(db.truncated), cudaFree(db.steps), cudaFree(db.weights);
+    free(obs), free(nx), free(rw), free(w), free(a), free(te), free(tu), free(sp), free(old);
+    free(gl), free(gp), free(gg), free(gw), free(dcpu), free(dgpu);
+    vx_qnet_cuda_free(qs), vx_qnet_cuda_free(qn), vx_qnet_cuda_free(qt);
+    vx_dqn_free(&d);
+}
+
+static void test_update_matches_cpu(void **state)
+{
+    (void)state;
+    one_update(VX_LOSS_HUBER);
+    one_update(VX_LOSS_C51);
+}
+
+int main(void)
+{
+    if (vx_cuda_device_count() == 0) {
+        printf("skipped: no CUDA device\n");
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_update_matches_cpu),
+    };
+    return cmocka_run_group_tests_name("dqn_cuda", tests, NULL, NULL);
+}
