@@ -46,6 +46,9 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log);
 /* GPU environment stepping as a 100-step graph (CUDA builds only). */
 int vx_bench_env_cuda(vx_bench_result *out, int max, FILE *log);
 
+/* One captured DQN update on the GPU at batch 1,024 and 4,096 (CUDA builds only). */
+int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log);
+
 void vx_bench_print_json(FILE *f, const vx_bench_result *r, int n);
 
 #endif

@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 #include "vixen/dqn.h"
+#include "vixen/nn_cuda.h"
+#include "vixen/replay_cuda.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -24,6 +26,24 @@ vx_status vx_dqn_cuda_loss(const vx_loss_shape *shape, int kind, double kappa, d
                            const float *q_s, const float *q_next_online, const float *q_next_target,
                            int out_dim, const vx_replay_batch *b, int B, float *dq, float *loss,
                            float *priority, cudaStream_t s, vx_err *e);
+
+/* The learner on the device: one update — sample from a device replay buffer, three forwards,
+ * loss, backward, clip, Adam, new priorities (and Polyak averaging when τ > 0) — captured once as
+ * a CUDA graph and replayed per update with no host synchronisation. Hard target copies (τ = 0)
+ * are issued by the host every target_every updates, outside the graph. */
+typedef struct vx_dqn_cuda vx_dqn_cuda;
+
+/* params: the starting online weights (host; the target starts equal). */
+vx_status vx_dqn_cuda_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg *qcfg, const float *params,
+                             vx_replay_cuda *replay, cudaStream_t s, vx_dqn_cuda **out,
+                             vx_err *e);
+void vx_dqn_cuda_free(vx_dqn_cuda *d);
+/* One update: a graph launch (plus a target copy every target_every updates when τ = 0). */
+vx_status vx_dqn_cuda_update(vx_dqn_cuda *d, vx_err *e);
+/* The same update issued kernel by kernel, not from the graph (the test's reference path). */
+vx_status vx_dqn_cuda_update_eager(vx_dqn_cuda *d, vx_err *e);
+/* Synchronous copy of the online weights to the host. */
+vx_status vx_dqn_cuda_weights(vx_dqn_cuda *d, float *host, vx_err *e);
 
 /* *counter += by, on the device (after the act that read it). */
 vx_status vx_cuda_counter_add(unsigned long long *counter, unsigned long long by, cudaStream_t s,

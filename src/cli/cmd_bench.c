@@ -86,6 +86,7 @@ int vx_cmd_bench(int argc, char **argv)
 #if VX_HAVE_CUDA
     if (vx_cuda_device_count() > 0) {
         n += vx_bench_env_cuda(r + n, max - n, stderr);
+        n += vx_bench_dqn_cuda(r + n, max - n, stderr);
         n += vx_bench_replay_cuda(r + n, max - n, stderr);
     }
 #endif

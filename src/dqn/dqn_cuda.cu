@@ -80,3 +80,171 @@ extern "C" vx_status vx_cuda_counter_add(unsigned long long *counter, unsigned l
 fail:
     return st;
 }
+
+/* ---- the captured update ----------------------------------------------------------------------- */
+
+struct vx_dqn_cuda {
+    vx_dqn_cfg cfg;
+    vx_qnet_layout L;
+    vx_loss_shape shape;
+    vx_replay_cuda *replay;
+    cudaStream_t s;
+    vx_qnet_cuda *qs, *qn, *qt;
+    float *target, *grads, *m, *v, *dq, *loss, *prio;
+    vx_optim_dev o;
+    vx_replay_batch b;
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    long long updates;
+};
+
+static __global__ void polyak_kernel(float *target, const float *online, size_t n, float tau)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) target[i] = __fadd_rn(target[i], __fmul_rn(tau, __fsub_rn(online[i], target[i])));
+}
+
+/* the sequence the graph holds */
+static vx_status update_body(vx_dqn_cuda *d, vx_err *e)
+{
+    vx_status st = VX_OK;
+    int B = d->cfg.batch, O = d->L.out_dim;
+    size_t np = d->L.n_params;
+    float *online = vx_qnet_cuda_params(d->qs);
+    st = vx_replay_cuda_sample(d->replay, (size_t)B, &d->b, d->s, e);
+    if (!st) st = vx_qnet_cuda_forward(d->qs, online, d->b.obs, B, d->s, e);
+    if (!st) st = vx_qnet_cuda_forward(d->qn, online, d->b.next_obs, B, d->s, e);
+    if (!st) st = vx_qnet_cuda_forward(d->qt, d->target, d->b.next_obs, B, d->s, e);
+    if (!st)
+        st = vx_dqn_cuda_loss(&d->shape, d->cfg.loss, d->cfg.huber_kappa, d->cfg.gamma,
+                              vx_qnet_cuda_output(d->qs), vx_qnet_cuda_output(d->qn),
+                              vx_qnet_cuda_output(d->qt), O, &d->b, B, d->dq, d->loss, d->prio,
+                              d->s, e);
+    if (!st) st = vx_qnet_cuda_backward(d->qs, online, d->b.obs, B, d->dq, d->grads, d->s, e);
+    if (!st) st = vx_grad_clip_cuda(d->grads, np, d->cfg.grad_clip, &d->o, d->s, e);
+    if (!st) st = vx_adam_step_cuda(&d->cfg.adam, online, d->grads, d->m, d->v, np, &d->o, d->s, e);
+    if (!st) st = vx_replay_cuda_update(d->replay, d->b.index, d->b.gen, d->prio, (size_t)B, d->s, e);
+    if (!st && d->cfg.tau > 0) {
+        polyak_kernel<<<(unsigned)((np + 255) / 256), 256, 0, d->s>>>(d->target, online, np,
+                                                                      (float)d->cfg.tau);
+        VX_CUDA_LAUNCH_CHECK();
+    }
+fail:
+    return st;
+}
+
+extern "C" void vx_dqn_cuda_free(vx_dqn_cuda *d)
+{
+    if (!d) return;
+    if (d->exec) cudaGraphExecDestroy(d->exec);
+    if (d->graph) cudaGraphDestroy(d->graph);
+    vx_qnet_cuda_free(d->qs), vx_qnet_cuda_free(d->qn), vx_qnet_cuda_free(d->qt);
+    cudaFree(d->target), cudaFree(d->grads), cudaFree(d->m), cudaFree(d->v), cudaFree(d->dq);
+    cudaFree(d->loss), cudaFree(d->prio), cudaFree(d->o.norm), cudaFree(d->o.t);
+    cudaFree(d->o.scratch);
+    cudaFree(d->b.obs), cudaFree(d->b.next_obs), cudaFree(d->b.actions), cudaFree(d->b.rewards);
+    cudaFree(d->b.terminated), cudaFree(d->b.truncated), cudaFree(d->b.steps);
+    cudaFree(d->b.weights), cudaFree(d->b.index), cudaFree(d->b.gen);
+    free(d);
+}
+
+extern "C" vx_status vx_dqn_cuda_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg *qcfg,
+                                        const float *params, vx_replay_cuda *replay,
+                                        cudaStream_t s, vx_dqn_cuda **out, vx_err *e)
+{
+    *out = NULL;
+    vx_dqn cpu; /* the CPU learner checks the settings and gives the layout and shape */
+    vx_status st = vx_dqn_create(cfg, qcfg, 1, &cpu, e);
+    if (st) return st;
+    vx_dqn_cuda *d = (vx_dqn_cuda *)calloc(1, sizeof *d);
+    if (!d) {
+        vx_dqn_free(&cpu);
+        return vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
+    }
+    d->cfg = *cfg;
+    d->L = cpu.L;
+    d->shape = cpu.shape;
+    vx_dqn_free(&cpu);
+    d->replay = replay;
+    d->s = s;
+    size_t np = d->L.n_params, B = (size_t)cfg->batch, O = (size_t)d->L.out_dim, D = (size_t)d->L.cfg.in_dim;
+    st = vx_qnet_cuda_create(&d->L, (int)B, &d->qs, e);
+    if (!st) st = vx_qnet_cuda_create(&d->L, (int)B, &d->qn, e);
+    if (!st) st = vx_qnet_cuda_create(&d->L, (int)B, &d->qt, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->target, np * 4));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->grads, np * 4));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->m, np * 4));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->v, np * 4));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->dq, B * O * 4));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->loss, B * 4));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->prio, B * 4));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->o.norm, 8));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->o.t, 8));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->o.scratch, 1024 * 8));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->b.obs, B * D * 4));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->b.next_obs, B * D * 4));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->b.actions, B * 12));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->b.rewards, B * 4));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->b.terminated, B));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->b.truncated, B));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->b.steps, B));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->b.weights, B * 4));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->b.index, B * 4));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->b.gen, B * 4));
+    VX_CUDA_CHECK(cudaMemsetAsync(d->m, 0, np * 4, s));
+    VX_CUDA_CHECK(cudaMemsetAsync(d->v, 0, np * 4, s));
+    VX_CUDA_CHECK(cudaMemsetAsync(d->o.t, 0, 8, s));
+    st = vx_qnet_cuda_upload(d->qs, params, s, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->target, params, np * 4, cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(cudaStreamSynchronize(s)); /* creation only: the params are the caller's */
+    *out = d;
+    return VX_OK;
+fail:
+    vx_dqn_cuda_free(d);
+    return st;
+}
+
+extern "C" vx_status vx_dqn_cuda_update(vx_dqn_cuda *d, vx_err *e)
+{
+    vx_status st = VX_OK;
+    if (!d->exec) { /* capture on first use: the buffer is filled by then */
+        VX_CUDA_CHECK(cudaStreamBeginCapture(d->s, cudaStreamCaptureModeThreadLocal));
+        st = update_body(d, e);
+        cudaError_t rc = cudaStreamEndCapture(d->s, &d->graph);
+        if (st) goto fail;
+        VX_CUDA_CHECK(rc);
+        VX_CUDA_CHECK(cudaGraphInstantiate(&d->exec, d->graph, 0));
+    }
+    VX_CUDA_CHECK(cudaGraphLaunch(d->exec, d->s));
+    d->updates++;
+    if (d->cfg.tau == 0 && d->updates % d->cfg.target_every == 0)
+        VX_CUDA_CHECK(cudaMemcpyAsync(d->target, vx_qnet_cuda_params(d->qs),
+                                      d->L.n_params * 4, cudaMemcpyDeviceToDevice, d->s));
+fail:
+    return st;
+}
+
+extern "C" vx_status vx_dqn_cuda_update_eager(vx_dqn_cuda *d, vx_err *e)
+{
+    vx_status st = update_body(d, e);
+    if (st) return st;
+    d->updates++;
+    if (d->cfg.tau == 0 && d->updates % d->cfg.target_every == 0) {
+        cudaError_t rc = cudaMemcpyAsync(d->target, vx_qnet_cuda_params(d->qs), d->L.n_params * 4,
+                                         cudaMemcpyDeviceToDevice, d->s);
+        if (rc) return vx_err_set(e, VX_ERR_CUDA, "dqn: target copy: %s", cudaGetErrorString(rc));
+    }
+    return VX_OK;
+}
+
+extern "C" vx_status vx_dqn_cuda_weights(vx_dqn_cuda *d, float *host, vx_err *e)
+{
+    vx_status st = VX_OK;
+    VX_CUDA_CHECK(cudaStreamSynchronize(d->s));
+    VX_CUDA_CHECK(cudaMemcpy(host, vx_qnet_cuda_params(d->qs), d->L.n_params * 4,
+                             cudaMemcpyDeviceToHost));
+fail:
+    return st;
+}

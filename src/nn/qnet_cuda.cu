@@ -20,6 +20,7 @@ struct vx_qnet_cuda {
     float *q;
     float *dv, *da, *dhid, *dh, *dh2; /* backward scratch */
     float *mem;
+    void *blas_ws; /* cuBLAS workspace, set once: a stream capture must not make it allocate */
 };
 
 #define BLAS_CHECK(call)                                                                           \
@@ -63,6 +64,7 @@ extern "C" void vx_qnet_cuda_free(vx_qnet_cuda *q)
     if (q->blas) cublasDestroy(q->blas);
     cudaFree(q->params);
     cudaFree(q->mem);
+    cudaFree(q->blas_ws);
     free(q);
 }
 
@@ -92,6 +94,8 @@ extern "C" vx_status vx_qnet_cuda_create(const vx_qnet_layout *L, int max_batch,
     float *p;
     BLAS_CHECK(cublasCreate(&q->blas));
     BLAS_CHECK(cublasSetMathMode(q->blas, CUBLAS_DEFAULT_MATH));
+    VX_CUDA_CHECK(cudaMalloc(&q->blas_ws, 32u << 20));
+    BLAS_CHECK(cublasSetWorkspace(q->blas, q->blas_ws, 32u << 20));
     VX_CUDA_CHECK(cudaMalloc((void **)&q->params, L->n_params * sizeof(float)));
     VX_CUDA_CHECK(cudaMalloc((void **)&q->mem, total * sizeof(float)));
     p = q->mem;

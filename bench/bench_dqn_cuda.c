@@ -1,0 +1,99 @@
+/* bench_dqn_cuda.c — one captured DQN update on the GPU (sample → three forwards → loss →
+ * backward → clip → Adam → priority update) with the default network at batch 1,024, from a
+ * proportional device buffer of 100 K random transitions; median of 200 graph replays timed with
+ * events, after 20 warm-ups. Built with CUDA only. */
+#include "bench.h"
+#include "vixen/dqn_cuda.h"
+#include "vixen/philox.h"
+
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
+{
+    if (max < 1) return 0;
+    const size_t N = 100000, D = 51;
+    const int batches[2] = {1024, 4096};
+    float *o = malloc(N * D * 4), *r = malloc(N * 4);
+    int32_t *a = malloc(N * 12);
+    uint8_t *f = calloc(N, 1);
+    vx_rng g = vx_rng_make(1, 0, 0);
+    for (size_t i = 0; i < N * D; i++) o[i] = (float)vx_rng_normal(&g);
+    for (size_t i = 0; i < N; i++) {
+        r[i] = (float)vx_rng_normal(&g);
+        a[i * 3] = (int32_t)vx_rng_below(&g, 9), a[i * 3 + 1] = (int32_t)vx_rng_below(&g, 3);
+        a[i * 3 + 2] = (int32_t)vx_rng_below(&g, 3);
+    }
+    float *d_o, *d_r;
+    int32_t *d_a;
+    uint8_t *d_f;
+    cudaMalloc((void **)&d_o, N * D * 4), cudaMalloc((void **)&d_r, N * 4);
+    cudaMalloc((void **)&d_a, N * 12), cudaMalloc((void **)&d_f, N);
+    cudaMemcpy(d_o, o, N * D * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_r, r, N * 4, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_a, a, N * 12, cudaMemcpyHostToDevice);
+    cudaMemcpy(d_f, f, N, cudaMemcpyHostToDevice);
+    free(o), free(r), free(a), free(f);
+    int n = 0;
+    vx_err e;
+    for (int k = 0; k < 2 && n < max; k++) {
+        vx_dqn_cfg dc;
+        vx_dqn_cfg_default(&dc);
+        dc.batch = batches[k];
+        vx_qnet_cfg qc;
+        vx_qnet_cfg_default(&qc);
+        vx_dqn cpu;
+        if (vx_dqn_create(&dc, &qc, 1, &cpu, &e)) break;
+        vx_replay_cfg rc;
+        vx_replay_cfg_default(&rc, VX_REPLAY_PROPORTIONAL, N);
+        vx_replay_cuda *rep;
+        cudaStream_t s;
+        cudaStreamCreate(&s);
+        vx_transitions t = {d_o, d_o, d_a, d_r, d_f, d_f, NULL};
+        vx_dqn_cuda *d = NULL;
+        if (!vx_replay_cuda_create(&rc, &rep, &e) && !vx_replay_cuda_insert(rep, &t, N, s, &e) &&
+            !vx_dqn_cuda_create(&dc, &qc, cpu.online, rep, s, &d, &e)) {
+            if (log) fprintf(log, "bench: GPU DQN update at batch %d\n", batches[k]);
+            cudaEvent_t e0, e1;
+            cudaEventCreate(&e0);
+            cudaEventCreate(&e1);
+            float ms[200];
+            int ok = 1;
+            for (int i = 0; i < 20 && ok; i++) ok = vx_dqn_cuda_update(d, &e) == VX_OK;
+            for (int i = 0; i < 200 && ok; i++) {
+                cudaEventRecord(e0, s);
+                ok = vx_dqn_cuda_update(d, &e) == VX_OK;
+                cudaEventRecord(e1, s);
+                cudaEventSynchronize(e1);
+                cudaEventElapsedTime(&ms[i], e0, e1);
+            }
+            if (ok) {
+                for (int i = 1; i < 200; i++)
+                    for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+                        float x = ms[j];
+                        ms[j] = ms[j - 1], ms[j - 1] = x;
+                    }
+                vx_bench_result *x = &out[n++];
+                memset(x, 0, sizeof *x);
+                snprintf(x->name, sizeof x->name, "gpu_dqn_update_b%d", batches[k]);
+                snprintf(x->unit, sizeof x->unit, "us");
+                x->items = batches[k], x->seconds = ms[100] * 1e-3, x->value = ms[100] * 1e3;
+                x->target = batches[k] == 1024 ? 50 : 0;
+                x->lower_is_better = 1;
+            } else if (log) {
+                fprintf(log, "bench: %s\n", e.msg);
+            }
+            cudaEventDestroy(e0);
+            cudaEventDestroy(e1);
+        } else if (log) {
+            fprintf(log, "bench: %s\n", e.msg);
+        }
+        vx_dqn_cuda_free(d);
+        vx_replay_cuda_free(rep);
+        cudaStreamDestroy(s);
+        vx_dqn_free(&cpu);
+    }
+    cudaFree(d_o), cudaFree(d_r), cudaFree(d_a), cudaFree(d_f);
+    return n;
+}
