@@ -96,6 +96,10 @@ struct vx_dqn_cuda {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     long long updates;
+    /* online(s′) and target(s′) run beside online(s): two side streams, forked and joined by
+     * events (inside the graph these become parallel branches) */
+    cudaStream_t side[2];
+    cudaEvent_t fork, join[2];
 };
 
 static __global__ void polyak_kernel(float *target, const float *online, size_t n, float tau)
@@ -112,9 +116,18 @@ static vx_status update_body(vx_dqn_cuda *d, vx_err *e)
     size_t np = d->L.n_params;
     float *online = vx_qnet_cuda_params(d->qs);
     st = vx_replay_cuda_sample(d->replay, (size_t)B, &d->b, d->s, e);
-    if (!st) st = vx_qnet_cuda_forward(d->qs, online, d->b.obs, B, d->s, e);
-    if (!st) st = vx_qnet_cuda_forward(d->qn, online, d->b.next_obs, B, d->s, e);
-    if (!st) st = vx_qnet_cuda_forward(d->qt, d->target, d->b.next_obs, B, d->s, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaEventRecord(d->fork, d->s));
+    VX_CUDA_CHECK(cudaStreamWaitEvent(d->side[0], d->fork, 0));
+    VX_CUDA_CHECK(cudaStreamWaitEvent(d->side[1], d->fork, 0));
+    st = vx_qnet_cuda_forward(d->qs, online, d->b.obs, B, d->s, e);
+    if (!st) st = vx_qnet_cuda_forward(d->qn, online, d->b.next_obs, B, d->side[0], e);
+    if (!st) st = vx_qnet_cuda_forward(d->qt, d->target, d->b.next_obs, B, d->side[1], e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaEventRecord(d->join[0], d->side[0]));
+    VX_CUDA_CHECK(cudaEventRecord(d->join[1], d->side[1]));
+    VX_CUDA_CHECK(cudaStreamWaitEvent(d->s, d->join[0], 0));
+    VX_CUDA_CHECK(cudaStreamWaitEvent(d->s, d->join[1], 0));
     if (!st)
         st = vx_dqn_cuda_loss(&d->shape, d->cfg.loss, d->cfg.huber_kappa, d->cfg.gamma,
                               vx_qnet_cuda_output(d->qs), vx_qnet_cuda_output(d->qn),
@@ -138,6 +151,11 @@ extern "C" void vx_dqn_cuda_free(vx_dqn_cuda *d)
     if (!d) return;
     if (d->exec) cudaGraphExecDestroy(d->exec);
     if (d->graph) cudaGraphDestroy(d->graph);
+    for (int k = 0; k < 2; k++) {
+        if (d->side[k]) cudaStreamDestroy(d->side[k]);
+        if (d->join[k]) cudaEventDestroy(d->join[k]);
+    }
+    if (d->fork) cudaEventDestroy(d->fork);
     vx_qnet_cuda_free(d->qs), vx_qnet_cuda_free(d->qn), vx_qnet_cuda_free(d->qt);
     cudaFree(d->target), cudaFree(d->grads), cudaFree(d->m), cudaFree(d->v), cudaFree(d->dq);
     cudaFree(d->loss), cudaFree(d->prio), cudaFree(d->o.norm), cudaFree(d->o.t);
@@ -172,6 +190,11 @@ extern "C" vx_status vx_dqn_cuda_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg
     if (!st) st = vx_qnet_cuda_create(&d->L, (int)B, &d->qn, e);
     if (!st) st = vx_qnet_cuda_create(&d->L, (int)B, &d->qt, e);
     if (st) goto fail;
+    VX_CUDA_CHECK(cudaStreamCreateWithFlags(&d->side[0], cudaStreamNonBlocking));
+    VX_CUDA_CHECK(cudaStreamCreateWithFlags(&d->side[1], cudaStreamNonBlocking));
+    VX_CUDA_CHECK(cudaEventCreateWithFlags(&d->fork, cudaEventDisableTiming));
+    VX_CUDA_CHECK(cudaEventCreateWithFlags(&d->join[0], cudaEventDisableTiming));
+    VX_CUDA_CHECK(cudaEventCreateWithFlags(&d->join[1], cudaEventDisableTiming));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->target, np * 4));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->grads, np * 4));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->m, np * 4));
