@@ -16,7 +16,7 @@
  *   update          one block: stale stamps dropped, duplicates resolved (last entry wins, via an
  *                   owner array), leaves rewritten, then ancestors level by level.
  * Each kernel has a launcher taking the stream; each entry checks its arguments, launches, and on
- * any launch failure moves the buffer to the CPU (see fall_back) and redoes the call there. */
+ * any launch failure moves the buffer to the CPU (replay_cuda_host.cu) and redoes the call there. */
 #include "vixen/philox.h"
 #include "vixen/replay_cuda.h"
 #include "../util/cuda_check.h"
@@ -27,50 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define FAN VX_REPLAY_FAN
-#define FAN_SHIFT 4 /* log2(FAN) */
-#define LEVELS VX_REPLAY_MAX_LEVELS
-#define GPU_STREAM 0x52455047ull /* "REPG": Philox stream of the device draws */
-#define UPDATE_MAX 16384         /* entries per update launch (shared-memory flags) */
-#define BLOCK 256
-
-typedef struct {
-    double max_p;
-    double beta;
-    unsigned long long clamped, stale;
-    unsigned long long rng_block; /* draws made so far: the Philox counter base */
-    unsigned long long max_bits;  /* update: the batch's largest finite priority, as bits */
-} dev_state;
-
-typedef struct {
-    int depth;
-    double *sum[LEVELS], *min[LEVELS];
-} dev_tree;
-
-struct vx_replay_cuda {
-    vx_replay_cfg cfg;
-    int on_device;
-    vx_replay *cpu;
-    float *obs, *next_obs;
-    vx_slot_meta *meta;
-    double *prio;
-    int *owner;
-    unsigned char *win; /* update scratch: entry k of the batch writes its slot */
-    dev_tree tree;
-    /* rank-based: slots by descending priority, cumulative rank masses, and the sort's buffers */
-    uint32_t *order, *iota;
-    double *cdf, *rank_w, *keys_out;
-    void *cub_tmp;
-    size_t cub_tmp_n, order_n, cdf_n;
-    int calls_since_refresh;
-    dev_state *ds;
-    size_t size, cursor;
-    uint64_t inserted;
-    double host_beta;
-    /* host staging for the CPU path */
-    void *stage;
-    size_t stage_n;
-};
+#include "replay_cuda_internal.h"
 
 static vx_fault g_fault;
 void vx_replay_cuda_inject_fault(vx_fault f) { g_fault = f; }
@@ -360,66 +317,8 @@ static __global__ void fill_kernel(double *x, size_t n, double v)
     if (i < n) x[i] = v;
 }
 
-/* ---- fallback to the CPU ------------------------------------------------------------------- */
 
-static void free_device(vx_replay_cuda *r)
-{
-    cudaFree(r->obs), cudaFree(r->next_obs), cudaFree(r->meta), cudaFree(r->prio);
-    cudaFree(r->owner), cudaFree(r->win), cudaFree(r->ds);
-    cudaFree(r->order), cudaFree(r->iota), cudaFree(r->cdf), cudaFree(r->rank_w);
-    cudaFree(r->keys_out), cudaFree(r->cub_tmp);
-    r->order = r->iota = NULL;
-    r->cdf = r->rank_w = r->keys_out = NULL;
-    r->cub_tmp = NULL;
-    for (int l = 0; l < LEVELS; l++) cudaFree(r->tree.sum[l]), cudaFree(r->tree.min[l]);
-    r->obs = r->next_obs = NULL;
-    r->meta = NULL;
-    r->prio = NULL;
-    r->owner = NULL;
-    r->win = NULL;
-    r->ds = NULL;
-    memset(&r->tree, 0, sizeof r->tree);
-    cudaGetLastError();
-}
 
-/* Moves to the CPU buffer: its contents come along when the device can still be read. */
-static vx_status fall_back(vx_replay_cuda *r, const char *why, vx_err *e)
-{
-    vx_status st = vx_replay_create(&r->cfg, &r->cpu, e);
-    if (st) return st;
-    size_t C = r->cfg.capacity, D = (size_t)r->cfg.obs_dim, n = r->size;
-    int moved = 0;
-    if (r->obs && n > 0) {
-        float *o = (float *)malloc(n * D * sizeof(float)), *no = (float *)malloc(n * D * sizeof(float));
-        vx_slot_meta *m = (vx_slot_meta *)malloc(C * sizeof *m);
-        double *p = (double *)malloc(n * sizeof *p), max_p = 1;
-        dev_state ds;
-        if (o && no && m && p && cudaDeviceSynchronize() == cudaSuccess &&
-            cudaMemcpy(o, r->obs, n * D * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
-            cudaMemcpy(no, r->next_obs, n * D * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
-            cudaMemcpy(m, r->meta, C * sizeof *m, cudaMemcpyDeviceToHost) == cudaSuccess &&
-            cudaMemcpy(p, r->prio, n * 8, cudaMemcpyDeviceToHost) == cudaSuccess &&
-            cudaMemcpy(&ds, r->ds, sizeof ds, cudaMemcpyDeviceToHost) == cudaSuccess) {
-            max_p = ds.max_p;
-            moved = vx_replay_import(r->cpu, o, no, m, p, n, r->cursor, max_p, r->inserted, NULL) == VX_OK;
-        }
-        free(o), free(no), free(m), free(p);
-    }
-    vx_log(VX_LOG_WARN, "replay: %s; continuing on the CPU buffer (%s)", why,
-           n == 0 ? "it was empty" : moved ? "contents moved" : "contents could not be read back");
-    free_device(r);
-    r->on_device = 0;
-    return VX_OK;
-}
-
-static vx_status stage(vx_replay_cuda *r, size_t bytes, vx_err *e)
-{
-    if (bytes <= r->stage_n) return VX_OK;
-    free(r->stage);
-    r->stage = malloc(bytes);
-    r->stage_n = r->stage ? bytes : 0;
-    return r->stage ? VX_OK : vx_err_set(e, VX_ERR_NOMEM, "replay: out of host memory staging");
-}
 
 /* ---- entries ------------------------------------------------------------------------------- */
 
@@ -516,9 +415,9 @@ extern "C" vx_status vx_replay_cuda_create(const vx_replay_cfg *cfg, vx_replay_c
         snprintf(why, sizeof why, "device allocation of %.1f MB failed (%s)", bytes / 1e6,
                  cudaGetErrorString(rc));
         cudaGetLastError();
-        st = fall_back(r, why, e);
+        st = vx_rc_fall_back(r, why, e);
         if (st) {
-            free_device(r);
+            vx_rc_free_device(r);
             free(r);
             return st;
         }
@@ -532,7 +431,7 @@ extern "C" vx_status vx_replay_cuda_create(const vx_replay_cfg *cfg, vx_replay_c
 extern "C" void vx_replay_cuda_free(vx_replay_cuda *r)
 {
     if (!r) return;
-    free_device(r);
+    vx_rc_free_device(r);
     vx_replay_free(r->cpu);
     free(r->stage);
     free(r);
@@ -540,32 +439,12 @@ extern "C" void vx_replay_cuda_free(vx_replay_cuda *r)
 
 extern "C" int vx_replay_cuda_on_device(const vx_replay_cuda *r) { return r->on_device; }
 
-static vx_status insert_cpu(vx_replay_cuda *r, const vx_transitions *t, size_t n, vx_err *e)
-{
-    size_t D = (size_t)r->cfg.obs_dim;
-    size_t bytes = n * (2 * D * 4 + 12 + 4 + 3);
-    vx_status st = stage(r, bytes, e);
-    if (st) return st;
-    float *o = (float *)r->stage, *no = o + n * D, *rw = no + n * D;
-    int32_t *a = (int32_t *)(rw + n);
-    uint8_t *te = (uint8_t *)(a + n * 3), *tr = te + n, *sp = tr + n;
-    cudaError_t rc = cudaMemcpy(o, t->obs, n * D * 4, cudaMemcpyDeviceToHost);
-    if (!rc) rc = cudaMemcpy(no, t->next_obs, n * D * 4, cudaMemcpyDeviceToHost);
-    if (!rc) rc = cudaMemcpy(rw, t->rewards, n * 4, cudaMemcpyDeviceToHost);
-    if (!rc) rc = cudaMemcpy(a, t->actions, n * 12, cudaMemcpyDeviceToHost);
-    if (!rc) rc = cudaMemcpy(te, t->terminated, n, cudaMemcpyDeviceToHost);
-    if (!rc) rc = cudaMemcpy(tr, t->truncated, n, cudaMemcpyDeviceToHost);
-    if (!rc && t->steps) rc = cudaMemcpy(sp, t->steps, n, cudaMemcpyDeviceToHost);
-    if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: staging an insert: %s", cudaGetErrorString(rc));
-    vx_transitions h = {o, no, a, rw, te, tr, t->steps ? sp : NULL};
-    return vx_replay_insert(r->cpu, &h, n, e);
-}
 
 extern "C" vx_status vx_replay_cuda_insert(vx_replay_cuda *r, const vx_transitions *t, size_t n,
                                            cudaStream_t s, vx_err *e)
 {
     if (n == 0) return VX_OK;
-    if (!r->on_device) return insert_cpu(r, t, n, e);
+    if (!r->on_device) return vx_rc_insert_cpu(r, t, n, e);
     size_t C = r->cfg.capacity;
     int D = r->cfg.obs_dim, prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL;
     /* more than a whole ring: only the last C land; the earlier ones are overwritten anyway */
@@ -588,8 +467,8 @@ extern "C" vx_status vx_replay_cuda_insert(vx_replay_cuda *r, const vx_transitio
     if (rc) {
         char why[200];
         snprintf(why, sizeof why, "insert kernel launch failed (%s)", cudaGetErrorString(rc));
-        vx_status st = fall_back(r, why, e);
-        return st ? st : insert_cpu(r, t, n, e);
+        vx_status st = vx_rc_fall_back(r, why, e);
+        return st ? st : vx_rc_insert_cpu(r, t, n, e);
     }
     r->cursor = (r->cursor + n) % C;
     r->size = r->size + n < C ? r->size + n : C;
@@ -609,36 +488,11 @@ extern "C" vx_status vx_replay_cuda_set_beta(vx_replay_cuda *r, double beta, cud
     return VX_OK;
 }
 
-static vx_status sample_cpu(vx_replay_cuda *r, size_t B, vx_replay_batch *out, vx_err *e)
-{
-    size_t D = (size_t)r->cfg.obs_dim;
-    vx_status st = stage(r, B * (2 * D * 4 + 12 + 4 + 4 + 4 + 4 + 3), e);
-    if (st) return st;
-    float *o = (float *)r->stage, *no = o + B * D, *rw = no + B * D, *w = rw + B;
-    int32_t *a = (int32_t *)(w + B);
-    uint32_t *ix = (uint32_t *)(a + B * 3), *g = ix + B;
-    uint8_t *te = (uint8_t *)(g + B), *tr = te + B, *sp = tr + B;
-    vx_replay_batch h = {o, no, a, rw, te, tr, sp, w, ix, g};
-    st = vx_replay_sample(r->cpu, B, r->host_beta, &h, e);
-    if (st) return st;
-    cudaError_t rc = cudaMemcpy(out->obs, o, B * D * 4, cudaMemcpyHostToDevice);
-    if (!rc) rc = cudaMemcpy(out->next_obs, no, B * D * 4, cudaMemcpyHostToDevice);
-    if (!rc) rc = cudaMemcpy(out->rewards, rw, B * 4, cudaMemcpyHostToDevice);
-    if (!rc) rc = cudaMemcpy(out->weights, w, B * 4, cudaMemcpyHostToDevice);
-    if (!rc) rc = cudaMemcpy(out->actions, a, B * 12, cudaMemcpyHostToDevice);
-    if (!rc) rc = cudaMemcpy(out->index, ix, B * 4, cudaMemcpyHostToDevice);
-    if (!rc) rc = cudaMemcpy(out->gen, g, B * 4, cudaMemcpyHostToDevice);
-    if (!rc) rc = cudaMemcpy(out->terminated, te, B, cudaMemcpyHostToDevice);
-    if (!rc) rc = cudaMemcpy(out->truncated, tr, B, cudaMemcpyHostToDevice);
-    if (!rc && out->steps) rc = cudaMemcpy(out->steps, sp, B, cudaMemcpyHostToDevice);
-    if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: staging a sample: %s", cudaGetErrorString(rc));
-    return VX_OK;
-}
 
 /* The rank order: a stable radix sort of (priority, slot) pairs, descending — ties keep slot
  * order, as the CPU's comparison does — and, when the buffer's size changed, the cumulative rank
  * masses Σ_{k<=r} k^−α (a device scan). Every `rank_refresh` sample calls, decided by the host. */
-static cudaError_t rank_refresh(vx_replay_cuda *r, cudaStream_t s)
+cudaError_t vx_rc_rank_refresh(vx_replay_cuda *r, cudaStream_t s)
 {
     int n = (int)r->size;
     size_t tmp = r->cub_tmp_n;
@@ -662,7 +516,7 @@ static cudaError_t rank_refresh(vx_replay_cuda *r, cudaStream_t s)
 extern "C" vx_status vx_replay_cuda_rank_refresh(vx_replay_cuda *r, cudaStream_t s, vx_err *e)
 {
     if (r->cfg.kind != VX_REPLAY_RANK || !r->on_device || r->size == 0) return VX_OK;
-    cudaError_t rc = rank_refresh(r, s);
+    cudaError_t rc = vx_rc_rank_refresh(r, s);
     if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: rank sort: %s", cudaGetErrorString(rc));
     return VX_OK;
 }
@@ -671,13 +525,13 @@ extern "C" vx_status vx_replay_cuda_sample(vx_replay_cuda *r, size_t B, vx_repla
                                            cudaStream_t s, vx_err *e)
 {
     if (B == 0) return VX_OK;
-    if (!r->on_device) return sample_cpu(r, B, out, e); /* the CPU buffer keeps its own size */
+    if (!r->on_device) return vx_rc_sample_cpu(r, B, out, e); /* the CPU buffer keeps its own size */
     if (r->size == 0) return vx_err_set(e, VX_ERR_ARG, "replay: sample from an empty buffer");
     int D = r->cfg.obs_dim, prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL;
     cudaError_t rc = cudaSuccess;
     if (r->cfg.kind == VX_REPLAY_RANK) {
         if (r->order_n == 0 || r->calls_since_refresh >= r->cfg.rank_refresh)
-            rc = rank_refresh(r, s);
+            rc = vx_rc_rank_refresh(r, s);
         r->calls_since_refresh++;
         if (!rc) {
             sample_rank_kernel<<<grid_of(B, BLOCK), BLOCK, 0, s>>>(
@@ -697,33 +551,19 @@ extern "C" vx_status vx_replay_cuda_sample(vx_replay_cuda *r, size_t B, vx_repla
     if (rc) {
         char why[200];
         snprintf(why, sizeof why, "sample kernel launch failed (%s)", cudaGetErrorString(rc));
-        vx_status st = fall_back(r, why, e);
-        return st ? st : sample_cpu(r, B, out, e);
+        vx_status st = vx_rc_fall_back(r, why, e);
+        return st ? st : vx_rc_sample_cpu(r, B, out, e);
     }
     return VX_OK;
 }
 
-static vx_status update_cpu(vx_replay_cuda *r, const uint32_t *index, const uint32_t *gen,
-                            const float *td, size_t n, vx_err *e)
-{
-    vx_status st = stage(r, n * 12, e);
-    if (st) return st;
-    uint32_t *ix = (uint32_t *)r->stage, *g = ix + n;
-    float *t = (float *)(g + n);
-    cudaError_t rc = cudaMemcpy(ix, index, n * 4, cudaMemcpyDeviceToHost);
-    if (!rc) rc = cudaMemcpy(g, gen, n * 4, cudaMemcpyDeviceToHost);
-    if (!rc) rc = cudaMemcpy(t, td, n * 4, cudaMemcpyDeviceToHost);
-    if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: staging an update: %s", cudaGetErrorString(rc));
-    vx_replay_update(r->cpu, ix, g, t, n);
-    return VX_OK;
-}
 
 extern "C" vx_status vx_replay_cuda_update(vx_replay_cuda *r, const uint32_t *index,
                                            const uint32_t *gen, const float *td, size_t n,
                                            cudaStream_t s, vx_err *e)
 {
     if (r->cfg.kind == VX_REPLAY_UNIFORM || n == 0) return VX_OK;
-    if (!r->on_device) return update_cpu(r, index, gen, td, n, e);
+    if (!r->on_device) return vx_rc_update_cpu(r, index, gen, td, n, e);
     int prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL, depth = r->tree.depth;
     for (size_t off = 0; off < n; off += UPDATE_MAX) {
         size_t m = n - off < UPDATE_MAX ? n - off : UPDATE_MAX;
@@ -760,82 +600,11 @@ extern "C" vx_status vx_replay_cuda_update(vx_replay_cuda *r, const uint32_t *in
         if (rc) {
             char why[200];
             snprintf(why, sizeof why, "update kernel launch failed (%s)", cudaGetErrorString(rc));
-            vx_status st = fall_back(r, why, e);
-            return st ? st : update_cpu(r, ix, gn, t, n - off, e);
+            vx_status st = vx_rc_fall_back(r, why, e);
+            return st ? st : vx_rc_update_cpu(r, ix, gn, t, n - off, e);
         }
     }
     return VX_OK;
 }
 
-extern "C" vx_status vx_replay_cuda_stats(vx_replay_cuda *r, vx_replay_stats *out,
-                                          double *total_recomputed, vx_err *e)
-{
-    if (!r->on_device) {
-        vx_replay_stats_get(r->cpu, out);
-        if (total_recomputed) *total_recomputed = vx_replay_total_recomputed(r->cpu);
-        return VX_OK;
-    }
-    vx_status st = VX_OK;
-    dev_state ds;
-    double total = 0, *p = NULL;
-    VX_CUDA_CHECK(cudaDeviceSynchronize());
-    VX_CUDA_CHECK(cudaMemcpy(&ds, r->ds, sizeof ds, cudaMemcpyDeviceToHost));
-    if (r->tree.sum[0]) VX_CUDA_CHECK(cudaMemcpy(&total, r->tree.sum[0], 8, cudaMemcpyDeviceToHost));
-    memset(out, 0, sizeof *out);
-    out->size = r->size;
-    out->capacity = r->cfg.capacity;
-    out->inserted = r->inserted;
-    out->total = total;
-    out->max_priority = ds.max_p;
-    out->clamped = ds.clamped;
-    out->stale_updates = ds.stale;
-    if (total_recomputed) {
-        *total_recomputed = 0;
-        if (r->cfg.kind == VX_REPLAY_PROPORTIONAL && r->size) {
-            p = (double *)malloc(r->size * 8);
-            if (!p) return vx_err_set(e, VX_ERR_NOMEM, "replay: out of memory");
-            VX_CUDA_CHECK(cudaMemcpy(p, r->prio, r->size * 8, cudaMemcpyDeviceToHost));
-            for (size_t i = 0; i < r->size; i++) *total_recomputed += pow(p[i], r->cfg.alpha);
-        }
-    }
-fail:
-    free(p);
-    return st;
-}
 
-extern "C" vx_status vx_replay_cuda_prob(vx_replay_cuda *r, size_t i, double *out, vx_err *e)
-{
-    if (!r->on_device) {
-        *out = vx_replay_prob(r->cpu, i);
-        return VX_OK;
-    }
-    vx_status st = VX_OK;
-    *out = 0;
-    if (i >= r->size) return VX_OK;
-    if (r->cfg.kind == VX_REPLAY_UNIFORM) {
-        *out = 1.0 / (double)r->size;
-        return VX_OK;
-    }
-    if (r->cfg.kind == VX_REPLAY_RANK) {
-        if (r->order_n == 0) VX_CUDA_CHECK(rank_refresh(r, 0));
-        size_t N = r->order_n;
-        uint32_t *order = (uint32_t *)malloc(N * sizeof *order);
-        if (!order) return vx_err_set(e, VX_ERR_NOMEM, "replay: out of memory");
-        double total = 0;
-        cudaError_t rc = cudaDeviceSynchronize();
-        if (!rc) rc = cudaMemcpy(order, r->order, N * 4, cudaMemcpyDeviceToHost);
-        if (!rc) rc = cudaMemcpy(&total, r->cdf + N - 1, 8, cudaMemcpyDeviceToHost);
-        for (size_t k = 0; !rc && k < N; k++)
-            if (order[k] == i) *out = pow((double)(k + 1), -r->cfg.alpha) / total;
-        free(order);
-        if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: %s", cudaGetErrorString(rc));
-        return VX_OK;
-    }
-    double leaf, total;
-    VX_CUDA_CHECK(cudaDeviceSynchronize());
-    VX_CUDA_CHECK(cudaMemcpy(&leaf, r->tree.sum[r->tree.depth] + i, 8, cudaMemcpyDeviceToHost));
-    VX_CUDA_CHECK(cudaMemcpy(&total, r->tree.sum[0], 8, cudaMemcpyDeviceToHost));
-    *out = leaf / total;
-fail:
-    return st;
-}
