@@ -6,6 +6,7 @@
  * checkpoint, so the run can be resumed. */
 #include "args.h"
 #include "cli.h"
+#include "vixen/io.h"
 #include "vixen/train.h"
 
 #include <signal.h>
@@ -14,6 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define MAX_SETS 64
 
@@ -162,6 +164,34 @@ int vx_cmd_train(int argc, char **argv)
     return VX_EXIT_OK;
 }
 
+/* The resolved configuration a checkpoint carries in its metadata, read through a temporary file
+ * (the YAML reader takes files). */
+static vx_status load_config_from_checkpoint(vx_train_cfg *cfg, const char *ckpt, vx_err *e)
+{
+    vx_safetensors s;
+    vx_status st = vx_safetensors_read(ckpt, &s, e);
+    if (st) return st;
+    const char *text = vx_safetensors_meta(&s, "config");
+    if (!text) {
+        vx_safetensors_free(&s);
+        return vx_err_line(e, VX_ERR_NOT_FOUND, ckpt, -1, "config",
+                           "no config.yaml beside it and none in its metadata (use --config)");
+    }
+    char tmp[] = "/tmp/vixen-config-XXXXXX";
+    int fd = mkstemp(tmp);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (!f) {
+        vx_safetensors_free(&s);
+        return vx_err_set(e, VX_ERR_IO, "cannot create a temporary file for the config");
+    }
+    fputs(text, f);
+    fclose(f);
+    vx_safetensors_free(&s);
+    st = vx_train_cfg_load(cfg, tmp, e);
+    unlink(tmp);
+    return st;
+}
+
 int vx_cmd_eval(int argc, char **argv)
 {
     const char *config = NULL;
@@ -201,7 +231,10 @@ int vx_cmd_eval(int argc, char **argv)
     vx_train_cfg cfg;
     vx_train_cfg_default(&cfg);
     vx_err e;
-    if (vx_train_cfg_load(&cfg, config ? config : cfgpath, &e)) {
+    vx_status lst;
+    if (config || stat(cfgpath, &sb) == 0) lst = vx_train_cfg_load(&cfg, config ? config : cfgpath, &e);
+    else lst = load_config_from_checkpoint(&cfg, ckpt, &e); /* a checkpoint copied on its own */
+    if (lst) {
         fprintf(stderr, "vixen: %s\n", e.msg);
         return VX_EXIT_FAIL;
     }

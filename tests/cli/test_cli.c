@@ -244,6 +244,16 @@ static void test_train_and_eval_commands(void **state)
     assert_int_equal(vixen(args), 0);
     assert_non_null(strstr(out, "\"agent\": {\"total_pnl\""));
     assert_non_null(strstr(out, "\"flat\": {\"total_pnl\": 0,"));
+    /* a checkpoint copied away from its run folder still evaluates (its metadata holds the
+     * config) and gives the same numbers */
+    static char saved[sizeof out];
+    memcpy(saved, out, sizeof out);
+    snprintf(args, sizeof args, "mkdir -p %s/lone/ckpt && cp %s/r/checkpoint/latest.safetensors %s/lone/ckpt/",
+             dir, dir, dir);
+    assert_int_equal(system(args), 0);
+    snprintf(args, sizeof args, "eval %s/lone/ckpt/latest.safetensors --json", dir);
+    assert_int_equal(vixen(args), 0);
+    assert_string_equal(out, saved);
     /* bad settings */
     assert_int_equal(vixen("train --set dqn.lrr=1"), 2);
     assert_non_null(strstr(err, "unknown key 'dqn.lrr'"));
