@@ -82,6 +82,14 @@ void vx_progress_start(vx_progress *p, FILE *out, const char *label, const char 
                        uint64_t total);
 void vx_progress_update(vx_progress *p, uint64_t done);
 void vx_progress_finish(vx_progress *p, uint64_t done);
+/* Progress of long library jobs (synthesis, features, parsing): like the log, a process-wide sink
+ * that the program installs (the `vixen` command draws vx_progress lines from it); library code
+ * only reports. done == total marks the job's end. Without a sink a report costs one branch. */
+typedef void (*vx_progress_sink)(const char *job, const char *unit, uint64_t done, uint64_t total,
+                                 void *ctx);
+void vx_progress_set_sink(vx_progress_sink sink, void *ctx);
+void vx_progress_report(const char *job, const char *unit, uint64_t done, uint64_t total);
+
 /* Formats "1.23 M" style numbers and "1m05s" durations into buf. */
 const char *vx_format_count(double x, char *buf, size_t n);
 const char *vx_format_duration(double seconds, char *buf, size_t n);

@@ -14,6 +14,33 @@ static void stderr_sink(vx_log_level level, const char *line, void *ctx)
     fprintf(stderr, "vixen: %s%s\n", level == VX_LOG_WARN ? "warning: " : "", line);
 }
 
+/* Progress of the library's long jobs: one vx_progress line per job, shown when the job is still
+ * running after a second (short jobs stay silent, also at their end). */
+typedef struct {
+    const char *job;
+    vx_progress p;
+    uint64_t start_ns;
+} progress_state;
+
+static void progress_sink(const char *job, const char *unit, uint64_t done, uint64_t total,
+                          void *ctx)
+{
+    progress_state *ps = ctx;
+    if (ps->job != job) { /* a new job: the label's pointer identifies it */
+        ps->job = job;
+        ps->start_ns = vx_now_ns();
+        vx_progress_start(&ps->p, stderr, job, unit, total);
+        ps->p.printed = 0;
+    }
+    int shown = vx_seconds_since(ps->start_ns) >= 1.0;
+    if (done >= total) {
+        if (shown || ps->p.printed) vx_progress_finish(&ps->p, done);
+        ps->job = NULL;
+    } else if (shown) {
+        vx_progress_update(&ps->p, done);
+    }
+}
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -36,6 +63,8 @@ static void usage(FILE *f)
 int main(int argc, char **argv)
 {
     vx_log_set_sink(stderr_sink, NULL, VX_LOG_INFO);
+    static progress_state ps;
+    vx_progress_set_sink(progress_sink, &ps);
     if (argc < 2) {
         usage(stderr);
         return VX_EXIT_USAGE;

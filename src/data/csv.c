@@ -296,7 +296,10 @@ vx_status vx_csv_parse(const char *name, const char *text, size_t len, const vx_
         prev_ts = ts;
         st = vx_series_push(out, ts, v[0], v[1], v[2], v[3], v[4], e);
         if (st) return st;
+        if ((line_no & 0x3FFFF) == 0)
+            vx_progress_report("reading csv", "MB", (uint64_t)(p - text) >> 20, (uint64_t)len >> 20);
     }
+    vx_progress_report("reading csv", "MB", (uint64_t)len >> 20, (uint64_t)len >> 20);
     if (out->n == 0)
         return vx_err_line(e, VX_ERR_FORMAT, name, -1, "", "no data rows after the header");
     if (opts && opts->instrument && !out->instrument[0])
@@ -344,7 +347,9 @@ vx_status vx_csv_write(const char *path, const vx_series *s, vx_err *e)
         double v[5] = {s->open[i], s->high[i], s->low[i], s->close[i], s->volume[i]};
         for (int k = 0; k < 5; k++) format_shortest(v[k], num[k], sizeof num[k]);
         fprintf(af.f, "%s,%s,%s,%s,%s,%s\n", tsb, num[0], num[1], num[2], num[3], num[4]);
+        if ((i & 0x3FFFF) == 0 && i) vx_progress_report("writing csv", "bars", i, s->n);
     }
+    vx_progress_report("writing csv", "bars", s->n, s->n);
     if (ferror(af.f)) {
         vx_atomic_abort(&af);
         return vx_err_line(e, VX_ERR_IO, path, -1, "", "write failed");

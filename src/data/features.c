@@ -198,6 +198,7 @@ vx_status vx_features_compute(const vx_series *s, vx_features *out, vx_err *e)
         double slot_prev = slot[minute];
         slot[minute] = slot_prev < 0 ? v : 0.8 * slot_prev + 0.2 * v;
 
+        if ((t & 0xFFFF) == 0 && t) vx_progress_report("features", "bars", t, n);
         if (t < VX_FEATURE_WARMUP) continue;
         float *f = out->x + (t - VX_FEATURE_WARMUP) * VX_MARKET_FEATURES;
         double sig = fmax(sqrt(ewma_r2), 1e-5);
@@ -257,6 +258,7 @@ vx_status vx_features_compute(const vx_series *s, vx_features *out, vx_err *e)
         f[43] = clipf(in_rth ? (double)(VX_RTH_CLOSE_MIN - minute) / 390.0 : 0);
         f[44] = clipf((ema20 - ema20_hist[(t + 1) % 6]) / atr_f);
     }
+    if (!st) vx_progress_report("features", "bars", n, n);
 done:
     for (size_t i = 0; i < sizeof rolls / sizeof *rolls; i++) free(rolls[i]->buf);
     for (int i = 0; i < NDQ; i++) free(dqs[i]->idx), free(dqs[i]->val);

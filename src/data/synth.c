@@ -124,6 +124,8 @@ vx_status vx_synth_generate(const vx_synth_cfg *c, vx_series *out, double **sign
             s = c->signal_phi * s + snoise * vx_rng_normal(&r);
         }
         d++;
+        if (d % 64 == 0 || d == c->days)
+            vx_progress_report("synthesising", "days", (uint64_t)d, (uint64_t)c->days);
     }
     out->interval_ns = 60000000000ll;
     snprintf(out->instrument, sizeof out->instrument, "SYNTH");

@@ -95,3 +95,17 @@ void vx_progress_finish(vx_progress *p, uint64_t done)
     if (!p->out) return;
     progress_print(p, done, 1);
 }
+
+static vx_progress_sink g_progress;
+static void *g_progress_ctx;
+
+void vx_progress_set_sink(vx_progress_sink sink, void *ctx)
+{
+    g_progress = sink;
+    g_progress_ctx = ctx;
+}
+
+void vx_progress_report(const char *job, const char *unit, uint64_t done, uint64_t total)
+{
+    if (g_progress) g_progress(job, unit, done, total, g_progress_ctx);
+}

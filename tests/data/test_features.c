@@ -42,6 +42,32 @@ static void test_features_range_and_shape(void **state)
     vx_series_free(&s);
 }
 
+static uint64_t g_pdone, g_ptotal;
+static int g_preports;
+static void fsink(const char *job, const char *unit, uint64_t done, uint64_t total, void *ctx)
+{
+    (void)unit, (void)ctx;
+    if (strcmp(job, "features") == 0) g_pdone = done, g_ptotal = total, g_preports++;
+}
+
+static void test_features_report_progress(void **state)
+{
+    (void)state;
+    vx_series s;
+    th_synth(&s, 200, 3, 0.15); /* 78,000 bars: one report on the way, one at the end */
+    vx_features f;
+    vx_err e;
+    g_preports = 0;
+    vx_progress_set_sink(fsink, NULL);
+    assert_int_equal(vx_features_compute(&s, &f, &e), VX_OK);
+    vx_progress_set_sink(NULL, NULL);
+    assert_int_equal(g_preports, 2);
+    assert_int_equal(g_pdone, s.n);
+    assert_int_equal(g_ptotal, s.n);
+    vx_features_free(&f);
+    vx_series_free(&s);
+}
+
 static void test_features_are_causal(void **state)
 {
     (void)state;
@@ -279,6 +305,7 @@ int run_feature_tests(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_features_range_and_shape),
+        cmocka_unit_test(test_features_report_progress),
         cmocka_unit_test(test_features_are_causal),
         cmocka_unit_test(test_features_scale_free),
         cmocka_unit_test(test_features_known_values),

@@ -171,6 +171,29 @@ static void test_progress_plain_lines(void **state)
     assert_true(vx_now_ns() >= t0);
 }
 
+static uint64_t g_done, g_total;
+static int g_reports;
+static void psink(const char *job, const char *unit, uint64_t done, uint64_t total, void *ctx)
+{
+    (void)job, (void)unit, (void)ctx;
+    g_done = done, g_total = total, g_reports++;
+}
+
+static void test_progress_sink(void **state)
+{
+    (void)state;
+    g_reports = 0;
+    vx_progress_report("job", "items", 1, 3); /* no sink: nothing */
+    assert_int_equal(g_reports, 0);
+    vx_progress_set_sink(psink, NULL);
+    vx_progress_report("job", "items", 2, 3);
+    vx_progress_report("job", "items", 3, 3);
+    vx_progress_set_sink(NULL, NULL);
+    assert_int_equal(g_reports, 2);
+    assert_int_equal(g_done, 3);
+    assert_int_equal(g_total, 3);
+}
+
 static void test_atomic_file(void **state)
 {
     (void)state;
@@ -221,6 +244,7 @@ int main(void)
         cmocka_unit_test(test_err_context),
         cmocka_unit_test(test_log_sink),
         cmocka_unit_test(test_progress_plain_lines),
+        cmocka_unit_test(test_progress_sink),
         cmocka_unit_test(test_atomic_file),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
