@@ -2,6 +2,7 @@
  * (drawn before timing), as one CUDA graph of 100 step launches, timed with events (median of 20
  * replays after 3 warm-ups). Built with CUDA only. */
 #include "bench.h"
+#include "bench_cuda.h"
 #include "vixen/env_cuda.h"
 #include "vixen/philox.h"
 
@@ -57,36 +58,21 @@ int vx_bench_env_cuda(vx_bench_result *out, int max, FILE *log)
         for (int t = 0; t < T; t++)
             vx_env_cuda_step(env, act + (size_t)t * N * 3, obs, rew, te, tr, fin, st, &e);
         cudaStreamEndCapture(st, &graph);
+        double us = -1;
         if (cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
-            cudaEvent_t e0, e1;
-            cudaEventCreate(&e0);
-            cudaEventCreate(&e1);
-            float ms[20];
-            for (int i = 0; i < 3; i++) cudaGraphLaunch(exec, st);
-            for (int i = 0; i < 20; i++) {
-                cudaEventRecord(e0, st);
-                cudaGraphLaunch(exec, st);
-                cudaEventRecord(e1, st);
-                cudaEventSynchronize(e1);
-                cudaEventElapsedTime(&ms[i], e0, e1);
-            }
-            for (int i = 1; i < 20; i++)
-                for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
-                    float x = ms[j];
-                    ms[j] = ms[j - 1], ms[j - 1] = x;
-                }
+            us = vx_bench_graph_median_us(exec, st, 3, 20);
+            cudaGraphExecDestroy(exec);
+        }
+        if (us >= 0) {
             vx_bench_result *x = &out[n++];
             memset(x, 0, sizeof *x);
             snprintf(x->name, sizeof x->name, "gpu_env_%zux100_steps", N);
             snprintf(x->unit, sizeof x->unit, "us");
             x->items = (double)N * T;
-            x->seconds = ms[10] * 1e-3;
-            x->value = ms[10] * 1e3;
+            x->seconds = us * 1e-6;
+            x->value = us;
             x->target = N == 2048 ? 1000 : 0; /* the collection budget: 2,048 × 100 in ≤ 1 ms */
             x->lower_is_better = 1;
-            cudaGraphExecDestroy(exec);
-            cudaEventDestroy(e0);
-            cudaEventDestroy(e1);
         }
         cudaGraphDestroy(graph);
         cudaStreamDestroy(st);

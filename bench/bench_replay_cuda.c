@@ -3,6 +3,7 @@
  * capacities {2^17, 2^20, 10 M, 2^24} × batches {256, 1,024, 4,096, 16,384}, uniform and
  * proportional; and the GPU time of inserting 2,048 transitions. Built with CUDA only. */
 #include "bench.h"
+#include "bench_cuda.h"
 #include "vixen/philox.h"
 #include "vixen/replay_cuda.h"
 
@@ -223,19 +224,11 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
                     cudaGetLastError();
                     continue;
                 }
-                for (int i = 0; i < WARM; i++) cudaGraphLaunch(exec, s);
-                for (int i = 0; i < REPS; i++) {
-                    cudaEventRecord(e0, s);
-                    cudaGraphLaunch(exec, s);
-                    cudaEventRecord(e1, s);
-                    cudaEventSynchronize(e1);
-                    cudaEventElapsedTime(&times[i], e0, e1);
-                }
-                qsort(times, REPS, sizeof *times, cmp_f);
+                double us = vx_bench_graph_median_us(exec, s, WARM, REPS);
                 char name[48];
                 snprintf(name, sizeof name, "gpu_%s_c%zu_b%zu", kname[k], caps[c], B);
                 int target = k == 1 && caps[c] == 10000000 && B == 1024;
-                add(out, &n, max, name, times[REPS / 2] * 1e3, target ? 20 : 0);
+                if (us >= 0) add(out, &n, max, name, us, target ? 20 : 0);
                 cudaGraphExecDestroy(exec);
                 cudaGraphDestroy(graph);
                 if (target) { /* where the time goes: each half alone */
@@ -248,18 +241,10 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
                             cudaGetLastError();
                             continue;
                         }
-                        for (int i = 0; i < WARM; i++) cudaGraphLaunch(exec, s);
-                        for (int i = 0; i < REPS; i++) {
-                            cudaEventRecord(e0, s);
-                            cudaGraphLaunch(exec, s);
-                            cudaEventRecord(e1, s);
-                            cudaEventSynchronize(e1);
-                            cudaEventElapsedTime(&times[i], e0, e1);
-                        }
-                        qsort(times, REPS, sizeof *times, cmp_f);
+                        us = vx_bench_graph_median_us(exec, s, WARM, REPS);
                         snprintf(name, sizeof name, "gpu_proportional_%s_only_c%zu_b%zu",
                                  half ? "update" : "sample", caps[c], B);
-                        add(out, &n, max, name, times[REPS / 2] * 1e3, 0);
+                        if (us >= 0) add(out, &n, max, name, us, 0);
                         cudaGraphExecDestroy(exec);
                         cudaGraphDestroy(graph);
                     }

@@ -1,0 +1,34 @@
+/* bench_time_cuda.c — see bench_cuda.h. */
+#include "bench_cuda.h"
+
+#include <stdlib.h>
+
+static int cmp_f(const void *a, const void *b)
+{
+    float x = *(const float *)a, y = *(const float *)b;
+    return (x > y) - (x < y);
+}
+
+double vx_bench_graph_median_us(cudaGraphExec_t exec, cudaStream_t s, int warm, int reps)
+{
+    float ms[256];
+    if (reps < 1 || reps > 256) return -1;
+    cudaEvent_t e0, e1;
+    if (cudaEventCreate(&e0) != cudaSuccess) return -1;
+    if (cudaEventCreate(&e1) != cudaSuccess) {
+        cudaEventDestroy(e0);
+        return -1;
+    }
+    int bad = 0;
+    for (int i = 0; i < warm && !bad; i++) bad = cudaGraphLaunch(exec, s) != cudaSuccess;
+    for (int i = 0; i < reps && !bad; i++) {
+        bad = cudaEventRecord(e0, s) != cudaSuccess || cudaGraphLaunch(exec, s) != cudaSuccess ||
+              cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+              cudaEventElapsedTime(&ms[i], e0, e1) != cudaSuccess;
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    if (bad) return -1;
+    qsort(ms, (size_t)reps, sizeof *ms, cmp_f);
+    return ms[reps / 2] * 1e3;
+}
