@@ -45,6 +45,32 @@ vx_status vx_dqn_cuda_update_eager(vx_dqn_cuda *d, vx_err *e);
 /* Synchronous copy of the online weights to the host. */
 vx_status vx_dqn_cuda_weights(vx_dqn_cuda *d, float *host, vx_err *e);
 
+/* Sums over the updates since the last fetch: the mean of each update's mean loss, mean Q(s, a)
+ * and pre-clip gradient norm is the sum / n; q_max is the largest Q(s, a). */
+typedef struct {
+    double loss, q_mean, grad_norm;
+    float q_max;
+    int pad_;
+    long long n;
+} vx_dqn_cuda_acc;
+
+/* Queues a copy of the accumulator into pinned host memory and its reset, behind an event, on the
+ * learner's stream; no wait. */
+vx_status vx_dqn_cuda_stats_fetch(vx_dqn_cuda *d, vx_err *e);
+/* Waits for the last fetch's event (normally long past) and returns what it copied. */
+vx_status vx_dqn_cuda_stats_read(vx_dqn_cuda *d, vx_dqn_cuda_acc *out, vx_err *e);
+
+/* The device online parameters, the learner's stream, the updates made. */
+float *vx_dqn_cuda_online(vx_dqn_cuda *d);
+cudaStream_t vx_dqn_cuda_stream(vx_dqn_cuda *d);
+long long vx_dqn_cuda_updates(const vx_dqn_cuda *d);
+/* Synchronous copies of everything a checkpoint holds (n_params floats each). */
+vx_status vx_dqn_cuda_get_state(vx_dqn_cuda *d, float *online, float *target, float *m, float *v,
+                                long long *adam_t, vx_err *e);
+vx_status vx_dqn_cuda_set_state(vx_dqn_cuda *d, const float *online, const float *target,
+                                const float *m, const float *v, long long adam_t,
+                                long long updates, vx_err *e);
+
 /* *counter += by, on the device (after the act that read it). */
 vx_status vx_cuda_counter_add(unsigned long long *counter, unsigned long long by, cudaStream_t s,
                               vx_err *e);

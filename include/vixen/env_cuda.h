@@ -33,6 +33,7 @@ vx_status vx_env_cuda_step(vx_env_cuda *env, const int32_t *actions, float *obs,
                            cudaStream_t s, vx_err *e);
 /* Synchronous reads, for tests, checkpoints and reports. */
 vx_status vx_env_cuda_states(vx_env_cuda *env, vx_env_state *out, vx_err *e);
+vx_status vx_env_cuda_set_states(vx_env_cuda *env, const vx_env_state *in, vx_err *e);
 vx_status vx_env_cuda_bad_actions(vx_env_cuda *env, unsigned long long *count, vx_err *e);
 
 #ifdef __cplusplus

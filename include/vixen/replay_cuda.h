@@ -29,6 +29,8 @@ void vx_replay_cuda_free(vx_replay_cuda *r);
 /* 1 while on the device, 0 after falling back to the CPU. */
 int vx_replay_cuda_on_device(const vx_replay_cuda *r);
 
+/* Transitions stored (kept on the host as inserts are queued: no device read). */
+size_t vx_replay_cuda_size(const vx_replay_cuda *r);
 /* t: device pointers, n transitions. */
 vx_status vx_replay_cuda_insert(vx_replay_cuda *r, const vx_transitions *t, size_t n,
                                 cudaStream_t s, vx_err *e);
@@ -48,6 +50,12 @@ vx_status vx_replay_cuda_stats(vx_replay_cuda *r, vx_replay_stats *st, double *t
                                vx_err *e);
 /* P(i) under the current priorities (synchronous). */
 vx_status vx_replay_cuda_prob(vx_replay_cuda *r, size_t i, double *p, vx_err *e);
+
+/* The CPU buffer's file format (vx_replay_save), so a run saved on either path resumes on either:
+ * save reads the device buffer back (synchronous); load requires the same kind, capacity and
+ * observation width. */
+vx_status vx_replay_cuda_save(vx_replay_cuda *r, const char *path, vx_err *e);
+vx_status vx_replay_cuda_load(vx_replay_cuda *r, const char *path, vx_err *e);
 
 /* Test hooks: make the next device allocation (at creation) or the next kernel launch fail. */
 typedef enum { VX_FAULT_NONE, VX_FAULT_ALLOC, VX_FAULT_LAUNCH } vx_fault;

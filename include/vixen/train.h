@@ -21,6 +21,8 @@ extern "C" {
 
 #define VX_TRAIN_MAX_FILES 16
 
+enum { VX_DEVICE_AUTO = 0, VX_DEVICE_CPU = 1, VX_DEVICE_CUDA = 2 };
+
 typedef struct {
     /* data: files (or, with none, the synthetic market) */
     char files[VX_TRAIN_MAX_FILES][512];
@@ -47,6 +49,13 @@ typedef struct {
     int eps_decay_epochs;
     int eval_every, checkpoint_every;
     uint64_t seed;
+    int device;    /* VX_DEVICE_AUTO (the GPU when one is present), _CPU, _CUDA */
+    int overlap;   /* 1: the next epoch's rollout acts with the weights from before this epoch's
+                    * updates, so the GPU collects it while this epoch trains (the CPU acts alike) */
+    int gpu_graphs; /* 1: rollouts and updates replayed as CUDA graphs; 0: launched kernel by kernel
+                     * with a synchronisation after each (the reference path the graphs are
+                     * checked against) */
+    int batch_set; /* dqn.batch was given: the GPU keeps it instead of choosing one */
     char run_dir[512];
 } vx_train_cfg;
 
@@ -63,6 +72,9 @@ vx_status vx_train_cfg_write(const vx_train_cfg *c, FILE *f);
 /* The key list, for `vixen train --help`. */
 void vx_train_cfg_print_keys(FILE *f);
 int vx_train_updates_per_epoch(const vx_train_cfg *c);
+/* The device a run with this config uses: CUDA when asked, or (auto) when this build has CUDA and
+ * a device is present; an error when CUDA is asked for and there is none. */
+vx_status vx_train_device(const vx_train_cfg *c, int *device, vx_err *e);
 
 /* Opens the market a config names (the cache when files are given, else the synthetic one). */
 vx_status vx_train_open_market(const vx_train_cfg *c, vx_market *m, vx_err *e);

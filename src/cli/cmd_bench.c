@@ -14,7 +14,7 @@
 int vx_cmd_bench(int argc, char **argv)
 {
     const char *bars_s = NULL, *envs_s = NULL, *steps_s = NULL, *out = NULL;
-    int learn_skip = 0;
+    int learn_skip = 0, train_skip = 0;
     vx_opt opts[] = {
         {"bars", "N", "bars for the data benchmarks (default 1000000)", &bars_s, NULL, NULL, NULL, 0},
         {"envs", "N", "environments for the env benchmark (default 4096)", &envs_s, NULL, NULL, NULL, 0},
@@ -22,6 +22,8 @@ int vx_cmd_bench(int argc, char **argv)
         {"out", "FILE", "also write the JSON to FILE", &out, NULL, NULL, NULL, 0},
         {"no-learn", NULL, "skip the learner benchmarks (replay at 1 M, updates, epochs)", NULL,
          &learn_skip, NULL, NULL, 0},
+        {"no-train", NULL, "skip the GPU training-epoch benchmarks (a few minutes)", NULL,
+         &train_skip, NULL, NULL, 0},
     };
     vx_cmd c = {"vixen bench", NULL,
                 "Runs the benchmark suite on synthetic data: CSV and DBN parsing, features, "
@@ -88,6 +90,7 @@ int vx_cmd_bench(int argc, char **argv)
         n += vx_bench_env_cuda(r + n, max - n, stderr);
         n += vx_bench_dqn_cuda(r + n, max - n, stderr);
         n += vx_bench_replay_cuda(r + n, max - n, stderr);
+        if (!train_skip) n += vx_bench_train_cuda(r + n, max - n, stderr);
     }
 #endif
     vx_remove_tree(tmp, NULL);

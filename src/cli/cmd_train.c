@@ -82,7 +82,7 @@ static int print_epoch(const vx_epoch_report *r, void *ctx)
 
 int vx_cmd_train(int argc, char **argv)
 {
-    const char *config = NULL, *run = NULL, *resume = NULL, *epochs = NULL;
+    const char *config = NULL, *run = NULL, *resume = NULL, *epochs = NULL, *device = NULL;
     const char *sets[MAX_SETS];
     int n_sets = 0, keys = 0;
     vx_opt opts[] = {
@@ -90,6 +90,8 @@ int vx_cmd_train(int argc, char **argv)
         {"set", "KEY=VALUE", "override one setting (repeatable), e.g. --set dqn.lr=3e-4", NULL,
          NULL, sets, &n_sets, MAX_SETS},
         {"epochs", "N", "same as --set train.epochs=N", &epochs, NULL, NULL, NULL, 0},
+        {"device", "cpu|cuda|auto", "where to train (default auto: the GPU when one is present)",
+         &device, NULL, NULL, NULL, 0},
         {"run", "DIR", "the run folder (default runs/<date>-<time>)", &run, NULL, NULL, NULL, 0},
         {"resume", "DIR", "continue the run in DIR from its last checkpoint", &resume, NULL, NULL,
          NULL, 0},
@@ -129,6 +131,10 @@ int vx_cmd_train(int argc, char **argv)
     }
     rc = apply_sets(&cfg, sets, n_sets);
     if (!rc && epochs && vx_train_cfg_set(&cfg, "train.epochs", epochs, "--epochs", &e)) {
+        fprintf(stderr, "vixen: %s\n", e.msg);
+        rc = VX_EXIT_USAGE;
+    }
+    if (!rc && device && vx_train_cfg_set(&cfg, "train.device", device, "--device", &e)) {
         fprintf(stderr, "vixen: %s\n", e.msg);
         rc = VX_EXIT_USAGE;
     }

@@ -25,10 +25,20 @@ static __global__ void act_kernel(vx_loss_shape shape, const float *q, int out_d
 
 static __global__ void loss_kernel(vx_loss_shape shape, int kind, float kappa, double gamma,
                                    const float *qs, const float *qn, const float *qt, int O,
-                                   vx_replay_batch b, int B, float *dq, float *loss, float *prio)
+                                   vx_replay_batch b, int B, float *dq, float *loss, float *prio,
+                                   float2 *qstat)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= B) return;
+    if (qstat) { /* Q(s, a) of the taken actions: their sum over branches and their maximum */
+        float sum = 0, mx = -INFINITY;
+        for (int k = 0; k < shape.n_branches; k++) {
+            float q = vx_loss_q(&shape, qs + (size_t)i * O, k, b.actions[(size_t)i * 3 + k]);
+            sum += q;
+            mx = q > mx ? q : mx;
+        }
+        qstat[i] = make_float2(sum, mx);
+    }
     int m = b.steps ? b.steps[i] : 1;
     float gm = (float)pow(gamma, (double)m);
     float scale = 1.0f / (float)B;
@@ -51,7 +61,7 @@ extern "C" vx_status vx_dqn_cuda_loss(const vx_loss_shape *shape, int kind, doub
     vx_status st = VX_OK;
     loss_kernel<<<(B + 127) / 128, 128, 0, s>>>(*shape, kind, (float)kappa, gamma, q_s,
                                                 q_next_online, q_next_target, out_dim, *b, B, dq,
-                                                loss, priority);
+                                                loss, priority, NULL);
     VX_CUDA_LAUNCH_CHECK();
 fail:
     return st;
@@ -100,7 +110,44 @@ struct vx_dqn_cuda {
      * events (inside the graph these become parallel branches) */
     cudaStream_t side[2];
     cudaEvent_t fork, join[2];
+    /* statistics summed on the device over the updates since the last reset, read back
+     * asynchronously into pinned memory (vx_dqn_cuda_stats_*) */
+    float2 *qstat;
+    vx_dqn_cuda_acc *acc, *acc_host;
+    cudaEvent_t acc_ready;
 };
+
+/* One block adds this update's batch into the accumulator in a fixed order (deterministic). */
+static __global__ void stats_kernel(const float *loss, const float2 *qstat, int B, int K,
+                                    const double *norm, vx_dqn_cuda_acc *acc)
+{
+    __shared__ double sl[256], sq[256];
+    __shared__ float sm[256];
+    double l = 0, q = 0;
+    float m = -INFINITY;
+    for (int i = threadIdx.x; i < B; i += blockDim.x) {
+        l += loss[i];
+        q += qstat[i].x;
+        m = fmaxf(m, qstat[i].y);
+    }
+    sl[threadIdx.x] = l, sq[threadIdx.x] = q, sm[threadIdx.x] = m;
+    __syncthreads();
+    for (int o = blockDim.x / 2; o > 0; o >>= 1) {
+        if (threadIdx.x < o) {
+            sl[threadIdx.x] += sl[threadIdx.x + o];
+            sq[threadIdx.x] += sq[threadIdx.x + o];
+            sm[threadIdx.x] = fmaxf(sm[threadIdx.x], sm[threadIdx.x + o]);
+        }
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        acc->loss += sl[0] / B;
+        acc->q_mean += sq[0] / ((double)B * K);
+        acc->q_max = acc->n == 0 || sm[0] > acc->q_max ? sm[0] : acc->q_max;
+        acc->grad_norm += *norm;
+        acc->n += 1;
+    }
+}
 
 static __global__ void polyak_kernel(float *target, const float *online, size_t n, float tau)
 {
@@ -128,16 +175,19 @@ static vx_status update_body(vx_dqn_cuda *d, vx_err *e)
     VX_CUDA_CHECK(cudaEventRecord(d->join[1], d->side[1]));
     VX_CUDA_CHECK(cudaStreamWaitEvent(d->s, d->join[0], 0));
     VX_CUDA_CHECK(cudaStreamWaitEvent(d->s, d->join[1], 0));
-    if (!st)
-        st = vx_dqn_cuda_loss(&d->shape, d->cfg.loss, d->cfg.huber_kappa, d->cfg.gamma,
-                              vx_qnet_cuda_output(d->qs), vx_qnet_cuda_output(d->qn),
-                              vx_qnet_cuda_output(d->qt), O, &d->b, B, d->dq, d->loss, d->prio,
-                              d->s, e);
+    loss_kernel<<<(B + 127) / 128, 128, 0, d->s>>>(
+        d->shape, d->cfg.loss, (float)d->cfg.huber_kappa, d->cfg.gamma, vx_qnet_cuda_output(d->qs),
+        vx_qnet_cuda_output(d->qn), vx_qnet_cuda_output(d->qt), O, d->b, B, d->dq, d->loss,
+        d->prio, d->qstat);
+    VX_CUDA_LAUNCH_CHECK();
     if (!st) st = vx_qnet_cuda_backward(d->qs, online, d->b.obs, B, d->dq, d->grads, d->s, e);
     if (!st) st = vx_grad_clip_cuda(d->grads, np, d->cfg.grad_clip, &d->o, d->s, e);
     if (!st) st = vx_adam_step_cuda(&d->cfg.adam, online, d->grads, d->m, d->v, np, &d->o, d->s, e);
     if (!st) st = vx_replay_cuda_update(d->replay, d->b.index, d->b.gen, d->prio, (size_t)B, d->s, e);
-    if (!st && d->cfg.tau > 0) {
+    if (st) goto fail;
+    stats_kernel<<<1, 256, 0, d->s>>>(d->loss, d->qstat, B, d->shape.n_branches, d->o.norm, d->acc);
+    VX_CUDA_LAUNCH_CHECK();
+    if (d->cfg.tau > 0) {
         polyak_kernel<<<(unsigned)((np + 255) / 256), 256, 0, d->s>>>(d->target, online, np,
                                                                       (float)d->cfg.tau);
         VX_CUDA_LAUNCH_CHECK();
@@ -156,6 +206,8 @@ extern "C" void vx_dqn_cuda_free(vx_dqn_cuda *d)
         if (d->join[k]) cudaEventDestroy(d->join[k]);
     }
     if (d->fork) cudaEventDestroy(d->fork);
+    if (d->acc_ready) cudaEventDestroy(d->acc_ready);
+    cudaFree(d->qstat), cudaFree(d->acc), cudaFreeHost(d->acc_host);
     vx_qnet_cuda_free(d->qs), vx_qnet_cuda_free(d->qn), vx_qnet_cuda_free(d->qt);
     cudaFree(d->target), cudaFree(d->grads), cudaFree(d->m), cudaFree(d->v), cudaFree(d->dq);
     cudaFree(d->loss), cudaFree(d->prio), cudaFree(d->o.norm), cudaFree(d->o.t);
@@ -202,6 +254,11 @@ extern "C" vx_status vx_dqn_cuda_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg
     VX_CUDA_CHECK(cudaMalloc((void **)&d->dq, B * O * 4));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->loss, B * 4));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->prio, B * 4));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->qstat, B * sizeof(float2)));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->acc, sizeof(vx_dqn_cuda_acc)));
+    VX_CUDA_CHECK(cudaMallocHost((void **)&d->acc_host, sizeof(vx_dqn_cuda_acc)));
+    VX_CUDA_CHECK(cudaEventCreateWithFlags(&d->acc_ready, cudaEventDisableTiming));
+    VX_CUDA_CHECK(cudaMemsetAsync(d->acc, 0, sizeof(vx_dqn_cuda_acc), s));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->o.norm, 8));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->o.t, 8));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->o.scratch, 1024 * 8));
@@ -268,6 +325,63 @@ extern "C" vx_status vx_dqn_cuda_weights(vx_dqn_cuda *d, float *host, vx_err *e)
     VX_CUDA_CHECK(cudaStreamSynchronize(d->s));
     VX_CUDA_CHECK(cudaMemcpy(host, vx_qnet_cuda_params(d->qs), d->L.n_params * 4,
                              cudaMemcpyDeviceToHost));
+fail:
+    return st;
+}
+
+/* ---- statistics and state ---------------------------------------------------------------------- */
+
+extern "C" vx_status vx_dqn_cuda_stats_fetch(vx_dqn_cuda *d, vx_err *e)
+{
+    vx_status st = VX_OK;
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->acc_host, d->acc, sizeof *d->acc, cudaMemcpyDeviceToHost, d->s));
+    VX_CUDA_CHECK(cudaMemsetAsync(d->acc, 0, sizeof *d->acc, d->s));
+    VX_CUDA_CHECK(cudaEventRecord(d->acc_ready, d->s));
+fail:
+    return st;
+}
+
+extern "C" vx_status vx_dqn_cuda_stats_read(vx_dqn_cuda *d, vx_dqn_cuda_acc *out, vx_err *e)
+{
+    vx_status st = VX_OK;
+    VX_CUDA_CHECK(cudaEventSynchronize(d->acc_ready));
+    *out = *d->acc_host;
+fail:
+    return st;
+}
+
+extern "C" float *vx_dqn_cuda_online(vx_dqn_cuda *d) { return vx_qnet_cuda_params(d->qs); }
+extern "C" cudaStream_t vx_dqn_cuda_stream(vx_dqn_cuda *d) { return d->s; }
+extern "C" long long vx_dqn_cuda_updates(const vx_dqn_cuda *d) { return d->updates; }
+
+extern "C" vx_status vx_dqn_cuda_get_state(vx_dqn_cuda *d, float *online, float *target, float *m,
+                                           float *v, long long *adam_t, vx_err *e)
+{
+    vx_status st = VX_OK;
+    size_t b = d->L.n_params * 4;
+    VX_CUDA_CHECK(cudaStreamSynchronize(d->s));
+    VX_CUDA_CHECK(cudaMemcpy(online, vx_qnet_cuda_params(d->qs), b, cudaMemcpyDeviceToHost));
+    VX_CUDA_CHECK(cudaMemcpy(target, d->target, b, cudaMemcpyDeviceToHost));
+    VX_CUDA_CHECK(cudaMemcpy(m, d->m, b, cudaMemcpyDeviceToHost));
+    VX_CUDA_CHECK(cudaMemcpy(v, d->v, b, cudaMemcpyDeviceToHost));
+    VX_CUDA_CHECK(cudaMemcpy(adam_t, d->o.t, sizeof *adam_t, cudaMemcpyDeviceToHost));
+fail:
+    return st;
+}
+
+extern "C" vx_status vx_dqn_cuda_set_state(vx_dqn_cuda *d, const float *online, const float *target,
+                                           const float *m, const float *v, long long adam_t,
+                                           long long updates, vx_err *e)
+{
+    vx_status st = VX_OK;
+    size_t b = d->L.n_params * 4;
+    VX_CUDA_CHECK(cudaStreamSynchronize(d->s));
+    VX_CUDA_CHECK(cudaMemcpy(vx_qnet_cuda_params(d->qs), online, b, cudaMemcpyHostToDevice));
+    VX_CUDA_CHECK(cudaMemcpy(d->target, target, b, cudaMemcpyHostToDevice));
+    VX_CUDA_CHECK(cudaMemcpy(d->m, m, b, cudaMemcpyHostToDevice));
+    VX_CUDA_CHECK(cudaMemcpy(d->v, v, b, cudaMemcpyHostToDevice));
+    VX_CUDA_CHECK(cudaMemcpy(d->o.t, &adam_t, sizeof adam_t, cudaMemcpyHostToDevice));
+    d->updates = updates;
 fail:
     return st;
 }

@@ -12,40 +12,20 @@
 #include "vixen/io.h"
 #include "vixen/philox.h"
 #include "vixen/train.h"
+#include "train_internal.h"
+#ifdef VX_HAVE_CUDA
+#include "vixen/cuda_util.h"
+#endif
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#define CKPT_FORMAT "vixen-dqn-1"
+#define CKPT_FORMAT "vixen-dqn-2"
+#define CKPT_FORMAT_V1 "vixen-dqn-1" /* weights readable by eval; not resumable (no acting weights) */
 
-typedef struct {
-    vx_train_cfg cfg;
-    vx_market market;
-    vx_env *env;
-    vx_dqn dqn;
-    vx_replay *replay;
-    vx_nstep ns;
-    vx_transition_buf tbuf;
-    vx_qnet_ws act_ws;
-    float *obs, *next_obs, *final_obs, *merged, *rew;
-    int32_t *act;
-    uint8_t *te, *tr;
-    double *ep_ret;
-    /* batch */
-    float *b_obs, *b_next, *b_rew, *b_w;
-    int32_t *b_act;
-    uint8_t *b_te, *b_tr, *b_steps;
-    uint32_t *b_idx, *b_gen;
-    /* counters */
-    int epoch; /* epochs completed */
-    int64_t env_steps;
-    uint64_t act_step;
-    char ckpt_path[1100], replay_path[1100];
-} trainer;
-
-static void trainer_free(trainer *t)
+static void trainer_free(vx_trainer *t)
 {
     vx_env_free(t->env);
     vx_dqn_free(&t->dqn);
@@ -57,7 +37,29 @@ static void trainer_free(trainer *t)
     free(t->act), free(t->te), free(t->tr), free(t->ep_ret);
     free(t->b_obs), free(t->b_next), free(t->b_rew), free(t->b_w), free(t->b_act);
     free(t->b_te), free(t->b_tr), free(t->b_steps), free(t->b_idx), free(t->b_gen);
+    free(t->act_params);
+#ifdef VX_HAVE_CUDA
+    vx_train_gpu_free(t->gpu);
+#endif
     vx_market_close(&t->market);
+}
+
+vx_status vx_train_device(const vx_train_cfg *c, int *device, vx_err *e)
+{
+#ifdef VX_HAVE_CUDA
+    int n = c->device == VX_DEVICE_CPU ? 0 : vx_cuda_device_count();
+    const char *why = "no CUDA device is visible";
+#else
+    int n = 0;
+    const char *why = "this build of vixen has no CUDA (rebuild with nvcc present)";
+#endif
+    if (c->device == VX_DEVICE_CPU || (c->device == VX_DEVICE_AUTO && n == 0)) {
+        *device = VX_DEVICE_CPU;
+        return VX_OK;
+    }
+    if (n == 0) return vx_err_set(e, VX_ERR_ARG, "train.device: cuda asked for, but %s", why);
+    *device = VX_DEVICE_CUDA;
+    return VX_OK;
 }
 
 vx_status vx_train_open_market(const vx_train_cfg *c, vx_market *m, vx_err *e)
@@ -83,7 +85,8 @@ vx_status vx_train_open_market(const vx_train_cfg *c, vx_market *m, vx_err *e)
     return st;
 }
 
-static vx_status trainer_init(trainer *t, const vx_train_cfg *c, vx_err *e)
+/* gpu: the replay buffer and the batch arrays live on the device (train_cuda.cu) */
+static vx_status trainer_init(vx_trainer *t, const vx_train_cfg *c, int gpu, vx_err *e)
 {
     memset(t, 0, sizeof *t);
     t->cfg = *c;
@@ -102,11 +105,16 @@ static vx_status trainer_init(trainer *t, const vx_train_cfg *c, vx_err *e)
     vx_replay_cfg_default(&rc, c->replay_kind, (size_t)c->replay_capacity);
     rc.alpha = c->replay_alpha, rc.eps = c->replay_eps, rc.rank_refresh = c->rank_refresh;
     rc.seed = c->seed;
-    if (!st) st = vx_replay_create(&rc, &t->replay, e);
+    if (!st && !gpu) st = vx_replay_create(&rc, &t->replay, e);
     if (!st) st = vx_nstep_create(c->dqn.n_step, (int)N, (int)D, c->dqn.gamma, &t->ns, e);
-    if (!st) st = vx_tbuf_reserve(&t->tbuf, N * (size_t)(c->steps_per_epoch + c->dqn.n_step), (int)D, e);
+    if (!st && !gpu)
+        st = vx_tbuf_reserve(&t->tbuf, N * (size_t)(c->steps_per_epoch + c->dqn.n_step), (int)D, e);
     if (!st) st = vx_qnet_ws_create(&t->dqn.L, (int)(N < 1024 ? N : 1024), &t->act_ws, e);
     if (st) return st;
+    if (gpu) B = 1; /* the batch lives on the device */
+    t->act_params = malloc(t->dqn.L.n_params * sizeof(float));
+    if (!t->act_params) return vx_err_set(e, VX_ERR_NOMEM, "train: out of memory");
+    memcpy(t->act_params, t->dqn.online, t->dqn.L.n_params * sizeof(float));
     t->obs = malloc(N * D * 4), t->next_obs = malloc(N * D * 4), t->final_obs = malloc(N * D * 4);
     t->merged = malloc(N * D * 4), t->rew = malloc(N * 4), t->act = malloc(N * 12);
     t->te = malloc(N), t->tr = malloc(N), t->ep_ret = calloc(N, sizeof(double));
@@ -125,9 +133,20 @@ static vx_status trainer_init(trainer *t, const vx_train_cfg *c, vx_err *e)
 
 /* ---- checkpoints ------------------------------------------------------------------------- */
 
-static vx_status save_checkpoint(trainer *t, vx_err *e)
+static vx_status save_checkpoint(vx_trainer *t, vx_err *e)
 {
-    vx_status st = vx_replay_save(t->replay, t->replay_path, e);
+    uint64_t inserted = 0;
+    vx_status st;
+#ifdef VX_HAVE_CUDA
+    if (t->gpu) st = vx_train_gpu_save_replay(t->gpu, t->replay_path, &inserted, e);
+    else
+#endif
+    {
+        vx_replay_stats rs;
+        st = vx_replay_save(t->replay, t->replay_path, e);
+        vx_replay_stats_get(t->replay, &rs);
+        inserted = rs.inserted;
+    }
     if (st) return st;
     const vx_qnet_layout *L = &t->dqn.L;
     size_t nt = L->n_tensors, N = (size_t)t->cfg.envs, n = (size_t)t->ns.n;
@@ -164,9 +183,8 @@ static vx_status save_checkpoint(trainer *t, vx_err *e)
     ts[k++] = (vx_tensor){"nstep.actions", VX_DT_U8, 1, {(int64_t)(N * n * 3 * sizeof(int32_t))},
                           t->ns.act};
     ts[k++] = (vx_tensor){"nstep.rewards", VX_DT_F32, 2, {(int64_t)N, (int64_t)n}, t->ns.rew};
-    vx_replay_stats rs;
-    vx_replay_stats_get(t->replay, &rs);
-    vx_meta *m = calloc(9, sizeof *m);
+    ts[k++] = (vx_tensor){"acting", VX_DT_F32, 1, {(int64_t)L->n_params}, t->act_params};
+    vx_meta *m = calloc(10, sizeof *m);
     if (!m) {
         free(ts), free(cnt);
         return vx_err_set(e, VX_ERR_NOMEM, "checkpoint: out of memory");
@@ -177,7 +195,7 @@ static vx_status save_checkpoint(trainer *t, vx_err *e)
     snprintf(m[3].key, 64, "updates"), snprintf(m[3].value, 4096, "%lld", (long long)t->dqn.updates);
     snprintf(m[4].key, 64, "adam_t"), snprintf(m[4].value, 4096, "%lld", (long long)t->dqn.adam.t);
     snprintf(m[5].key, 64, "act_step"), snprintf(m[5].value, 4096, "%llu", (unsigned long long)t->act_step);
-    snprintf(m[6].key, 64, "replay_inserted"), snprintf(m[6].value, 4096, "%llu", (unsigned long long)rs.inserted);
+    snprintf(m[6].key, 64, "replay_inserted"), snprintf(m[6].value, 4096, "%llu", (unsigned long long)inserted);
     snprintf(m[7].key, 64, "params"), snprintf(m[7].value, 4096, "%zu", L->n_params);
     /* the resolved configuration travels with the weights */
     snprintf(m[8].key, 64, "config");
@@ -186,7 +204,8 @@ static vx_status save_checkpoint(trainer *t, vx_err *e)
         vx_train_cfg_write(&t->cfg, cf);
         fclose(cf);
     }
-    st = vx_safetensors_write(t->ckpt_path, ts, k, m, 9, e);
+    snprintf(m[9].key, 64, "collected_ahead"), snprintf(m[9].value, 4096, "%d", t->collected_ahead);
+    st = vx_safetensors_write(t->ckpt_path, ts, k, m, 10, e);
     free(ts), free(cnt), free(m);
     return st;
 }
@@ -232,7 +251,7 @@ vx_status vx_train_load_policy(const char *path, vx_dqn *d, vx_err *e)
     vx_status st = vx_safetensors_read(path, &s, e);
     if (st) return st;
     const char *fmt = vx_safetensors_meta(&s, "format");
-    if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0)
+    if (!fmt || (strcmp(fmt, CKPT_FORMAT) != 0 && strcmp(fmt, CKPT_FORMAT_V1) != 0))
         st = vx_err_line(e, VX_ERR_FORMAT, path, -1, "format", "not a vixen DQN checkpoint");
     if (!st) st = load_weights(&s, d, 0, e);
     if (st && e && !strstr(e->msg, path)) {
@@ -244,7 +263,7 @@ vx_status vx_train_load_policy(const char *path, vx_dqn *d, vx_err *e)
     return st;
 }
 
-static vx_status load_checkpoint(trainer *t, vx_err *e)
+static vx_status load_checkpoint(vx_trainer *t, vx_err *e)
 {
     vx_safetensors s;
     vx_status st = vx_safetensors_read(t->ckpt_path, &s, e);
@@ -253,10 +272,13 @@ static vx_status load_checkpoint(trainer *t, vx_err *e)
     int ok = 1;
     const char *fmt = vx_safetensors_meta(&s, "format");
     if (!fmt || strcmp(fmt, CKPT_FORMAT) != 0)
-        st = vx_err_line(e, VX_ERR_FORMAT, t->ckpt_path, -1, "format", "not a vixen DQN checkpoint");
+        st = vx_err_line(e, VX_ERR_FORMAT, t->ckpt_path, -1, "format",
+                         "not a resumable vixen DQN checkpoint (%s; this version writes %s)",
+                         fmt ? fmt : "no format", CKPT_FORMAT);
     long long epoch = meta_int(&s, "epoch", &ok), steps = meta_int(&s, "env_steps", &ok);
     long long updates = meta_int(&s, "updates", &ok), adam_t = meta_int(&s, "adam_t", &ok);
     long long act_step = meta_int(&s, "act_step", &ok), inserted = meta_int(&s, "replay_inserted", &ok);
+    long long ahead = meta_int(&s, "collected_ahead", &ok);
     if (!st && !ok) st = vx_err_line(e, VX_ERR_FORMAT, t->ckpt_path, -1, "__metadata__", "counters missing");
     if (!st) st = load_weights(&s, &t->dqn, 0, e);
     if (!st) st = load_weights(&s, &t->dqn, 1, e);
@@ -272,6 +294,7 @@ static vx_status load_checkpoint(trainer *t, vx_err *e)
     if (!st) st = copy_tensor(&s, "nstep.obs", VX_DT_F32, N * n * VX_OBS_DIM, 4, t->ns.obs, e);
     if (!st) st = copy_tensor(&s, "nstep.actions", VX_DT_U8, N * n * 12, 1, t->ns.act, e);
     if (!st) st = copy_tensor(&s, "nstep.rewards", VX_DT_F32, N * n, 4, t->ns.rew, e);
+    if (!st) st = copy_tensor(&s, "acting", VX_DT_F32, np, 4, t->act_params, e);
     if (!st) {
         vx_env_set_states(t->env, es);
         for (size_t i = 0; i < N; i++) t->ns.count[i] = (int)cnt[i], t->ns.head[i] = (int)cnt[N + i];
@@ -280,15 +303,23 @@ static vx_status load_checkpoint(trainer *t, vx_err *e)
         t->dqn.updates = updates;
         t->dqn.adam.t = adam_t;
         t->act_step = (uint64_t)act_step;
+        t->collected_ahead = (int)ahead;
+    }
+    uint64_t have = 0;
+#ifdef VX_HAVE_CUDA
+    if (!st && t->gpu) st = vx_train_gpu_load_replay(t->gpu, t->replay_path, &have, e);
+#endif
+    if (!st && !t->gpu) {
+        vx_replay_stats rs;
         st = vx_replay_load(t->replay, t->replay_path, e);
+        vx_replay_stats_get(t->replay, &rs);
+        have = rs.inserted;
     }
     if (!st) {
-        vx_replay_stats rs;
-        vx_replay_stats_get(t->replay, &rs);
-        if ((long long)rs.inserted != inserted)
+        if ((long long)have != inserted)
             st = vx_err_line(e, VX_ERR_FORMAT, t->replay_path, -1, "inserted",
                              "replay buffer (%llu inserted) does not belong to the checkpoint (%lld)",
-                             (unsigned long long)rs.inserted, inserted);
+                             (unsigned long long)have, inserted);
     }
     free(es), free(cnt);
     vx_safetensors_free(&s);
@@ -302,28 +333,35 @@ static vx_status load_checkpoint(trainer *t, vx_err *e)
 
 /* ---- one epoch ----------------------------------------------------------------------------- */
 
-static double epsilon_at(const vx_train_cfg *c, int epoch)
+double vx_train_epsilon_at(const vx_train_cfg *c, int epoch)
 {
     double f = (double)epoch / c->eps_decay_epochs;
     return c->eps_start + (c->eps_end - c->eps_start) * (f < 1 ? f : 1);
 }
 
-static double beta_at(const vx_train_cfg *c, int epoch)
+double vx_train_beta_at(const vx_train_cfg *c, int epoch)
 {
     double f = c->epochs > 1 ? (double)epoch / (c->epochs - 1) : 1;
     return c->beta0 + (1 - c->beta0) * (f < 1 ? f : 1);
 }
 
-static vx_status collect(trainer *t, double eps, double *ret_sum, double *episodes, vx_err *e)
+static vx_status collect(vx_trainer *t, double eps, double *ret_sum, double *episodes, vx_err *e)
 {
     size_t N = (size_t)t->cfg.envs, D = VX_OBS_DIM;
     t->tbuf.n = 0;
+    /* acting reads the snapshot with overlap on (the learner's online pointer, swapped for the
+     * rollout), the current weights without */
+    float *online = t->dqn.online;
+    if (t->cfg.overlap) t->dqn.online = t->act_params;
     for (int step = 0; step < t->cfg.steps_per_epoch; step++) {
         vx_dqn_act(&t->dqn, &t->act_ws, t->obs, (int)N, eps, t->cfg.seed, t->act_step++, t->act,
                    NULL);
         vx_status st = vx_env_step(t->env, t->act, t->next_obs, t->rew, t->te, t->tr,
                                    t->final_obs, e);
-        if (st) return st;
+        if (st) {
+            t->dqn.online = online;
+            return st;
+        }
         for (size_t i = 0; i < N; i++) {
             int ended = t->te[i] | t->tr[i];
             memcpy(t->merged + i * D, (ended ? t->final_obs : t->next_obs) + i * D, D * 4);
@@ -339,12 +377,13 @@ static vx_status collect(trainer *t, double eps, double *ret_sum, double *episod
         t->obs = t->next_obs;
         t->next_obs = swap;
     }
+    t->dqn.online = online;
     t->env_steps += (int64_t)N * t->cfg.steps_per_epoch;
     vx_transitions tv = vx_tbuf_view(&t->tbuf);
     return vx_replay_insert(t->replay, &tv, t->tbuf.n, e);
 }
 
-static vx_status learn(trainer *t, int K, double beta, vx_dqn_update_stats *acc, int *done,
+static vx_status learn(vx_trainer *t, int K, double beta, vx_dqn_update_stats *acc, int *done,
                        vx_err *e)
 {
     memset(acc, 0, sizeof *acc);
@@ -401,20 +440,31 @@ vx_status vx_train_run(const vx_train_cfg *c, int resume, vx_epoch_fn on_epoch, 
     snprintf(path, sizeof path, "%s/checkpoint", c->run_dir);
     st = vx_mkdirs(path, e);
     if (st) return st;
-    trainer *t = calloc(1, sizeof *t);
+    vx_trainer *t = calloc(1, sizeof *t);
     if (!t) return vx_err_set(e, VX_ERR_NOMEM, "train: out of memory");
-    st = trainer_init(t, c, e);
+    int device = VX_DEVICE_CPU;
+    st = vx_train_device(c, &device, e);
+    if (!st) st = trainer_init(t, c, device == VX_DEVICE_CUDA, e);
     struct stat sb;
     if (!st && !resume && stat(t->ckpt_path, &sb) == 0)
         st = vx_err_line(e, VX_ERR_ARG, c->run_dir, -1, "",
                          "already holds a run; resume it (--resume) or pick another folder");
+#ifdef VX_HAVE_CUDA
+    /* the GPU backend may choose the batch (and scale the learning rate): t->cfg is resolved */
+    if (!st && device == VX_DEVICE_CUDA) st = vx_train_gpu_create(t, &t->gpu, e);
+#endif
     if (!st && resume) st = load_checkpoint(t, e);
+#ifdef VX_HAVE_CUDA
+    if (!st && resume && t->gpu) st = vx_train_gpu_push(t->gpu, t, e);
+#endif
+    if (!st) vx_log(VX_LOG_INFO, "train: on the %s, batch %d, %d updates per epoch",
+                    t->gpu ? "GPU" : "CPU", t->cfg.dqn.batch, vx_train_updates_per_epoch(&t->cfg));
     if (!st && !resume) { /* the resolved configuration, first */
         snprintf(path, sizeof path, "%s/config.yaml", c->run_dir);
         vx_atomic_file af;
         st = vx_atomic_open(&af, path, e);
         if (!st) {
-            vx_train_cfg_write(c, af.f);
+            vx_train_cfg_write(&t->cfg, af.f);
             st = vx_atomic_commit(&af, e);
         }
     }
@@ -425,7 +475,7 @@ vx_status vx_train_run(const vx_train_cfg *c, int resume, vx_epoch_fn on_epoch, 
         st = vx_csv_log_open(&csv, path, metric_cols, N_METRICS, e);
     }
     if (!st) st = vx_tfevents_open(&tb, c->run_dir, e);
-    int K = vx_train_updates_per_epoch(c);
+    int K = vx_train_updates_per_epoch(&t->cfg);
     double scale = (!st && t->env) ? vx_env_params_get(t->env)->reward_scale : 1;
     uint64_t run_start = vx_now_ns();
     int first_epoch = t->epoch;
@@ -434,20 +484,36 @@ vx_status vx_train_run(const vx_train_cfg *c, int resume, vx_epoch_fn on_epoch, 
     while (!st && t->epoch < c->epochs) {
         uint64_t t0 = vx_now_ns();
         int ep = t->epoch;
-        double eps = epsilon_at(c, ep), beta = beta_at(c, ep), ret_sum = 0, episodes = 0;
-        st = collect(t, eps, &ret_sum, &episodes, e);
-        double collect_s = vx_seconds_since(t0);
-        uint64_t t1 = vx_now_ns();
-        vx_dqn_update_stats us;
-        int done = 0;
-        if (!st) st = learn(t, K, beta, &us, &done, e);
-        double learn_s = vx_seconds_since(t1);
+        double eps = vx_train_epsilon_at(c, ep), beta = vx_train_beta_at(c, ep);
+        vx_epoch_work w;
+        memset(&w, 0, sizeof w);
+#ifdef VX_HAVE_CUDA
+        if (t->gpu) st = vx_train_gpu_epoch(t->gpu, t, K, &w, e);
+        else
+#endif
+        {
+            if (!t->collected_ahead) st = collect(t, eps, &w.return_sum, &w.episodes, e);
+            t->collected_ahead = 0;
+            w.collect_s = vx_seconds_since(t0);
+            uint64_t t1 = vx_now_ns();
+            if (c->overlap) /* the next rollout acts with the weights as they are now */
+                memcpy(t->act_params, t->dqn.online, t->dqn.L.n_params * sizeof(float));
+            if (!st) st = learn(t, K, beta, &w.stats, &w.updates, e);
+            w.learn_s = vx_seconds_since(t1);
+        }
+        int done = w.updates;
+        vx_dqn_update_stats us = w.stats;
+        double ret_sum = w.return_sum, episodes = w.episodes, collect_s = w.collect_s,
+               learn_s = w.learn_s;
         t->epoch++;
         vx_epoch_report r;
         memset(&r, 0, sizeof r);
         int last = t->epoch == c->epochs;
         if (!st && ((c->eval_every > 0 && t->epoch % c->eval_every == 0) || last)) {
-            st = vx_eval_run(&t->market, &c->env, &t->dqn, &ev, e);
+#ifdef VX_HAVE_CUDA
+            if (t->gpu) st = vx_train_gpu_pull(t->gpu, t, 0, e);
+#endif
+            if (!st) st = vx_eval_run(&t->market, &c->env, &t->dqn, &ev, e);
             r.evaluated = 1;
             r.eval = ev.agent;
         }
@@ -459,7 +525,7 @@ vx_status vx_train_run(const vx_train_cfg *c, int resume, vx_epoch_fn on_epoch, 
         r.epsilon = eps, r.beta = beta;
         r.episode_return = episodes > 0 ? ret_sum / episodes : NAN;
         r.episodes = episodes;
-        r.env_steps_per_s = (double)c->envs * c->steps_per_epoch / collect_s;
+        r.env_steps_per_s = collect_s > 0 ? (double)c->envs * c->steps_per_epoch / collect_s : 0;
         r.updates_per_s = done ? done / learn_s : 0;
         r.seconds = vx_seconds_since(t0);
         double per = vx_seconds_since(run_start) / (t->epoch - first_epoch);
@@ -482,10 +548,20 @@ vx_status vx_train_run(const vx_train_cfg *c, int resume, vx_epoch_fn on_epoch, 
             st = vx_tfevents_scalar(&tb, tag, t->epoch, row[i], e);
         }
         int stop = !st && on_epoch ? on_epoch(&r, ctx) : 0;
-        if (!st && (t->epoch % c->checkpoint_every == 0 || last || stop)) st = save_checkpoint(t, e);
+        if (!st && (t->epoch % c->checkpoint_every == 0 || last || stop)) {
+#ifdef VX_HAVE_CUDA
+            if (t->gpu) st = vx_train_gpu_pull(t->gpu, t, 1, e);
+#endif
+            if (!st) st = save_checkpoint(t, e);
+        }
         if (stop) break;
     }
-    if (!st && ev.buy_hold.bars == 0) st = vx_eval_run(&t->market, &c->env, &t->dqn, &ev, e);
+    if (!st && ev.buy_hold.bars == 0) {
+#ifdef VX_HAVE_CUDA
+        if (t->gpu) st = vx_train_gpu_pull(t->gpu, t, 0, e);
+#endif
+        if (!st) st = vx_eval_run(&t->market, &c->env, &t->dqn, &ev, e);
+    }
     if (!st) st = write_eval(c->run_dir, &ev, e);
     if (!st && final_eval) *final_eval = ev;
     vx_csv_log_close(&csv);

@@ -25,6 +25,7 @@ typedef struct {
 
 static const char *const loss_names[] = {"mse", "huber", "c51", NULL};
 static const char *const replay_names[] = {"uniform", "proportional", "rank", NULL};
+static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 
 #define F(field) offsetof(vx_train_cfg, field), sizeof(((vx_train_cfg *)0)->field)
 static const key_def keys[] = {
@@ -79,6 +80,9 @@ static const key_def keys[] = {
     {"train.eval_every", T_INT, F(eval_every), 0, 1e9, NULL, "epochs between evaluations (0: end only)"},
     {"train.checkpoint_every", T_INT, F(checkpoint_every), 1, 1e9, NULL, "epochs between checkpoints"},
     {"train.seed", T_U64, F(seed), 0, 1e18, NULL, "seed of everything random"},
+    {"train.device", T_ENUM, F(device), 0, 0, device_names, "auto (the GPU when present), cpu or cuda"},
+    {"train.gpu_graphs", T_INT, F(gpu_graphs), 0, 1, NULL, "1: CUDA graphs; 0: kernel by kernel, synchronised (the reference path)"},
+    {"train.overlap", T_INT, F(overlap), 0, 1, NULL, "1: act with weights one epoch old, so the GPU collects while it trains"},
     {"train.run_dir", T_STR, F(run_dir), 0, 0, NULL, "the run folder"},
 };
 #define N_KEYS (sizeof keys / sizeof *keys)
@@ -115,6 +119,9 @@ void vx_train_cfg_default(vx_train_cfg *c)
     c->eval_every = 10;
     c->checkpoint_every = 10;
     c->seed = 1;
+    c->device = VX_DEVICE_AUTO;
+    c->overlap = 1;
+    c->gpu_graphs = 1;
     snprintf(c->run_dir, sizeof c->run_dir, "runs/run");
 }
 
@@ -171,6 +178,7 @@ vx_status vx_train_cfg_set(vx_train_cfg *c, const char *key, const char *value, 
             return bad(e, where, key, "%s is outside %g .. %g", value, k->min, k->max);
         if (k->type != T_DBL && v != floor(v))
             return bad(e, where, key, "%s is not a whole number", value, 0, 0);
+        if (strcmp(k->key, "dqn.batch") == 0) c->batch_set = 1;
         if (k->type == T_INT) *(int *)base = (int)v;
         else if (k->type == T_I64) *(int64_t *)base = (int64_t)v;
         else if (k->type == T_U64) *(uint64_t *)base = (uint64_t)v;

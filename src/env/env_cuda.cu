@@ -130,6 +130,15 @@ fail:
     return st;
 }
 
+extern "C" vx_status vx_env_cuda_set_states(vx_env_cuda *env, const vx_env_state *in, vx_err *e)
+{
+    vx_status st = VX_OK;
+    VX_CUDA_CHECK(cudaDeviceSynchronize());
+    VX_CUDA_CHECK(cudaMemcpy(env->states, in, env->n * sizeof(vx_env_state), cudaMemcpyHostToDevice));
+fail:
+    return st;
+}
+
 extern "C" vx_status vx_env_cuda_bad_actions(vx_env_cuda *env, unsigned long long *count, vx_err *e)
 {
     vx_status st = VX_OK;

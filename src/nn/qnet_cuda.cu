@@ -3,13 +3,21 @@
  * Per dense layer: one cuBLAS SGEMM (row-major Y = X·W computed as the column-major
  * Yᵀ = Wᵀ·Xᵀ, no transposes needed) and one bias(+ReLU) kernel; then one kernel for the dueling
  * aggregation Q_d[a, z] = V[z] + A_d[a, z] − mean_a' A_d[a', z]. Math mode CUBLAS_DEFAULT_MATH:
- * no TF32, so results match the CPU to float32 rounding of a different summation order. */
+ * no TF32, so results match the CPU to float32 rounding of a different summation order.
+ *
+ * The value head and the branches are independent after the trunk: each runs on a stream of its
+ * own (forked from and joined back to the caller's stream by events, so a captured graph holds
+ * them as parallel branches), with its own cuBLAS handle and workspace. In the backward pass each
+ * head writes its own dV and trunk-gradient parts, summed afterwards in a fixed order. */
 #include "vixen/nn_cuda.h"
 #include "../util/cuda_check.h"
 
 #include <cublas_v2.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define HEADS (VX_QNET_MAX_BRANCHES + 1)
+#define HEAD_WS (8u << 20)
 
 struct vx_qnet_cuda {
     vx_qnet_layout L;
@@ -18,9 +26,16 @@ struct vx_qnet_cuda {
     float *params;
     float *trunk[VX_QNET_MAX_TRUNK], *v1, *v, *a1[VX_QNET_MAX_BRANCHES], *a[VX_QNET_MAX_BRANCHES];
     float *q;
-    float *dv, *da, *dhid, *dh, *dh2; /* backward scratch */
+    float *dv, *dh, *dh2;             /* backward: dV summed over branches; trunk gradients */
+    float *dv_b[HEADS], *da_b[HEADS], *dhid_h[HEADS], *dh_h[HEADS]; /* per head */
+    float *ones;                      /* max_batch ones: bias gradients as one GEMV each */
     float *mem;
     void *blas_ws; /* cuBLAS workspace, set once: a stream capture must not make it allocate */
+    /* head h (0: value, 1 + d: branch d): its stream, cuBLAS handle and workspace */
+    cudaStream_t hs[HEADS];
+    cublasHandle_t hb[HEADS];
+    void *hws[HEADS];
+    cudaEvent_t fork, done[HEADS], dv_done[HEADS];
 };
 
 #define BLAS_CHECK(call)                                                                           \
@@ -39,6 +54,12 @@ static __global__ void bias_relu_kernel(float *y, const float *bias, size_t rows
     if (i >= rows * (size_t)cols) return;
     float v = y[i] + bias[i % (size_t)cols];
     y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+}
+
+static __global__ void fill_kernel(float *x, size_t n, float v)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = v;
 }
 
 /* One thread per (row, atom) of a branch: the mean over actions, then Q. */
@@ -62,9 +83,18 @@ extern "C" void vx_qnet_cuda_free(vx_qnet_cuda *q)
 {
     if (!q) return;
     if (q->blas) cublasDestroy(q->blas);
+    for (int h = 0; h < HEADS; h++) {
+        if (q->hb[h]) cublasDestroy(q->hb[h]);
+        if (q->hs[h]) cudaStreamDestroy(q->hs[h]);
+        if (q->done[h]) cudaEventDestroy(q->done[h]);
+        if (q->dv_done[h]) cudaEventDestroy(q->dv_done[h]);
+        cudaFree(q->hws[h]);
+    }
+    if (q->fork) cudaEventDestroy(q->fork);
     cudaFree(q->params);
     cudaFree(q->mem);
     cudaFree(q->blas_ws);
+    cudaFree(q->ones);
     free(q);
 }
 
@@ -90,14 +120,32 @@ extern "C" vx_status vx_qnet_cuda_create(const vx_qnet_layout *L, int max_batch,
         size_t a = (size_t)c->branch[d] * (size_t)c->atoms;
         Amax = a > Amax ? a : Amax;
     }
-    total += B * ((size_t)c->atoms + Amax + (size_t)c->head_hidden + 2 * Hmax);
+    size_t Htop = c->n_trunk ? (size_t)c->trunk[c->n_trunk - 1] : (size_t)c->in_dim;
+    int nh = c->n_branches + 1;
+    total += B * ((size_t)c->atoms + 2 * Hmax);
+    total += (size_t)nh * B * ((size_t)c->atoms + Amax + (size_t)c->head_hidden + Htop);
     float *p;
     BLAS_CHECK(cublasCreate(&q->blas));
     BLAS_CHECK(cublasSetMathMode(q->blas, CUBLAS_DEFAULT_MATH));
     VX_CUDA_CHECK(cudaMalloc(&q->blas_ws, 32u << 20));
     BLAS_CHECK(cublasSetWorkspace(q->blas, q->blas_ws, 32u << 20));
+    for (int h = 0; h < nh; h++) {
+        VX_CUDA_CHECK(cudaStreamCreateWithFlags(&q->hs[h], cudaStreamNonBlocking));
+        VX_CUDA_CHECK(cudaEventCreateWithFlags(&q->done[h], cudaEventDisableTiming));
+        VX_CUDA_CHECK(cudaEventCreateWithFlags(&q->dv_done[h], cudaEventDisableTiming));
+        VX_CUDA_CHECK(cudaMalloc(&q->hws[h], HEAD_WS));
+        BLAS_CHECK(cublasCreate(&q->hb[h]));
+        BLAS_CHECK(cublasSetMathMode(q->hb[h], CUBLAS_DEFAULT_MATH));
+        BLAS_CHECK(cublasSetWorkspace(q->hb[h], q->hws[h], HEAD_WS));
+        BLAS_CHECK(cublasSetStream(q->hb[h], q->hs[h]));
+    }
+    VX_CUDA_CHECK(cudaEventCreateWithFlags(&q->fork, cudaEventDisableTiming));
     VX_CUDA_CHECK(cudaMalloc((void **)&q->params, L->n_params * sizeof(float)));
     VX_CUDA_CHECK(cudaMalloc((void **)&q->mem, total * sizeof(float)));
+    VX_CUDA_CHECK(cudaMalloc((void **)&q->ones, B * sizeof(float)));
+    fill_kernel<<<(unsigned)((B + 255) / 256), 256>>>(q->ones, B, 1.0f);
+    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_CHECK(cudaDeviceSynchronize());
     p = q->mem;
     for (int l = 0; l < c->n_trunk; l++) q->trunk[l] = p, p += B * (size_t)c->trunk[l];
     q->v1 = p, p += B * (size_t)c->head_hidden;
@@ -108,10 +156,14 @@ extern "C" vx_status vx_qnet_cuda_create(const vx_qnet_layout *L, int max_batch,
     }
     q->q = p, p += B * (size_t)L->out_dim;
     q->dv = p, p += B * (size_t)c->atoms;
-    q->da = p, p += B * Amax;
-    q->dhid = p, p += B * (size_t)c->head_hidden;
     q->dh = p, p += B * Hmax;
-    q->dh2 = p;
+    q->dh2 = p, p += B * Hmax;
+    for (int h = 0; h < nh; h++) {
+        q->dv_b[h] = p, p += B * (size_t)c->atoms;
+        q->da_b[h] = p, p += B * Amax;
+        q->dhid_h[h] = p, p += B * (size_t)c->head_hidden;
+        q->dh_h[h] = p, p += B * Htop;
+    }
     *out = q;
     return VX_OK;
 fail:
@@ -133,13 +185,13 @@ fail:
 }
 
 /* y = x W + b, then ReLU if relu; x: B × in, y: B × out (row-major) */
-static vx_status dense(vx_qnet_cuda *q, const float *P, const vx_dense *d, const float *x, int B,
+static vx_status dense(cublasHandle_t hnd, const float *P, const vx_dense *d, const float *x, int B,
                        float *y, int relu, cudaStream_t s, vx_err *e)
 {
     vx_status st = VX_OK;
     const float one = 1.0f, zero = 0.0f;
     size_t n = (size_t)B * d->out;
-    BLAS_CHECK(cublasSgemm(q->blas, CUBLAS_OP_N, CUBLAS_OP_N, d->out, B, d->in, &one, P + d->w,
+    BLAS_CHECK(cublasSgemm(hnd, CUBLAS_OP_N, CUBLAS_OP_N, d->out, B, d->in, &one, P + d->w,
                            d->out, x, d->in, &zero, y, d->out));
     bias_relu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(y, P + d->b, (size_t)B, d->out, relu);
     VX_CUDA_LAUNCH_CHECK();
@@ -160,31 +212,41 @@ extern "C" vx_status vx_qnet_cuda_forward(vx_qnet_cuda *q, const float *params, 
     int Z = c->atoms;
     BLAS_CHECK(cublasSetStream(q->blas, s));
     for (int l = 0; l < c->n_trunk && !st; l++) {
-        st = dense(q, P, &L->trunk[l], h, B, q->trunk[l], 1, s, e);
+        st = dense(q->blas, P, &L->trunk[l], h, B, q->trunk[l], 1, s, e);
         h = q->trunk[l];
     }
-    if (!st) st = dense(q, P, &L->value1, h, B, q->v1, 1, s, e);
-    if (!st) st = dense(q, P, &L->value2, q->v1, B, q->v, 0, s, e);
-    for (int d = 0; d < c->n_branches && !st; d++) {
-        st = dense(q, P, &L->adv1[d], h, B, q->a1[d], 1, s, e);
-        if (!st) st = dense(q, P, &L->adv2[d], q->a1[d], B, q->a[d], 0, s, e);
-        if (st) break;
+    if (st) goto fail;
+    /* the heads, forked: value on stream 0; branch d on stream 1 + d, its dueling step behind V */
+    VX_CUDA_CHECK(cudaEventRecord(q->fork, s));
+    for (int k = 0; k <= c->n_branches; k++) VX_CUDA_CHECK(cudaStreamWaitEvent(q->hs[k], q->fork, 0));
+    st = dense(q->hb[0], P, &L->value1, h, B, q->v1, 1, q->hs[0], e);
+    if (!st) st = dense(q->hb[0], P, &L->value2, q->v1, B, q->v, 0, q->hs[0], e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaEventRecord(q->done[0], q->hs[0]));
+    for (int d = 0; d < c->n_branches; d++) {
+        cudaStream_t hs = q->hs[1 + d];
         size_t n = (size_t)B * Z;
-        dueling_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(q->v, q->a[d], q->q, B,
-                                                                  c->branch[d], Z, L->out_dim,
-                                                                  L->out_offset[d]);
+        st = dense(q->hb[1 + d], P, &L->adv1[d], h, B, q->a1[d], 1, hs, e);
+        if (!st) st = dense(q->hb[1 + d], P, &L->adv2[d], q->a1[d], B, q->a[d], 0, hs, e);
+        if (st) goto fail;
+        VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->done[0], 0));
+        dueling_kernel<<<(unsigned)((n + 255) / 256), 256, 0, hs>>>(q->v, q->a[d], q->q, B,
+                                                                   c->branch[d], Z, L->out_dim,
+                                                                   L->out_offset[d]);
         VX_CUDA_LAUNCH_CHECK();
+        VX_CUDA_CHECK(cudaEventRecord(q->done[1 + d], hs));
     }
+    for (int k = 0; k <= c->n_branches; k++) VX_CUDA_CHECK(cudaStreamWaitEvent(s, q->done[k], 0));
 fail:
     return st;
 }
 
 /* ---- backward -------------------------------------------------------------------------------- */
 
-/* dueling backward for branch d, one thread per (row, atom): dA = dQ − mean_a dQ; dV += Σ_a dQ
- * (the first branch writes dV, later ones add, in branch order like the CPU) */
+/* dueling backward for branch d, one thread per (row, atom): dA = dQ − mean_a dQ; this branch's
+ * part of dV is Σ_a dQ (the parts are added in branch order afterwards, like the CPU's sum) */
 static __global__ void dueling_bwd_kernel(const float *dq, float *dv, float *da, int B, int n,
-                                          int Z, int out_dim, int offset, int first)
+                                          int Z, int out_dim, int offset)
 {
     size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (size_t)B * Z) return;
@@ -193,19 +255,23 @@ static __global__ void dueling_bwd_kernel(const float *dq, float *dv, float *da,
     const float *g = dq + r * (size_t)out_dim + offset;
     float sum = 0;
     for (int k = 0; k < n; k++) sum += g[k * Z + z];
-    dv[r * Z + z] = first ? sum : dv[r * Z + z] + sum;
+    dv[r * Z + z] = sum;
     float *ga = da + r * (size_t)n * Z;
     for (int k = 0; k < n; k++) ga[k * Z + z] = g[k * Z + z] - sum / (float)n;
 }
 
-/* db[j] = Σ_rows dy[r, j], rows in order (the CPU's order) */
-static __global__ void col_sum_kernel(const float *dy, int B, int out, float *db)
+/* out = (parts[0] + parts[1] + … + parts[n−1]) · k, added in that order */
+typedef struct {
+    const float *p[HEADS];
+} parts_t;
+
+static __global__ void sum_parts_kernel(parts_t parts, int n, size_t len, float k, float *out)
 {
-    int j = blockIdx.x * blockDim.x + threadIdx.x;
-    if (j >= out) return;
-    float s = 0;
-    for (int r = 0; r < B; r++) s += dy[(size_t)r * out + j];
-    db[j] = s;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= len) return;
+    float s = parts.p[0][i];
+    for (int j = 1; j < n; j++) s += parts.p[j][i];
+    out[i] = k == 1.0f ? s : s * k;
 }
 
 static __global__ void relu_mask_kernel(float *dy, const float *y, size_t n)
@@ -214,28 +280,23 @@ static __global__ void relu_mask_kernel(float *dy, const float *y, size_t n)
     if (i < n && y[i] <= 0.0f) dy[i] = 0.0f;
 }
 
-static __global__ void scale_kernel(float *x, size_t n, float k)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) x[i] *= k;
-}
-
 static unsigned blocks_for(size_t n) { return (unsigned)((n + 255) / 256); }
 
-/* dW = xᵀ dy, db = Σ dy, and dx (+)= dy Wᵀ when dx is not NULL */
-static vx_status dense_bwd(vx_qnet_cuda *q, const float *P, const vx_dense *d, const float *x,
-                           int B, const float *dy, float *g, float *dx, int accumulate,
-                           cudaStream_t s, vx_err *e)
+/* dW = xᵀ dy, db = Σ_rows dy (a GEMV with a ones vector: cuBLAS's fixed reduction order, the same
+ * bits every run; a one-thread-per-column loop over the rows took ~10 µs per layer at B = 1,024),
+ * and dx (+)= dy Wᵀ when dx is not NULL */
+static vx_status dense_bwd(vx_qnet_cuda *q, cublasHandle_t hnd, const float *P, const vx_dense *d,
+                           const float *x, int B, const float *dy, float *g, float *dx, vx_err *e)
 {
     vx_status st = VX_OK;
-    const float one = 1.0f, zero = 0.0f, beta = accumulate ? 1.0f : 0.0f;
-    BLAS_CHECK(cublasSgemm(q->blas, CUBLAS_OP_N, CUBLAS_OP_T, d->out, d->in, B, &one, dy, d->out,
+    const float one = 1.0f, zero = 0.0f;
+    BLAS_CHECK(cublasSgemm(hnd, CUBLAS_OP_N, CUBLAS_OP_T, d->out, d->in, B, &one, dy, d->out,
                            x, d->in, &zero, g + d->w, d->out));
-    col_sum_kernel<<<blocks_for((size_t)d->out), 256, 0, s>>>(dy, B, d->out, g + d->b);
-    VX_CUDA_LAUNCH_CHECK();
+    BLAS_CHECK(cublasSgemv(hnd, CUBLAS_OP_N, d->out, B, &one, dy, d->out, q->ones, 1, &zero,
+                           g + d->b, 1));
     if (dx)
-        BLAS_CHECK(cublasSgemm(q->blas, CUBLAS_OP_T, CUBLAS_OP_N, d->in, B, d->out, &one, P + d->w,
-                               d->out, dy, d->out, &beta, dx, d->in));
+        BLAS_CHECK(cublasSgemm(hnd, CUBLAS_OP_T, CUBLAS_OP_N, d->in, B, d->out, &one, P + d->w,
+                               d->out, dy, d->out, &zero, dx, d->in));
 fail:
     return st;
 }
@@ -252,27 +313,63 @@ extern "C" vx_status vx_qnet_cuda_backward(vx_qnet_cuda *q, const float *params,
     const float *top = c->n_trunk ? q->trunk[c->n_trunk - 1] : x;
     int H = c->n_trunk ? c->trunk[c->n_trunk - 1] : c->in_dim;
     float *dh = q->dh, *dh2 = q->dh2;
+    int K = c->n_branches;
     BLAS_CHECK(cublasSetStream(q->blas, s));
-    for (int d = 0; d < c->n_branches && !st; d++) {
+    VX_CUDA_CHECK(cudaEventRecord(q->fork, s));
+    /* branch d on stream 1 + d: its dV part first (the value head waits for those), then its
+     * two layers, ending in its own part of the trunk gradient */
+    for (int d = 0; d < K; d++) {
+        cudaStream_t hs = q->hs[1 + d];
+        cublasHandle_t hb = q->hb[1 + d];
         size_t n = (size_t)B * Z;
-        dueling_bwd_kernel<<<blocks_for(n), 256, 0, s>>>(dq, q->dv, q->da, B, c->branch[d], Z,
-                                                        L->out_dim, L->out_offset[d], d == 0);
+        VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->fork, 0));
+        dueling_bwd_kernel<<<blocks_for(n), 256, 0, hs>>>(dq, q->dv_b[d], q->da_b[d], B,
+                                                         c->branch[d], Z, L->out_dim,
+                                                         L->out_offset[d]);
         VX_CUDA_LAUNCH_CHECK();
-        st = dense_bwd(q, P, &L->adv2[d], q->a1[d], B, q->da, g, q->dhid, 0, s, e);
-        if (st) break;
-        relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, s>>>(q->dhid, q->a1[d], (size_t)B * Hh);
+        VX_CUDA_CHECK(cudaEventRecord(q->dv_done[d], hs));
+        st = dense_bwd(q, hb, P, &L->adv2[d], q->a1[d], B, q->da_b[d], g, q->dhid_h[1 + d], e);
+        if (st) goto fail;
+        relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, hs>>>(q->dhid_h[1 + d], q->a1[d],
+                                                                    (size_t)B * Hh);
         VX_CUDA_LAUNCH_CHECK();
-        st = dense_bwd(q, P, &L->adv1[d], top, B, q->dhid, g, dh, d > 0, s, e);
+        st = dense_bwd(q, hb, P, &L->adv1[d], top, B, q->dhid_h[1 + d], g, q->dh_h[1 + d], e);
+        if (st) goto fail;
+        VX_CUDA_CHECK(cudaEventRecord(q->done[1 + d], hs));
     }
-    if (!st) st = dense_bwd(q, P, &L->value2, q->v1, B, q->dv, g, q->dhid, 0, s, e);
-    if (!st) {
-        relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, s>>>(q->dhid, q->v1, (size_t)B * Hh);
+    /* the value head on stream 0: dV = Σ_d dV_d in branch order, then its two layers */
+    {
+        cudaStream_t hs = q->hs[0];
+        parts_t pv;
+        memset(&pv, 0, sizeof pv);
+        VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->fork, 0));
+        for (int d = 0; d < K; d++) {
+            VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->dv_done[d], 0));
+            pv.p[d] = q->dv_b[d];
+        }
+        if (K > 0) {
+            sum_parts_kernel<<<blocks_for((size_t)B * Z), 256, 0, hs>>>(pv, K, (size_t)B * Z, 1.0f, q->dv);
+            VX_CUDA_LAUNCH_CHECK();
+        } else {
+            VX_CUDA_CHECK(cudaMemsetAsync(q->dv, 0, (size_t)B * Z * 4, hs));
+        }
+        st = dense_bwd(q, q->hb[0], P, &L->value2, q->v1, B, q->dv, g, q->dhid_h[0], e);
+        if (st) goto fail;
+        relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, hs>>>(q->dhid_h[0], q->v1, (size_t)B * Hh);
         VX_CUDA_LAUNCH_CHECK();
-        st = dense_bwd(q, P, &L->value1, top, B, q->dhid, g, dh, c->n_branches > 0, s, e);
+        st = dense_bwd(q, q->hb[0], P, &L->value1, top, B, q->dhid_h[0], g, q->dh_h[0], e);
+        if (st) goto fail;
+        VX_CUDA_CHECK(cudaEventRecord(q->done[0], hs));
     }
-    if (!st) {
-        scale_kernel<<<blocks_for((size_t)B * H), 256, 0, s>>>(dh, (size_t)B * H,
-                                                               1.0f / (float)(c->n_branches + 1));
+    /* join; the trunk gradient = (branch 0 + … + branch K−1 + value) / (K + 1), as on the CPU */
+    {
+        parts_t ph;
+        memset(&ph, 0, sizeof ph);
+        for (int k = 0; k <= K; k++) VX_CUDA_CHECK(cudaStreamWaitEvent(s, q->done[k], 0));
+        for (int d = 0; d < K; d++) ph.p[d] = q->dh_h[1 + d];
+        ph.p[K] = q->dh_h[0];
+        sum_parts_kernel<<<blocks_for((size_t)B * H), 256, 0, s>>>(ph, K + 1, (size_t)B * H,
+                                                                   1.0f / (float)(K + 1), dh);
         VX_CUDA_LAUNCH_CHECK();
     }
     for (int l = c->n_trunk - 1; l >= 0 && !st; l--) {
@@ -280,7 +377,7 @@ extern "C" vx_status vx_qnet_cuda_backward(vx_qnet_cuda *q, const float *params,
         relu_mask_kernel<<<blocks_for(n), 256, 0, s>>>(dh, q->trunk[l], n);
         VX_CUDA_LAUNCH_CHECK();
         const float *in = l ? q->trunk[l - 1] : x;
-        st = dense_bwd(q, P, &L->trunk[l], in, B, dh, g, l ? dh2 : NULL, 0, s, e);
+        st = dense_bwd(q, q->blas, P, &L->trunk[l], in, B, dh, g, l ? dh2 : NULL, e);
         float *t = dh;
         dh = dh2;
         dh2 = t;

@@ -25,7 +25,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define REPLAY_STREAM 0x5245504cull /* "REPL" */
 #define FAN VX_REPLAY_FAN
 #define TREE_MAX_LEVELS VX_REPLAY_MAX_LEVELS
 
@@ -36,7 +35,7 @@ struct vx_replay {
     size_t size, cursor;
     uint64_t inserted, clamped, stale, refreshes;
     double max_p;
-    vx_rng rng;
+    uint64_t draws; /* samples drawn so far: draw j of a call uses Philox counter draws + j */
     /* ring */
     float *obs, *next_obs;
     slot_meta *meta; /* the small fields of a slot together: one cache miss per draw, not six */
@@ -134,7 +133,6 @@ vx_status vx_replay_create(const vx_replay_cfg *cfg, vx_replay **out, vx_err *e)
                           C, vx_replay_bytes_per_transition(cfg));
     }
     r->max_p = 1.0;
-    r->rng = vx_rng_make(cfg->seed, REPLAY_STREAM, 0);
     *out = r;
     return VX_OK;
 }
@@ -298,11 +296,15 @@ vx_status vx_replay_sample(vx_replay *r, size_t B, double beta, vx_replay_batch 
     double *u = r->scratch_u;
     float *w = out->weights;
     if (r->cfg.kind == VX_REPLAY_UNIFORM) {
-        for (size_t j = 0; j < B; j++) slot[j] = vx_rng_below(&r->rng, (uint32_t)r->size), w[j] = 1;
+        for (size_t j = 0; j < B; j++) {
+            vx_rng g = vx_rng_make(r->cfg.seed, VX_REPLAY_STREAM, r->draws + j);
+            slot[j] = vx_rng_below(&g, (uint32_t)r->size), w[j] = 1;
+        }
     } else {
         double seg = total / (double)B;
         for (size_t j = 0; j < B; j++) {
-            u[j] = ((double)j + vx_rng_uniform_double(&r->rng)) * seg;
+            vx_rng g = vx_rng_make(r->cfg.seed, VX_REPLAY_STREAM, r->draws + j);
+            u[j] = ((double)j + vx_rng_uniform_double(&g)) * seg;
             if (u[j] >= total) u[j] = nextafter(total, 0);
         }
         if (r->cfg.kind == VX_REPLAY_PROPORTIONAL) tree_find_batch(r, u, slot, B);
@@ -320,6 +322,7 @@ vx_status vx_replay_sample(vx_replay *r, size_t B, double beta, vx_replay_batch 
             w[j] = wj < 1 ? wj : 1;
         }
     }
+    r->draws += B;
     /* 2. the gather, a few rows ahead of the copy */
     for (size_t j = 0; j < B; j++) {
         size_t i = slot[j];
@@ -434,7 +437,7 @@ double vx_replay_prob(vx_replay *r, size_t i)
 /* ---- save / restore -------------------------------------------------------------------------- */
 
 #define REPLAY_MAGIC "VXREPLAY"
-#define REPLAY_FORMAT 2
+#define REPLAY_FORMAT 3
 
 typedef struct {
     char magic[8];
@@ -444,7 +447,7 @@ typedef struct {
     uint64_t size, cursor, inserted, clamped, stale, refreshes, order_n;
     int64_t calls_since_refresh;
     double max_p, alpha, eps;
-    vx_rng rng;
+    uint64_t draws, seed; /* the draws continue the saved buffer's sequence */
 } replay_header;
 
 vx_status vx_replay_save(const vx_replay *r, const char *path, vx_err *e)
@@ -461,7 +464,8 @@ vx_status vx_replay_save(const vx_replay *r, const char *path, vx_err *e)
     h.stale = r->stale, h.refreshes = r->refreshes, h.order_n = r->order_n;
     h.calls_since_refresh = r->calls_since_refresh;
     h.max_p = r->max_p, h.alpha = r->cfg.alpha, h.eps = r->cfg.eps;
-    h.rng = r->rng;
+    h.draws = r->draws;
+    h.seed = r->cfg.seed;
     size_t n = r->size, D = (size_t)r->cfg.obs_dim;
     vx_atomic_file af;
     vx_status st = vx_atomic_open(&af, path, e);
@@ -508,7 +512,8 @@ vx_status vx_replay_load(vx_replay *r, const char *path, vx_err *e)
     fclose(f);
     if (st) return st;
     r->size = n, r->cursor = h.cursor, r->inserted = h.inserted, r->clamped = h.clamped;
-    r->stale = h.stale, r->refreshes = h.refreshes, r->max_p = h.max_p, r->rng = h.rng;
+    r->stale = h.stale, r->refreshes = h.refreshes, r->max_p = h.max_p, r->draws = h.draws;
+    r->cfg.seed = h.seed;
     r->dirty = (int)h.dirty, r->calls_since_refresh = (int)h.calls_since_refresh;
     r->order_n = h.order_n;
     if (r->cfg.kind == VX_REPLAY_PROPORTIONAL) {
@@ -542,4 +547,18 @@ vx_status vx_replay_import(vx_replay *r, const float *obs, const float *next_obs
     r->order_n = 0;
     for (size_t i = 0; i < size; i++) set_priority(r, i, prio[i]);
     return VX_OK;
+}
+
+void vx_replay_raw_view(const vx_replay *r, vx_replay_raw *out)
+{
+    out->obs = r->obs, out->next_obs = r->next_obs, out->meta = r->meta, out->prio = r->prio;
+    out->size = r->size, out->cursor = r->cursor, out->inserted = r->inserted;
+    out->draws = r->draws, out->clamped = r->clamped, out->stale = r->stale;
+    out->max_p = r->max_p;
+    out->seed = r->cfg.seed;
+}
+
+void vx_replay_set_counters(vx_replay *r, uint64_t draws, uint64_t clamped, uint64_t stale)
+{
+    r->draws = draws, r->clamped = clamped, r->stale = stale;
 }

@@ -65,9 +65,10 @@ __device__ static void recompute(const dev_tree t, int l, size_t node)
 static __global__ void insert_copy_kernel(vx_transitions t, size_t n, size_t start, size_t cap,
                                           int D, float *obs, float *next_obs, vx_slot_meta *meta,
                                           double *prio, dev_tree tree, double alpha,
-                                          const dev_state *ds, int proportional)
+                                          dev_state *ds, int proportional, size_t new_size)
 {
     size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (x == 0) ds->size = new_size; /* read by later kernels only, in stream order */
     if (x >= n * (size_t)D) return;
     size_t k = x / (size_t)D, d = x % (size_t)D, i = (start + k) % cap;
     obs[i * D + d] = t.obs[x];
@@ -108,7 +109,7 @@ static __global__ void tree_rebuild_kernel(dev_tree tree, size_t lo1, size_t n1,
     }
 }
 
-static __global__ void sample_pick_kernel(size_t B, size_t size, int proportional, uint64_t seed,
+static __global__ void sample_pick_kernel(size_t B, int proportional, uint64_t seed,
                                           dev_tree tree, const vx_slot_meta *meta,
                                           const dev_state *ds, vx_replay_batch out)
 {
@@ -118,7 +119,7 @@ static __global__ void sample_pick_kernel(size_t B, size_t size, int proportiona
     size_t i;
     float w = 1.0f;
     if (!proportional) {
-        i = vx_rng_below(&g, (uint32_t)size);
+        i = vx_rng_below(&g, (uint32_t)ds->size);
     } else {
         double total = tree.sum[0][0];
         double u = ((double)j + vx_rng_uniform_double(&g)) * (total / (double)B);
@@ -184,10 +185,10 @@ static __global__ void sample_gather_kernel(size_t B, int D, const float *obs,
  * 46 µs at 1,024 entries): mark → leaves → one kernel per lower tree level → the top levels in
  * one block. Duplicate slots: the last entry wins (owner = the largest entry index). */
 static __global__ void update_mark_kernel(const uint32_t *index, const uint32_t *gen,
-                                          const float *td, size_t n, size_t size, double eps,
+                                          const float *td, size_t n, double eps,
                                           const vx_slot_meta *meta, int *owner, dev_state *ds)
 {
-    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x, size = (size_t)ds->size;
     double p = 0;
     unsigned long long stale = 0, clamped = 0;
     if (k < n) {
@@ -213,14 +214,14 @@ static __global__ void update_mark_kernel(const uint32_t *index, const uint32_t 
 }
 
 static __global__ void update_leaf_kernel(const uint32_t *index, const uint32_t *gen,
-                                          const float *td, size_t n, size_t size, double alpha,
+                                          const float *td, size_t n, double alpha,
                                           double eps, int proportional, const vx_slot_meta *meta,
                                           double *prio, const int *owner, unsigned char *win,
                                           dev_tree tree, const dev_state *ds)
 {
     size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n) return;
-    size_t i = index[k];
+    size_t i = index[k], size = (size_t)ds->size;
     win[k] = 0;
     if (i >= size || meta[i].gen != gen[k] || owner[i] != (int)k) return;
     win[k] = 1;
@@ -280,7 +281,7 @@ static __global__ void rank_mass_kernel(double *w, size_t n, double alpha)
 
 /* Rank-based draws: stratified u over the rank masses, the first rank whose cumulative mass
  * exceeds u (binary search), its slot from the sorted order. N: the order's length. */
-static __global__ void sample_rank_kernel(size_t B, size_t N, double alpha, uint64_t seed,
+static __global__ void sample_rank_kernel(size_t B, double alpha, uint64_t seed,
                                           const double *cdf, const uint32_t *order,
                                           const vx_slot_meta *meta, const dev_state *ds,
                                           vx_replay_batch out)
@@ -288,6 +289,7 @@ static __global__ void sample_rank_kernel(size_t B, size_t N, double alpha, uint
     size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= B) return;
     vx_rng g = vx_rng_make(seed, GPU_STREAM, ds->rng_block + j);
+    size_t N = (size_t)ds->order_n;
     double total = cdf[N - 1];
     double u = ((double)j + vx_rng_uniform_double(&g)) * (total / (double)B);
     if (u >= total) u = nextafter(total, 0.0);
@@ -310,6 +312,8 @@ static __global__ void sample_rank_kernel(size_t B, size_t N, double alpha, uint
     if (out.steps) out.steps[j] = m.steps;
     for (int b = 0; b < 3; b++) out.actions[j * 3 + b] = m.action[b];
 }
+
+static __global__ void set_u64_kernel(unsigned long long *x, unsigned long long v) { *x = v; }
 
 static __global__ void fill_kernel(double *x, size_t n, double v)
 {
@@ -439,6 +443,14 @@ extern "C" void vx_replay_cuda_free(vx_replay_cuda *r)
 
 extern "C" int vx_replay_cuda_on_device(const vx_replay_cuda *r) { return r->on_device; }
 
+extern "C" size_t vx_replay_cuda_size(const vx_replay_cuda *r)
+{
+    if (r->on_device) return r->size;
+    vx_replay_stats st;
+    vx_replay_stats_get(r->cpu, &st);
+    return st.size;
+}
+
 
 extern "C" vx_status vx_replay_cuda_insert(vx_replay_cuda *r, const vx_transitions *t, size_t n,
                                            cudaStream_t s, vx_err *e)
@@ -457,7 +469,8 @@ extern "C" vx_status vx_replay_cuda_insert(vx_replay_cuda *r, const vx_transitio
     }
     size_t m = n - skip, start = (r->cursor + skip) % C;
     insert_copy_kernel<<<grid_of(m * D, BLOCK), BLOCK, 0, s>>>(
-        tt, m, start, C, D, r->obs, r->next_obs, r->meta, r->prio, r->tree, r->cfg.alpha, r->ds, prop);
+        tt, m, start, C, D, r->obs, r->next_obs, r->meta, r->prio, r->tree, r->cfg.alpha, r->ds, prop,
+        r->size + n < C ? r->size + n : C);
     cudaError_t rc = cudaGetLastError();
     if (!rc && prop) {
         size_t n1 = start + m <= C ? m : C - start, n2 = m - n1;
@@ -474,6 +487,48 @@ extern "C" vx_status vx_replay_cuda_insert(vx_replay_cuda *r, const vx_transitio
     r->size = r->size + n < C ? r->size + n : C;
     r->inserted += n;
     return VX_OK;
+}
+
+static __global__ void leaves_from_prio_kernel(const double *prio, size_t n, dev_tree tree,
+                                                double alpha)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    double v = pow(prio[i], alpha);
+    tree.sum[tree.depth][i] = v;
+    tree.min[tree.depth][i] = v > 0 ? v : INFINITY;
+}
+
+vx_status vx_rc_upload(vx_replay_cuda *r, const vx_replay_raw *raw, vx_err *e)
+{
+    vx_status st = VX_OK;
+    size_t C = r->cfg.capacity, D = (size_t)r->cfg.obs_dim, n = raw->size;
+    dev_state ds;
+    VX_CUDA_CHECK(cudaDeviceSynchronize());
+    VX_CUDA_CHECK(cudaMemcpy(&ds, r->ds, sizeof ds, cudaMemcpyDeviceToHost));
+    VX_CUDA_CHECK(cudaMemcpy(r->obs, raw->obs, n * D * 4, cudaMemcpyHostToDevice));
+    VX_CUDA_CHECK(cudaMemcpy(r->next_obs, raw->next_obs, n * D * 4, cudaMemcpyHostToDevice));
+    VX_CUDA_CHECK(cudaMemcpy(r->meta, raw->meta, C * sizeof(vx_slot_meta), cudaMemcpyHostToDevice));
+    VX_CUDA_CHECK(cudaMemcpy(r->prio, raw->prio, n * 8, cudaMemcpyHostToDevice));
+    if (r->cfg.kind == VX_REPLAY_PROPORTIONAL && n > 0) {
+        leaves_from_prio_kernel<<<grid_of(n, BLOCK), BLOCK>>>(r->prio, n, r->tree, r->cfg.alpha);
+        VX_CUDA_LAUNCH_CHECK();
+        tree_rebuild_kernel<<<1, 1024>>>(r->tree, 0, n, 0, 0);
+        VX_CUDA_LAUNCH_CHECK();
+    }
+    ds.max_p = raw->max_p;
+    ds.rng_block = raw->draws;
+    ds.clamped = raw->clamped;
+    ds.stale = raw->stale;
+    ds.size = n;
+    ds.order_n = 0;
+    VX_CUDA_CHECK(cudaMemcpy(r->ds, &ds, sizeof ds, cudaMemcpyHostToDevice));
+    VX_CUDA_CHECK(cudaDeviceSynchronize());
+    r->size = n, r->cursor = raw->cursor, r->inserted = raw->inserted;
+    r->cfg.seed = raw->seed;
+    r->order_n = 0; /* rank: the next sample sorts */
+fail:
+    return st;
 }
 
 extern "C" vx_status vx_replay_cuda_set_beta(vx_replay_cuda *r, double beta, cudaStream_t s,
@@ -507,6 +562,10 @@ cudaError_t vx_rc_rank_refresh(vx_replay_cuda *r, cudaStream_t s)
         if (!rc) r->cdf_n = r->size;
     }
     if (!rc) {
+        set_u64_kernel<<<1, 1, 0, s>>>(&r->ds->order_n, r->size);
+        rc = cudaGetLastError();
+    }
+    if (!rc) {
         r->order_n = r->size;
         r->calls_since_refresh = 0;
     }
@@ -535,11 +594,11 @@ extern "C" vx_status vx_replay_cuda_sample(vx_replay_cuda *r, size_t B, vx_repla
         r->calls_since_refresh++;
         if (!rc) {
             sample_rank_kernel<<<grid_of(B, BLOCK), BLOCK, 0, s>>>(
-                B, r->order_n, r->cfg.alpha, r->cfg.seed, r->cdf, r->order, r->meta, r->ds, *out);
+                B, r->cfg.alpha, r->cfg.seed, r->cdf, r->order, r->meta, r->ds, *out);
             rc = cudaGetLastError();
         }
     } else {
-        sample_pick_kernel<<<grid_of(B, BLOCK), BLOCK, 0, s>>>(B, r->size, prop, r->cfg.seed,
+        sample_pick_kernel<<<grid_of(B, BLOCK), BLOCK, 0, s>>>(B, prop, r->cfg.seed,
                                                                r->tree, r->meta, r->ds, *out);
         rc = cudaGetLastError();
     }
@@ -570,11 +629,11 @@ extern "C" vx_status vx_replay_cuda_update(vx_replay_cuda *r, const uint32_t *in
         const uint32_t *ix = index + off, *gn = gen + off;
         const float *t = td + off;
         dim3 grid = grid_of(m, BLOCK);
-        update_mark_kernel<<<grid, BLOCK, 0, s>>>(ix, gn, t, m, r->size, r->cfg.eps, r->meta,
+        update_mark_kernel<<<grid, BLOCK, 0, s>>>(ix, gn, t, m, r->cfg.eps, r->meta,
                                                   r->owner, r->ds);
         cudaError_t rc = cudaGetLastError();
         if (!rc) {
-            update_leaf_kernel<<<grid, BLOCK, 0, s>>>(ix, gn, t, m, r->size, r->cfg.alpha,
+            update_leaf_kernel<<<grid, BLOCK, 0, s>>>(ix, gn, t, m, r->cfg.alpha,
                                                       r->cfg.eps, prop, r->meta, r->prio,
                                                       r->owner, r->win, r->tree, r->ds);
             rc = cudaGetLastError();

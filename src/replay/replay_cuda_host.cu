@@ -30,34 +30,71 @@ void vx_rc_free_device(vx_replay_cuda *r)
     cudaGetLastError();
 }
 
+/* Copies the device buffer's contents and counters into a CPU buffer of the same configuration
+ * (synchronous). */
+static vx_status download(vx_replay_cuda *r, vx_replay *cpu, vx_err *e)
+{
+    size_t C = r->cfg.capacity, D = (size_t)r->cfg.obs_dim, n = r->size;
+    float *o = (float *)malloc((n ? n : 1) * D * sizeof(float));
+    float *no = (float *)malloc((n ? n : 1) * D * sizeof(float));
+    vx_slot_meta *m = (vx_slot_meta *)malloc(C * sizeof *m);
+    double *p = (double *)malloc((n ? n : 1) * sizeof *p);
+    dev_state ds;
+    vx_status st = VX_OK;
+    cudaError_t rc = cudaSuccess;
+    if (!o || !no || !m || !p) st = vx_err_set(e, VX_ERR_NOMEM, "replay: out of host memory reading the device buffer");
+    if (!st) rc = cudaDeviceSynchronize();
+    if (!st && !rc) rc = cudaMemcpy(o, r->obs, n * D * 4, cudaMemcpyDeviceToHost);
+    if (!st && !rc) rc = cudaMemcpy(no, r->next_obs, n * D * 4, cudaMemcpyDeviceToHost);
+    if (!st && !rc) rc = cudaMemcpy(m, r->meta, C * sizeof *m, cudaMemcpyDeviceToHost);
+    if (!st && !rc) rc = cudaMemcpy(p, r->prio, n * 8, cudaMemcpyDeviceToHost);
+    if (!st && !rc) rc = cudaMemcpy(&ds, r->ds, sizeof ds, cudaMemcpyDeviceToHost);
+    if (!st && rc) st = vx_err_set(e, VX_ERR_CUDA, "replay: reading the device buffer: %s", cudaGetErrorString(rc));
+    if (!st) st = vx_replay_import(cpu, o, no, m, p, n, r->cursor, ds.max_p, r->inserted, e);
+    if (!st) vx_replay_set_counters(cpu, ds.rng_block, ds.clamped, ds.stale);
+    free(o), free(no), free(m), free(p);
+    return st;
+}
+
 /* Moves to the CPU buffer: its contents come along when the device can still be read. */
 vx_status vx_rc_fall_back(vx_replay_cuda *r, const char *why, vx_err *e)
 {
     vx_status st = vx_replay_create(&r->cfg, &r->cpu, e);
     if (st) return st;
-    size_t C = r->cfg.capacity, D = (size_t)r->cfg.obs_dim, n = r->size;
-    int moved = 0;
-    if (r->obs && n > 0) {
-        float *o = (float *)malloc(n * D * sizeof(float)), *no = (float *)malloc(n * D * sizeof(float));
-        vx_slot_meta *m = (vx_slot_meta *)malloc(C * sizeof *m);
-        double *p = (double *)malloc(n * sizeof *p), max_p = 1;
-        dev_state ds;
-        if (o && no && m && p && cudaDeviceSynchronize() == cudaSuccess &&
-            cudaMemcpy(o, r->obs, n * D * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
-            cudaMemcpy(no, r->next_obs, n * D * 4, cudaMemcpyDeviceToHost) == cudaSuccess &&
-            cudaMemcpy(m, r->meta, C * sizeof *m, cudaMemcpyDeviceToHost) == cudaSuccess &&
-            cudaMemcpy(p, r->prio, n * 8, cudaMemcpyDeviceToHost) == cudaSuccess &&
-            cudaMemcpy(&ds, r->ds, sizeof ds, cudaMemcpyDeviceToHost) == cudaSuccess) {
-            max_p = ds.max_p;
-            moved = vx_replay_import(r->cpu, o, no, m, p, n, r->cursor, max_p, r->inserted, NULL) == VX_OK;
-        }
-        free(o), free(no), free(m), free(p);
-    }
+    int moved = r->obs && r->size > 0 && download(r, r->cpu, NULL) == VX_OK;
     vx_log(VX_LOG_WARN, "replay: %s; continuing on the CPU buffer (%s)", why,
-           n == 0 ? "it was empty" : moved ? "contents moved" : "contents could not be read back");
+           r->size == 0 ? "it was empty" : moved ? "contents moved" : "contents could not be read back");
     vx_rc_free_device(r);
     r->on_device = 0;
     return VX_OK;
+}
+
+extern "C" vx_status vx_replay_cuda_save(vx_replay_cuda *r, const char *path, vx_err *e)
+{
+    if (!r->on_device) return vx_replay_save(r->cpu, path, e);
+    vx_replay *tmp;
+    vx_status st = vx_replay_create(&r->cfg, &tmp, e);
+    if (st) return st;
+    st = download(r, tmp, e);
+    if (!st) st = vx_replay_save(tmp, path, e);
+    vx_replay_free(tmp);
+    return st;
+}
+
+extern "C" vx_status vx_replay_cuda_load(vx_replay_cuda *r, const char *path, vx_err *e)
+{
+    if (!r->on_device) return vx_replay_load(r->cpu, path, e);
+    vx_replay *tmp;
+    vx_status st = vx_replay_create(&r->cfg, &tmp, e);
+    if (st) return st;
+    st = vx_replay_load(tmp, path, e);
+    if (!st) {
+        vx_replay_raw raw;
+        vx_replay_raw_view(tmp, &raw);
+        st = vx_rc_upload(r, &raw, e);
+    }
+    vx_replay_free(tmp);
+    return st;
 }
 
 vx_status vx_rc_stage(vx_replay_cuda *r, size_t bytes, vx_err *e)

@@ -9,7 +9,7 @@
 #define FAN VX_REPLAY_FAN
 #define FAN_SHIFT 4 /* log2(FAN) */
 #define LEVELS VX_REPLAY_MAX_LEVELS
-#define GPU_STREAM 0x52455047ull /* "REPG": Philox stream of the device draws */
+#define GPU_STREAM VX_REPLAY_STREAM
 #define UPDATE_MAX 16384         /* entries per update launch (shared-memory flags) */
 #define BLOCK 256
 
@@ -19,6 +19,9 @@ typedef struct {
     unsigned long long clamped, stale;
     unsigned long long rng_block; /* draws made so far: the Philox counter base */
     unsigned long long max_bits;  /* update: the batch's largest finite priority, as bits */
+    /* the stored count and the rank order's length, as of the last insert / sort: a captured
+     * sample or update reads them here, so a graph stays right while the buffer grows */
+    unsigned long long size, order_n;
 } dev_state;
 
 typedef struct {
@@ -60,6 +63,8 @@ vx_status vx_rc_sample_cpu(vx_replay_cuda *r, size_t B, vx_replay_batch *out, vx
 vx_status vx_rc_update_cpu(vx_replay_cuda *r, const uint32_t *index, const uint32_t *gen,
                            const float *td, size_t n, vx_err *e);
 /* replay_cuda.cu */
+/* Replaces the device contents with a CPU buffer's raw slots and counters (synchronous). */
+vx_status vx_rc_upload(vx_replay_cuda *r, const vx_replay_raw *raw, vx_err *e);
 cudaError_t vx_rc_rank_refresh(vx_replay_cuda *r, cudaStream_t s);
 
 #endif
