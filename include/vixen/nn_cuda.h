@@ -38,17 +38,21 @@ vx_status vx_qnet_cuda_backward(vx_qnet_cuda *q, const float *params, const floa
                                 const float *dq, float *grads, cudaStream_t s, vx_err *e);
 
 /* Global-norm clipping and Adam on the device, with every scalar in device memory so the whole
- * update can be captured: norm_out receives the norm before clipping; the Adam step counter t is
- * incremented on the device. */
+ * update can be captured: vx_grad_clip_cuda writes the norm before clipping into *norm, and the
+ * next vx_adam_step_cuda applies the clip factor as it reads the gradients (and writes the
+ * clipped gradients back): two launches instead of a separate scaling pass. The Adam step counter
+ * t is incremented on the device. scratch must start zeroed (it holds arrival counters that the
+ * kernels reset after use). */
 typedef struct {
     double *norm;            /* device scalar */
     long long *t;            /* device step counter */
-    double *scratch;         /* device, >= 1024 doubles */
+    double *scratch;         /* device, >= 1024 doubles, zeroed once */
+    double max_norm;         /* host: the clip the next Adam step applies (0: none) */
 } vx_optim_dev;
 
 vx_status vx_grad_clip_cuda(float *grads, size_t n, double max_norm, vx_optim_dev *o,
                             cudaStream_t s, vx_err *e);
-vx_status vx_adam_step_cuda(const vx_adam_cfg *cfg, float *params, const float *grads, float *m,
+vx_status vx_adam_step_cuda(const vx_adam_cfg *cfg, float *params, float *grads, float *m,
                             float *v, size_t n, vx_optim_dev *o, cudaStream_t s, vx_err *e);
 
 #ifdef __cplusplus

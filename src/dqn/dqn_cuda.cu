@@ -99,17 +99,18 @@ struct vx_dqn_cuda {
     vx_loss_shape shape;
     vx_replay_cuda *replay;
     cudaStream_t s;
-    vx_qnet_cuda *qs, *qn, *qt;
+    vx_qnet_cuda *qs, *qt; /* qs: online on [s; s′] (2B rows, one pass); qt: target on s′ */
     float *target, *grads, *m, *v, *dq, *loss, *prio;
     vx_optim_dev o;
     vx_replay_batch b;
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     long long updates;
-    /* online(s′) and target(s′) run beside online(s): two side streams, forked and joined by
-     * events (inside the graph these become parallel branches) */
+    /* target(s′) runs beside online([s; s′]): a side stream, forked and joined by events (inside
+     * the graph, parallel branches) */
     cudaStream_t side[2];
     cudaEvent_t fork, join[2];
+    float *obs2; /* the sampled s and s′ rows back to back: b.obs = obs2, b.next_obs = obs2 + B·D */
     /* statistics summed on the device over the updates since the last reset, read back
      * asynchronously into pinned memory (vx_dqn_cuda_stats_*) */
     float2 *qstat;
@@ -165,19 +166,17 @@ static vx_status update_body(vx_dqn_cuda *d, vx_err *e)
     st = vx_replay_cuda_sample(d->replay, (size_t)B, &d->b, d->s, e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaEventRecord(d->fork, d->s));
-    VX_CUDA_CHECK(cudaStreamWaitEvent(d->side[0], d->fork, 0));
     VX_CUDA_CHECK(cudaStreamWaitEvent(d->side[1], d->fork, 0));
-    st = vx_qnet_cuda_forward(d->qs, online, d->b.obs, B, d->s, e);
-    if (!st) st = vx_qnet_cuda_forward(d->qn, online, d->b.next_obs, B, d->side[0], e);
+    /* online(s) and online(s′) as one pass over 2B rows: rows 0..B−1 of every activation are
+     * online(s)'s, which the backward pass reads */
+    st = vx_qnet_cuda_forward(d->qs, online, d->obs2, 2 * B, d->s, e);
     if (!st) st = vx_qnet_cuda_forward(d->qt, d->target, d->b.next_obs, B, d->side[1], e);
     if (st) goto fail;
-    VX_CUDA_CHECK(cudaEventRecord(d->join[0], d->side[0]));
     VX_CUDA_CHECK(cudaEventRecord(d->join[1], d->side[1]));
-    VX_CUDA_CHECK(cudaStreamWaitEvent(d->s, d->join[0], 0));
     VX_CUDA_CHECK(cudaStreamWaitEvent(d->s, d->join[1], 0));
     loss_kernel<<<(B + 127) / 128, 128, 0, d->s>>>(
         d->shape, d->cfg.loss, (float)d->cfg.huber_kappa, d->cfg.gamma, vx_qnet_cuda_output(d->qs),
-        vx_qnet_cuda_output(d->qn), vx_qnet_cuda_output(d->qt), O, d->b, B, d->dq, d->loss,
+        vx_qnet_cuda_output(d->qs) + (size_t)B * O, vx_qnet_cuda_output(d->qt), O, d->b, B, d->dq, d->loss,
         d->prio, d->qstat);
     VX_CUDA_LAUNCH_CHECK();
     if (!st) st = vx_qnet_cuda_backward(d->qs, online, d->b.obs, B, d->dq, d->grads, d->s, e);
@@ -208,11 +207,11 @@ extern "C" void vx_dqn_cuda_free(vx_dqn_cuda *d)
     if (d->fork) cudaEventDestroy(d->fork);
     if (d->acc_ready) cudaEventDestroy(d->acc_ready);
     cudaFree(d->qstat), cudaFree(d->acc), cudaFreeHost(d->acc_host);
-    vx_qnet_cuda_free(d->qs), vx_qnet_cuda_free(d->qn), vx_qnet_cuda_free(d->qt);
+    vx_qnet_cuda_free(d->qs), vx_qnet_cuda_free(d->qt);
     cudaFree(d->target), cudaFree(d->grads), cudaFree(d->m), cudaFree(d->v), cudaFree(d->dq);
     cudaFree(d->loss), cudaFree(d->prio), cudaFree(d->o.norm), cudaFree(d->o.t);
     cudaFree(d->o.scratch);
-    cudaFree(d->b.obs), cudaFree(d->b.next_obs), cudaFree(d->b.actions), cudaFree(d->b.rewards);
+    cudaFree(d->obs2), cudaFree(d->b.actions), cudaFree(d->b.rewards);
     cudaFree(d->b.terminated), cudaFree(d->b.truncated), cudaFree(d->b.steps);
     cudaFree(d->b.weights), cudaFree(d->b.index), cudaFree(d->b.gen);
     free(d);
@@ -238,8 +237,7 @@ extern "C" vx_status vx_dqn_cuda_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg
     d->replay = replay;
     d->s = s;
     size_t np = d->L.n_params, B = (size_t)cfg->batch, O = (size_t)d->L.out_dim, D = (size_t)d->L.cfg.in_dim;
-    st = vx_qnet_cuda_create(&d->L, (int)B, &d->qs, e);
-    if (!st) st = vx_qnet_cuda_create(&d->L, (int)B, &d->qn, e);
+    st = vx_qnet_cuda_create(&d->L, 2 * (int)B, &d->qs, e);
     if (!st) st = vx_qnet_cuda_create(&d->L, (int)B, &d->qt, e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaStreamCreateWithFlags(&d->side[0], cudaStreamNonBlocking));
@@ -262,8 +260,10 @@ extern "C" vx_status vx_dqn_cuda_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg
     VX_CUDA_CHECK(cudaMalloc((void **)&d->o.norm, 8));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->o.t, 8));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->o.scratch, 1024 * 8));
-    VX_CUDA_CHECK(cudaMalloc((void **)&d->b.obs, B * D * 4));
-    VX_CUDA_CHECK(cudaMalloc((void **)&d->b.next_obs, B * D * 4));
+    VX_CUDA_CHECK(cudaMemsetAsync(d->o.scratch, 0, 1024 * 8, s));
+    VX_CUDA_CHECK(cudaMalloc((void **)&d->obs2, 2 * B * D * 4));
+    d->b.obs = d->obs2;
+    d->b.next_obs = d->obs2 + B * D;
     VX_CUDA_CHECK(cudaMalloc((void **)&d->b.actions, B * 12));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->b.rewards, B * 4));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->b.terminated, B));

@@ -388,11 +388,17 @@ fail:
 
 /* ---- clipping and Adam ----------------------------------------------------------------------- */
 
-/* Σ g² in double: 1024 block partial sums (fixed blocks, fixed order), then one block adds them in
- * order — deterministic run to run. */
-static __global__ void sumsq_partial_kernel(const float *g, size_t n, double *part)
+/* Σ g² in double: NORM_BLOCKS block partial sums (fixed blocks, fixed order); the last block to
+ * finish adds the partials in a fixed tree and writes the norm — one launch, the same bits every
+ * run. (The "last block" is the one whose arrival count is NORM_BLOCKS − 1: every other block
+ * has written its partial by then.) */
+#define NORM_BLOCKS 256
+
+static __global__ void sumsq_kernel(const float *g, size_t n, double *part, unsigned *arrived,
+                                    double *norm)
 {
     __shared__ double sh[256];
+    __shared__ int last;
     double acc = 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
@@ -403,70 +409,91 @@ static __global__ void sumsq_partial_kernel(const float *g, size_t n, double *pa
         if (threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
         __syncthreads();
     }
-    if (threadIdx.x == 0) part[blockIdx.x] = sh[0];
-}
-
-static __global__ void norm_final_kernel(const double *part, int np, double *norm)
-{
-    if (threadIdx.x != 0 || blockIdx.x != 0) return;
-    double s = 0;
-    for (int i = 0; i < np; i++) s += part[i];
-    *norm = sqrt(s);
-}
-
-static __global__ void clip_kernel(float *g, size_t n, const double *norm, double max_norm)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    double nn = *norm;
-    if (i < n && max_norm > 0 && nn > max_norm) g[i] *= (float)(max_norm / nn);
+    if (threadIdx.x == 0) {
+        part[blockIdx.x] = sh[0];
+        __threadfence();
+        last = atomicAdd(arrived, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    sh[threadIdx.x] = threadIdx.x < gridDim.x ? ((volatile double *)part)[threadIdx.x] : 0.0;
+    __syncthreads();
+    for (int o = 128; o > 0; o >>= 1) {
+        if (threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        *norm = sqrt(sh[0]);
+        *arrived = 0; /* ready for the next launch */
+    }
 }
 
 extern "C" vx_status vx_grad_clip_cuda(float *g, size_t n, double max_norm, vx_optim_dev *o,
                                        cudaStream_t s, vx_err *e)
 {
     vx_status st = VX_OK;
-    sumsq_partial_kernel<<<1024, 256, 0, s>>>(g, n, o->scratch);
+    sumsq_kernel<<<NORM_BLOCKS, 256, 0, s>>>(g, n, o->scratch, (unsigned *)(o->scratch + NORM_BLOCKS),
+                                             o->norm);
     VX_CUDA_LAUNCH_CHECK();
-    norm_final_kernel<<<1, 32, 0, s>>>(o->scratch, 1024, o->norm);
-    VX_CUDA_LAUNCH_CHECK();
-    clip_kernel<<<blocks_for(n), 256, 0, s>>>(g, n, o->norm, max_norm);
-    VX_CUDA_LAUNCH_CHECK();
+    o->max_norm = max_norm;
 fail:
     return st;
 }
 
-static __global__ void adam_kernel(float *p, const float *g, float *m, float *v, size_t n,
-                                   long long *tp, double lr_d, double b1d, double b2d, double epsd,
-                                   double wdd)
+/* Adam, with the gradient clipping of vx_grad_clip_cuda applied on the way in (the clipped
+ * gradient is written back, as the CPU's in-place clip leaves it). The step counter is advanced
+ * by the last block to finish: every block has read it by then. */
+static __global__ void adam_kernel(float *p, float *g, float *m, float *v, size_t n,
+                                   long long *tp, unsigned *arrived, const double *norm,
+                                   double max_norm, double lr_d, double b1d, double b2d,
+                                   double epsd, double wdd)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    long long t = *tp + 1; /* this step's count; the counter is advanced after, in stream order */
-    if (i >= n) return;
+    long long t = *tp + 1; /* this step's count */
+    if (i < n) {
+    double nn = norm ? *norm : 0;
+    float gi = g[i];
+    if (max_norm > 0 && nn > max_norm) {
+        gi *= (float)(max_norm / nn);
+        g[i] = gi;
+    }
     /* the CPU's float arithmetic, operation for operation */
     const float c1 = (float)(1.0 / (1.0 - pow(b1d, (double)t)));
     const float c2 = (float)(1.0 / (1.0 - pow(b2d, (double)t)));
     const float lr = (float)lr_d, eps = (float)epsd, wd = (float)wdd, b1 = (float)b1d, b2 = (float)b2d;
-    float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(1 - b1, g[i]));
-    float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(1 - b2, g[i]), g[i]));
+    float mi = __fadd_rn(__fmul_rn(b1, m[i]), __fmul_rn(1 - b1, gi));
+    float vi = __fadd_rn(__fmul_rn(b2, v[i]), __fmul_rn(__fmul_rn(1 - b2, gi), gi));
     m[i] = mi;
     v[i] = vi;
     float upd = __fadd_rn(__fdiv_rn(__fmul_rn(mi, c1), __fadd_rn(__fsqrt_rn(__fmul_rn(vi, c2)), eps)),
                           __fmul_rn(wd, p[i]));
     p[i] = __fsub_rn(p[i], __fmul_rn(lr, upd));
+    }
+    __shared__ int last;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(arrived, 1u) == gridDim.x - 1;
+        if (last) {
+            *tp = t;
+            *arrived = 0;
+        }
+    }
 }
 
-static __global__ void step_counter_kernel(long long *t) { *t += 1; }
-
-extern "C" vx_status vx_adam_step_cuda(const vx_adam_cfg *cfg, float *p, const float *g, float *m,
+extern "C" vx_status vx_adam_step_cuda(const vx_adam_cfg *cfg, float *p, float *g, float *m,
                                        float *v, size_t n, vx_optim_dev *o, cudaStream_t s,
                                        vx_err *e)
 {
     vx_status st = VX_OK;
-    adam_kernel<<<blocks_for(n), 256, 0, s>>>(p, g, m, v, n, o->t, cfg->lr, cfg->beta1, cfg->beta2,
-                                              cfg->eps, cfg->weight_decay);
+    adam_kernel<<<blocks_for(n), 256, 0, s>>>(p, g, m, v, n, o->t,
+                                              (unsigned *)(o->scratch + NORM_BLOCKS + 1),
+                                              o->max_norm > 0 ? o->norm : NULL, o->max_norm,
+                                              cfg->lr, cfg->beta1, cfg->beta2, cfg->eps,
+                                              cfg->weight_decay);
     VX_CUDA_LAUNCH_CHECK();
-    step_counter_kernel<<<1, 1, 0, s>>>(o->t);
-    VX_CUDA_LAUNCH_CHECK();
+    o->max_norm = 0; /* a clip applies to the next Adam step only */
 fail:
     return st;
 }

@@ -99,6 +99,7 @@ static void one_update(int loss)
     CK(cudaMalloc((void **)&o.norm, 8));
     CK(cudaMalloc((void **)&o.t, 8));
     CK(cudaMalloc((void **)&o.scratch, 1024 * 8));
+    CK(cudaMemset(o.scratch, 0, 1024 * 8));
     CK(cudaMemset(o.t, 0, 8));
     assert_int_equal(vx_grad_clip_cuda(d_g, np, dc.grad_clip, &o, 0, &e), VX_OK);
     assert_int_equal(vx_adam_step_cuda(&dc.adam, d_on, d_g, d_m, d_v, np, &o, 0, &e), VX_OK);
