@@ -11,7 +11,9 @@
  * With Z = 1 the output is the Q-values; with Z = 51 it is the logits whose softmax over z gives
  * each (branch, action)'s return distribution (the dueling form applied per atom, as in Rainbow).
  * All parameters live in one flat array (so Adam, clipping and checkpoints see one vector); the
- * layout gives each tensor's offset. Weights are stored [in × out], row-major. */
+ * layout gives each tensor's offset, each on a 16-byte boundary (the padding floats between
+ * tensors are zero and stay zero: no gradient reaches them). Weights are stored [in × out],
+ * row-major. */
 #ifndef VIXEN_NN_H
 #define VIXEN_NN_H
 
@@ -50,7 +52,8 @@ typedef struct {
     vx_dense adv1[VX_QNET_MAX_BRANCHES], adv2[VX_QNET_MAX_BRANCHES];
     int out_offset[VX_QNET_MAX_BRANCHES]; /* where branch d starts in a row of the output */
     int out_dim;                          /* Σ_d n_d · Z */
-    size_t n_params;
+    size_t n_params;                      /* length of the flat vector (tensors 16-byte aligned) */
+    size_t n_weights;                     /* trainable numbers: n_params less the zero padding */
     size_t n_tensors;                     /* weights and biases, for checkpoints */
 } vx_qnet_layout;
 

@@ -68,9 +68,9 @@ vx_status vx_dqn_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg *qcfg, uint64_t
     d->shape.v_min = (float)cfg->v_min;
     d->shape.v_max = (float)cfg->v_max;
     size_t np = d->L.n_params, B = (size_t)cfg->batch;
-    d->online = malloc(np * sizeof(float));
-    d->target = malloc(np * sizeof(float));
-    d->grads = malloc(np * sizeof(float));
+    d->online = calloc(np, sizeof(float)); /* zero padding between tensors (nn.h) */
+    d->target = calloc(np, sizeof(float));
+    d->grads = calloc(np, sizeof(float));
     d->dq = malloc(B * (size_t)d->L.out_dim * sizeof(float));
     d->priority = malloc(B * sizeof(float));
     if (!d->online || !d->target || !d->grads || !d->dq || !d->priority) {

@@ -272,6 +272,7 @@ extern "C" vx_status vx_dqn_cuda_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg
     VX_CUDA_CHECK(cudaMalloc((void **)&d->b.weights, B * 4));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->b.index, B * 4));
     VX_CUDA_CHECK(cudaMalloc((void **)&d->b.gen, B * 4));
+    VX_CUDA_CHECK(cudaMemsetAsync(d->grads, 0, np * 4, s)); /* the padding is never written */
     VX_CUDA_CHECK(cudaMemsetAsync(d->m, 0, np * 4, s));
     VX_CUDA_CHECK(cudaMemsetAsync(d->v, 0, np * 4, s));
     VX_CUDA_CHECK(cudaMemsetAsync(d->o.t, 0, 8, s));

@@ -31,10 +31,18 @@ void vx_qnet_cfg_default(vx_qnet_cfg *c)
     c->atoms = 1;
 }
 
-static vx_dense dense_at(size_t *off, int in, int out)
+/* Every tensor starts on a 16-byte boundary (4 floats): the GPU's fused GEMM kernels load
+ * weights and biases in 16-byte vectors. The few padding floats stay zero. */
+static size_t align4(size_t off) { return (off + 3) & ~(size_t)3; }
+
+static vx_dense dense_at(size_t *off, size_t *weights, int in, int out)
 {
-    vx_dense d = {.w = *off, .b = *off + (size_t)in * out, .in = in, .out = out};
-    *off += (size_t)in * out + (size_t)out;
+    vx_dense d;
+    d.w = align4(*off);
+    d.b = align4(d.w + (size_t)in * out);
+    d.in = in, d.out = out;
+    *off = d.b + (size_t)out;
+    *weights += (size_t)in * out + (size_t)out;
     return d;
 }
 
@@ -54,23 +62,24 @@ vx_status vx_qnet_layout_make(const vx_qnet_cfg *c, vx_qnet_layout *L, vx_err *e
         if (c->branch[d] < 1 || c->branch[d] > 4096)
             return vx_err_set(e, VX_ERR_ARG, "qnet: branch %d has %d actions", d, c->branch[d]);
     L->cfg = *c;
-    size_t off = 0;
+    size_t off = 0, weights = 0;
     int in = c->in_dim;
     for (int l = 0; l < c->n_trunk; l++) {
-        L->trunk[l] = dense_at(&off, in, c->trunk[l]);
+        L->trunk[l] = dense_at(&off, &weights, in, c->trunk[l]);
         in = c->trunk[l];
     }
-    L->value1 = dense_at(&off, in, c->head_hidden);
-    L->value2 = dense_at(&off, c->head_hidden, c->atoms);
+    L->value1 = dense_at(&off, &weights, in, c->head_hidden);
+    L->value2 = dense_at(&off, &weights, c->head_hidden, c->atoms);
     int out = 0;
     for (int d = 0; d < c->n_branches; d++) {
-        L->adv1[d] = dense_at(&off, in, c->head_hidden);
-        L->adv2[d] = dense_at(&off, c->head_hidden, c->branch[d] * c->atoms);
+        L->adv1[d] = dense_at(&off, &weights, in, c->head_hidden);
+        L->adv2[d] = dense_at(&off, &weights, c->head_hidden, c->branch[d] * c->atoms);
         L->out_offset[d] = out;
         out += c->branch[d] * c->atoms;
     }
     L->out_dim = out;
-    L->n_params = off;
+    L->n_params = align4(off);
+    L->n_weights = weights;
     L->n_tensors = 2 * ((size_t)c->n_trunk + 2 + 2 * (size_t)c->n_branches);
     return VX_OK;
 }
@@ -184,6 +193,8 @@ void vx_qnet_init(const vx_qnet_layout *L, uint64_t seed, float *params)
     const vx_dense *d[2 * VX_QNET_MAX_TRUNK + 4 * VX_QNET_MAX_BRANCHES];
     char names[2 * VX_QNET_MAX_TRUNK + 4 * VX_QNET_MAX_BRANCHES][32];
     int n = dense_list(L, d, names);
+    memset(params, 0, L->n_params * sizeof(float)); /* the padding between tensors */
+    memset(params, 0, L->n_params * sizeof(float)); /* the padding between tensors */
     for (int k = 0; k < n; k++) {
         /* the value head's and each branch's second layer are the linear outputs */
         int is_output = d[k] == &L->value2;

@@ -11,6 +11,7 @@
  * head writes its own dV and trunk-gradient parts, summed afterwards in a fixed order. */
 #include "vixen/nn_cuda.h"
 #include "../util/cuda_check.h"
+#include "dense_lt.h"
 
 #include <cublas_v2.h>
 #include <stdlib.h>
@@ -36,7 +37,10 @@ struct vx_qnet_cuda {
     cublasHandle_t hb[HEADS];
     void *hws[HEADS];
     cudaEvent_t fork, done[HEADS], dv_done[HEADS];
+    vx_dense_lt *lt; /* fused GEMM epilogues (dense_lt.h) */
 };
+
+#define MAIN_WS (32u << 20)
 
 #define BLAS_CHECK(call)                                                                           \
     do {                                                                                           \
@@ -91,6 +95,7 @@ extern "C" void vx_qnet_cuda_free(vx_qnet_cuda *q)
         cudaFree(q->hws[h]);
     }
     if (q->fork) cudaEventDestroy(q->fork);
+    vx_dense_lt_free(q->lt);
     cudaFree(q->params);
     cudaFree(q->mem);
     cudaFree(q->blas_ws);
@@ -127,8 +132,10 @@ extern "C" vx_status vx_qnet_cuda_create(const vx_qnet_layout *L, int max_batch,
     float *p;
     BLAS_CHECK(cublasCreate(&q->blas));
     BLAS_CHECK(cublasSetMathMode(q->blas, CUBLAS_DEFAULT_MATH));
-    VX_CUDA_CHECK(cudaMalloc(&q->blas_ws, 32u << 20));
-    BLAS_CHECK(cublasSetWorkspace(q->blas, q->blas_ws, 32u << 20));
+    VX_CUDA_CHECK(cudaMalloc(&q->blas_ws, MAIN_WS));
+    BLAS_CHECK(cublasSetWorkspace(q->blas, q->blas_ws, MAIN_WS));
+    st = vx_dense_lt_create(&q->lt, e);
+    if (st) goto fail;
     for (int h = 0; h < nh; h++) {
         VX_CUDA_CHECK(cudaStreamCreateWithFlags(&q->hs[h], cudaStreamNonBlocking));
         VX_CUDA_CHECK(cudaEventCreateWithFlags(&q->done[h], cudaEventDisableTiming));
@@ -185,12 +192,23 @@ fail:
 }
 
 /* y = x W + b, then ReLU if relu; x: B × in, y: B × out (row-major) */
-static vx_status dense(cublasHandle_t hnd, const float *P, const vx_dense *d, const float *x, int B,
-                       float *y, int relu, cudaStream_t s, vx_err *e)
+/* the cuBLAS handle and workspace of head h (−1: the caller's stream) */
+static cublasHandle_t handle_of(vx_qnet_cuda *q, int h) { return h < 0 ? q->blas : q->hb[h]; }
+static void *ws_of(vx_qnet_cuda *q, int h) { return h < 0 ? q->blas_ws : q->hws[h]; }
+static size_t ws_size_of(int h) { return h < 0 ? MAIN_WS : HEAD_WS; }
+
+/* y = x W + b, ReLU when relu: one fused cuBLASLt kernel, or a GEMM and a bias kernel where
+ * cuBLASLt has no fused one */
+static vx_status dense(vx_qnet_cuda *q, int head, const float *P, const vx_dense *d, const float *x,
+                       int B, float *y, int relu, cudaStream_t s, vx_err *e)
 {
     vx_status st = VX_OK;
     const float one = 1.0f, zero = 0.0f;
     size_t n = (size_t)B * d->out;
+    int fused = 0;
+    cublasHandle_t hnd = handle_of(q, head);
+    st = vx_dense_lt_forward(q->lt, ws_of(q, head), ws_size_of(head), P, d, x, B, y, relu, s, &fused, e);
+    if (st || fused) return st;
     BLAS_CHECK(cublasSgemm(hnd, CUBLAS_OP_N, CUBLAS_OP_N, d->out, B, d->in, &one, P + d->w,
                            d->out, x, d->in, &zero, y, d->out));
     bias_relu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(y, P + d->b, (size_t)B, d->out, relu);
@@ -212,22 +230,22 @@ extern "C" vx_status vx_qnet_cuda_forward(vx_qnet_cuda *q, const float *params, 
     int Z = c->atoms;
     BLAS_CHECK(cublasSetStream(q->blas, s));
     for (int l = 0; l < c->n_trunk && !st; l++) {
-        st = dense(q->blas, P, &L->trunk[l], h, B, q->trunk[l], 1, s, e);
+        st = dense(q, -1, P, &L->trunk[l], h, B, q->trunk[l], 1, s, e);
         h = q->trunk[l];
     }
     if (st) goto fail;
     /* the heads, forked: value on stream 0; branch d on stream 1 + d, its dueling step behind V */
     VX_CUDA_CHECK(cudaEventRecord(q->fork, s));
     for (int k = 0; k <= c->n_branches; k++) VX_CUDA_CHECK(cudaStreamWaitEvent(q->hs[k], q->fork, 0));
-    st = dense(q->hb[0], P, &L->value1, h, B, q->v1, 1, q->hs[0], e);
-    if (!st) st = dense(q->hb[0], P, &L->value2, q->v1, B, q->v, 0, q->hs[0], e);
+    st = dense(q, 0, P, &L->value1, h, B, q->v1, 1, q->hs[0], e);
+    if (!st) st = dense(q, 0, P, &L->value2, q->v1, B, q->v, 0, q->hs[0], e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaEventRecord(q->done[0], q->hs[0]));
     for (int d = 0; d < c->n_branches; d++) {
         cudaStream_t hs = q->hs[1 + d];
         size_t n = (size_t)B * Z;
-        st = dense(q->hb[1 + d], P, &L->adv1[d], h, B, q->a1[d], 1, hs, e);
-        if (!st) st = dense(q->hb[1 + d], P, &L->adv2[d], q->a1[d], B, q->a[d], 0, hs, e);
+        st = dense(q, 1 + d, P, &L->adv1[d], h, B, q->a1[d], 1, hs, e);
+        if (!st) st = dense(q, 1 + d, P, &L->adv2[d], q->a1[d], B, q->a[d], 0, hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->done[0], 0));
         dueling_kernel<<<(unsigned)((n + 255) / 256), 256, 0, hs>>>(q->v, q->a[d], q->q, B,
@@ -285,15 +303,22 @@ static unsigned blocks_for(size_t n) { return (unsigned)((n + 255) / 256); }
 /* dW = xᵀ dy, db = Σ_rows dy (a GEMV with a ones vector: cuBLAS's fixed reduction order, the same
  * bits every run; a one-thread-per-column loop over the rows took ~10 µs per layer at B = 1,024),
  * and dx (+)= dy Wᵀ when dx is not NULL */
-static vx_status dense_bwd(vx_qnet_cuda *q, cublasHandle_t hnd, const float *P, const vx_dense *d,
-                           const float *x, int B, const float *dy, float *g, float *dx, vx_err *e)
+static vx_status dense_bwd(vx_qnet_cuda *q, int head, const float *P, const vx_dense *d,
+                           const float *x, int B, const float *dy, float *g, float *dx,
+                           cudaStream_t s, vx_err *e)
 {
     vx_status st = VX_OK;
     const float one = 1.0f, zero = 0.0f;
-    BLAS_CHECK(cublasSgemm(hnd, CUBLAS_OP_N, CUBLAS_OP_T, d->out, d->in, B, &one, dy, d->out,
-                           x, d->in, &zero, g + d->w, d->out));
-    BLAS_CHECK(cublasSgemv(hnd, CUBLAS_OP_N, d->out, B, &one, dy, d->out, q->ones, 1, &zero,
-                           g + d->b, 1));
+    cublasHandle_t hnd = handle_of(q, head);
+    int fused = 0;
+    st = vx_dense_lt_wgrad(q->lt, ws_of(q, head), ws_size_of(head), d, x, B, dy, g, s, &fused, e);
+    if (st) goto fail;
+    if (!fused) {
+        BLAS_CHECK(cublasSgemm(hnd, CUBLAS_OP_N, CUBLAS_OP_T, d->out, d->in, B, &one, dy, d->out,
+                               x, d->in, &zero, g + d->w, d->out));
+        BLAS_CHECK(cublasSgemv(hnd, CUBLAS_OP_N, d->out, B, &one, dy, d->out, q->ones, 1, &zero,
+                               g + d->b, 1));
+    }
     if (dx)
         BLAS_CHECK(cublasSgemm(hnd, CUBLAS_OP_T, CUBLAS_OP_N, d->in, B, d->out, &one, P + d->w,
                                d->out, dy, d->out, &zero, dx, d->in));
@@ -320,7 +345,6 @@ extern "C" vx_status vx_qnet_cuda_backward(vx_qnet_cuda *q, const float *params,
      * two layers, ending in its own part of the trunk gradient */
     for (int d = 0; d < K; d++) {
         cudaStream_t hs = q->hs[1 + d];
-        cublasHandle_t hb = q->hb[1 + d];
         size_t n = (size_t)B * Z;
         VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->fork, 0));
         dueling_bwd_kernel<<<blocks_for(n), 256, 0, hs>>>(dq, q->dv_b[d], q->da_b[d], B,
@@ -328,12 +352,12 @@ extern "C" vx_status vx_qnet_cuda_backward(vx_qnet_cuda *q, const float *params,
                                                          L->out_offset[d]);
         VX_CUDA_LAUNCH_CHECK();
         VX_CUDA_CHECK(cudaEventRecord(q->dv_done[d], hs));
-        st = dense_bwd(q, hb, P, &L->adv2[d], q->a1[d], B, q->da_b[d], g, q->dhid_h[1 + d], e);
+        st = dense_bwd(q, 1 + d, P, &L->adv2[d], q->a1[d], B, q->da_b[d], g, q->dhid_h[1 + d], hs, e);
         if (st) goto fail;
         relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, hs>>>(q->dhid_h[1 + d], q->a1[d],
                                                                     (size_t)B * Hh);
         VX_CUDA_LAUNCH_CHECK();
-        st = dense_bwd(q, hb, P, &L->adv1[d], top, B, q->dhid_h[1 + d], g, q->dh_h[1 + d], e);
+        st = dense_bwd(q, 1 + d, P, &L->adv1[d], top, B, q->dhid_h[1 + d], g, q->dh_h[1 + d], hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaEventRecord(q->done[1 + d], hs));
     }
@@ -353,11 +377,11 @@ extern "C" vx_status vx_qnet_cuda_backward(vx_qnet_cuda *q, const float *params,
         } else {
             VX_CUDA_CHECK(cudaMemsetAsync(q->dv, 0, (size_t)B * Z * 4, hs));
         }
-        st = dense_bwd(q, q->hb[0], P, &L->value2, q->v1, B, q->dv, g, q->dhid_h[0], e);
+        st = dense_bwd(q, 0, P, &L->value2, q->v1, B, q->dv, g, q->dhid_h[0], hs, e);
         if (st) goto fail;
         relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, hs>>>(q->dhid_h[0], q->v1, (size_t)B * Hh);
         VX_CUDA_LAUNCH_CHECK();
-        st = dense_bwd(q, q->hb[0], P, &L->value1, top, B, q->dhid_h[0], g, q->dh_h[0], e);
+        st = dense_bwd(q, 0, P, &L->value1, top, B, q->dhid_h[0], g, q->dh_h[0], hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaEventRecord(q->done[0], hs));
     }
@@ -377,7 +401,7 @@ extern "C" vx_status vx_qnet_cuda_backward(vx_qnet_cuda *q, const float *params,
         relu_mask_kernel<<<blocks_for(n), 256, 0, s>>>(dh, q->trunk[l], n);
         VX_CUDA_LAUNCH_CHECK();
         const float *in = l ? q->trunk[l - 1] : x;
-        st = dense_bwd(q, q->blas, P, &L->trunk[l], in, B, dh, g, l ? dh2 : NULL, e);
+        st = dense_bwd(q, -1, P, &L->trunk[l], in, B, dh, g, l ? dh2 : NULL, s, e);
         float *t = dh;
         dh = dh2;
         dh2 = t;

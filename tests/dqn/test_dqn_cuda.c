@@ -86,6 +86,7 @@ static void one_update(int loss)
     CK(cudaMalloc((void **)&d_loss, B * 4));
     CK(cudaMalloc((void **)&d_pr, B * 4));
     CK(cudaMalloc((void **)&d_g, np * 4));
+    CK(cudaMemset(d_g, 0, np * 4)); /* the padding between tensors is never written */
     CK(cudaMalloc((void **)&d_m, np * 4));
     CK(cudaMalloc((void **)&d_v, np * 4));
     CK(cudaMemset(d_m, 0, np * 4));

@@ -147,14 +147,15 @@ static void test_graphs_match_the_synchronous_path(void **state)
  *   - Adam's ε = 1e-8: a parameter whose gradient is near zero moves by ±lr whichever sign the
  *     rounding gives it, so the runs drift apart from the first epoch (4e-4 after 40 updates).
  *     The comparison runs Adam with ε = 1e-3 (a step then follows its gradient); with it the
- *     first five epochs (200 updates) agreed to 2e-8.
+ *     first epoch agreed to 1.5e-8–2.7e-8 under three different GPU summation orders.
  *   - Discrete decisions: once a near-tie flips one sample's Double-DQN argmax (or a ReLU), that
  *     sample's target moves by a real amount and the runs become two samples of the same
- *     learning process (here from epoch 6: 5e-4, then about 1e-2 per epoch).
- * So: the first three epochs must agree to 1e-6 (exact arithmetic up to rounding, before any
- * flip), and every epoch to 5e-2 — far below what a wrong gradient, target or sample does to the
- * loss over ten epochs (it stops learning, or learns something else: tens of percent). */
-#define CPU_GPU_EXACT_EPOCHS 3
+ *     learning process. When that happens depends on rounding: at epoch 3, 6 and 8 under those
+ *     three summation orders, then about 1e-2 per epoch.
+ * So: the first epoch (40 updates) must agree to 1e-6 (exact arithmetic up to rounding), and
+ * every epoch to 5e-2 — far below what a wrong gradient, target or sample does to the loss over
+ * ten epochs (it stops learning, or learns something else: tens of percent). */
+#define CPU_GPU_EXACT_EPOCHS 1
 #define CPU_GPU_EXACT_TOL 1e-6
 #define CPU_GPU_LOSS_TOL 5e-2
 #define CPU_GPU_ADAM_EPS 1e-3
@@ -199,7 +200,7 @@ static void test_cpu_and_gpu_agree(void **state)
         num += ((double)w1[i] - w2[i]) * ((double)w1[i] - w2[i]);
         den += (double)w2[i] * w2[i];
     }
-    printf("CPU vs GPU, 10 epochs: first %d epochs' loss relative difference at most %.2e "
+    printf("CPU vs GPU, 10 epochs: first %d epoch(s)' loss relative difference at most %.2e "
            "(tolerance %.0e); all epochs at most %.2e (tolerance %.0e); final weights relative L2 "
            "%.2e\n",
            CPU_GPU_EXACT_EPOCHS, worst_exact, CPU_GPU_EXACT_TOL, worst, CPU_GPU_LOSS_TOL,

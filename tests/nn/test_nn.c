@@ -35,24 +35,28 @@ static void test_default_size(void **state)
     assert_int_equal(vx_qnet_layout_make(&c, &L, &e), VX_OK);
     size_t want = (51 * 256 + 256) + (256 * 256 + 256) + (256 * 64 + 64) + (64 + 1) +
                   3 * (256 * 64 + 64) + (64 * 9 + 9) + 2 * (64 * 3 + 3);
-    assert_int_equal(L.n_params, want);
-    assert_int_equal(L.n_params, 145936);
+    assert_int_equal(L.n_weights, want);
+    assert_int_equal(L.n_weights, 145936);
+    assert_true(L.n_params >= L.n_weights && L.n_params < L.n_weights + 4 * 2 * L.n_tensors);
     assert_int_equal(L.out_dim, 15);
     assert_int_equal(L.n_tensors, 20); /* 10 dense layers: 2 trunk, 2 value, 2 per branch */
     c.atoms = 51;
     assert_int_equal(vx_qnet_layout_make(&c, &L, &e), VX_OK);
     assert_int_equal(L.out_dim, 15 * 51);
-    /* tensors tile the parameter vector exactly, in order */
-    size_t next = 0;
+    /* tensors in order, each on a 16-byte boundary, with less than 4 floats of padding before it */
+    size_t next = 0, sum = 0;
     for (size_t i = 0; i < L.n_tensors; i++) {
         char name[64];
         size_t off;
         int r, k;
         vx_qnet_tensor(&L, i, name, sizeof name, &off, &r, &k);
-        assert_int_equal(off, next);
-        next += (size_t)r * k;
+        assert_int_equal(off % 4, 0);
+        assert_true(off >= next && off < next + 4);
+        next = off + (size_t)r * k;
+        sum += (size_t)r * k;
     }
-    assert_int_equal(next, L.n_params);
+    assert_int_equal(sum, L.n_weights);
+    assert_true(next <= L.n_params && L.n_params < next + 4);
     char name[64];
     size_t off;
     int r, k;
@@ -114,7 +118,7 @@ static void check_gradients(int atoms)
     assert_int_equal(vx_qnet_layout_make(&cfg, &L, &e), VX_OK);
     const int B = 4;
     size_t np = L.n_params, nq = (size_t)B * L.out_dim;
-    double *p = malloc(np * 8), *g = malloc(np * 8), *x = malloc((size_t)B * cfg.in_dim * 8);
+    double *p = malloc(np * 8), *g = calloc(np, 8), *x = malloc((size_t)B * cfg.in_dim * 8); /* padding: 0 */
     double *c = malloc(nq * 8), *q = malloc(nq * 8);
     fill_random(p, np, 1 + atoms, 0.5);
     for (size_t i = 0; i < np; i++) p[i] += 0.05; /* biases away from ReLU kinks */
@@ -166,8 +170,8 @@ static void test_dueling_and_float_matches_double(void **state)
     const int B = 6;
     size_t np = L.n_params, nq = (size_t)B * L.out_dim, nx = (size_t)B * cfg.in_dim;
     double *p = malloc(np * 8), *x = malloc(nx * 8), *q = malloc(nq * 8), *c = malloc(nq * 8),
-           *g = malloc(np * 8);
-    float *pf = malloc(np * 4), *xf = malloc(nx * 4), *cf = malloc(nq * 4), *gf = malloc(np * 4);
+           *g = calloc(np, 8); /* the padding between tensors gets no gradient: it stays 0 */
+    float *pf = malloc(np * 4), *xf = malloc(nx * 4), *cf = malloc(nq * 4), *gf = calloc(np, 4);
     fill_random(p, np, 11, 0.4);
     fill_random(x, nx, 12, 1.0);
     fill_random(c, nq, 13, 1.0);
