@@ -1,5 +1,6 @@
 /* bench_dqn_cuda.c — one captured DQN update on the GPU (sample → three forwards → loss →
- * backward → clip → Adam → priority update) with the default network at batch 1,024, from a
+ * backward → clip → Adam → priority update) with the default network at batch 1,024 and 4,096,
+ * in float32 and with TF32 GEMMs, from a
  * proportional device buffer of 100 K random transitions; median of 200 graph replays timed with
  * events, after 20 warm-ups. Built with CUDA only. */
 #include "bench.h"
@@ -14,7 +15,7 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
 {
     if (max < 1) return 0;
     const size_t N = 100000, D = 51;
-    const int batches[2] = {1024, 4096};
+    const int batches[4] = {1024, 4096, 1024, 4096}; /* float32, then TF32 */
     float *o = malloc(N * D * 4), *r = malloc(N * 4);
     int32_t *a = malloc(N * 12);
     uint8_t *f = calloc(N, 1);
@@ -37,10 +38,11 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
     free(o), free(r), free(a), free(f);
     int n = 0;
     vx_err e;
-    for (int k = 0; k < 2 && n < max; k++) {
+    for (int k = 0; k < 4 && n < max; k++) {
         vx_dqn_cfg dc;
         vx_dqn_cfg_default(&dc);
         dc.batch = batches[k];
+        dc.tf32 = k >= 2;
         vx_qnet_cfg qc;
         vx_qnet_cfg_default(&qc);
         vx_dqn cpu;
@@ -54,7 +56,7 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
         vx_dqn_cuda *d = NULL;
         if (!vx_replay_cuda_create(&rc, &rep, &e) && !vx_replay_cuda_insert(rep, &t, N, s, &e) &&
             !vx_dqn_cuda_create(&dc, &qc, cpu.online, rep, s, &d, &e)) {
-            if (log) fprintf(log, "bench: GPU DQN update at batch %d\n", batches[k]);
+            if (log) fprintf(log, "bench: GPU DQN update at batch %d%s\n", batches[k], dc.tf32 ? ", TF32" : "");
             cudaEvent_t e0, e1;
             cudaEventCreate(&e0);
             cudaEventCreate(&e1);
@@ -76,7 +78,7 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
                     }
                 vx_bench_result *x = &out[n++];
                 memset(x, 0, sizeof *x);
-                snprintf(x->name, sizeof x->name, "gpu_dqn_update_b%d", batches[k]);
+                snprintf(x->name, sizeof x->name, "gpu_dqn_update_b%d%s", batches[k], dc.tf32 ? "_tf32" : "");
                 snprintf(x->unit, sizeof x->unit, "us");
                 x->items = batches[k], x->seconds = ms[100] * 1e-3, x->value = ms[100] * 1e3;
                 x->target = batches[k] == 1024 ? 50 : 0;

@@ -135,6 +135,20 @@ int vx_bench_train_cuda(vx_bench_result *out, int max, FILE *log)
             fprintf(log, "auto batch: %lld updates in %d epochs\n", (long long)s.updates, EPOCHS);
         }
     }
+    /* TF32 GEMMs: the reference batch, and the batch the GPU chooses */
+    if (n + 2 <= max) {
+        reference(&c, dir, VX_DEVICE_CUDA, 100000, EPOCHS);
+        c.dqn.tf32 = 1;
+        if (run_one(&c, &s, log))
+            put(&out[n++], "gpu epoch tf32 (PER 100K, batch 1024)", "ms",
+                median_from(s.seconds, 1, EPOCHS) * 1e3, 20, 1);
+        reference(&c, dir, VX_DEVICE_CUDA, 1000000, EPOCHS);
+        c.dqn.tf32 = 1;
+        c.batch_set = 0;
+        if (run_one(&c, &s, log))
+            put(&out[n++], "gpu epoch tf32 (auto batch, PER 1M)", "ms",
+                median_from(s.seconds, 1, EPOCHS) * 1e3, 20, 1);
+    }
     /* the same reference epoch on the CPU path (2 epochs: the second has updates) */
     if (n < max) {
         reference(&c, dir, VX_DEVICE_CPU, 100000, 2);

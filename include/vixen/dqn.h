@@ -27,6 +27,7 @@ typedef struct {
     double tau;         /* Polyak averaging weight per update; 0 = hard copies */
     double grad_clip;   /* global-norm clip, 10; 0 = off */
     int batch;          /* 256 */
+    int tf32;           /* GPU only: TF32 tensor-core GEMMs (0: float32, as the CPU) */
     vx_adam_cfg adam;
 } vx_dqn_cfg;
 

@@ -19,6 +19,9 @@ typedef struct vx_qnet_cuda vx_qnet_cuda;
 vx_status vx_qnet_cuda_create(const vx_qnet_layout *L, int max_batch, vx_qnet_cuda **out,
                               vx_err *e);
 void vx_qnet_cuda_free(vx_qnet_cuda *q);
+/* TF32 tensor-core GEMMs (10-bit mantissa products, float32 sums): several times the float32
+ * throughput; off by default, and off in every parity test. */
+vx_status vx_qnet_cuda_set_tf32(vx_qnet_cuda *q, int on, vx_err *e);
 /* The device parameter vector (n_params floats), for uploads and optimizer kernels. */
 float *vx_qnet_cuda_params(vx_qnet_cuda *q);
 /* Copies host parameters in (asynchronously on s). */

@@ -30,6 +30,7 @@ typedef struct {
     const vx_qnet_layout *layout;
     const vx_loss_shape *shape;
     const float *act_params; /* device, n_params floats: the weights acting reads */
+    int tf32;                /* TF32 GEMMs for the acting forward pass */
 } vx_rollout_cfg;
 
 /* env: the N environments (the rollout steps them; they stay the caller's). */

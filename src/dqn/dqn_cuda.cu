@@ -239,6 +239,8 @@ extern "C" vx_status vx_dqn_cuda_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg
     size_t np = d->L.n_params, B = (size_t)cfg->batch, O = (size_t)d->L.out_dim, D = (size_t)d->L.cfg.in_dim;
     st = vx_qnet_cuda_create(&d->L, 2 * (int)B, &d->qs, e);
     if (!st) st = vx_qnet_cuda_create(&d->L, (int)B, &d->qt, e);
+    if (!st) st = vx_qnet_cuda_set_tf32(d->qs, cfg->tf32, e);
+    if (!st) st = vx_qnet_cuda_set_tf32(d->qt, cfg->tf32, e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaStreamCreateWithFlags(&d->side[0], cudaStreamNonBlocking));
     VX_CUDA_CHECK(cudaStreamCreateWithFlags(&d->side[1], cudaStreamNonBlocking));

@@ -206,6 +206,7 @@ extern "C" vx_status vx_rollout_cuda_create(const vx_rollout_cfg *cfg, vx_env_cu
     r->s = s;
     size_t N = (size_t)r->N, n = (size_t)r->n, slots = (size_t)r->T * N * n;
     st = vx_qnet_cuda_create(&r->L, r->N, &r->net, e);
+    if (!st) st = vx_qnet_cuda_set_tf32(r->net, cfg->tf32, e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaMalloc((void **)&r->obs[0], N * D * 4));
     VX_CUDA_CHECK(cudaMalloc((void **)&r->obs[1], N * D * 4));

@@ -57,6 +57,7 @@ static const key_def keys[] = {
     {"dqn.tau", T_DBL, F(dqn.tau), 0, 1, NULL, "Polyak weight (0: hard copies)"},
     {"dqn.grad_clip", T_DBL, F(dqn.grad_clip), 0, 1e12, NULL, "global gradient-norm clip (0: off)"},
     {"dqn.batch", T_INT, F(dqn.batch), 1, 1 << 20, NULL, "batch size"},
+    {"dqn.tf32", T_INT, F(dqn.tf32), 0, 1, NULL, "GPU: 1 for TF32 tensor-core GEMMs (0: float32, like the CPU)"},
     {"dqn.lr", T_DBL, F(dqn.adam.lr), 1e-12, 10, NULL, "Adam learning rate"},
     {"dqn.adam_beta1", T_DBL, F(dqn.adam.beta1), 0, 0.999999, NULL, "Adam beta1"},
     {"dqn.adam_beta2", T_DBL, F(dqn.adam.beta2), 0, 0.9999999, NULL, "Adam beta2"},

@@ -174,7 +174,7 @@ extern "C" vx_status vx_train_gpu_create(vx_trainer *t, vx_train_gpu **out, vx_e
     if (st) goto fail;
     {
         vx_rollout_cfg ro = {c->steps_per_epoch, c->dqn.n_step, c->dqn.gamma, c->seed,
-                             &t->dqn.L, &t->dqn.shape, g->act_params};
+                             &t->dqn.L, &t->dqn.shape, g->act_params, c->dqn.tf32};
         st = vx_rollout_cuda_create(&ro, g->env, g->collect, &g->roll, e);
     }
     if (st) goto fail;

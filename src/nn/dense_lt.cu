@@ -24,6 +24,7 @@ typedef struct {
 
 struct vx_dense_lt {
     cublasLtHandle_t h;
+    int tf32;
     plan plans[MAX_PLANS];
     int n;
 };
@@ -66,6 +67,14 @@ static unsigned align_of(const void *ptr)
     return a % 16 == 0 ? 16 : a % 8 == 0 ? 8 : a % 4 == 0 ? 4 : 1;
 }
 
+void vx_dense_lt_set_tf32(vx_dense_lt *lt, int on)
+{
+    if (lt->tf32 == !!on) return;
+    for (int i = 0; i < lt->n; i++) plan_free(&lt->plans[i]);
+    lt->n = 0;
+    lt->tf32 = !!on;
+}
+
 /* Finds or makes the plan; a shape cuBLASLt cannot fuse gets a plan with ok = 0. */
 static plan *get_plan(vx_dense_lt *lt, const vx_dense *d, int B, int kind, size_t ws_n,
                       const void *A, const void *Bp, const void *C)
@@ -84,7 +93,8 @@ static plan *get_plan(vx_dense_lt *lt, const vx_dense *d, int B, int kind, size_
     cublasLtEpilogue_t epi = kind == 0 ? CUBLASLT_EPILOGUE_BIAS
                            : kind == 1 ? CUBLASLT_EPILOGUE_RELU_BIAS
                                        : CUBLASLT_EPILOGUE_BGRADA;
-    int ok = cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
+    cublasComputeType_t ct = lt->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    int ok = cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
     ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == 0;
     ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == 0;
     ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0;

@@ -16,6 +16,8 @@
 typedef struct vx_dense_lt vx_dense_lt;
 
 vx_status vx_dense_lt_create(vx_dense_lt **out, vx_err *e);
+/* TF32 tensor-core math for the plans made from now on (off: plain float32). */
+void vx_dense_lt_set_tf32(vx_dense_lt *lt, int on);
 void vx_dense_lt_free(vx_dense_lt *lt);
 
 /* x: B × in, y: B × out (row-major, device); ws: a workspace of ws_n bytes used on stream s. */

@@ -178,6 +178,18 @@ fail:
     return st;
 }
 
+extern "C" vx_status vx_qnet_cuda_set_tf32(vx_qnet_cuda *q, int on, vx_err *e)
+{
+    vx_status st = VX_OK;
+    cublasMath_t mode = on ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH;
+    BLAS_CHECK(cublasSetMathMode(q->blas, mode));
+    for (int h = 0; h < HEADS; h++)
+        if (q->hb[h]) BLAS_CHECK(cublasSetMathMode(q->hb[h], mode));
+    vx_dense_lt_set_tf32(q->lt, on);
+fail:
+    return st;
+}
+
 extern "C" float *vx_qnet_cuda_params(vx_qnet_cuda *q) { return q->params; }
 extern "C" const float *vx_qnet_cuda_output(const vx_qnet_cuda *q) { return q->q; }
 

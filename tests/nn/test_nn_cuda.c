@@ -49,6 +49,19 @@ static void forward_parity(int atoms)
     printf("forward, atoms %d: relative L2 error %.2e, max abs difference %.2e\n", atoms,
            sqrt(num / den), worst);
     assert_true(sqrt(num / den) < 1e-5);
+    /* the TF32 switch: tensor-core products round inputs to 10-bit mantissas, so the output
+     * moves off the float32 result by ~1e-4..1e-3 relative — more than float32 rounding (the
+     * switch took effect), far less than an error in the network would */
+    assert_int_equal(vx_qnet_cuda_set_tf32(q, 1, &e), VX_OK);
+    assert_int_equal(vx_qnet_cuda_forward(q, NULL, dx, B, 0, &e), VX_OK);
+    CK(cudaMemcpy(out, vx_qnet_cuda_output(q), (size_t)B * L.out_dim * 4, cudaMemcpyDeviceToHost));
+    num = den = 0;
+    for (size_t i = 0; i < (size_t)B * L.out_dim; i++) {
+        double d = (double)out[i] - ws.q[i];
+        num += d * d, den += (double)ws.q[i] * ws.q[i];
+    }
+    printf("forward with TF32, atoms %d: relative L2 error %.2e\n", atoms, sqrt(num / den));
+    assert_true(sqrt(num / den) > 1e-5 && sqrt(num / den) < 1e-2);
     cudaFree(dx);
     free(p), free(x), free(out);
     vx_qnet_ws_free(&ws);
