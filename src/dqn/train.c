@@ -1,14 +1,15 @@
-/* train.c — the DQN training loop of the CPU reference, its run folder, checkpoints and resume.
+/* train.c — the DQN training loop, its run folder, checkpoints and resume; the CPU reference's
+ * collection and updates (the GPU's are in train_cuda.cu, behind the same loop).
  *
  * One epoch: N environments × T steps with ε-greedy actions (each branch explores on its own) →
  * n-step transitions into the replay buffer → K updates (sample, update, new priorities) → an
  * evaluation every few epochs → a metrics row, TensorBoard scalars, a checkpoint every few epochs.
  *
  * Resume is exact: a checkpoint holds the networks, Adam's moments and step, every environment's
- * state and current observation, the n-step accumulators, the counters; the replay buffer is saved
- * beside it with its RNG. All randomness is counter-based Philox keyed by (seed, stream,
- * counter), so a resumed run draws exactly what an uninterrupted one would (a test checks the
- * final weights bit for bit). */
+ * state and current observation, the n-step accumulators, the acting snapshot, the counters; the
+ * replay buffer is saved beside it with its draw counter. All randomness is counter-based Philox
+ * keyed by (seed, stream, counter), so a resumed run draws exactly what an uninterrupted one would
+ * (a test checks the final weights bit for bit). */
 #include "vixen/io.h"
 #include "vixen/philox.h"
 #include "vixen/train.h"

@@ -334,9 +334,13 @@ extern "C" vx_status vx_train_gpu_pull(vx_train_gpu *g, vx_trainer *t, int full,
         g->in_flight = 0;
         t->collected_ahead = 1;
     }
+    if (!full) { /* an evaluation needs the online weights only */
+        st = vx_dqn_cuda_weights(g->dqn, t->dqn.online, e);
+        goto fail;
+    }
     st = vx_dqn_cuda_get_state(g->dqn, t->dqn.online, t->dqn.target, t->dqn.adam.m, t->dqn.adam.v,
                                &adam_t, e);
-    if (st || !full) goto fail;
+    if (st) goto fail;
     t->dqn.adam.t = adam_t;
     t->dqn.updates = vx_dqn_cuda_updates(g->dqn);
     VX_CUDA_CHECK(cudaStreamSynchronize(g->learn));
