@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "vixen/device.h"
 #include "vixen/philox.h"
 #include "vixen/util.h"
 
@@ -234,6 +235,77 @@ static void test_atomic_file(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* The memory budget: accounts charge their context, a block past the budget is refused before any
+ * allocation (naming the owner), releasing returns every byte, and two contexts count apart. */
+static void test_device_accounts_and_budget(void **state)
+{
+    (void)state;
+    vx_device_cfg c;
+    vx_device_cfg_default(&c);
+    c.kind = VX_DEVICE_CPU;
+    c.budget = 1000;
+    vx_device *d, *d2;
+    vx_err e;
+    assert_int_equal(vx_device_open(&c, &d, &e), VX_OK);
+    assert_int_equal(vx_device_open(&c, &d2, &e), VX_OK);
+    assert_int_equal(vx_device_kind(d), VX_DEVICE_CPU);
+    assert_non_null(strstr(vx_device_name(d), "cpu ("));
+    vx_mem a, b;
+    vx_mem_init(&a, d, "first");
+    vx_mem_init(&b, d, "second");
+    char *p = NULL, *q = NULL, *r = NULL;
+    assert_int_equal(vx_mem_alloc(&a, 600, &p, &e), VX_OK);
+    memset(p, 1, 600); /* really usable */
+    assert_int_equal(vx_mem_alloc_host(&a, 5000, &r, &e), VX_OK); /* host staging: not budgeted */
+    assert_int_equal(vx_device_available(d), 400);
+    assert_int_equal(vx_mem_alloc(&b, 401, &q, &e), VX_ERR_NOMEM);
+    assert_null(q);
+    assert_non_null(strstr(e.msg, "second: "));
+    assert_non_null(strstr(e.msg, "exceed the memory budget"));
+    assert_int_equal(vx_mem_alloc(&b, 400, &q, &e), VX_OK);
+    vx_device_mem m;
+    vx_device_memory(d, &m);
+    assert_int_equal(m.reserved, 1000);
+    assert_int_equal(m.peak, 1000);
+    assert_int_equal(m.host, 5000);
+    assert_int_equal(a.bytes, 600);
+    assert_int_equal(a.host, 5000);
+    assert_int_equal(vx_device_available(d2), 1000); /* another context, its own budget */
+    vx_mem_release(&a);
+    assert_int_equal(a.bytes, 0);
+    vx_device_memory(d, &m);
+    assert_int_equal(m.reserved, 400);
+    assert_int_equal(m.host, 0);
+    assert_int_equal(m.peak, 1000);
+    vx_mem_release(&b);
+    assert_int_equal(vx_device_available(d), 1000);
+    /* the CPU has no registered backends: components use their reference */
+    assert_null(vx_device_backend(d, "replay"));
+    vx_device_close(d);
+    vx_device_close(d2);
+    /* NULL is the process-wide CPU context */
+    assert_int_equal(vx_device_kind(NULL), VX_DEVICE_CPU);
+    assert_ptr_equal(vx_device_cpu(), vx_device_cpu());
+}
+
+/* Asking for CUDA where there is none is an error that says why; AUTO takes the CPU then. */
+static void test_device_open_kinds(void **state)
+{
+    (void)state;
+    vx_device_cfg c;
+    vx_device_cfg_default(&c);
+    vx_device *d;
+    vx_err e;
+    assert_int_equal(vx_device_open(&c, &d, &e), VX_OK);
+    assert_int_equal(vx_device_kind(d), vx_device_cuda_count() > 0 ? VX_DEVICE_CUDA : VX_DEVICE_CPU);
+    vx_device_close(d);
+    if (vx_device_cuda_count() == 0) {
+        c.kind = VX_DEVICE_CUDA;
+        assert_int_equal(vx_device_open(&c, &d, &e), VX_ERR_ARG);
+        assert_non_null(strstr(e.msg, "cuda asked for, but"));
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -246,6 +318,8 @@ int main(void)
         cmocka_unit_test(test_progress_plain_lines),
         cmocka_unit_test(test_progress_sink),
         cmocka_unit_test(test_atomic_file),
+        cmocka_unit_test(test_device_accounts_and_budget),
+        cmocka_unit_test(test_device_open_kinds),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }

@@ -1,0 +1,100 @@
+/* device.h — where work runs: a device context (the CPU, or one CUDA GPU) that every object of a
+ * training is created on, and that many trainings can share.
+ *
+ * A context holds what objects on one device have in common:
+ *   - which device it is (a CUDA entry point makes it current — cudaSetDevice — for the calling
+ *     thread, so trials in several threads may share one context);
+ *   - the shared cuBLASLt handle and stream creation (CUDA; src/util/device_cuda.h);
+ *   - a memory budget. Every allocation an object makes goes through its account (vx_mem), which
+ *     charges the context: each object can say how many bytes it reserved, the context how many
+ *     all of them did, and an allocation past the budget fails with VX_ERR_NOMEM instead of
+ *     taking memory another trial counted on;
+ *   - the backends: which implementation of each component (environment, replay, network,
+ *     learner) runs on this kind of device. vx_device_open fills them (src/util/device_open.c, the
+ *     one place that knows which backends a build has); a component asks with vx_device_backend.
+ *
+ * Streams: a vx_stream is a cudaStream_t on a CUDA device and NULL on the CPU. Array arguments of
+ * an object created on a device live in that device's memory (host memory for the CPU).
+ *
+ * NULL as a device means the process-wide CPU context (no budget): what tests and small tools use. */
+#ifndef VIXEN_DEVICE_H
+#define VIXEN_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "vixen/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Device kinds. AUTO (only when opening) is the first CUDA device when one is present, else the CPU. */
+enum { VX_DEVICE_AUTO = 0, VX_DEVICE_CPU = 1, VX_DEVICE_CUDA = 2 };
+
+typedef struct vx_device vx_device;
+typedef void *vx_stream;
+
+typedef struct {
+    int kind;      /* VX_DEVICE_AUTO, _CPU, _CUDA */
+    int index;     /* CUDA device ordinal */
+    size_t budget; /* bytes objects may reserve; 0: what the device has free at opening, less 5% */
+    int threads;   /* CPU: BLAS threads (0: leave OpenBLAS's choice) */
+} vx_device_cfg;
+
+void vx_device_cfg_default(vx_device_cfg *c);
+
+/* Opens a context. CUDA asked for in a build without CUDA, or with no device, is an error that
+ * says which. */
+vx_status vx_device_open(const vx_device_cfg *cfg, vx_device **out, vx_err *e);
+void vx_device_close(vx_device *d);
+/* Usable CUDA devices in this build (0 without CUDA, a driver or a device). */
+int vx_device_cuda_count(void);
+
+/* The process-wide CPU context (what NULL stands for). */
+vx_device *vx_device_cpu(void);
+
+int vx_device_kind(const vx_device *d);
+int vx_device_index(const vx_device *d);
+/* "cpu (2 cores, 23.4 GiB)" or "cuda:0 NVIDIA H200, sm_90, 132 SMs, 139.8 GiB" */
+const char *vx_device_name(const vx_device *d);
+
+typedef struct {
+    size_t total;    /* the device's memory (host RAM for the CPU) */
+    size_t budget;   /* what objects on this context may reserve */
+    size_t reserved; /* what they hold now */
+    size_t peak;     /* the most they held at once */
+    size_t host;     /* pinned host memory they hold (CUDA staging) */
+} vx_device_mem;
+
+void vx_device_memory(const vx_device *d, vx_device_mem *out);
+/* budget − reserved: the share an object created now can count on. */
+size_t vx_device_available(const vx_device *d);
+
+/* The component's implementation for this device, or NULL when the device has none registered
+ * (on the CPU a component then uses its reference implementation). */
+const void *vx_device_backend(const vx_device *d, const char *component);
+
+/* ---- memory accounts -------------------------------------------------------------------------
+ * One per object: every block the object allocates, charged to its device. vx_mem_release frees
+ * them all (objects allocate at creation and release at the end: no per-call allocation). */
+typedef struct vx_mem_block vx_mem_block;
+typedef struct {
+    vx_device *dev;
+    const char *owner; /* named in out-of-memory errors: "replay", "dqn learner", … */
+    size_t bytes;      /* device memory held */
+    size_t host;       /* pinned host memory held */
+    vx_mem_block *blocks;
+} vx_mem;
+
+void vx_mem_init(vx_mem *m, vx_device *dev, const char *owner);
+/* `bytes` of the device's memory (uninitialised) into *(void **)ptr. */
+vx_status vx_mem_alloc(vx_mem *m, size_t bytes, void *ptr, vx_err *e);
+/* Host memory the device copies to and from at full speed (pinned on CUDA). */
+vx_status vx_mem_alloc_host(vx_mem *m, size_t bytes, void *ptr, vx_err *e);
+void vx_mem_release(vx_mem *m);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

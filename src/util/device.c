@@ -1,0 +1,251 @@
+/* device.c — the device context's generic part: the CPU kind, memory accounts charged to a
+ * context under its budget, and the backend lookup. The CUDA kind is device_cuda.cu; opening
+ * either is device_open.c.
+ *
+ * Accounting is by reservation, not by measurement: an object's account adds the bytes of every
+ * block it allocates and the context refuses a block that would take the reserved total past the
+ * budget — before asking the allocator — so trials sharing a device cannot starve each other
+ * through the back door of the driver's free list. */
+#include "device_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct vx_mem_block {
+    void *p;
+    size_t n;
+    int host;
+    vx_mem_block *next;
+};
+
+void vx_device_cfg_default(vx_device_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->kind = VX_DEVICE_AUTO;
+}
+
+vx_device *vx_device_alloc(int kind, int index)
+{
+    vx_device *d = calloc(1, sizeof *d);
+    if (!d) return NULL;
+    d->kind = kind;
+    d->index = index;
+    pthread_mutex_init(&d->lock, NULL);
+    return d;
+}
+
+/* ---- the CPU kind ------------------------------------------------------------------------------ */
+
+static vx_status cpu_alloc(vx_device *d, size_t bytes, void **out, vx_err *e)
+{
+    (void)d;
+    /* large blocks huge-page aligned (util.h: first-touch faults cost more than the work) */
+    *out = bytes >= ((size_t)4 << 20) ? vx_alloc_big(bytes) : malloc(bytes ? bytes : 1);
+    return *out ? VX_OK : vx_err_set(e, VX_ERR_NOMEM, "out of host memory (%zu bytes)", bytes);
+}
+
+static void cpu_free(vx_device *d, void *p)
+{
+    (void)d;
+    free(p);
+}
+
+static void cpu_close(vx_device *d) { (void)d; }
+
+static const vx_device_ops cpu_ops = {cpu_alloc, cpu_free, cpu_alloc, cpu_free, cpu_close};
+
+/* MemAvailable from /proc/meminfo, else the physical memory. */
+static void host_memory(size_t *total, size_t *avail)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    *total = pages > 0 && page > 0 ? (size_t)pages * (size_t)page : 0;
+    *avail = *total;
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[128];
+    unsigned long long kb;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+            *avail = (size_t)kb * 1024;
+            break;
+        }
+    if (f) fclose(f);
+}
+
+static void cpu_fill(vx_device *d, size_t budget)
+{
+    size_t avail;
+    host_memory(&d->total, &avail);
+    d->budget = budget ? budget : avail / 20 * 19;
+    d->ops = &cpu_ops;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(d->name, sizeof d->name, "cpu (%ld cores, %.1f GiB)", cores,
+             d->total / 1073741824.0);
+}
+
+void openblas_set_num_threads(int n); /* OpenBLAS's own setter (cblas.h does not declare it) */
+
+vx_status vx_device_open_cpu(const vx_device_cfg *cfg, vx_device **out, vx_err *e)
+{
+    *out = NULL;
+    vx_device *d = vx_device_alloc(VX_DEVICE_CPU, 0);
+    if (!d) return vx_err_set(e, VX_ERR_NOMEM, "device: out of memory");
+    cpu_fill(d, cfg->budget);
+    if (cfg->threads > 0) openblas_set_num_threads(cfg->threads);
+    *out = d;
+    return VX_OK;
+}
+
+static vx_device g_cpu;
+static pthread_once_t g_cpu_once = PTHREAD_ONCE_INIT;
+
+static void cpu_global_init(void)
+{
+    g_cpu.kind = VX_DEVICE_CPU;
+    pthread_mutex_init(&g_cpu.lock, NULL);
+    cpu_fill(&g_cpu, 0);
+    g_cpu.budget = SIZE_MAX; /* the default context refuses nothing the allocator gives */
+}
+
+vx_device *vx_device_cpu(void)
+{
+    pthread_once(&g_cpu_once, cpu_global_init);
+    return &g_cpu;
+}
+
+void vx_device_close(vx_device *d)
+{
+    if (!d || d == &g_cpu) return;
+    if (d->reserved || d->host)
+        vx_log(VX_LOG_WARN, "device %s closed with %zu bytes still reserved (%zu pinned)", d->name,
+               d->reserved, d->host);
+    d->ops->close(d);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+}
+
+static const vx_device *dev_of(const vx_device *d) { return d ? d : vx_device_cpu(); }
+
+int vx_device_kind(const vx_device *d) { return dev_of(d)->kind; }
+int vx_device_index(const vx_device *d) { return dev_of(d)->index; }
+const char *vx_device_name(const vx_device *d) { return dev_of(d)->name; }
+
+void vx_device_memory(const vx_device *d0, vx_device_mem *out)
+{
+    vx_device *d = (vx_device *)dev_of(d0);
+    pthread_mutex_lock(&d->lock);
+    out->total = d->total, out->budget = d->budget, out->reserved = d->reserved;
+    out->peak = d->peak, out->host = d->host;
+    pthread_mutex_unlock(&d->lock);
+}
+
+size_t vx_device_available(const vx_device *d)
+{
+    vx_device_mem m;
+    vx_device_memory(d, &m);
+    return m.budget > m.reserved ? m.budget - m.reserved : 0;
+}
+
+const void *vx_device_backend(const vx_device *d, const char *component)
+{
+    const vx_backend_entry *b = dev_of(d)->backends;
+    for (; b && b->component; b++)
+        if (strcmp(b->component, component) == 0) return b->ops;
+    return NULL;
+}
+
+/* ---- accounts ---------------------------------------------------------------------------------- */
+
+void vx_mem_init(vx_mem *m, vx_device *dev, const char *owner)
+{
+    memset(m, 0, sizeof *m);
+    m->dev = (vx_device *)dev_of(dev);
+    m->owner = owner;
+}
+
+/* Reserves `bytes` on the context (device memory unless host), or says why not. */
+static vx_status charge(vx_mem *m, size_t bytes, int host, vx_err *e)
+{
+    vx_device *d = m->dev;
+    vx_status st = VX_OK;
+    pthread_mutex_lock(&d->lock);
+    if (!host && bytes > d->budget - (d->reserved < d->budget ? d->reserved : d->budget))
+        st = vx_err_set(e, VX_ERR_NOMEM,
+                        "%s: %.1f MB more would exceed the memory budget of %s (%.1f MB, %.1f MB "
+                        "reserved)",
+                        m->owner, bytes / 1e6, d->name, d->budget / 1e6, d->reserved / 1e6);
+    else if (host)
+        d->host += bytes;
+    else {
+        d->reserved += bytes;
+        if (d->reserved > d->peak) d->peak = d->reserved;
+    }
+    pthread_mutex_unlock(&d->lock);
+    return st;
+}
+
+static void uncharge(vx_mem *m, size_t bytes, int host)
+{
+    vx_device *d = m->dev;
+    pthread_mutex_lock(&d->lock);
+    if (host) d->host -= bytes;
+    else d->reserved -= bytes;
+    pthread_mutex_unlock(&d->lock);
+}
+
+static vx_status mem_alloc(vx_mem *m, size_t bytes, void *ptr, int host, vx_err *e)
+{
+    void **out = ptr;
+    *out = NULL;
+    vx_mem_block *b = malloc(sizeof *b);
+    if (!b) return vx_err_set(e, VX_ERR_NOMEM, "%s: out of host memory", m->owner);
+    vx_status st = charge(m, bytes, host, e);
+    if (st) {
+        free(b);
+        return st;
+    }
+    vx_device *d = m->dev;
+    st = host ? d->ops->alloc_host(d, bytes, &b->p, e) : d->ops->alloc(d, bytes, &b->p, e);
+    if (st) {
+        uncharge(m, bytes, host);
+        free(b);
+        if (e) {
+            char msg[sizeof e->msg];
+            snprintf(msg, sizeof msg, "%s", e->msg);
+            vx_err_set(e, st, "%s: %s", m->owner, msg);
+        }
+        return st;
+    }
+    b->n = bytes, b->host = host;
+    b->next = m->blocks;
+    m->blocks = b;
+    if (host) m->host += bytes;
+    else m->bytes += bytes;
+    *out = b->p;
+    return VX_OK;
+}
+
+vx_status vx_mem_alloc(vx_mem *m, size_t bytes, void *ptr, vx_err *e)
+{
+    return mem_alloc(m, bytes, ptr, 0, e);
+}
+
+vx_status vx_mem_alloc_host(vx_mem *m, size_t bytes, void *ptr, vx_err *e)
+{
+    return mem_alloc(m, bytes, ptr, 1, e);
+}
+
+void vx_mem_release(vx_mem *m)
+{
+    if (!m->dev) return;
+    vx_device *d = m->dev;
+    for (vx_mem_block *b = m->blocks, *next; b; b = next) {
+        next = b->next;
+        if (b->host) d->ops->free_host(d, b->p);
+        else d->ops->free(d, b->p);
+        uncharge(m, b->n, b->host);
+        free(b);
+    }
+    m->blocks = NULL;
+    m->bytes = m->host = 0;
+}

@@ -1,0 +1,138 @@
+/* device_cuda.cu — the CUDA kind of device context (device_cuda.h): the device made current per
+ * thread, streams, the shared cuBLASLt handle, and device and pinned memory charged to the
+ * context's budget (device.c does the accounting; this file only allocates). */
+#include "device_cuda.h"
+#include "cuda_check.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    cublasLtHandle_t lt;
+    int sm_count;
+} cuda_impl;
+
+extern "C" vx_status vx_cuda_enter(const vx_device *d, vx_err *e)
+{
+    vx_status st = VX_OK;
+    if (!d || d->kind != VX_DEVICE_CUDA)
+        return vx_err_set(e, VX_ERR_ARG, "a CUDA object needs a CUDA device context");
+    VX_CUDA_CHECK(cudaSetDevice(d->index));
+fail:
+    return st;
+}
+
+extern "C" vx_status vx_cuda_stream_create(const vx_device *d, cudaStream_t *s, vx_err *e)
+{
+    *s = NULL;
+    vx_status st = vx_cuda_enter(d, e);
+    if (st) return st;
+    VX_CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+fail:
+    return st;
+}
+
+extern "C" void vx_cuda_stream_destroy(cudaStream_t s)
+{
+    if (s) cudaStreamDestroy(s);
+}
+
+extern "C" cublasLtHandle_t vx_cuda_lt(const vx_device *d) { return ((cuda_impl *)d->impl)->lt; }
+extern "C" int vx_cuda_sm_count(const vx_device *d) { return ((cuda_impl *)d->impl)->sm_count; }
+
+static vx_status cuda_alloc(vx_device *d, size_t bytes, void **out, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(d, e);
+    if (st) return st;
+    cudaError_t rc = cudaMalloc(out, bytes ? bytes : 1);
+    if (rc != cudaSuccess) {
+        cudaGetLastError(); /* an out-of-memory error is not sticky: clear it */
+        *out = NULL;
+        return vx_err_set(e, rc == cudaErrorMemoryAllocation ? VX_ERR_NOMEM : VX_ERR_CUDA,
+                          "cudaMalloc of %.1f MB on %s failed: %s", bytes / 1e6, d->name,
+                          cudaGetErrorString(rc));
+    }
+    return VX_OK;
+}
+
+static void cuda_free(vx_device *d, void *p)
+{
+    if (vx_cuda_enter(d, NULL) == VX_OK) cudaFree(p);
+}
+
+static vx_status cuda_alloc_host(vx_device *d, size_t bytes, void **out, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(d, e);
+    if (st) return st;
+    cudaError_t rc = cudaMallocHost(out, bytes ? bytes : 1);
+    if (rc != cudaSuccess) {
+        cudaGetLastError();
+        *out = NULL;
+        return vx_err_set(e, VX_ERR_NOMEM, "cudaMallocHost of %.1f MB failed: %s", bytes / 1e6,
+                          cudaGetErrorString(rc));
+    }
+    return VX_OK;
+}
+
+static void cuda_free_host(vx_device *d, void *p)
+{
+    (void)d;
+    cudaFreeHost(p);
+}
+
+static void cuda_close(vx_device *d)
+{
+    cuda_impl *c = (cuda_impl *)d->impl;
+    if (!c) return;
+    if (c->lt) cublasLtDestroy(c->lt);
+    free(c);
+    d->impl = NULL;
+}
+
+static const vx_device_ops cuda_ops = {cuda_alloc, cuda_free, cuda_alloc_host, cuda_free_host,
+                                       cuda_close};
+
+extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **out, vx_err *e)
+{
+    *out = NULL;
+    vx_status st = VX_OK;
+    int n = 0;
+    size_t free_b = 0, total_b = 0;
+    cudaDeviceProp p;
+    cublasStatus_t bs;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        n = 0;
+    }
+    if (cfg->index < 0 || cfg->index >= n)
+        return vx_err_set(e, VX_ERR_ARG, "device: cuda:%d asked for, but %d CUDA device(s) visible",
+                          cfg->index, n);
+    vx_device *d = vx_device_alloc(VX_DEVICE_CUDA, cfg->index);
+    cuda_impl *c = (cuda_impl *)calloc(1, sizeof *c);
+    if (!d || !c) {
+        free(d), free(c);
+        return vx_err_set(e, VX_ERR_NOMEM, "device: out of memory");
+    }
+    d->impl = c;
+    d->ops = &cuda_ops;
+    VX_CUDA_CHECK(cudaSetDevice(cfg->index));
+    VX_CUDA_CHECK(cudaGetDeviceProperties(&p, cfg->index));
+    VX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    c->sm_count = p.multiProcessorCount;
+    bs = cublasLtCreate(&c->lt);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        st = vx_err_set(e, VX_ERR_CUDA, "device: cublasLtCreate failed: status %d", (int)bs);
+        goto fail;
+    }
+    d->total = total_b;
+    d->budget = cfg->budget ? cfg->budget : free_b / 20 * 19;
+    snprintf(d->name, sizeof d->name, "cuda:%d %.80s, sm_%d%d, %d SMs, %.1f GiB", cfg->index, p.name,
+             p.major, p.minor, p.multiProcessorCount, total_b / 1073741824.0);
+    *out = d;
+    return VX_OK;
+fail:
+    cuda_close(d);
+    pthread_mutex_destroy(&d->lock);
+    free(d);
+    return st;
+}

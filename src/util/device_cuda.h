@@ -1,0 +1,31 @@
+/* device_cuda.h — the CUDA side of the device context, for the library's .cu files (internal).
+ *
+ * Every CUDA entry point of an object enters its device first (vx_cuda_enter: cudaSetDevice for
+ * the calling thread), so objects of one context can be driven from any thread. Streams come
+ * from the context (non-blocking: they never wait for the legacy default stream, nor it for
+ * them). The cuBLASLt handle is shared: cuBLASLt takes the stream and the workspace with every
+ * call, so one handle serves every stream and thread, and each caller passes a workspace of its
+ * own (a workspace shared by two concurrent GEMMs would be a race). */
+#ifndef VIXEN_DEVICE_CUDA_H
+#define VIXEN_DEVICE_CUDA_H
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include "device_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Makes d current for the calling thread; an error when d is not a CUDA context. */
+vx_status vx_cuda_enter(const vx_device *d, vx_err *e);
+vx_status vx_cuda_stream_create(const vx_device *d, cudaStream_t *s, vx_err *e);
+void vx_cuda_stream_destroy(cudaStream_t s);
+cublasLtHandle_t vx_cuda_lt(const vx_device *d);
+int vx_cuda_sm_count(const vx_device *d);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

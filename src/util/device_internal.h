@@ -1,0 +1,50 @@
+/* device_internal.h — the device context's insides, shared by device.c (the CPU kind, accounts,
+ * lookups), device_cuda.cu (the CUDA kind) and device_open.c (the factory). Not public. */
+#ifndef VIXEN_DEVICE_INTERNAL_H
+#define VIXEN_DEVICE_INTERNAL_H
+
+#include <pthread.h>
+#include "vixen/device.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What a kind of device does for the generic code. */
+typedef struct {
+    vx_status (*alloc)(vx_device *d, size_t bytes, void **out, vx_err *e);
+    void (*free)(vx_device *d, void *p);
+    vx_status (*alloc_host)(vx_device *d, size_t bytes, void **out, vx_err *e);
+    void (*free_host)(vx_device *d, void *p);
+    void (*close)(vx_device *d); /* the kind's own resources (handles), not the struct */
+} vx_device_ops;
+
+/* A component's implementation on a kind of device: {"env", &its_ops}. */
+typedef struct {
+    const char *component;
+    const void *ops;
+} vx_backend_entry;
+
+struct vx_device {
+    int kind, index;
+    char name[192];
+    size_t total, budget;
+    pthread_mutex_t lock; /* guards the counters: trials in several threads share a context */
+    size_t reserved, peak, host;
+    const vx_device_ops *ops;
+    const vx_backend_entry *backends; /* ends with {NULL, NULL}; NULL: none */
+    void *impl;                       /* the kind's own state (CUDA: handles) */
+};
+
+/* A CPU context (device.c), and its initialisation for a struct the caller owns. */
+vx_status vx_device_open_cpu(const vx_device_cfg *cfg, vx_device **out, vx_err *e);
+/* A CUDA context (device_cuda.cu): device cfg->index made current, its handle made, the budget. */
+vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **out, vx_err *e);
+/* The common part of opening: the struct, its lock and counters. */
+vx_device *vx_device_alloc(int kind, int index);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

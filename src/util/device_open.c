@@ -1,0 +1,44 @@
+/* device_open.c — the factory: opens a CPU or CUDA device context and attaches the backends this
+ * build has for it. With device_cuda.cu, the only code that knows whether the build has CUDA:
+ * every component finds its implementation through vx_device_backend, so nothing else needs
+ * `#if VX_HAVE_CUDA`, and the core library links without the CUDA one.
+ *
+ * Built into the CUDA library when CUDA is on (it names the CUDA backends), into the core library
+ * otherwise. */
+#include "device_internal.h"
+
+#if VX_HAVE_CUDA
+int vx_cuda_device_count(void); /* philox_cuda.cu */
+
+static const vx_backend_entry cuda_backends[] = {
+    {NULL, NULL},
+};
+#endif
+
+int vx_device_cuda_count(void)
+{
+#if VX_HAVE_CUDA
+    return vx_cuda_device_count();
+#else
+    return 0;
+#endif
+}
+
+vx_status vx_device_open(const vx_device_cfg *cfg, vx_device **out, vx_err *e)
+{
+    *out = NULL;
+    int kind = cfg->kind;
+    if (kind == VX_DEVICE_AUTO) kind = vx_device_cuda_count() > 0 ? VX_DEVICE_CUDA : VX_DEVICE_CPU;
+    if (kind == VX_DEVICE_CPU) return vx_device_open_cpu(cfg, out, e);
+    if (kind != VX_DEVICE_CUDA) return vx_err_set(e, VX_ERR_ARG, "device: unknown kind %d", kind);
+#if VX_HAVE_CUDA
+    if (vx_device_cuda_count() == 0)
+        return vx_err_set(e, VX_ERR_ARG, "device: cuda asked for, but no CUDA device is visible");
+    vx_status st = vx_device_open_cuda(cfg, out, e);
+    if (!st) (*out)->backends = cuda_backends;
+    return st;
+#else
+    return vx_err_set(e, VX_ERR_ARG, "device: cuda asked for, but this build of vixen has no CUDA "
+                                     "(rebuild with nvcc present)");
+#endif
+}
