@@ -35,6 +35,7 @@ vx_status vx_safetensors_write(const char *path, const vx_tensor *t, size_t n, c
                                size_t n_meta, vx_err *e);
 
 typedef struct {
+    char path[1024];
     uint8_t *file; /* the whole file; tensors point into it */
     size_t size;
     vx_tensor *tensors;
@@ -50,6 +51,10 @@ void vx_safetensors_free(vx_safetensors *s);
 const vx_tensor *vx_safetensors_get(const vx_safetensors *s, const char *name, vx_dtype dt,
                                     size_t count, vx_err *e);
 const char *vx_safetensors_meta(const vx_safetensors *s, const char *key);
+/* A whole number from the metadata in lo..hi; an error naming the file and the key when it is
+ * missing, not a number, or out of range. */
+vx_status vx_safetensors_meta_int(const vx_safetensors *s, const char *key, int64_t lo, int64_t hi,
+                                  int64_t *out, vx_err *e);
 
 /* ---- TensorBoard event files (TFRecord framing, Event/Summary protobufs written by hand) ----- */
 
@@ -89,6 +94,65 @@ typedef struct {
 /* Reads a YAML file whose top level maps section names to maps of scalars or sequences of
  * scalars (one level of nesting). Anything else is an error naming the file and line. */
 vx_status vx_yaml_read_flat(const char *path, vx_kv **out, size_t *n, vx_err *e);
+
+/* ---- settings: dotted keys over sections of plain structs ------------------------------------
+ * One table entry per key: its type, where it lives in its section's struct, its range and help.
+ * Each layer registers the section it owns (env.*, train.*, and each algorithm its own); a run
+ * binds every section to its struct and reads YAML files, `--set KEY=VALUE` overrides and its own
+ * resolved config.yaml through the same table, so an unknown key or a value out of range is
+ * always an error naming the key (and the file and line), never ignored. */
+
+typedef enum {
+    VX_KEY_INT,     /* int */
+    VX_KEY_I64,     /* int64_t */
+    VX_KEY_U64,     /* uint64_t */
+    VX_KEY_DBL,     /* double */
+    VX_KEY_STR,     /* char[size] */
+    VX_KEY_ENUM,    /* int: the index of one of `names` */
+    VX_KEY_INTLIST, /* int[max_items], its length in the int at count_off */
+    VX_KEY_STRLIST, /* char[max_items][size], its length in the int at count_off */
+} vx_key_type;
+
+typedef struct {
+    const char *name;         /* "lr": the key is "<section>.<name>" */
+    vx_key_type type;
+    size_t off, size;         /* the field's offset in the bound struct; a string's (row's) size */
+    double min, max;          /* numbers and list items */
+    const char *const *names; /* ENUM: the choices, NULL-terminated */
+    size_t count_off;         /* lists: the offset of the int holding the length */
+    int max_items;            /* lists */
+    long flag_off;            /* ≥ 0: an int set to 1 when the key is set (a value "given") */
+    const char *help;
+} vx_key;
+
+typedef struct {
+    const char *name; /* "dqn" */
+    const vx_key *keys;
+    size_t n_keys;
+} vx_section;
+
+#define VX_SETTINGS_MAX 16
+
+/* Sections, each bound to the struct its offsets are relative to. `renamed` (optional): pairs of
+ * old and new key names, NULL-terminated — an old name is read as the new one. */
+typedef struct {
+    const vx_section *sec[VX_SETTINGS_MAX];
+    void *base[VX_SETTINGS_MAX];
+    int n;
+    const char *const *renamed;
+} vx_settings;
+
+void vx_settings_bind(vx_settings *s, const vx_section *sec, void *base);
+/* Sets one key from text; `where` (may be NULL) prefixes errors, e.g. "run.yaml: line 7". */
+vx_status vx_settings_set(const vx_settings *s, const char *key, const char *value,
+                          const char *where, vx_err *e);
+/* Every key of a YAML file (vx_yaml_read_flat), each error naming the file and line. */
+vx_status vx_settings_load(const vx_settings *s, const char *yaml_path, vx_err *e);
+/* Every key as YAML, section by section in binding order; the file reads back to the same
+ * settings. */
+vx_status vx_settings_write(const vx_settings *s, FILE *f);
+/* "  dqn.lr                     Adam learning rate" lines, for --help. */
+void vx_settings_print_keys(const vx_settings *s, FILE *f);
 
 #ifdef __cplusplus
 }

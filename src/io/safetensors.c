@@ -6,6 +6,7 @@
 #include "vixen/io.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,6 +76,7 @@ void vx_safetensors_free(vx_safetensors *s)
 vx_status vx_safetensors_read(const char *path, vx_safetensors *s, vx_err *e)
 {
     memset(s, 0, sizeof *s);
+    snprintf(s->path, sizeof s->path, "%s", path);
     vx_status st = vx_file_read_all(path, &s->file, &s->size, e);
     if (st) return st;
     uint64_t hl = 0;
@@ -167,4 +169,20 @@ const char *vx_safetensors_meta(const vx_safetensors *s, const char *key)
     for (size_t i = 0; i < s->n_meta; i++)
         if (strcmp(s->meta[i].key, key) == 0) return s->meta[i].value;
     return NULL;
+}
+
+vx_status vx_safetensors_meta_int(const vx_safetensors *s, const char *key, int64_t lo, int64_t hi,
+                                  int64_t *out, vx_err *e)
+{
+    const char *v = vx_safetensors_meta(s, key);
+    if (!v) return vx_err_line(e, VX_ERR_FORMAT, s->path, -1, key, "missing from the metadata");
+    char *end;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno || end == v || *end || x < lo || x > hi)
+        return vx_err_line(e, VX_ERR_FORMAT, s->path, -1, key,
+                           "'%.40s' is not a whole number in %lld..%lld", v, (long long)lo,
+                           (long long)hi);
+    *out = x;
+    return VX_OK;
 }

@@ -2,6 +2,7 @@
  * their CRCs, the metrics CSV append rule, and the flat YAML reader with its line numbers. */
 #define _GNU_SOURCE /* memmem */
 #include "helpers.h"
+#include <stddef.h>
 #include "vixen/io.h"
 
 #include <math.h>
@@ -182,6 +183,110 @@ static void test_yaml_flat(void **state)
     th_rmtree(dir);
 }
 
+/* The settings machinery over a made-up section: every key type, range and type errors naming the
+ * key and `where`, a flag set when a key is given, renamed keys, and write → load round trips. */
+typedef struct {
+    int n;
+    int64_t big;
+    uint64_t seed;
+    double rate;
+    char name[16];
+    int mode;
+    int widths[4], n_widths;
+    char files[3][32];
+    int n_files;
+    int n_given;
+} toy;
+
+static const char *const toy_modes[] = {"off", "on", "auto", NULL};
+#define TF(f) offsetof(toy, f), sizeof(((toy *)0)->f)
+static const vx_key toy_keys[] = {
+    {"n", VX_KEY_INT, TF(n), 1, 100, NULL, 0, 0, offsetof(toy, n_given), "a count"},
+    {"big", VX_KEY_I64, TF(big), 0, 1e15, NULL, 0, 0, -1, "a large count"},
+    {"seed", VX_KEY_U64, TF(seed), 0, 1e18, NULL, 0, 0, -1, "a seed"},
+    {"rate", VX_KEY_DBL, TF(rate), 0, 1, NULL, 0, 0, -1, "a rate"},
+    {"name", VX_KEY_STR, TF(name), 0, 0, NULL, 0, 0, -1, "a name"},
+    {"mode", VX_KEY_ENUM, TF(mode), 0, 0, toy_modes, 0, 0, -1, "a mode"},
+    {"widths", VX_KEY_INTLIST, offsetof(toy, widths), sizeof(int), 1, 4096, NULL,
+     offsetof(toy, n_widths), 4, -1, "layer widths"},
+    {"files", VX_KEY_STRLIST, offsetof(toy, files), 32, 0, 0, NULL, offsetof(toy, n_files), 3, -1,
+     "files"},
+};
+static const vx_section toy_section = {"toy", toy_keys, sizeof toy_keys / sizeof *toy_keys};
+static const char *const toy_renamed[] = {"old.count", "toy.n", NULL};
+
+static void test_settings(void **state)
+{
+    (void)state;
+    toy t = {0}, u = {0};
+    vx_settings s = {0}, su = {0};
+    vx_settings_bind(&s, &toy_section, &t);
+    s.renamed = toy_renamed;
+    vx_settings_bind(&su, &toy_section, &u);
+    vx_err e;
+    assert_int_equal(vx_settings_set(&s, "toy.big", "1e12", NULL, &e), VX_OK);
+    assert_true(t.big == 1000000000000LL);
+    assert_int_equal(t.n_given, 0);
+    assert_int_equal(vx_settings_set(&s, "old.count", "7", NULL, &e), VX_OK); /* renamed */
+    assert_int_equal(t.n, 7);
+    assert_int_equal(t.n_given, 1);
+    assert_int_equal(vx_settings_set(&s, "toy.seed", "18446744073709551615", NULL, &e), VX_ERR_ARG);
+    assert_int_equal(vx_settings_set(&s, "toy.seed", "12345678901234", NULL, &e), VX_OK);
+    assert_int_equal(vx_settings_set(&s, "toy.rate", "0.25", NULL, &e), VX_OK);
+    assert_int_equal(vx_settings_set(&s, "toy.name", "a \"b\"", NULL, &e), VX_OK);
+    assert_int_equal(vx_settings_set(&s, "toy.mode", "auto", NULL, &e), VX_OK);
+    assert_int_equal(t.mode, 2);
+    assert_int_equal(vx_settings_set(&s, "toy.widths", "[64, 32,16]", NULL, &e), VX_OK);
+    assert_int_equal(t.n_widths, 3);
+    assert_int_equal(t.widths[2], 16);
+    assert_int_equal(vx_settings_set(&s, "toy.files", "a.csv, b c.dbn", NULL, &e), VX_OK);
+    assert_int_equal(t.n_files, 2);
+    assert_string_equal(t.files[1], "b c.dbn");
+    /* errors name the key, the value and where */
+    assert_int_equal(vx_settings_set(&s, "toy.n", "101", "f.yaml: line 3", &e), VX_ERR_ARG);
+    assert_string_equal(e.msg, "f.yaml: line 3: toy.n: 101 is outside 1 .. 100");
+    assert_int_equal(vx_settings_set(&s, "toy.n", "2.5", NULL, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "not a whole number"));
+    assert_int_equal(vx_settings_set(&s, "toy.rate", "fast", NULL, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "'fast' is not a number"));
+    assert_int_equal(vx_settings_set(&s, "toy.mode", "maybe", NULL, &e), VX_ERR_ARG);
+    assert_int_equal(vx_settings_set(&s, "toy.name", "sixteen letters!", NULL, &e), VX_ERR_ARG);
+    assert_int_equal(vx_settings_set(&s, "toy.widths", "1,2,3,4,5", NULL, &e), VX_ERR_ARG);
+    assert_int_equal(vx_settings_set(&s, "toy.widths", "0", NULL, &e), VX_ERR_ARG);
+    assert_int_equal(vx_settings_set(&s, "toy.files", "a,b,c,d", NULL, &e), VX_ERR_ARG);
+    assert_int_equal(vx_settings_set(&s, "toy.nn", "1", NULL, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "unknown key 'toy.nn'"));
+    assert_int_equal(vx_settings_set(&s, "nodot", "1", NULL, &e), VX_ERR_ARG);
+    assert_int_equal(t.n, 7); /* failed sets left the value alone */
+    /* write → load: the same values, and the same text again */
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/toy.yaml", dir);
+    FILE *f = fopen(path, "w");
+    assert_int_equal(vx_settings_write(&s, f), VX_OK);
+    fclose(f);
+    assert_int_equal(vx_settings_load(&su, path, &e), VX_OK);
+    assert_int_equal(u.n, 7);
+    assert_true(u.big == t.big && u.seed == t.seed && u.rate == t.rate);
+    assert_string_equal(u.name, "a \"b\"");
+    assert_int_equal(u.mode, 2);
+    assert_int_equal(u.n_widths, 3);
+    assert_memory_equal(u.widths, t.widths, 3 * sizeof(int));
+    assert_int_equal(u.n_files, 2);
+    assert_string_equal(u.files[0], "a.csv");
+    char a[4096] = {0}, b[4096] = {0};
+    FILE *fa = fmemopen(a, sizeof a - 1, "w"), *fb = fmemopen(b, sizeof b - 1, "w");
+    vx_settings_write(&s, fa);
+    vx_settings_write(&su, fb);
+    fclose(fa), fclose(fb);
+    assert_string_equal(a, b);
+    assert_non_null(strstr(a, "toy:\n  n: 7\n"));
+    th_write_str(path, "toy:\n  n: 3\n  mode: sideways\n");
+    assert_int_equal(vx_settings_load(&su, path, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "toy.yaml: line 3: toy.mode: 'sideways'"));
+    th_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -190,6 +295,7 @@ int main(void)
         cmocka_unit_test(test_tfevents_records),
         cmocka_unit_test(test_csv_log_append),
         cmocka_unit_test(test_yaml_flat),
+        cmocka_unit_test(test_settings),
     };
     return cmocka_run_group_tests_name("io", tests, NULL, NULL);
 }
