@@ -84,9 +84,9 @@ static void test_order_sizing_and_fills(void **state)
 static void step1(vx_env *env, int e, int o, int u, float *obs, float *r, uint8_t *te,
                   uint8_t *tr, float *fin)
 {
-    int32_t a[3] = {e, o, u};
+    int32_t a[VX_ACTION_BRANCHES] = {e, o, u};
     vx_err err;
-    assert_int_equal(vx_env_step(env, a, obs, r, te, tr, fin, &err), VX_OK);
+    assert_int_equal(vx_env_step(env, a, obs, r, te, tr, fin, NULL, &err), VX_OK);
 }
 
 static void test_accounting_one_episode(void **state)
@@ -98,7 +98,7 @@ static void test_accounting_one_episode(void **state)
     cfg_tiny(&c);
     vx_env *env;
     vx_err e;
-    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_OK);
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_OK);
     const vx_env_state *s = vx_env_states(env);
     int64_t r0 = s->row;
     assert_true(r0 >= 0 && r0 <= 12 - 1 - 5);
@@ -180,7 +180,7 @@ static void test_limit_not_filled_and_stop_out(void **state)
     c.drawdown_limit = 300;
     vx_env *env;
     vx_err e;
-    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_OK);
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_OK);
     const vx_env_state *s = vx_env_states(env);
     float obs[VX_OBS_DIM], fin[VX_OBS_DIM], rew;
     uint8_t te, tr;
@@ -198,7 +198,7 @@ static void test_limit_not_filled_and_stop_out(void **state)
     vx_env_free(env);
     /* a limit order the bar only touches does not fill */
     for (size_t i = 0; i < 12; i++) t.l[i] = t.o[i] - 0.25;
-    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_OK);
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_OK);
     s = vx_env_states(env);
     step1(env, 8, VX_ORDER_LIMIT, 2, obs, &rew, &te, &tr, fin);
     assert_int_equal(s->pos, 0);
@@ -216,21 +216,21 @@ static void run_random(const vx_market *m, uint64_t seed, vx_split split, size_t
     c.seed = seed;
     vx_env *env;
     vx_err e;
-    assert_int_equal(vx_env_create(&c, m, split, n, &env, &e), VX_OK);
+    assert_int_equal(vx_env_create(&c, m, split, n, NULL, &env, &e), VX_OK);
     int64_t lo, hi;
     vx_env_split_rows(m, c.eval_fraction, split, &lo, &hi);
-    int32_t *a = malloc(n * 3 * sizeof *a);
+    int32_t *a = malloc(n * VX_ACTION_BRANCHES * sizeof *a);
     float *fin = malloc(n * VX_OBS_DIM * sizeof *fin);
     uint8_t *te = malloc(n), *tr = malloc(n);
     vx_rng r = vx_rng_make(77, 0, 0);
     for (size_t t = 0; t < steps; t++) {
         for (size_t i = 0; i < n; i++) {
-            a[i * 3] = (int32_t)vx_rng_below(&r, 9);
-            a[i * 3 + 1] = (int32_t)vx_rng_below(&r, 3);
-            a[i * 3 + 2] = (int32_t)vx_rng_below(&r, 3);
+            a[i * VX_ACTION_BRANCHES] = (int32_t)vx_rng_below(&r, 9);
+            a[i * VX_ACTION_BRANCHES + 1] = (int32_t)vx_rng_below(&r, 3);
+            a[i * VX_ACTION_BRANCHES + 2] = (int32_t)vx_rng_below(&r, 3);
         }
         assert_int_equal(vx_env_step(env, a, obs_out + t * n * VX_OBS_DIM, rew_out + t * n, te, tr,
-                                     fin, &e),
+                                     fin, NULL, &e),
                          VX_OK);
         const vx_env_state *s = vx_env_states(env);
         for (size_t i = 0; i < n; i++) {
@@ -289,22 +289,22 @@ static void test_bad_arguments(void **state)
     cfg_tiny(&c);
     vx_env *env;
     vx_err e;
-    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 4, &env, &e), VX_OK);
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 4, NULL, &env, &e), VX_OK);
     int32_t a[12] = {0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 0};
     float obs[4 * VX_OBS_DIM], r[4];
     uint8_t te[4], tr[4];
     const vx_env_state before = vx_env_states(env)[0];
-    assert_int_equal(vx_env_step(env, a, obs, r, te, tr, NULL, &e), VX_ERR_ARG);
+    assert_int_equal(vx_env_step(env, a, obs, r, te, tr, NULL, NULL, &e), VX_ERR_ARG);
     assert_string_equal(e.field, "order_type");
     assert_non_null(strstr(e.msg, "environment 3"));
     assert_memory_equal(&before, &vx_env_states(env)[0], sizeof before); /* nothing stepped */
     vx_env_free(env);
     c.episode_len = 20; /* longer than the market */
-    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_ERR_ARG);
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_ERR_ARG);
     assert_non_null(strstr(e.msg, "fewer than one episode"));
     cfg_tiny(&c);
     c.max_contracts = 0;
-    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_ERR_ARG);
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_ERR_ARG);
     tiny_free(&t);
 }
 
