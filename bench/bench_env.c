@@ -10,10 +10,10 @@ vx_status vx_bench_env_run(const vx_market *m, const vx_env_cfg *cfg, size_t env
                            vx_env_bench_stats *out, FILE *progress, vx_err *e)
 {
     vx_env *env;
-    vx_status st = vx_env_create(cfg, m, VX_SPLIT_TRAIN, envs, &env, e);
+    vx_status st = vx_env_create(cfg, m, VX_SPLIT_TRAIN, envs, NULL, &env, e);
     if (st) return st;
     /* random actions drawn before timing, so the figure is the environment's alone */
-    int32_t *acts = malloc(ACTION_TABLES * envs * 3 * sizeof *acts);
+    int32_t *acts = malloc(ACTION_TABLES * envs * VX_ACTION_BRANCHES * sizeof *acts);
     float *obs = malloc(envs * VX_OBS_DIM * sizeof *obs);
     float *rew = malloc(envs * sizeof *rew);
     uint8_t *term = malloc(envs), *trunc = malloc(envs);
@@ -24,9 +24,10 @@ vx_status vx_bench_env_run(const vx_market *m, const vx_env_cfg *cfg, size_t env
     }
     vx_rng r = vx_rng_make(cfg->seed, 0xBE4C, 0);
     for (size_t i = 0; i < ACTION_TABLES * envs; i++) {
-        acts[i * 3 + 0] = (int32_t)vx_rng_below(&r, VX_EXPOSURE_LEVELS);
-        acts[i * 3 + 1] = (int32_t)vx_rng_below(&r, VX_ORDER_TYPES);
-        acts[i * 3 + 2] = (int32_t)vx_rng_below(&r, VX_URGENCY_LEVELS);
+        int32_t *a = acts + i * VX_ACTION_BRANCHES;
+        a[0] = (int32_t)vx_rng_below(&r, VX_EXPOSURE_LEVELS);
+        a[1] = (int32_t)vx_rng_below(&r, VX_ORDER_TYPES);
+        a[2] = (int32_t)vx_rng_below(&r, VX_URGENCY_LEVELS);
     }
     vx_progress pr;
     vx_progress_start(&pr, progress, "env bench", "steps", steps);
@@ -34,8 +35,8 @@ vx_status vx_bench_env_run(const vx_market *m, const vx_env_cfg *cfg, size_t env
     size_t ended = 0, terminated = 0;
     uint64_t t0 = vx_now_ns();
     for (size_t t = 0; t < steps; t++) {
-        st = vx_env_step(env, acts + (t % ACTION_TABLES) * envs * 3, obs, rew, term, trunc, NULL,
-                         e);
+        st = vx_env_step(env, acts + (t % ACTION_TABLES) * envs * VX_ACTION_BRANCHES, obs, rew,
+                         term, trunc, NULL, NULL, e);
         if (st) goto done;
         for (size_t i = 0; i < envs; i++) {
             sum_r += rew[i];

@@ -1,9 +1,10 @@
 /* bench_env_cuda.c — GPU environment stepping: N environments × 100 steps of random actions
  * (drawn before timing), as one CUDA graph of 100 step launches, timed with events (median of 20
- * replays after 3 warm-ups). Built with CUDA only. */
+ * replays after 3 warm-ups). The environments live on a CUDA device context opened here. Built
+ * with CUDA only. */
 #include "bench.h"
 #include "bench_cuda.h"
-#include "vixen/env_cuda.h"
+#include "vixen/env.h"
 #include "vixen/philox.h"
 
 #include <cuda_runtime.h>
@@ -23,6 +24,14 @@ int vx_bench_env_cuda(vx_bench_result *out, int max, FILE *log)
         return 0;
     }
     vx_series_free(&s);
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CUDA;
+    vx_device *dev;
+    if (vx_device_open(&dc, &dev, &e)) {
+        vx_market_close(&m);
+        return 0;
+    }
     const size_t sizes[2] = {2048, 65536};
     const int T = 100;
     int n = 0;
@@ -30,33 +39,37 @@ int vx_bench_env_cuda(vx_bench_result *out, int max, FILE *log)
         size_t N = sizes[k];
         vx_env_cfg c;
         vx_env_cfg_default(&c);
-        vx_env_cuda *env;
-        if (vx_env_cuda_create(&c, &m, VX_SPLIT_TRAIN, N, &env, &e)) continue;
+        vx_env *env;
+        if (vx_env_create(&c, &m, VX_SPLIT_TRAIN, N, dev, &env, &e)) continue;
         if (log) fprintf(log, "bench: GPU env, %zu environments\n", N);
-        int32_t *h = malloc(N * 12 * T), *act;
+        size_t act_bytes = N * VX_ACTION_BRANCHES * sizeof(int32_t) * T;
+        int32_t *h = malloc(act_bytes), *act;
         float *obs, *rew, *fin;
         uint8_t *te, *tr;
         vx_rng g = vx_rng_make(3, 0, 0);
         for (size_t i = 0; i < N * T; i++) {
-            h[i * 3] = (int32_t)vx_rng_below(&g, 9);
-            h[i * 3 + 1] = (int32_t)vx_rng_below(&g, 3);
-            h[i * 3 + 2] = (int32_t)vx_rng_below(&g, 3);
+            int32_t *a = h + i * VX_ACTION_BRANCHES;
+            a[0] = (int32_t)vx_rng_below(&g, VX_EXPOSURE_LEVELS);
+            a[1] = (int32_t)vx_rng_below(&g, VX_ORDER_TYPES);
+            a[2] = (int32_t)vx_rng_below(&g, VX_URGENCY_LEVELS);
         }
-        cudaMalloc((void **)&act, N * 12 * T);
+        cudaMalloc((void **)&act, act_bytes);
         cudaMalloc((void **)&obs, N * VX_OBS_DIM * 4);
         cudaMalloc((void **)&fin, N * VX_OBS_DIM * 4);
         cudaMalloc((void **)&rew, N * 4);
         cudaMalloc((void **)&te, N);
         cudaMalloc((void **)&tr, N);
-        cudaMemcpy(act, h, N * 12 * T, cudaMemcpyHostToDevice);
-        free(h);
         cudaStream_t st;
-        cudaStreamCreate(&st);
+        cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking);
+        cudaMemcpyAsync(act, h, act_bytes, cudaMemcpyHostToDevice, st);
+        cudaStreamSynchronize(st);
+        free(h);
         cudaGraph_t graph;
         cudaGraphExec_t exec;
         cudaStreamBeginCapture(st, cudaStreamCaptureModeGlobal);
         for (int t = 0; t < T; t++)
-            vx_env_cuda_step(env, act + (size_t)t * N * 3, obs, rew, te, tr, fin, st, &e);
+            vx_env_step(env, act + (size_t)t * N * VX_ACTION_BRANCHES, obs, rew, te, tr, fin, st,
+                        &e);
         cudaStreamEndCapture(st, &graph);
         double us = -1;
         if (cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
@@ -77,8 +90,9 @@ int vx_bench_env_cuda(vx_bench_result *out, int max, FILE *log)
         cudaGraphDestroy(graph);
         cudaStreamDestroy(st);
         cudaFree(act), cudaFree(obs), cudaFree(fin), cudaFree(rew), cudaFree(te), cudaFree(tr);
-        vx_env_cuda_free(env);
+        vx_env_free(env);
     }
+    vx_device_close(dev);
     vx_market_close(&m);
     return n;
 }

@@ -1,16 +1,20 @@
-/* env.h — N trading environments stepped at once (CPU reference; the GPU calls the same
- * dynamics from env_dynamics.h).
+/* env.h — N trading environments stepped at once, on the CPU (the reference) or on a CUDA device,
+ * behind one type: the dynamics are env_dynamics.h's on both, bit for bit.
  *
- * Shape letters: N = environments, D = 51 observation floats, 3 action branches
- * (exposure 0..8, order type 0..2, urgency 0..2). All arrays are caller-owned. */
+ * Shape letters: N = environments, D = VX_OBS_DIM observation floats, VX_ACTION_BRANCHES action
+ * branches (exposure 0..8, order type 0..2, urgency 0..2). Stepping arrays live in the memory
+ * of the environment's device (host memory for the CPU) and are the caller's; work is queued on
+ * the stream given (a CUDA stream of that device, never NULL there: the legacy default stream is
+ * refused; NULL on the CPU, where a call has finished when it returns). */
 #ifndef VIXEN_ENV_H
 #define VIXEN_ENV_H
 
 #include <stddef.h>
 #include <stdint.h>
-#include "vixen/util.h"
 #include "vixen/data.h"
+#include "vixen/device.h"
 #include "vixen/env_dynamics.h"
+#include "vixen/util.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -42,33 +46,60 @@ double vx_env_reward_scale(const vx_market *m, int64_t row_lo, int64_t row_hi, d
 void vx_env_split_rows(const vx_market *m, double eval_fraction, vx_split split, int64_t *lo,
                        int64_t *hi);
 
+/* The parameters of environments over one split of `m` (host pointers into the market): the
+ * settings checked, the split's rows, the reward scale and drawdown limit resolved. What every
+ * backend starts from; no environment is made. */
+vx_status vx_env_params_make(const vx_env_cfg *cfg, const vx_market *m, vx_split split,
+                             vx_env_params *out, vx_err *e);
+
 typedef struct vx_env vx_env;
 
-/* Creates N environments over one split of `m` (which must outlive them) and resets them. */
+/* Creates N environments over one split of `m` (which must outlive them) on `dev` (NULL: the
+ * CPU) and resets them: environment i starts episode 1 at a row drawn from its own Philox
+ * stream, the same on every device. */
 vx_status vx_env_create(const vx_env_cfg *cfg, const vx_market *m, vx_split split, size_t n,
-                        vx_env **out, vx_err *e);
+                        vx_device *dev, vx_env **out, vx_err *e);
 void vx_env_free(vx_env *env);
 
 size_t vx_env_count(const vx_env *env);
+vx_device *vx_env_device(const vx_env *env);
+/* The parameters, with host pointers into the market (prices and features as the market holds
+ * them), whatever the device. */
 const vx_env_params *vx_env_params_get(const vx_env *env);
-const vx_env_state *vx_env_states(const vx_env *env);
-
-/* Restarts environment i's episode at `row` of its split (evaluation walks the held-out bars in
- * order). The row must leave a whole episode before the split's end. */
-vx_status vx_env_reset_to(vx_env *env, size_t i, int64_t row, vx_err *e);
-
-/* Replaces all N states (restoring a checkpoint). */
-void vx_env_set_states(vx_env *env, const vx_env_state *states);
+/* Device memory the environments reserved (market rows, states). */
+size_t vx_env_reserved(const vx_env *env);
 
 /* Writes every environment's current observation (N × D). */
-void vx_env_observe_all(const vx_env *env, float *obs);
+vx_status vx_env_observe(vx_env *env, float *obs, vx_stream s, vx_err *e);
 
-/* Steps all environments. actions: N × 3 int32. Out: obs N × D, rewards N, terminated N,
- * truncated N, and final_obs N × D (may be NULL): the last observation of an episode that ended
- * at this step (rows of other environments are left untouched). An action out of range is an
- * error naming the environment and branch, and nothing is stepped. */
+/* Steps all environments. actions: N × VX_ACTION_BRANCHES int32. Out: obs N × D, rewards N,
+ * terminated N, truncated N, and final_obs N × D (may be NULL): the last observation of an episode
+ * that ended at this step (rows of other environments are left untouched). An action out of
+ * range: on the CPU an error naming the environment and branch, and nothing is stepped; on a
+ * GPU (which cannot stop the others) that environment is left unstepped (reward 0, flags 0) and
+ * counted in vx_env_bad_actions. */
 vx_status vx_env_step(vx_env *env, const int32_t *actions, float *obs, float *rewards,
-                      uint8_t *terminated, uint8_t *truncated, float *final_obs, vx_err *e);
+                      uint8_t *terminated, uint8_t *truncated, float *final_obs, vx_stream s,
+                      vx_err *e);
+
+/* Queues a copy of the N states into host memory (pinned, for it to run asynchronously on a GPU)
+ * or from it; the copy is done once s has reached it (on the CPU, on return). */
+vx_status vx_env_copy_states(vx_env *env, vx_env_state *host, vx_stream s, vx_err *e);
+vx_status vx_env_load_states(vx_env *env, const vx_env_state *host, vx_stream s, vx_err *e);
+/* Synchronous versions: after everything queued so far on the stream of the last call. */
+vx_status vx_env_get_states(vx_env *env, vx_env_state *out, vx_err *e);
+vx_status vx_env_set_states(vx_env *env, const vx_env_state *in, vx_err *e);
+
+/* Actions refused so far (always 0 on the CPU, which returns an error instead). Synchronous. */
+vx_status vx_env_bad_actions(vx_env *env, uint64_t *count, vx_err *e);
+
+/* ---- the CPU reference only ------------------------------------------------------------------ */
+
+/* The live states of a CPU environment (NULL on other devices). */
+const vx_env_state *vx_env_states(const vx_env *env);
+/* Restarts environment i's episode at `row` of its split (evaluation walks the held-out bars in
+ * order). The row must leave a whole episode before the split's end. CPU environments only. */
+vx_status vx_env_reset_to(vx_env *env, size_t i, int64_t row, vx_err *e);
 
 #ifdef __cplusplus
 }

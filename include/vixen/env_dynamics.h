@@ -13,6 +13,7 @@
 
 #include <stdint.h>
 #include <math.h>
+#include "vixen/data.h" /* VX_OBS_DIM, VX_MARKET_FEATURES: the one spelling of the widths */
 #include "vixen/hd.h"
 #include "vixen/philox.h"
 
@@ -20,15 +21,13 @@
 #define VX_ORDER_TYPES 3
 #define VX_URGENCY_LEVELS 3
 #define VX_ACTION_BRANCHES 3
-#define VX_ENV_MARKET_FEATURES 45
-#define VX_ENV_OBS_DIM 51
 #define VX_ENV_RESET_STREAM (1ull << 48) /* Philox stream ids of episode starts: this + env id */
 
 enum { VX_ORDER_MARKET = 0, VX_ORDER_LIMIT = 1, VX_ORDER_VWAP = 2 };
 
 /* Read-only inputs shared by all environments. Row r of the arrays is one bar. */
 typedef struct {
-    const float *features; /* rows × 45 */
+    const float *features; /* rows × VX_MARKET_FEATURES */
     const double *open, *high, *low, *close;
     int64_t row_lo, row_hi; /* this split's rows: [row_lo, row_hi) */
     /* parameters */
@@ -149,18 +148,20 @@ VX_HD static inline float vx_env_clip(double x, double lim)
     return (float)(x > lim ? lim : (x < -lim ? -lim : x));
 }
 
-/* Writes the 51-float observation of the current state: the row's 45 market features, then the
- * six agent features, each O(1): exposure, unrealised and realised PnL (in units of
- * reward_scale·sqrt(episode_len), about one session's standard deviation at full size, clipped to
- * ±5), time in position (fraction of the episode), drawdown (fraction of the limit), and the last
- * exposure change (in units of 2·max_contracts). */
-VX_HD static inline void vx_env_observe(const vx_env_params *p, const vx_env_state *s, float *obs)
+/* Writes the VX_OBS_DIM-float observation of the current state: the row's VX_MARKET_FEATURES
+ * market features, then the VX_AGENT_FEATURES (six) agent features, each O(1): exposure,
+ * unrealised and realised PnL (in units of reward_scale·sqrt(episode_len), about one session's
+ * standard deviation at full size, clipped to ±5), time in position (fraction of the episode),
+ * drawdown (fraction of the limit), and the last exposure change (in units of 2·max_contracts).
+ * (The public vx_env_observe of env.h writes all N of an environment object.) */
+VX_HD static inline void vx_env_observe_one(const vx_env_params *p, const vx_env_state *s,
+                                            float *obs)
 {
-    const float *f = p->features + s->row * VX_ENV_MARKET_FEATURES;
-    for (int i = 0; i < VX_ENV_MARKET_FEATURES; i++) obs[i] = f[i];
+    const float *f = p->features + s->row * VX_MARKET_FEATURES;
+    for (int i = 0; i < VX_MARKET_FEATURES; i++) obs[i] = f[i];
     double pnl_unit = p->reward_scale * sqrt((double)p->episode_len);
     double unreal = s->pos * (p->close[s->row] - s->avg_entry) * p->multiplier;
-    float *a = obs + VX_ENV_MARKET_FEATURES;
+    float *a = obs + VX_MARKET_FEATURES;
     a[0] = (float)((double)s->pos / p->max_contracts);
     a[1] = vx_env_clip(unreal / pnl_unit, 5.0);
     a[2] = (float)((double)s->time_in_pos / p->episode_len);
@@ -199,10 +200,10 @@ VX_HD static inline void vx_env_step_one(const vx_env_params *p, vx_env_state *s
     *terminated = term;
     *truncated = trunc;
     if (term || trunc) {
-        if (final_obs) vx_env_observe(p, s, final_obs);
+        if (final_obs) vx_env_observe_one(p, s, final_obs);
         vx_env_reset(p, s, env_id);
     }
-    vx_env_observe(p, s, obs);
+    vx_env_observe_one(p, s, obs);
 }
 
 #endif

@@ -13,7 +13,7 @@
 
 #include <cuda_runtime.h>
 #include "vixen/dqn.h"
-#include "vixen/env_cuda.h"
+#include "vixen/env.h"
 #include "vixen/nn.h"
 
 #ifdef __cplusplus
@@ -33,8 +33,9 @@ typedef struct {
     int tf32;                /* TF32 GEMMs for the acting forward pass */
 } vx_rollout_cfg;
 
-/* env: the N environments (the rollout steps them; they stay the caller's). */
-vx_status vx_rollout_cuda_create(const vx_rollout_cfg *cfg, vx_env_cuda *env, cudaStream_t s,
+/* env: the N environments, on a CUDA device (the rollout steps them on s; they stay the
+ * caller's). */
+vx_status vx_rollout_cuda_create(const vx_rollout_cfg *cfg, vx_env *env, cudaStream_t s,
                                  vx_rollout_cuda **out, vx_err *e);
 void vx_rollout_cuda_free(vx_rollout_cuda *r);
 
@@ -53,7 +54,7 @@ const double *vx_rollout_cuda_episode_stats(const vx_rollout_cuda *r);
 
 /* The state a checkpoint holds (synchronous; host arrays): the current observations (N × D), the
  * running episode returns (N), the n-step accumulator (its count/head, N × n × D observations,
- * N × n × 3 actions, N × n rewards) and the acting step counter. */
+ * N × n × VX_ACTION_BRANCHES actions, N × n rewards) and the acting step counter. */
 typedef struct {
     float *obs;
     double *episode_return;

@@ -20,14 +20,14 @@ static vx_status run_policy(const vx_market *m, const vx_env_cfg *cfg, vx_dqn *d
                             size_t E, vx_eval_metrics *out, double bars_per_year, vx_err *e)
 {
     vx_env *env;
-    vx_status st = vx_env_create(cfg, m, VX_SPLIT_EVAL, E, &env, e);
+    vx_status st = vx_env_create(cfg, m, VX_SPLIT_EVAL, E, NULL, &env, e); /* walks in place */
     if (st) return st;
     const vx_env_params *p = vx_env_params_get(env);
     int L = p->episode_len - 1; /* one spare step: no episode ends inside the walk */
     for (size_t k = 0; k < E && !st; k++) st = vx_env_reset_to(env, k, p->row_lo + (int64_t)k * L, e);
     float *obs = malloc(E * VX_OBS_DIM * sizeof(float));
     float *rew = malloc(E * sizeof(float));
-    int32_t *act = malloc(E * 3 * sizeof(int32_t));
+    int32_t *act = malloc(E * VX_ACTION_BRANCHES * sizeof(int32_t));
     uint8_t *te = malloc(E), *tr = malloc(E);
     (void)te, (void)tr;
     double *pnl = malloc(E * (size_t)L * sizeof(double)); /* [episode][step]: time order */
@@ -36,18 +36,19 @@ static vx_status run_policy(const vx_market *m, const vx_env_cfg *cfg, vx_dqn *d
         st = vx_err_set(e, VX_ERR_NOMEM, "eval: out of memory");
     if (!st && d) st = vx_qnet_ws_create(&d->L, (int)(E < 256 ? E : 256), &ws, e);
     double traded = 0, trades = 0, wins = 0, held = 0;
-    if (!st) vx_env_observe_all(env, obs);
+    if (!st) st = vx_env_observe(env, obs, NULL, e);
     for (int t = 0; t < L && !st; t++) {
         if (pol == POLICY_AGENT) {
             vx_dqn_act(d, &ws, obs, (int)E, 0.0, 0, 0, act, NULL);
         } else {
             for (size_t k = 0; k < E; k++) {
-                act[k * 3] = pol == POLICY_BUY_HOLD ? VX_EXPOSURE_LEVELS - 1 : VX_EXPOSURE_LEVELS / 2;
-                act[k * 3 + 1] = VX_ORDER_MARKET;
-                act[k * 3 + 2] = VX_URGENCY_LEVELS - 1;
+                int32_t *a = act + k * VX_ACTION_BRANCHES;
+                a[0] = pol == POLICY_BUY_HOLD ? VX_EXPOSURE_LEVELS - 1 : VX_EXPOSURE_LEVELS / 2;
+                a[1] = VX_ORDER_MARKET;
+                a[2] = VX_URGENCY_LEVELS - 1;
             }
         }
-        st = vx_env_step(env, act, obs, rew, te, tr, NULL, e);
+        st = vx_env_step(env, act, obs, rew, te, tr, NULL, NULL, e);
         const vx_env_state *s = vx_env_states(env);
         for (size_t k = 0; k < E && !st; k++) {
             double v = (double)rew[k] * p->reward_scale;

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #define D VX_OBS_DIM
+#define A VX_ACTION_BRANCHES /* int32 actions per environment */
 
 typedef struct { /* the n-step accumulator of vx_nstep, on the device */
     int *count, *head;
@@ -34,7 +35,7 @@ struct vx_rollout_cuda {
     vx_rollout_cfg cfg;
     vx_qnet_layout L;
     vx_loss_shape shape;
-    vx_env_cuda *env;
+    vx_env *env; /* on a CUDA device */
     int N, T, n;
     cudaStream_t s;
     vx_qnet_cuda *net;
@@ -77,7 +78,7 @@ static __global__ void emit_kernel(int N, int n, int t, double gamma, const floa
     int cnt = ns.count[i], head = ns.head[i];
     int p = (head + cnt) % n;
     for (int k = 0; k < D; k++) ns.obs[(slot + p) * D + k] = obs[(size_t)i * D + k];
-    for (int b = 0; b < 3; b++) ns.act[(slot + p) * 3 + b] = act[(size_t)i * 3 + b];
+    for (int b = 0; b < A; b++) ns.act[(slot + p) * A + b] = act[(size_t)i * A + b];
     ns.rew[slot + p] = rew[i];
     cnt++;
     const float *nx = (ended ? final_obs : next_obs) + (size_t)i * D;
@@ -97,7 +98,7 @@ static __global__ void emit_kernel(int N, int n, int t, double gamma, const floa
             out.obs[o * D + k] = ns.obs[(slot + head) * D + k];
             out.next_obs[o * D + k] = nx[k];
         }
-        for (int b = 0; b < 3; b++) out.actions[o * 3 + b] = ns.act[(slot + head) * 3 + b];
+        for (int b = 0; b < A; b++) out.actions[o * A + b] = ns.act[(slot + head) * A + b];
         out.rewards[o] = (float)R;
         out.term[o] = ended ? te[i] : 0;
         out.trunc[o] = ended ? tr[i] : 0;
@@ -124,7 +125,7 @@ static __global__ void pack_kernel(size_t slots, const uint32_t *flags, const ui
     out.obs[q * D + k] = raw.obs[o * D + k];
     out.next_obs[q * D + k] = raw.next_obs[o * D + k];
     if (k == 0) {
-        for (int b = 0; b < 3; b++) out.actions[q * 3 + b] = raw.actions[o * 3 + b];
+        for (int b = 0; b < A; b++) out.actions[q * A + b] = raw.actions[o * A + b];
         out.rewards[q] = raw.rewards[o];
         out.term[q] = raw.term[o];
         out.trunc[q] = raw.trunc[o];
@@ -154,7 +155,7 @@ static vx_status trans_alloc(dev_trans *t, size_t n, vx_err *e)
     VX_CUDA_CHECK(cudaMalloc((void **)&t->obs, n * D * 4));
     VX_CUDA_CHECK(cudaMalloc((void **)&t->next_obs, n * D * 4));
     VX_CUDA_CHECK(cudaMalloc((void **)&t->rewards, n * 4));
-    VX_CUDA_CHECK(cudaMalloc((void **)&t->actions, n * 12));
+    VX_CUDA_CHECK(cudaMalloc((void **)&t->actions, n * A * sizeof(int32_t)));
     VX_CUDA_CHECK(cudaMalloc((void **)&t->term, n));
     VX_CUDA_CHECK(cudaMalloc((void **)&t->trunc, n));
     VX_CUDA_CHECK(cudaMalloc((void **)&t->steps, n));
@@ -186,13 +187,16 @@ extern "C" void vx_rollout_cuda_free(vx_rollout_cuda *r)
     free(r);
 }
 
-extern "C" vx_status vx_rollout_cuda_create(const vx_rollout_cfg *cfg, vx_env_cuda *env,
+extern "C" vx_status vx_rollout_cuda_create(const vx_rollout_cfg *cfg, vx_env *env,
                                             cudaStream_t s, vx_rollout_cuda **out, vx_err *e)
 {
     *out = NULL;
     if (cfg->steps < 1 || cfg->n_step < 1 || cfg->n_step > 255)
         return vx_err_set(e, VX_ERR_ARG, "rollout: steps %d and n_step %d must be positive (n ≤ 255)",
                           cfg->steps, cfg->n_step);
+    if (vx_device_kind(vx_env_device(env)) != VX_DEVICE_CUDA)
+        return vx_err_set(e, VX_ERR_ARG, "rollout: the environments are on %s, not a CUDA device",
+                          vx_device_name(vx_env_device(env)));
     vx_rollout_cuda *r = (vx_rollout_cuda *)calloc(1, sizeof *r);
     if (!r) return vx_err_set(e, VX_ERR_NOMEM, "rollout: out of memory");
     vx_status st = VX_OK;
@@ -200,7 +204,7 @@ extern "C" vx_status vx_rollout_cuda_create(const vx_rollout_cfg *cfg, vx_env_cu
     r->L = *cfg->layout;
     r->shape = *cfg->shape;
     r->env = env;
-    r->N = (int)vx_env_cuda_count(env);
+    r->N = (int)vx_env_count(env);
     r->T = cfg->steps;
     r->n = cfg->n_step;
     r->s = s;
@@ -212,13 +216,13 @@ extern "C" vx_status vx_rollout_cuda_create(const vx_rollout_cfg *cfg, vx_env_cu
     VX_CUDA_CHECK(cudaMalloc((void **)&r->obs[1], N * D * 4));
     VX_CUDA_CHECK(cudaMalloc((void **)&r->final_obs, N * D * 4));
     VX_CUDA_CHECK(cudaMalloc((void **)&r->rew, N * 4));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->act, N * 12));
+    VX_CUDA_CHECK(cudaMalloc((void **)&r->act, N * A * sizeof(int32_t)));
     VX_CUDA_CHECK(cudaMalloc((void **)&r->te, N));
     VX_CUDA_CHECK(cudaMalloc((void **)&r->tr, N));
     VX_CUDA_CHECK(cudaMalloc((void **)&r->ns.count, N * sizeof(int)));
     VX_CUDA_CHECK(cudaMalloc((void **)&r->ns.head, N * sizeof(int)));
     VX_CUDA_CHECK(cudaMalloc((void **)&r->ns.obs, N * n * D * 4));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->ns.act, N * n * 12));
+    VX_CUDA_CHECK(cudaMalloc((void **)&r->ns.act, N * n * A * sizeof(int32_t)));
     VX_CUDA_CHECK(cudaMalloc((void **)&r->ns.rew, N * n * 4));
     VX_CUDA_CHECK(cudaMalloc((void **)&r->ep_ret, N * 8));
     VX_CUDA_CHECK(cudaMalloc((void **)&r->ret_sum, N * 8));
@@ -245,7 +249,7 @@ extern "C" vx_status vx_rollout_cuda_create(const vx_rollout_cfg *cfg, vx_env_cu
     VX_CUDA_CHECK(cudaMemsetAsync(r->ep_count, 0, N * 8, s));
     VX_CUDA_CHECK(cudaMemsetAsync(r->eps, 0, 8, s));
     VX_CUDA_CHECK(cudaMemsetAsync(r->step, 0, 8, s));
-    st = vx_env_cuda_observe(env, r->obs[0], s, e);
+    st = vx_env_observe(env, r->obs[0], s, e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaStreamSynchronize(s)); /* creation only */
     *out = r;
@@ -278,7 +282,7 @@ static vx_status rollout_body(vx_rollout_cuda *r, vx_err *e)
             st = vx_dqn_cuda_act(&r->shape, vx_qnet_cuda_output(r->net), O, N, r->eps, r->cfg.seed,
                                  r->step, r->act, r->s, e);
         if (!st)
-            st = vx_env_cuda_step(r->env, r->act, next, r->rew, r->te, r->tr, r->final_obs, r->s, e);
+            st = vx_env_step(r->env, r->act, next, r->rew, r->te, r->tr, r->final_obs, r->s, e);
         if (st) break;
         emit_kernel<<<blocks, 128, 0, r->s>>>(N, n, t, r->cfg.gamma, cur, r->act, r->rew, r->te,
                                               r->tr, next, r->final_obs, r->ns, r->raw, r->flags,
@@ -343,7 +347,8 @@ extern "C" vx_status vx_rollout_cuda_get_state(vx_rollout_cuda *r, vx_rollout_st
     VX_CUDA_CHECK(cudaMemcpy(x->nstep->count, r->ns.count, N * sizeof(int), cudaMemcpyDeviceToHost));
     VX_CUDA_CHECK(cudaMemcpy(x->nstep->head, r->ns.head, N * sizeof(int), cudaMemcpyDeviceToHost));
     VX_CUDA_CHECK(cudaMemcpy(x->nstep->obs, r->ns.obs, N * n * D * 4, cudaMemcpyDeviceToHost));
-    VX_CUDA_CHECK(cudaMemcpy(x->nstep->act, r->ns.act, N * n * 12, cudaMemcpyDeviceToHost));
+    VX_CUDA_CHECK(cudaMemcpy(x->nstep->act, r->ns.act, N * n * A * sizeof(int32_t),
+                             cudaMemcpyDeviceToHost));
     VX_CUDA_CHECK(cudaMemcpy(x->nstep->rew, r->ns.rew, N * n * 4, cudaMemcpyDeviceToHost));
     VX_CUDA_CHECK(cudaMemcpy(&step, r->step, 8, cudaMemcpyDeviceToHost));
     *x->act_step = step;
@@ -363,7 +368,8 @@ extern "C" vx_status vx_rollout_cuda_set_state(vx_rollout_cuda *r, const vx_roll
     VX_CUDA_CHECK(cudaMemcpy(r->ns.count, x->nstep->count, N * sizeof(int), cudaMemcpyHostToDevice));
     VX_CUDA_CHECK(cudaMemcpy(r->ns.head, x->nstep->head, N * sizeof(int), cudaMemcpyHostToDevice));
     VX_CUDA_CHECK(cudaMemcpy(r->ns.obs, x->nstep->obs, N * n * D * 4, cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(cudaMemcpy(r->ns.act, x->nstep->act, N * n * 12, cudaMemcpyHostToDevice));
+    VX_CUDA_CHECK(cudaMemcpy(r->ns.act, x->nstep->act, N * n * A * sizeof(int32_t),
+                             cudaMemcpyHostToDevice));
     VX_CUDA_CHECK(cudaMemcpy(r->ns.rew, x->nstep->rew, N * n * 4, cudaMemcpyHostToDevice));
     VX_CUDA_CHECK(cudaMemcpy(r->step, &step, 8, cudaMemcpyHostToDevice));
 fail:

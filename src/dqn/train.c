@@ -96,10 +96,12 @@ static vx_status trainer_init(vx_trainer *t, const vx_train_cfg *c, int gpu, vx_
     vx_env_cfg ec = c->env;
     ec.seed = c->seed;
     size_t N = (size_t)c->envs, D = VX_OBS_DIM, B = (size_t)c->dqn.batch;
-    st = vx_env_create(&ec, &t->market, VX_SPLIT_TRAIN, N, &t->env, e);
+    /* on the CPU; on the GPU path the host mirror of the device environments' states, which
+     * checkpoints read and a resume fills (train_cuda.cu) */
+    st = vx_env_create(&ec, &t->market, VX_SPLIT_TRAIN, N, NULL, &t->env, e);
     vx_qnet_cfg q = c->net;
     q.in_dim = VX_OBS_DIM;
-    q.n_branches = 3;
+    q.n_branches = VX_ACTION_BRANCHES;
     q.branch[0] = VX_EXPOSURE_LEVELS, q.branch[1] = VX_ORDER_TYPES, q.branch[2] = VX_URGENCY_LEVELS;
     if (!st) st = vx_dqn_create(&c->dqn, &q, c->seed, &t->dqn, e);
     vx_replay_cfg rc;
@@ -117,7 +119,8 @@ static vx_status trainer_init(vx_trainer *t, const vx_train_cfg *c, int gpu, vx_
     if (!t->act_params) return vx_err_set(e, VX_ERR_NOMEM, "train: out of memory");
     memcpy(t->act_params, t->dqn.online, t->dqn.L.n_params * sizeof(float));
     t->obs = malloc(N * D * 4), t->next_obs = malloc(N * D * 4), t->final_obs = malloc(N * D * 4);
-    t->merged = malloc(N * D * 4), t->rew = malloc(N * 4), t->act = malloc(N * 12);
+    t->merged = malloc(N * D * 4), t->rew = malloc(N * 4);
+    t->act = malloc(N * VX_ACTION_BRANCHES * sizeof(int32_t));
     t->te = malloc(N), t->tr = malloc(N), t->ep_ret = calloc(N, sizeof(double));
     t->b_obs = malloc(B * D * 4), t->b_next = malloc(B * D * 4), t->b_rew = malloc(B * 4);
     t->b_w = malloc(B * 4), t->b_act = malloc(B * 12), t->b_te = malloc(B), t->b_tr = malloc(B);
@@ -126,7 +129,8 @@ static vx_status trainer_init(vx_trainer *t, const vx_train_cfg *c, int gpu, vx_
         !t->tr || !t->ep_ret || !t->b_obs || !t->b_next || !t->b_rew || !t->b_w || !t->b_act ||
         !t->b_te || !t->b_tr || !t->b_steps || !t->b_idx || !t->b_gen)
         return vx_err_set(e, VX_ERR_NOMEM, "train: out of memory");
-    vx_env_observe_all(t->env, t->obs);
+    st = vx_env_observe(t->env, t->obs, NULL, e);
+    if (st) return st;
     snprintf(t->ckpt_path, sizeof t->ckpt_path, "%s/checkpoint/latest.safetensors", c->run_dir);
     snprintf(t->replay_path, sizeof t->replay_path, "%s/checkpoint/replay.bin", c->run_dir);
     return VX_OK;
@@ -296,8 +300,8 @@ static vx_status load_checkpoint(vx_trainer *t, vx_err *e)
     if (!st) st = copy_tensor(&s, "nstep.actions", VX_DT_U8, N * n * 12, 1, t->ns.act, e);
     if (!st) st = copy_tensor(&s, "nstep.rewards", VX_DT_F32, N * n, 4, t->ns.rew, e);
     if (!st) st = copy_tensor(&s, "acting", VX_DT_F32, np, 4, t->act_params, e);
+    if (!st) st = vx_env_set_states(t->env, es, e);
     if (!st) {
-        vx_env_set_states(t->env, es);
         for (size_t i = 0; i < N; i++) t->ns.count[i] = (int)cnt[i], t->ns.head[i] = (int)cnt[N + i];
         t->epoch = (int)epoch;
         t->env_steps = steps;
@@ -358,7 +362,7 @@ static vx_status collect(vx_trainer *t, double eps, double *ret_sum, double *epi
         vx_dqn_act(&t->dqn, &t->act_ws, t->obs, (int)N, eps, t->cfg.seed, t->act_step++, t->act,
                    NULL);
         vx_status st = vx_env_step(t->env, t->act, t->next_obs, t->rew, t->te, t->tr,
-                                   t->final_obs, e);
+                                   t->final_obs, NULL, e);
         if (st) {
             t->dqn.online = online;
             return st;

@@ -13,7 +13,11 @@
  * same thing. A rollout is not started ahead when the epoch ends at a checkpoint, so a checkpoint
  * never has a rollout in flight; a stop between checkpoints waits for it and inserts it
  * (collected_ahead, honoured on resume). The host waits once per epoch, for the statistics that
- * were copied into pinned memory behind the last update. */
+ * were copied into pinned memory behind the last update.
+ *
+ * The backend opens a CUDA device context (vx_device) for the run: the environments are created
+ * on it, so their memory is charged to its budget; the other components still allocate on the
+ * current device directly. */
 #include "vixen/cuda_util.h"
 #include "vixen/dqn_cuda.h"
 #include "vixen/replay_cuda.h"
@@ -26,8 +30,9 @@
 #include <string.h>
 
 struct vx_train_gpu {
+    vx_device *dev;        /* the CUDA context the environments are created on */
     cudaStream_t learn, collect;
-    vx_env_cuda *env;
+    vx_env *env;
     vx_replay_cuda *replay;
     vx_dqn_cuda *dqn;
     vx_rollout_cuda *roll;
@@ -114,7 +119,7 @@ extern "C" void vx_train_gpu_free(vx_train_gpu *g)
     vx_rollout_cuda_free(g->roll);
     vx_dqn_cuda_free(g->dqn);
     vx_replay_cuda_free(g->replay);
-    vx_env_cuda_free(g->env);
+    vx_env_free(g->env);
     cudaFree(g->act_params);
     cudaFreeHost(g->ep_host);
     if (g->snap) cudaEventDestroy(g->snap);
@@ -126,6 +131,7 @@ extern "C" void vx_train_gpu_free(vx_train_gpu *g)
     if (g->l1) cudaEventDestroy(g->l1);
     if (g->learn) cudaStreamDestroy(g->learn);
     if (g->collect) cudaStreamDestroy(g->collect);
+    vx_device_close(g->dev);
     free(g);
 }
 
@@ -136,7 +142,7 @@ extern "C" vx_status vx_train_gpu_push(vx_train_gpu *g, vx_trainer *t, vx_err *e
     vx_rollout_state rs = {t->obs, t->ep_ret, &t->ns, &t->act_step};
     st = vx_dqn_cuda_set_state(g->dqn, t->dqn.online, t->dqn.target, t->dqn.adam.m, t->dqn.adam.v,
                                (long long)t->dqn.adam.t, (long long)t->dqn.updates, e);
-    if (!st) st = vx_env_cuda_set_states(g->env, vx_env_states(t->env), e);
+    if (!st) st = vx_env_set_states(g->env, vx_env_states(t->env), e);
     if (!st) st = vx_rollout_cuda_set_state(g->roll, &rs, e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaMemcpy(g->act_params, t->act_params, np * 4, cudaMemcpyHostToDevice));
@@ -159,6 +165,11 @@ extern "C" vx_status vx_train_gpu_create(vx_trainer *t, vx_train_gpu **out, vx_e
     vx_replay_cfg_default(&rc, c->replay_kind, (size_t)c->replay_capacity);
     rc.alpha = c->replay_alpha, rc.eps = c->replay_eps, rc.rank_refresh = c->rank_refresh;
     rc.seed = c->seed;
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CUDA; /* device 0, the one the other components run on */
+    st = vx_device_open(&dc, &g->dev, e);
+    if (st) goto fail;
     VX_CUDA_CHECK(cudaStreamCreateWithFlags(&g->learn, cudaStreamNonBlocking));
     VX_CUDA_CHECK(cudaStreamCreateWithFlags(&g->collect, cudaStreamNonBlocking));
     VX_CUDA_CHECK(cudaEventCreateWithFlags(&g->snap, cudaEventDisableTiming));
@@ -170,7 +181,7 @@ extern "C" vx_status vx_train_gpu_create(vx_trainer *t, vx_train_gpu **out, vx_e
     VX_CUDA_CHECK(cudaEventCreate(&g->l1));
     VX_CUDA_CHECK(cudaMallocHost((void **)&g->ep_host, 4 * sizeof(double)));
     VX_CUDA_CHECK(cudaMalloc((void **)&g->act_params, np * 4));
-    st = vx_env_cuda_create(&ec, &t->market, VX_SPLIT_TRAIN, (size_t)c->envs, &g->env, e);
+    st = vx_env_create(&ec, &t->market, VX_SPLIT_TRAIN, (size_t)c->envs, g->dev, &g->env, e);
     if (!st) st = vx_replay_cuda_create(&rc, &g->replay, e);
     if (st) goto fail;
     {
@@ -353,8 +364,8 @@ extern "C" vx_status vx_train_gpu_pull(vx_train_gpu *g, vx_trainer *t, int full,
             st = vx_err_set(e, VX_ERR_NOMEM, "train: out of memory");
             goto fail;
         }
-        st = vx_env_cuda_states(g->env, states, e);
-        if (!st) vx_env_set_states(t->env, states);
+        st = vx_env_get_states(g->env, states, e);
+        if (!st) st = vx_env_set_states(t->env, states, e);
         free(states);
         if (!st) st = vx_rollout_cuda_get_state(g->roll, &rs, e);
     }

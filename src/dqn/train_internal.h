@@ -2,11 +2,11 @@
  * (train_cuda.cu). Not part of the public API.
  *
  * The trainer holds the host side of a run: the market, the CPU environments (on the GPU path
- * they give the GPU environments their parameters and starts, and mirror their states for
- * checkpoints), the learner (on the GPU path a host mirror of the weights and Adam's moments,
- * filled before each evaluation and checkpoint), the n-step accumulator, observations and
- * counters. The GPU backend does the epoch's collection and updates; everything else — the run
- * folder, metrics, evaluation, checkpoint files — is the same code for both. */
+ * a host mirror of the device environments' states, which checkpoints read), the learner (on
+ * the GPU path a host mirror of the weights and Adam's moments, filled before each evaluation
+ * and checkpoint), the n-step accumulator, observations and counters. The GPU backend does the
+ * epoch's collection and updates; everything else — the run folder, metrics, evaluation,
+ * checkpoint files — is the same code for both. */
 #ifndef VIXEN_TRAIN_INTERNAL_H
 #define VIXEN_TRAIN_INTERNAL_H
 

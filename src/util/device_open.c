@@ -8,9 +8,12 @@
 #include "device_internal.h"
 
 #if VX_HAVE_CUDA
+#include "../env/env_internal.h"
+
 int vx_cuda_device_count(void); /* philox_cuda.cu */
 
 static const vx_backend_entry cuda_backends[] = {
+    {"env", &vx_env_cuda_ops},
     {NULL, NULL},
 };
 #endif

@@ -1,5 +1,6 @@
 /* test_env.c — the trading environment: order sizing, fills, accounting to the cent, episode
- * ends and resets, splits, determinism, and argument errors. */
+ * ends and resets, splits, determinism, argument errors, the parameters every backend starts
+ * from, CPU device contexts, and the states' round trip. */
 #include "helpers.h"
 #include "vixen/env.h"
 
@@ -84,9 +85,9 @@ static void test_order_sizing_and_fills(void **state)
 static void step1(vx_env *env, int e, int o, int u, float *obs, float *r, uint8_t *te,
                   uint8_t *tr, float *fin)
 {
-    int32_t a[3] = {e, o, u};
+    int32_t a[VX_ACTION_BRANCHES] = {e, o, u};
     vx_err err;
-    assert_int_equal(vx_env_step(env, a, obs, r, te, tr, fin, &err), VX_OK);
+    assert_int_equal(vx_env_step(env, a, obs, r, te, tr, fin, NULL, &err), VX_OK);
 }
 
 static void test_accounting_one_episode(void **state)
@@ -98,7 +99,7 @@ static void test_accounting_one_episode(void **state)
     cfg_tiny(&c);
     vx_env *env;
     vx_err e;
-    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_OK);
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_OK);
     const vx_env_state *s = vx_env_states(env);
     int64_t r0 = s->row;
     assert_true(r0 >= 0 && r0 <= 12 - 1 - 5);
@@ -180,7 +181,7 @@ static void test_limit_not_filled_and_stop_out(void **state)
     c.drawdown_limit = 300;
     vx_env *env;
     vx_err e;
-    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_OK);
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_OK);
     const vx_env_state *s = vx_env_states(env);
     float obs[VX_OBS_DIM], fin[VX_OBS_DIM], rew;
     uint8_t te, tr;
@@ -198,7 +199,7 @@ static void test_limit_not_filled_and_stop_out(void **state)
     vx_env_free(env);
     /* a limit order the bar only touches does not fill */
     for (size_t i = 0; i < 12; i++) t.l[i] = t.o[i] - 0.25;
-    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_OK);
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_OK);
     s = vx_env_states(env);
     step1(env, 8, VX_ORDER_LIMIT, 2, obs, &rew, &te, &tr, fin);
     assert_int_equal(s->pos, 0);
@@ -216,21 +217,21 @@ static void run_random(const vx_market *m, uint64_t seed, vx_split split, size_t
     c.seed = seed;
     vx_env *env;
     vx_err e;
-    assert_int_equal(vx_env_create(&c, m, split, n, &env, &e), VX_OK);
+    assert_int_equal(vx_env_create(&c, m, split, n, NULL, &env, &e), VX_OK);
     int64_t lo, hi;
     vx_env_split_rows(m, c.eval_fraction, split, &lo, &hi);
-    int32_t *a = malloc(n * 3 * sizeof *a);
+    int32_t *a = malloc(n * VX_ACTION_BRANCHES * sizeof *a);
     float *fin = malloc(n * VX_OBS_DIM * sizeof *fin);
     uint8_t *te = malloc(n), *tr = malloc(n);
     vx_rng r = vx_rng_make(77, 0, 0);
     for (size_t t = 0; t < steps; t++) {
         for (size_t i = 0; i < n; i++) {
-            a[i * 3] = (int32_t)vx_rng_below(&r, 9);
-            a[i * 3 + 1] = (int32_t)vx_rng_below(&r, 3);
-            a[i * 3 + 2] = (int32_t)vx_rng_below(&r, 3);
+            a[i * VX_ACTION_BRANCHES] = (int32_t)vx_rng_below(&r, 9);
+            a[i * VX_ACTION_BRANCHES + 1] = (int32_t)vx_rng_below(&r, 3);
+            a[i * VX_ACTION_BRANCHES + 2] = (int32_t)vx_rng_below(&r, 3);
         }
         assert_int_equal(vx_env_step(env, a, obs_out + t * n * VX_OBS_DIM, rew_out + t * n, te, tr,
-                                     fin, &e),
+                                     fin, NULL, &e),
                          VX_OK);
         const vx_env_state *s = vx_env_states(env);
         for (size_t i = 0; i < n; i++) {
@@ -289,23 +290,192 @@ static void test_bad_arguments(void **state)
     cfg_tiny(&c);
     vx_env *env;
     vx_err e;
-    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 4, &env, &e), VX_OK);
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 4, NULL, &env, &e), VX_OK);
     int32_t a[12] = {0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 0};
     float obs[4 * VX_OBS_DIM], r[4];
     uint8_t te[4], tr[4];
     const vx_env_state before = vx_env_states(env)[0];
-    assert_int_equal(vx_env_step(env, a, obs, r, te, tr, NULL, &e), VX_ERR_ARG);
+    assert_int_equal(vx_env_step(env, a, obs, r, te, tr, NULL, NULL, &e), VX_ERR_ARG);
     assert_string_equal(e.field, "order_type");
     assert_non_null(strstr(e.msg, "environment 3"));
     assert_memory_equal(&before, &vx_env_states(env)[0], sizeof before); /* nothing stepped */
     vx_env_free(env);
     c.episode_len = 20; /* longer than the market */
-    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_ERR_ARG);
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_ERR_ARG);
     assert_non_null(strstr(e.msg, "fewer than one episode"));
     cfg_tiny(&c);
     c.max_contracts = 0;
-    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, &env, &e), VX_ERR_ARG);
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_ERR_ARG);
     tiny_free(&t);
+}
+
+/* Random actions for n environments, T steps, from one Philox stream. */
+static int32_t *random_actions(size_t n, size_t steps, uint64_t seed)
+{
+    int32_t *a = malloc(steps * n * VX_ACTION_BRANCHES * sizeof *a);
+    assert_non_null(a);
+    vx_rng r = vx_rng_make(seed, 0, 0);
+    for (size_t i = 0; i < steps * n; i++) {
+        a[i * VX_ACTION_BRANCHES] = (int32_t)vx_rng_below(&r, VX_EXPOSURE_LEVELS);
+        a[i * VX_ACTION_BRANCHES + 1] = (int32_t)vx_rng_below(&r, VX_ORDER_TYPES);
+        a[i * VX_ACTION_BRANCHES + 2] = (int32_t)vx_rng_below(&r, VX_URGENCY_LEVELS);
+    }
+    return a;
+}
+
+/* vx_env_params_make is what an environment reports; NULL and the CPU context are one device,
+ * whose account is charged with the states; a budget too small for them refuses creation. */
+static void test_params_and_cpu_devices(void **state)
+{
+    (void)state;
+    vx_series ser;
+    th_synth(&ser, 12, 3, 0.1);
+    vx_market m;
+    vx_err e;
+    assert_int_equal(vx_market_from_series(&ser, &m, &e), VX_OK);
+    vx_env_cfg c;
+    vx_env_cfg_default(&c);
+    c.seed = 9;
+    const size_t n = 24, T = 500, D = VX_OBS_DIM;
+    vx_env_params pt, pe;
+    assert_int_equal(vx_env_params_make(&c, &m, VX_SPLIT_TRAIN, &pt, &e), VX_OK);
+    assert_int_equal(vx_env_params_make(&c, &m, VX_SPLIT_EVAL, &pe, &e), VX_OK);
+    int64_t lo, hi;
+    vx_env_split_rows(&m, c.eval_fraction, VX_SPLIT_EVAL, &lo, &hi);
+    assert_int_equal(pe.row_lo, lo);
+    assert_int_equal(pe.row_hi, hi);
+    vx_env_split_rows(&m, c.eval_fraction, VX_SPLIT_TRAIN, &lo, &hi);
+    assert_int_equal(pt.row_lo, lo);
+    assert_int_equal(pt.row_hi, hi);
+    double scale = vx_env_reward_scale(&m, lo, hi, c.multiplier, c.max_contracts);
+    assert_true(pt.reward_scale == scale && pe.reward_scale == scale); /* training rows, both */
+    assert_true(pt.drawdown_limit == 3.0 * scale * sqrt((double)c.episode_len));
+    assert_ptr_equal(pt.close, m.close + m.first_bar);
+    vx_device_mem m0, m1;
+    vx_device_memory(NULL, &m0);
+    vx_env *a, *b;
+    assert_int_equal(vx_env_create(&c, &m, VX_SPLIT_TRAIN, n, NULL, &a, &e), VX_OK);
+    assert_int_equal(vx_env_create(&c, &m, VX_SPLIT_TRAIN, n, vx_device_cpu(), &b, &e), VX_OK);
+    assert_memory_equal(vx_env_params_get(a), &pt, sizeof pt);
+    assert_memory_equal(vx_env_params_get(b), &pt, sizeof pt);
+    assert_ptr_equal(vx_env_device(a), vx_device_cpu());
+    assert_ptr_equal(vx_env_device(b), vx_device_cpu());
+    assert_int_equal(vx_env_count(a), n);
+    assert_int_equal(vx_env_count(b), n);
+    assert_int_equal(vx_env_reserved(a), n * sizeof(vx_env_state));
+    assert_int_equal(vx_env_reserved(b), n * sizeof(vx_env_state));
+    vx_device_memory(NULL, &m1);
+    assert_int_equal(m1.reserved - m0.reserved, 2 * n * sizeof(vx_env_state));
+    /* the same starts, and the same steps */
+    assert_memory_equal(vx_env_states(a), vx_env_states(b), n * sizeof(vx_env_state));
+    float *oa = malloc(n * D * 4), *ob = malloc(n * D * 4), *ra = malloc(n * 4), *rb = malloc(n * 4);
+    uint8_t *te = malloc(n), *tr = malloc(n);
+    int32_t *act = random_actions(n, T, 12);
+    assert_int_equal(vx_env_observe(a, oa, NULL, &e), VX_OK);
+    assert_int_equal(vx_env_observe(b, ob, NULL, &e), VX_OK);
+    assert_memory_equal(oa, ob, n * D * 4);
+    for (size_t t = 0; t < T; t++) {
+        const int32_t *at = act + t * n * VX_ACTION_BRANCHES;
+        assert_int_equal(vx_env_step(a, at, oa, ra, te, tr, NULL, NULL, &e), VX_OK);
+        assert_int_equal(vx_env_step(b, at, ob, rb, te, tr, NULL, NULL, &e), VX_OK);
+        if (memcmp(oa, ob, n * D * 4) != 0 || memcmp(ra, rb, n * 4) != 0)
+            fail_msg("step %zu: NULL and the CPU context differ", t);
+    }
+    assert_memory_equal(vx_env_states(a), vx_env_states(b), n * sizeof(vx_env_state));
+    uint64_t bad = 1;
+    assert_int_equal(vx_env_bad_actions(a, &bad, &e), VX_OK);
+    assert_int_equal(bad, 0);
+    vx_env_free(a);
+    vx_env_free(b);
+    vx_device_memory(NULL, &m1);
+    assert_int_equal(m1.reserved, m0.reserved);
+    /* a CPU context with a budget smaller than the states */
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CPU;
+    dc.budget = n * sizeof(vx_env_state) - 1;
+    vx_device *small;
+    assert_int_equal(vx_device_open(&dc, &small, &e), VX_OK);
+    assert_int_equal(vx_env_create(&c, &m, VX_SPLIT_TRAIN, n, small, &a, &e), VX_ERR_NOMEM);
+    assert_non_null(strstr(e.msg, "environments"));
+    vx_device_memory(small, &m1);
+    assert_int_equal(m1.reserved, 0);
+    assert_int_equal(vx_env_create(&c, &m, VX_SPLIT_TRAIN, n - 1, small, &a, &e), VX_OK);
+    assert_ptr_equal(vx_env_device(a), small);
+    vx_device_memory(small, &m1);
+    assert_int_equal(m1.reserved, (n - 1) * sizeof(vx_env_state));
+    vx_env_free(a);
+    vx_device_close(small);
+    /* the checks are params_make's, for both */
+    c.max_contracts = 0;
+    assert_int_equal(vx_env_params_make(&c, &m, VX_SPLIT_TRAIN, &pt, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "max_contracts"));
+    free(oa), free(ob), free(ra), free(rb), free(te), free(tr), free(act);
+    vx_market_close(&m);
+}
+
+/* get_states/set_states: what comes out goes back in, and environments restored from it step
+ * exactly as the originals did. */
+static void test_states_round_trip(void **state)
+{
+    (void)state;
+    vx_series ser;
+    th_synth(&ser, 12, 4, 0.1);
+    vx_market m;
+    vx_err e;
+    assert_int_equal(vx_market_from_series(&ser, &m, &e), VX_OK);
+    vx_env_cfg c;
+    vx_env_cfg_default(&c);
+    c.seed = 17;
+    const size_t n = 16, T = 600, D = VX_OBS_DIM;
+    vx_env *a, *b;
+    assert_int_equal(vx_env_create(&c, &m, VX_SPLIT_TRAIN, n, NULL, &a, &e), VX_OK);
+    assert_int_equal(vx_env_create(&c, &m, VX_SPLIT_TRAIN, n, NULL, &b, &e), VX_OK);
+    int32_t *act = random_actions(n, 2 * T, 5), *other = random_actions(n, T / 2, 6);
+    float *oa = malloc(n * D * 4), *ob = malloc(n * D * 4), *ra = malloc(n * 4), *rb = malloc(n * 4);
+    float *fa = malloc(n * D * 4), *fb = malloc(n * D * 4);
+    uint8_t *tea = malloc(n), *tra = malloc(n), *teb = malloc(n), *trb = malloc(n);
+    vx_env_state *s1 = malloc(n * sizeof *s1), *s2 = malloc(n * sizeof *s2);
+    for (size_t t = 0; t < T; t++) /* through episode ends: the episode counters move */
+        assert_int_equal(vx_env_step(a, act + t * n * VX_ACTION_BRANCHES, oa, ra, tea, tra, NULL,
+                                     NULL, &e),
+                         VX_OK);
+    /* b elsewhere: only the states loaded into it will make it a's twin */
+    for (size_t t = 0; t < T / 2; t++)
+        assert_int_equal(vx_env_step(b, other + t * n * VX_ACTION_BRANCHES, ob, rb, teb, trb, NULL,
+                                     NULL, &e),
+                         VX_OK);
+    assert_true(memcmp(vx_env_states(a), vx_env_states(b), n * sizeof(vx_env_state)) != 0);
+    assert_int_equal(vx_env_get_states(a, s1, &e), VX_OK);
+    assert_memory_equal(s1, vx_env_states(a), n * sizeof *s1);
+    size_t ended = 0;
+    for (size_t i = 0; i < n; i++) ended += s1[i].episode > 1;
+    assert_true(ended > 0);
+    assert_int_equal(vx_env_set_states(b, s1, &e), VX_OK);
+    assert_int_equal(vx_env_get_states(b, s2, &e), VX_OK);
+    assert_memory_equal(s1, s2, n * sizeof *s1);
+    assert_int_equal(vx_env_observe(b, ob, NULL, &e), VX_OK);
+    assert_memory_equal(oa, ob, n * D * 4);
+    for (size_t t = T; t < 2 * T; t++) {
+        const int32_t *at = act + t * n * VX_ACTION_BRANCHES;
+        memset(fa, 0, n * D * 4), memset(fb, 0, n * D * 4);
+        assert_int_equal(vx_env_step(a, at, oa, ra, tea, tra, fa, NULL, &e), VX_OK);
+        assert_int_equal(vx_env_step(b, at, ob, rb, teb, trb, fb, NULL, &e), VX_OK);
+        if (memcmp(oa, ob, n * D * 4) != 0 || memcmp(ra, rb, n * 4) != 0 ||
+            memcmp(fa, fb, n * D * 4) != 0 || memcmp(tea, teb, n) != 0 || memcmp(tra, trb, n) != 0)
+            fail_msg("step %zu: the restored environments differ", t);
+    }
+    assert_memory_equal(vx_env_states(a), vx_env_states(b), n * sizeof(vx_env_state));
+    /* the queued forms (NULL stream on the CPU) are the same copies */
+    assert_int_equal(vx_env_load_states(b, s1, NULL, &e), VX_OK);
+    assert_int_equal(vx_env_copy_states(b, s2, NULL, &e), VX_OK);
+    assert_memory_equal(s1, s2, n * sizeof *s1);
+    assert_int_equal(vx_env_reset_to(a, n, 0, &e), VX_ERR_ARG); /* no environment n */
+    free(act), free(other), free(oa), free(ob), free(ra), free(rb), free(fa), free(fb);
+    free(tea), free(tra), free(teb), free(trb), free(s1), free(s2);
+    vx_env_free(a);
+    vx_env_free(b);
+    vx_market_close(&m);
 }
 
 int main(void)
@@ -316,6 +486,8 @@ int main(void)
         cmocka_unit_test(test_limit_not_filled_and_stop_out),
         cmocka_unit_test(test_determinism_and_splits),
         cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_params_and_cpu_devices),
+        cmocka_unit_test(test_states_round_trip),
     };
     return cmocka_run_group_tests_name("env", tests, NULL, NULL);
 }

@@ -1,0 +1,203 @@
+/* env.c — the environment's generic part: settings and their checks, the splits, the reward
+ * scale, the resolved parameters, the first episode starts, and the public calls, which dispatch
+ * to the backend of the environment's device (env_internal.h).
+ *
+ * Creation resolves everything on the host before a backend sees it: vx_env_params_make checks
+ * the settings and fills the parameters, and each environment's first start is vx_env_reset from
+ * env_dynamics.h — arithmetic on a state, the same for every device — so a backend receives
+ * finished parameters and states and cannot start differently from another. This file steps
+ * nothing itself and knows no device: the backend comes from the device context, and the CPU's
+ * reference (env_cpu.c) serves a CPU context that registers none. */
+#include "env_internal.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+void vx_env_cfg_default(vx_env_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->max_contracts = 4;
+    c->episode_len = 390;
+    c->commission = 2.25;
+    c->slippage_ticks = 1;
+    c->tick = 0.25;
+    c->multiplier = 50;
+    c->eval_fraction = 0.2;
+    c->seed = 1;
+}
+
+double vx_env_reward_scale(const vx_market *m, int64_t row_lo, int64_t row_hi, double multiplier,
+                           int32_t max_contracts)
+{
+    double sum = 0, sum2 = 0;
+    size_t k = 0;
+    for (int64_t r = row_lo + 1; r < row_hi; r++) {
+        double d = m->close[m->first_bar + (size_t)r] - m->close[m->first_bar + (size_t)r - 1];
+        sum += d;
+        sum2 += d * d;
+        k++;
+    }
+    double sd = k > 1 ? sqrt(fmax(sum2 / k - (sum / k) * (sum / k), 0)) : 0;
+    double scale = multiplier * max_contracts * sd;
+    return scale > 0 ? scale : 1.0;
+}
+
+void vx_env_split_rows(const vx_market *m, double eval_fraction, vx_split split, int64_t *lo,
+                       int64_t *hi)
+{
+    int64_t rows = (int64_t)m->rows;
+    int64_t cut = rows - (int64_t)floor(eval_fraction * (double)rows);
+    if (split == VX_SPLIT_TRAIN) *lo = 0, *hi = cut;
+    else *lo = cut, *hi = rows;
+}
+
+vx_status vx_env_params_make(const vx_env_cfg *cfg, const vx_market *m, vx_split split,
+                             vx_env_params *out, vx_err *e)
+{
+    memset(out, 0, sizeof *out);
+    if (cfg->max_contracts < 1 || cfg->max_contracts > 100000)
+        return vx_err_set(e, VX_ERR_ARG, "env: max_contracts must be in 1..100000");
+    if (cfg->episode_len < 1) return vx_err_set(e, VX_ERR_ARG, "env: episode_len must be >= 1");
+    if (!(cfg->tick > 0) || !(cfg->multiplier > 0) || cfg->commission < 0 ||
+        cfg->slippage_ticks < 0)
+        return vx_err_set(e, VX_ERR_ARG, "env: tick and multiplier must be > 0, costs >= 0");
+    if (!(cfg->eval_fraction >= 0 && cfg->eval_fraction < 1))
+        return vx_err_set(e, VX_ERR_ARG, "env: eval_fraction must be in [0, 1)");
+    int64_t lo, hi, tlo, thi;
+    vx_env_split_rows(m, cfg->eval_fraction, split, &lo, &hi);
+    vx_env_split_rows(m, cfg->eval_fraction, VX_SPLIT_TRAIN, &tlo, &thi);
+    if (hi - lo < (int64_t)cfg->episode_len + 2)
+        return vx_err_set(e, VX_ERR_ARG,
+                          "env: the %s split has %lld bars, fewer than one episode (%d) + 2",
+                          split == VX_SPLIT_TRAIN ? "training" : "evaluation",
+                          (long long)(hi - lo), cfg->episode_len);
+    vx_env_params *p = out;
+    /* rows index the feature matrix; the price arrays are offset to the same rows */
+    p->features = m->features;
+    p->open = m->open + m->first_bar;
+    p->high = m->high + m->first_bar;
+    p->low = m->low + m->first_bar;
+    p->close = m->close + m->first_bar;
+    p->row_lo = lo;
+    p->row_hi = hi;
+    p->max_contracts = cfg->max_contracts;
+    p->episode_len = cfg->episode_len;
+    p->commission = cfg->commission;
+    p->slippage_ticks = cfg->slippage_ticks;
+    p->tick = cfg->tick;
+    p->multiplier = cfg->multiplier;
+    /* the scale always comes from the training rows, for both splits */
+    p->reward_scale = cfg->reward_scale > 0
+                          ? cfg->reward_scale
+                          : vx_env_reward_scale(m, tlo, thi, cfg->multiplier, cfg->max_contracts);
+    p->drawdown_limit = cfg->drawdown_limit > 0
+                            ? cfg->drawdown_limit
+                            : 3.0 * p->reward_scale * sqrt((double)cfg->episode_len);
+    p->seed = cfg->seed;
+    return VX_OK;
+}
+
+vx_status vx_env_create(const vx_env_cfg *cfg, const vx_market *m, vx_split split, size_t n,
+                        vx_device *dev, vx_env **out, vx_err *e)
+{
+    *out = NULL;
+    if (n == 0) return vx_err_set(e, VX_ERR_ARG, "env: need at least one environment");
+    if (!dev) dev = vx_device_cpu();
+    const vx_env_backend *ops = (const vx_env_backend *)vx_device_backend(dev, "env");
+    if (!ops && vx_device_kind(dev) == VX_DEVICE_CPU) ops = &vx_env_cpu_ops;
+    if (!ops)
+        return vx_err_set(e, VX_ERR_ARG, "env: no environment backend for %s",
+                          vx_device_name(dev));
+    vx_env_params p;
+    vx_status st = vx_env_params_make(cfg, m, split, &p, e);
+    if (st) return st;
+    vx_env *env = calloc(1, sizeof *env);
+    vx_env_state *init = calloc(n, sizeof *init);
+    if (!env || !init) {
+        free(env), free(init);
+        return vx_err_set(e, VX_ERR_NOMEM, "env: out of memory for %zu environments", n);
+    }
+    /* episode 1 of environment i: a start row from its own Philox stream (state zeroed first) */
+    for (size_t i = 0; i < n; i++) vx_env_reset(&p, &init[i], i);
+    env->ops = ops;
+    env->dev = dev;
+    env->params = p;
+    env->n = n;
+    st = ops->create(&p, m, init, n, dev, &env->impl, &env->last, e);
+    free(init);
+    if (st) {
+        free(env);
+        return st;
+    }
+    *out = env;
+    return VX_OK;
+}
+
+void vx_env_free(vx_env *env)
+{
+    if (!env) return;
+    env->ops->free(env->impl);
+    free(env);
+}
+
+size_t vx_env_count(const vx_env *env) { return env->n; }
+vx_device *vx_env_device(const vx_env *env) { return env->dev; }
+const vx_env_params *vx_env_params_get(const vx_env *env) { return &env->params; }
+size_t vx_env_reserved(const vx_env *env) { return env->ops->reserved(env->impl); }
+
+vx_status vx_env_observe(vx_env *env, float *obs, vx_stream s, vx_err *e)
+{
+    if (!obs) return vx_err_set(e, VX_ERR_ARG, "env.observe: obs is NULL");
+    vx_status st = env->ops->observe(env->impl, obs, s, e);
+    if (!st) env->last = s;
+    return st;
+}
+
+vx_status vx_env_step(vx_env *env, const int32_t *actions, float *obs, float *rewards,
+                      uint8_t *terminated, uint8_t *truncated, float *final_obs, vx_stream s,
+                      vx_err *e)
+{
+    if (!actions || !obs || !rewards || !terminated || !truncated)
+        return vx_err_set(e, VX_ERR_ARG,
+                          "env.step: actions, obs, rewards, terminated and truncated are needed");
+    vx_status st =
+        env->ops->step(env->impl, actions, obs, rewards, terminated, truncated, final_obs, s, e);
+    if (!st) env->last = s;
+    return st;
+}
+
+vx_status vx_env_copy_states(vx_env *env, vx_env_state *host, vx_stream s, vx_err *e)
+{
+    if (!host) return vx_err_set(e, VX_ERR_ARG, "env.copy_states: host is NULL");
+    vx_status st = env->ops->copy_states(env->impl, host, s, e);
+    if (!st) env->last = s;
+    return st;
+}
+
+vx_status vx_env_load_states(vx_env *env, const vx_env_state *host, vx_stream s, vx_err *e)
+{
+    if (!host) return vx_err_set(e, VX_ERR_ARG, "env.load_states: host is NULL");
+    vx_status st = env->ops->load_states(env->impl, host, s, e);
+    if (!st) env->last = s;
+    return st;
+}
+
+vx_status vx_env_get_states(vx_env *env, vx_env_state *out, vx_err *e)
+{
+    vx_status st = vx_env_copy_states(env, out, env->last, e);
+    return st ? st : env->ops->sync(env->impl, env->last, e);
+}
+
+vx_status vx_env_set_states(vx_env *env, const vx_env_state *in, vx_err *e)
+{
+    /* the copy reads `in` until the stream reaches it: wait, so the caller may reuse it */
+    vx_status st = vx_env_load_states(env, in, env->last, e);
+    return st ? st : env->ops->sync(env->impl, env->last, e);
+}
+
+vx_status vx_env_bad_actions(vx_env *env, uint64_t *count, vx_err *e)
+{
+    *count = 0;
+    return env->ops->bad_actions(env->impl, count, env->last, e);
+}
