@@ -12,12 +12,16 @@ typedef struct {
     int sm_count;
 } cuda_impl;
 
+/* Only a thread on another device switches: cudaGetDevice is safe anywhere, also inside a stream
+ * capture, and most calls find the device already current. */
 extern "C" vx_status vx_cuda_enter(const vx_device *d, vx_err *e)
 {
     vx_status st = VX_OK;
+    int cur = -1;
     if (!d || d->kind != VX_DEVICE_CUDA)
         return vx_err_set(e, VX_ERR_ARG, "a CUDA object needs a CUDA device context");
-    VX_CUDA_CHECK(cudaSetDevice(d->index));
+    VX_CUDA_CHECK(cudaGetDevice(&cur));
+    if (cur != d->index) VX_CUDA_CHECK(cudaSetDevice(d->index));
 fail:
     return st;
 }
