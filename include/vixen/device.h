@@ -70,6 +70,12 @@ void vx_device_memory(const vx_device *d, vx_device_mem *out);
 /* budget − reserved: the share an object created now can count on. */
 size_t vx_device_available(const vx_device *d);
 
+/* Synchronous copies between host memory and the device's (any host memory; for setup, tests and
+ * tools — the hot path queues its own copies on its streams). On the CPU, memcpy. */
+vx_status vx_device_upload(vx_device *d, void *dev_dst, const void *host_src, size_t n, vx_err *e);
+vx_status vx_device_download(vx_device *d, void *host_dst, const void *dev_src, size_t n,
+                             vx_err *e);
+
 /* The component's implementation for this device, or NULL when the device has none registered
  * (on the CPU a component then uses its reference implementation). */
 const void *vx_device_backend(const vx_device *d, const char *component);

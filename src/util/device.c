@@ -53,7 +53,15 @@ static void cpu_free(vx_device *d, void *p)
 
 static void cpu_close(vx_device *d) { (void)d; }
 
-static const vx_device_ops cpu_ops = {cpu_alloc, cpu_free, cpu_alloc, cpu_free, cpu_close};
+static vx_status cpu_copy(vx_device *d, void *dst, const void *src, size_t n, int to_device,
+                          vx_err *e)
+{
+    (void)d, (void)to_device, (void)e;
+    memcpy(dst, src, n);
+    return VX_OK;
+}
+
+static const vx_device_ops cpu_ops = {cpu_alloc, cpu_free, cpu_alloc, cpu_free, cpu_close, cpu_copy};
 
 /* MemAvailable from /proc/meminfo, else the physical memory. */
 static void host_memory(size_t *total, size_t *avail)
@@ -144,6 +152,18 @@ size_t vx_device_available(const vx_device *d)
     vx_device_mem m;
     vx_device_memory(d, &m);
     return m.budget > m.reserved ? m.budget - m.reserved : 0;
+}
+
+vx_status vx_device_upload(vx_device *d, void *dev_dst, const void *host_src, size_t n, vx_err *e)
+{
+    vx_device *x = (vx_device *)dev_of(d);
+    return n ? x->ops->copy(x, dev_dst, host_src, n, 1, e) : VX_OK;
+}
+
+vx_status vx_device_download(vx_device *d, void *host_dst, const void *dev_src, size_t n, vx_err *e)
+{
+    vx_device *x = (vx_device *)dev_of(d);
+    return n ? x->ops->copy(x, host_dst, dev_src, n, 0, e) : VX_OK;
 }
 
 const void *vx_device_backend(const vx_device *d, const char *component)

@@ -93,8 +93,24 @@ static void cuda_close(vx_device *d)
     d->impl = NULL;
 }
 
+/* A private stream per call: the copy orders only against itself (work already queued
+ * elsewhere is the caller's to have waited for), and nothing else on the device waits for it. */
+static vx_status cuda_copy(vx_device *d, void *dst, const void *src, size_t n, int to_device,
+                           vx_err *e)
+{
+    cudaStream_t s = NULL;
+    vx_status st = vx_cuda_stream_create(d, &s, e);
+    if (st) return st;
+    VX_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, to_device ? cudaMemcpyHostToDevice
+                                                         : cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(cudaStreamSynchronize(s));
+fail:
+    vx_cuda_stream_destroy(s);
+    return st;
+}
+
 static const vx_device_ops cuda_ops = {cuda_alloc, cuda_free, cuda_alloc_host, cuda_free_host,
-                                       cuda_close};
+                                       cuda_close, cuda_copy};
 
 extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **out, vx_err *e)
 {

@@ -17,6 +17,8 @@ typedef struct {
     vx_status (*alloc_host)(vx_device *d, size_t bytes, void **out, vx_err *e);
     void (*free_host)(vx_device *d, void *p);
     void (*close)(vx_device *d); /* the kind's own resources (handles), not the struct */
+    /* synchronous copy; to_device: host → device, else device → host */
+    vx_status (*copy)(vx_device *d, void *dst, const void *src, size_t n, int to_device, vx_err *e);
 } vx_device_ops;
 
 /* A component's implementation on a kind of device: {"env", &its_ops}. */
