@@ -70,6 +70,12 @@ void vx_device_memory(const vx_device *d, vx_device_mem *out);
 /* budget − reserved: the share an object created now can count on. */
 size_t vx_device_available(const vx_device *d);
 
+/* A stream of the device for work queued by the caller (NULL on the CPU, where work is done when
+ * a call returns); sync waits until everything queued on it is done. */
+vx_status vx_stream_create(vx_device *d, vx_stream *out, vx_err *e);
+vx_status vx_stream_sync(vx_device *d, vx_stream s, vx_err *e);
+void vx_stream_destroy(vx_device *d, vx_stream s);
+
 /* Synchronous copies between host memory and the device's (any host memory; for setup, tests and
  * tools — the hot path queues its own copies on its streams). On the CPU, memcpy. */
 vx_status vx_device_upload(vx_device *d, void *dev_dst, const void *host_src, size_t n, vx_err *e);

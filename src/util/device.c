@@ -61,7 +61,24 @@ static vx_status cpu_copy(vx_device *d, void *dst, const void *src, size_t n, in
     return VX_OK;
 }
 
-static const vx_device_ops cpu_ops = {cpu_alloc, cpu_free, cpu_alloc, cpu_free, cpu_close, cpu_copy};
+static vx_status cpu_stream_create(vx_device *d, vx_stream *out, vx_err *e)
+{
+    (void)d, (void)e;
+    *out = NULL;
+    return VX_OK;
+}
+
+static vx_status cpu_stream_sync(vx_device *d, vx_stream s, vx_err *e)
+{
+    (void)d, (void)s, (void)e;
+    return VX_OK;
+}
+
+static void cpu_stream_destroy(vx_device *d, vx_stream s) { (void)d, (void)s; }
+
+static const vx_device_ops cpu_ops = {cpu_alloc,         cpu_free,        cpu_alloc,
+                                      cpu_free,          cpu_close,       cpu_copy,
+                                      cpu_stream_create, cpu_stream_sync, cpu_stream_destroy};
 
 /* MemAvailable from /proc/meminfo, else the physical memory. */
 static void host_memory(size_t *total, size_t *avail)
@@ -164,6 +181,24 @@ vx_status vx_device_download(vx_device *d, void *host_dst, const void *dev_src, 
 {
     vx_device *x = (vx_device *)dev_of(d);
     return n ? x->ops->copy(x, host_dst, dev_src, n, 0, e) : VX_OK;
+}
+
+vx_status vx_stream_create(vx_device *d, vx_stream *out, vx_err *e)
+{
+    vx_device *x = (vx_device *)dev_of(d);
+    return x->ops->stream_create(x, out, e);
+}
+
+vx_status vx_stream_sync(vx_device *d, vx_stream s, vx_err *e)
+{
+    vx_device *x = (vx_device *)dev_of(d);
+    return x->ops->stream_sync(x, s, e);
+}
+
+void vx_stream_destroy(vx_device *d, vx_stream s)
+{
+    vx_device *x = (vx_device *)dev_of(d);
+    x->ops->stream_destroy(x, s);
 }
 
 const void *vx_device_backend(const vx_device *d, const char *component)

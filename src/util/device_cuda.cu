@@ -109,8 +109,33 @@ fail:
     return st;
 }
 
-static const vx_device_ops cuda_ops = {cuda_alloc, cuda_free, cuda_alloc_host, cuda_free_host,
-                                       cuda_close, cuda_copy};
+static vx_status cuda_stream_create(vx_device *d, vx_stream *out, vx_err *e)
+{
+    cudaStream_t s = NULL;
+    vx_status st = vx_cuda_stream_create(d, &s, e);
+    *out = s;
+    return st;
+}
+
+static vx_status cuda_stream_sync(vx_device *d, vx_stream vs, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(d, e);
+    if (st) return st;
+    if (!vs) return vx_err_set(e, VX_ERR_ARG, "device: no stream to wait for on %s", d->name);
+    VX_CUDA_CHECK(cudaStreamSynchronize((cudaStream_t)vs));
+fail:
+    return st;
+}
+
+static void cuda_stream_destroy(vx_device *d, vx_stream s)
+{
+    (void)d;
+    vx_cuda_stream_destroy((cudaStream_t)s);
+}
+
+static const vx_device_ops cuda_ops = {cuda_alloc,         cuda_free,        cuda_alloc_host,
+                                       cuda_free_host,     cuda_close,       cuda_copy,
+                                       cuda_stream_create, cuda_stream_sync, cuda_stream_destroy};
 
 extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **out, vx_err *e)
 {

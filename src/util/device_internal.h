@@ -19,6 +19,9 @@ typedef struct {
     void (*close)(vx_device *d); /* the kind's own resources (handles), not the struct */
     /* synchronous copy; to_device: host → device, else device → host */
     vx_status (*copy)(vx_device *d, void *dst, const void *src, size_t n, int to_device, vx_err *e);
+    vx_status (*stream_create)(vx_device *d, vx_stream *out, vx_err *e);
+    vx_status (*stream_sync)(vx_device *d, vx_stream s, vx_err *e);
+    void (*stream_destroy)(vx_device *d, vx_stream s);
 } vx_device_ops;
 
 /* A component's implementation on a kind of device: {"env", &its_ops}. */
