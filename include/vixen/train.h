@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "vixen/data.h"
+#include "vixen/device.h" /* VX_DEVICE_AUTO, _CPU, _CUDA */
 #include "vixen/dqn.h"
 #include "vixen/env.h"
 #include "vixen/replay.h"
@@ -20,8 +21,6 @@ extern "C" {
 #endif
 
 #define VX_TRAIN_MAX_FILES 16
-
-enum { VX_DEVICE_AUTO = 0, VX_DEVICE_CPU = 1, VX_DEVICE_CUDA = 2 };
 
 typedef struct {
     /* data: files (or, with none, the synthetic market) */
