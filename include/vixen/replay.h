@@ -52,7 +52,8 @@ typedef struct {
 } vx_replay_cfg;
 
 void vx_replay_cfg_default(vx_replay_cfg *c, vx_replay_kind kind, size_t capacity);
-/* The settings' own checks (capacity 1..2^31, obs_dim ≥ 1, α ≥ 0, ε > 0, refresh ≥ 1). */
+/* The settings' own checks (a known kind, capacity 1..2^31, obs_dim ≥ 1, α ≥ 0, ε > 0,
+ * refresh ≥ 1); the error names the field. vx_replay_create makes them first. */
 vx_status vx_replay_cfg_check(const vx_replay_cfg *c, vx_err *e);
 /* Bytes of memory per stored transition (storage + priority structures), for sizing. */
 size_t vx_replay_bytes_per_transition(const vx_replay_cfg *cfg);

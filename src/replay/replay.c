@@ -70,6 +70,7 @@ void vx_replay_header_init(vx_replay_file_header *h, const vx_replay_cfg *cfg)
 vx_status vx_replay_header_read(FILE *f, const char *path, const vx_replay_cfg *cfg,
                                 vx_replay_file_header *h, vx_err *e)
 {
+    memset(h, 0, sizeof *h); /* a short read leaves no stale counts for the caller to trip on */
     if (fread(h, sizeof *h, 1, f) != 1 || memcmp(h->magic, VX_REPLAY_MAGIC, 8) != 0 ||
         h->format != VX_REPLAY_FORMAT)
         return vx_err_record(e, VX_ERR_FORMAT, path, -1, 0, "magic", "not a vixen replay file");

@@ -1,7 +1,10 @@
 /* test_replay.c — the replay buffer's hard guarantees, each with a test: ring order, no index
  * beyond size and no empty slot, no zero-priority draw, clamping of non-finite priorities, no drift
  * of the total after 10 M updates, stale updates ignored, sampled frequencies matching P(i)
- * (chi-square), importance weights, and save/restore to the same future. */
+ * (chi-square), importance weights, save/restore to the same future (and to the same file bytes),
+ * a smaller file loaded over a fuller buffer, refused bad files, the settings' checks naming the
+ * field, replay_math.h's tree shape against what the CPU buffer allocates, and the CPU buffer on
+ * its device (no snapshot; a budget that refuses it). */
 #include "helpers.h"
 #include "vixen/philox.h"
 #include "vixen/replay.h"
