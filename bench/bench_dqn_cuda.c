@@ -4,6 +4,7 @@
  * proportional device buffer of 100 K random transitions; median of 200 graph replays timed with
  * events, after 20 warm-ups. Built with CUDA only. */
 #include "bench.h"
+#include "vixen/device.h"
 #include "vixen/dqn_cuda.h"
 #include "vixen/philox.h"
 
@@ -14,6 +15,15 @@
 int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
 {
     if (max < 1) return 0;
+    vx_device_cfg devc;
+    vx_device_cfg_default(&devc);
+    devc.kind = VX_DEVICE_CUDA;
+    vx_device *dev;
+    vx_err e;
+    if (vx_device_open(&devc, &dev, &e)) {
+        if (log) fprintf(log, "bench: %s\n", e.msg);
+        return 0;
+    }
     const size_t N = 100000, D = 51;
     const int batches[4] = {1024, 4096, 1024, 4096}; /* float32, then TF32 */
     float *o = malloc(N * D * 4), *r = malloc(N * 4);
@@ -37,7 +47,6 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
     cudaMemcpy(d_f, f, N, cudaMemcpyHostToDevice);
     free(o), free(r), free(a), free(f);
     int n = 0;
-    vx_err e;
     for (int k = 0; k < 4 && n < max; k++) {
         vx_dqn_cfg dc;
         vx_dqn_cfg_default(&dc);
@@ -49,12 +58,12 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
         if (vx_dqn_create(&dc, &qc, 1, &cpu, &e)) break;
         vx_replay_cfg rc;
         vx_replay_cfg_default(&rc, VX_REPLAY_PROPORTIONAL, N);
-        vx_replay_cuda *rep;
+        vx_replay *rep = NULL;
         cudaStream_t s;
         cudaStreamCreate(&s);
         vx_transitions t = {d_o, d_o, d_a, d_r, d_f, d_f, NULL};
         vx_dqn_cuda *d = NULL;
-        if (!vx_replay_cuda_create(&rc, &rep, &e) && !vx_replay_cuda_insert(rep, &t, N, s, &e) &&
+        if (!vx_replay_create(&rc, dev, &rep, &e) && !vx_replay_insert(rep, &t, N, s, &e) &&
             !vx_dqn_cuda_create(&dc, &qc, cpu.online, rep, s, &d, &e)) {
             if (log) fprintf(log, "bench: GPU DQN update at batch %d%s\n", batches[k], dc.tf32 ? ", TF32" : "");
             cudaEvent_t e0, e1;
@@ -92,10 +101,11 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
             fprintf(log, "bench: %s\n", e.msg);
         }
         vx_dqn_cuda_free(d);
-        vx_replay_cuda_free(rep);
+        vx_replay_free(rep);
         cudaStreamDestroy(s);
         vx_dqn_free(&cpu);
     }
     cudaFree(d_o), cudaFree(d_r), cudaFree(d_a), cudaFree(d_f);
+    vx_device_close(dev);
     return n;
 }

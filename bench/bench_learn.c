@@ -85,16 +85,18 @@ int vx_bench_learn(vx_bench_result *out, int max, FILE *log)
         vx_replay_cfg rc;
         vx_replay_cfg_default(&rc, kinds[k], cap);
         vx_replay *r;
-        if (vx_replay_create(&rc, &r, &e)) continue;
+        if (vx_replay_create(&rc, NULL, &r, &e)) continue;
         if (log) fprintf(log, "bench: filling a %zu-slot %s buffer\n", cap, names[k]);
         vx_transitions t = {o, o, a, rw, f0, f0, NULL};
-        for (size_t filled = 0; filled < cap; filled += 4096) vx_replay_insert(r, &t, 4096, &e);
+        for (size_t filled = 0; filled < cap; filled += 4096)
+            vx_replay_insert(r, &t, 4096, NULL, &e);
+        vx_replay_set_beta(r, 0.5, NULL, &e);
         double times[41];
         for (int rep = 0; rep < 41; rep++) {
             for (size_t j = 0; j < B; j++) td[j] = (float)(3 * vx_rng_uniform_double(&g));
             uint64_t t0 = vx_now_ns();
-            vx_replay_sample(r, B, 0.5, &b, &e);
-            vx_replay_update(r, bi, bg, td, B);
+            vx_replay_sample(r, B, &b, NULL, &e);
+            vx_replay_update(r, bi, bg, td, B, NULL, &e);
             times[rep] = vx_seconds_since(t0);
         }
         double med = median(times + 1, 40); /* the first call (a rank sort) aside */

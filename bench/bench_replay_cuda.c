@@ -5,7 +5,8 @@
 #include "bench.h"
 #include "bench_cuda.h"
 #include "vixen/philox.h"
-#include "vixen/replay_cuda.h"
+#include "vixen/device.h"
+#include "vixen/replay.h"
 
 #include <cuda_runtime.h>
 #include <stdlib.h>
@@ -104,25 +105,26 @@ static int cpu_grid(vx_bench_result *out, int max, FILE *log, const size_t *caps
             vx_replay_cfg_default(&cfg, kinds[k], caps[c]);
             vx_replay *r;
             vx_err e;
-            if (vx_replay_create(&cfg, &r, &e)) continue;
+            if (vx_replay_create(&cfg, NULL, &r, &e)) continue;
             if (log) fprintf(log, "bench: CPU %s replay, capacity %zu\n", kname[k], caps[c]);
             vx_transitions t = {o, o, a, rw, f, f, NULL};
             for (size_t done = 0; done < caps[c]; done += CH) {
                 size_t m = caps[c] - done < CH ? caps[c] - done : CH;
-                vx_replay_insert(r, &t, m, &e);
+                vx_replay_insert(r, &t, m, NULL, &e);
             }
+            vx_replay_set_beta(r, 0.5, NULL, &e);
             for (int u = 0; u < 8; u++) {
                 for (size_t j = 0; j < 16384; j++) td[j] = (float)(0.01 + 3 * vx_rng_uniform_double(&g));
-                vx_replay_sample(r, 16384, 0.5, &b, &e);
-                vx_replay_update(r, bi, bg, td, 16384);
+                vx_replay_sample(r, 16384, &b, NULL, &e);
+                vx_replay_update(r, bi, bg, td, 16384, NULL, &e);
             }
             for (int bb = 0; bb < 4; bb++) {
                 size_t B = batches[bb];
                 double times[41];
                 for (int rep = 0; rep < 41; rep++) {
                     uint64_t t0 = vx_now_ns();
-                    vx_replay_sample(r, B, 0.5, &b, &e);
-                    vx_replay_update(r, bi, bg, td, B);
+                    vx_replay_sample(r, B, &b, NULL, &e);
+                    vx_replay_update(r, bi, bg, td, B, NULL, &e);
                     times[rep] = vx_seconds_since(t0);
                 }
                 for (int i = 1; i < 41; i++) /* insertion sort, the median */
@@ -148,8 +150,18 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
     const size_t batches[4] = {256, 1024, 4096, 16384};
     const vx_replay_kind kinds[3] = {VX_REPLAY_UNIFORM, VX_REPLAY_PROPORTIONAL, VX_REPLAY_RANK};
     const char *kname[3] = {"uniform", "proportional", "rank"};
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CUDA;
+    vx_device *dev;
+    vx_err err;
+    if (vx_device_open(&dc, &dev, &err)) {
+        if (log) fprintf(log, "bench: %s\n", err.msg);
+        return 0;
+    }
     dev_bufs d;
     if (bufs_make(&d, D, 16384)) {
+        vx_device_close(dev);
         if (log) fprintf(log, "bench: cannot allocate the GPU benchmark buffers\n");
         return 0;
     }
@@ -160,15 +172,15 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
     cudaEventCreate(&e1);
     int n = 0;
     float times[REPS];
-    vx_err err;
     for (int k = 0; k < 3; k++)
         for (int c = 0; c < 4; c++) {
             vx_replay_cfg cfg;
             vx_replay_cfg_default(&cfg, kinds[k], caps[c]);
             cfg.rank_refresh = 1 << 30; /* the sort is timed on its own, never inside a graph */
-            vx_replay_cuda *r;
-            if (vx_replay_cuda_create(&cfg, &r, &err) || !vx_replay_cuda_on_device(r)) {
+            vx_replay *r;
+            if (vx_replay_create(&cfg, dev, &r, &err) || !vx_replay_on_device(r)) {
                 if (log) fprintf(log, "bench: %s at %zu: not on the device\n", kname[k], caps[c]);
+                vx_replay_free(r);
                 continue;
             }
             if (log) fprintf(log, "bench: GPU %s replay, capacity %zu\n", kname[k], caps[c]);
@@ -176,12 +188,12 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
             /* fill, timing one 2,048 insert on the way (GPU time, events) */
             for (size_t f = 0; f < caps[c]; f += FILL) {
                 size_t m = caps[c] - f < FILL ? caps[c] - f : FILL;
-                vx_replay_cuda_insert(r, &t, m, s, &err);
+                vx_replay_insert(r, &t, m, s, &err);
             }
             if (c == 1) {
                 for (int i = 0; i < REPS; i++) {
                     cudaEventRecord(e0, s);
-                    vx_replay_cuda_insert(r, &t, 2048, s, &err);
+                    vx_replay_insert(r, &t, 2048, s, &err);
                     cudaEventRecord(e1, s);
                     cudaEventSynchronize(e1);
                     cudaEventElapsedTime(&times[i], e0, e1);
@@ -194,14 +206,14 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
             /* a spread of priorities: eight sample-driven updates of 16,384 */
             for (int u = 0; k >= 1 && u < 8; u++) {
                 vx_replay_batch b = {d.bo, d.bn, d.ba, d.br, d.bt, d.bu, d.bs, d.w, d.bi, d.bg};
-                vx_replay_cuda_sample(r, 16384, &b, s, &err);
-                vx_replay_cuda_update(r, d.bi, d.bg, d.td, 16384, s, &err);
+                vx_replay_sample(r, 16384, &b, s, &err);
+                vx_replay_update(r, d.bi, d.bg, d.td, 16384, s, &err);
             }
-            vx_replay_cuda_set_beta(r, 0.5, s, &err);
+            vx_replay_set_beta(r, 0.5, s, &err);
             if (k == 2) { /* the rank sort (and the rank masses, first time) */
                 for (int i = 0; i < 20; i++) {
                     cudaEventRecord(e0, s);
-                    vx_replay_cuda_rank_refresh(r, s, &err);
+                    vx_replay_rank_refresh(r, s, &err);
                     cudaEventRecord(e1, s);
                     cudaEventSynchronize(e1);
                     cudaEventElapsedTime(&times[i], e0, e1);
@@ -217,8 +229,8 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
                 cudaGraph_t graph;
                 cudaGraphExec_t exec;
                 cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
-                vx_replay_cuda_sample(r, B, &b, s, &err);
-                vx_replay_cuda_update(r, d.bi, d.bg, d.td, B, s, &err);
+                vx_replay_sample(r, B, &b, s, &err);
+                vx_replay_update(r, d.bi, d.bg, d.td, B, s, &err);
                 if (cudaStreamEndCapture(s, &graph) != cudaSuccess ||
                     cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
                     cudaGetLastError();
@@ -234,8 +246,8 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
                 if (target) { /* where the time goes: each half alone */
                     for (int half = 0; half < 2; half++) {
                         cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
-                        if (half == 0) vx_replay_cuda_sample(r, B, &b, s, &err);
-                        else vx_replay_cuda_update(r, d.bi, d.bg, d.td, B, s, &err);
+                        if (half == 0) vx_replay_sample(r, B, &b, s, &err);
+                        else vx_replay_update(r, d.bi, d.bg, d.td, B, s, &err);
                         if (cudaStreamEndCapture(s, &graph) != cudaSuccess ||
                             cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
                             cudaGetLastError();
@@ -250,12 +262,13 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
                     }
                 }
             }
-            vx_replay_cuda_free(r);
+            vx_replay_free(r);
         }
     cudaEventDestroy(e0);
     cudaEventDestroy(e1);
     cudaStreamDestroy(s);
     bufs_free(&d);
+    vx_device_close(dev);
     n += cpu_grid(out + n, max - n, log, caps, batches);
     return n;
 }

@@ -6,7 +6,7 @@
 #include <cuda_runtime.h>
 #include "vixen/dqn.h"
 #include "vixen/nn_cuda.h"
-#include "vixen/replay_cuda.h"
+#include "vixen/replay.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,10 +33,10 @@ vx_status vx_dqn_cuda_loss(const vx_loss_shape *shape, int kind, double kappa, d
  * are issued by the host every target_every updates, outside the graph. */
 typedef struct vx_dqn_cuda vx_dqn_cuda;
 
-/* params: the starting online weights (host; the target starts equal). */
+/* params: the starting online weights (host; the target starts equal). replay: a buffer created
+ * on a CUDA device (the learner samples from it and updates it on s; not owned). */
 vx_status vx_dqn_cuda_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg *qcfg, const float *params,
-                             vx_replay_cuda *replay, cudaStream_t s, vx_dqn_cuda **out,
-                             vx_err *e);
+                             vx_replay *replay, cudaStream_t s, vx_dqn_cuda **out, vx_err *e);
 void vx_dqn_cuda_free(vx_dqn_cuda *d);
 /* One update: a graph launch (plus a target copy every target_every updates when τ = 0). */
 vx_status vx_dqn_cuda_update(vx_dqn_cuda *d, vx_err *e);

@@ -1,4 +1,5 @@
-/* replay.h — the experience replay buffer: one interface, three samplers.
+/* replay.h — the experience replay buffer: one type, three samplers, on the CPU (the reference)
+ * or resident on a CUDA device.
  *
  *   uniform        every stored transition equally likely, weights 1;
  *   proportional   P(i) = p_i^α / Σ_k p_k^α, stratified (one draw per equal slice of the total),
@@ -8,17 +9,30 @@
  *                  strata.
  * Schaul et al. 2016. Importance weights w_i = (N·P(i))^−β / max_j w_j, the max over the whole
  * buffer (the weight of the least likely item). Priorities p = |δ| + ε; new items get the largest
- * priority seen so far; a non-finite δ is clamped to that largest priority and counted.
+ * priority seen so far; a non-finite δ is clamped to that largest priority and counted. The draw,
+ * weight and tree-sizing arithmetic is shared by both backends (replay_math.h).
  *
  * Every sample carries the slot's generation stamp; an update whose stamp no longer matches (the
  * slot was overwritten since it was sampled) is ignored and counted.
  *
- * Shapes: n inserted, B sampled, D = obs_dim. All arrays are caller-owned. */
+ * Arrays passed in and out live in the memory of the buffer's device (host memory for the CPU);
+ * work is queued on the stream given (NULL on the CPU, where a call is done when it returns). On a
+ * GPU nothing is read back during training: β, the running maximum priority, the draw counter and
+ * the clamp/stale counters live in device memory, so sample → … → update can be captured in a CUDA
+ * graph. Reads (stats, prob, save) are synchronous: they wait for the stream of the last call.
+ *
+ * GPU fallback: if the device allocation fails at creation (out of memory or over the context's
+ * budget), or a launch fails later, the buffer moves to the CPU implementation for the rest of
+ * its life and logs one warning saying why; calls keep their device-pointer arguments (the data
+ * is staged through the host), so training continues.
+ *
+ * Shapes: n inserted, B sampled, D = obs_dim. */
 #ifndef VIXEN_REPLAY_H
 #define VIXEN_REPLAY_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "vixen/device.h"
 #include "vixen/util.h"
 
 #ifdef __cplusplus
@@ -30,7 +44,7 @@ typedef enum { VX_REPLAY_UNIFORM, VX_REPLAY_PROPORTIONAL, VX_REPLAY_RANK } vx_re
 typedef struct {
     vx_replay_kind kind;
     size_t capacity;
-    int obs_dim;      /* 51 */
+    int obs_dim;      /* VX_OBS_DIM */
     double alpha;     /* 0.6 (proportional), 0.7 (rank) */
     double eps;       /* 1e-6, added to |δ| */
     int rank_refresh; /* 100 sample calls between sorts */
@@ -38,16 +52,21 @@ typedef struct {
 } vx_replay_cfg;
 
 void vx_replay_cfg_default(vx_replay_cfg *c, vx_replay_kind kind, size_t capacity);
+/* The settings' own checks (a known kind, capacity 1..2^31, obs_dim ≥ 1, α ≥ 0, ε > 0,
+ * refresh ≥ 1); the error names the field. vx_replay_create makes them first. */
+vx_status vx_replay_cfg_check(const vx_replay_cfg *c, vx_err *e);
+/* Bytes of memory per stored transition (storage + priority structures), for sizing. */
+size_t vx_replay_bytes_per_transition(const vx_replay_cfg *cfg);
 
 /* n transitions to insert. steps: the n-step count of each (NULL means 1). */
 typedef struct {
     const float *obs, *next_obs; /* n × D */
-    const int32_t *actions;      /* n × 3 */
+    const int32_t *actions;      /* n × VX_ACTION_BRANCHES (each 0..255) */
     const float *rewards;        /* n */
     const uint8_t *terminated, *truncated, *steps;
 } vx_transitions;
 
-/* B samples, written by vx_replay_sample. */
+/* B samples, written by vx_replay_sample (steps may be NULL: not wanted). */
 typedef struct {
     float *obs, *next_obs;
     int32_t *actions;
@@ -64,33 +83,66 @@ typedef struct {
     double max_priority;    /* the largest p seen */
     uint64_t clamped;       /* non-finite priorities clamped */
     uint64_t stale_updates; /* updates ignored because the slot was overwritten */
-    uint64_t refreshes;     /* rank sorts */
+    uint64_t refreshes;     /* rank sorts (counted on the CPU only) */
 } vx_replay_stats;
 
 typedef struct vx_replay vx_replay;
 
-vx_status vx_replay_create(const vx_replay_cfg *cfg, vx_replay **out, vx_err *e);
+/* dev NULL: the CPU. */
+vx_status vx_replay_create(const vx_replay_cfg *cfg, vx_device *dev, vx_replay **out, vx_err *e);
 void vx_replay_free(vx_replay *r);
-/* Copies n transitions in, overwriting the oldest once full. */
-vx_status vx_replay_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_err *e);
-/* Draws B transitions; β only matters for the weights. An empty buffer is an error. */
-vx_status vx_replay_sample(vx_replay *r, size_t B, double beta, vx_replay_batch *out, vx_err *e);
-/* New priorities |δ| + ε for sampled slots (index and gen as the sample returned). */
-void vx_replay_update(vx_replay *r, const uint32_t *index, const uint32_t *gen, const float *td,
-                      size_t n);
-void vx_replay_stats_get(const vx_replay *r, vx_replay_stats *s);
-/* The sampling probability of slot i under the current priorities (for tests and reports). */
-double vx_replay_prob(vx_replay *r, size_t i);
-/* A fresh Σ p^α over the leaves, for checking the tree's stored total. */
-double vx_replay_total_recomputed(const vx_replay *r);
+vx_device *vx_replay_device(const vx_replay *r);
+/* 1 while the data is where the buffer was created (always on the CPU); 0 after a GPU buffer
+ * fell back to the CPU. */
+int vx_replay_on_device(const vx_replay *r);
+/* Transitions stored (host bookkeeping: no read back). */
+size_t vx_replay_size(const vx_replay *r);
+/* Device memory the buffer reserved (its snapshot included, once one was taken). */
+size_t vx_replay_reserved(const vx_replay *r);
 
-/* Everything needed to resume: contents, priorities, cursor, generations, counters, RNG. Atomic
- * write; load requires a buffer created with the same kind, capacity and obs_dim. */
-vx_status vx_replay_save(const vx_replay *r, const char *path, vx_err *e);
+/* Copies n transitions in, overwriting the oldest once full. An action outside 0..255 is an error
+ * on the CPU (nothing inserted). */
+vx_status vx_replay_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_stream s,
+                           vx_err *e);
+/* β for the weights of the samples that follow (0.4 until set). */
+vx_status vx_replay_set_beta(vx_replay *r, double beta, vx_stream s, vx_err *e);
+/* Draws B transitions. An empty buffer is an error. */
+vx_status vx_replay_sample(vx_replay *r, size_t B, vx_replay_batch *out, vx_stream s, vx_err *e);
+/* Rank-based buffers: sort now (sample also does it by itself every rank_refresh calls); other
+ * kinds: nothing. */
+vx_status vx_replay_rank_refresh(vx_replay *r, vx_stream s, vx_err *e);
+/* New priorities |δ| + ε for sampled slots (index and gen as the sample returned). Duplicate slots
+ * in one batch: the last entry wins. */
+vx_status vx_replay_update(vx_replay *r, const uint32_t *index, const uint32_t *gen,
+                           const float *td, size_t n, vx_stream s, vx_err *e);
+
+/* Synchronous reads. total_recomputed (may be NULL): a fresh Σ p^α over the leaves, in another
+ * order than the tree's, for checking the stored total. (Named _get: vx_replay_stats is the
+ * type.) */
+vx_status vx_replay_stats_get(vx_replay *r, vx_replay_stats *out, double *total_recomputed,
+                              vx_err *e);
+/* The sampling probability of slot i under the current priorities (for tests and reports). */
+vx_status vx_replay_prob(vx_replay *r, size_t i, double *p, vx_err *e);
+
+/* Everything needed to resume — contents, priorities, cursor, generations, counters, the draw
+ * counter — in one file format for every backend, written atomically (temporary file, fsync,
+ * rename). A GPU buffer is written through a small pinned staging buffer, never a full host copy.
+ * Load requires a buffer created with the same kind, capacity and obs_dim. */
+vx_status vx_replay_save(vx_replay *r, const char *path, vx_err *e);
 vx_status vx_replay_load(vx_replay *r, const char *path, vx_err *e);
 
-/* Bytes of memory per stored transition (storage + priority structures), for sizing. */
-size_t vx_replay_bytes_per_transition(const vx_replay_cfg *cfg);
+/* Checkpoints that do not stop training (GPU buffers): snap queues on s a copy of the whole buffer
+ * into a second device buffer (allocated at the first snap, charged to the buffer's account);
+ * snap_save then writes that copy in the save format, from any thread, while the buffer goes on
+ * being used on other streams. One snapshot per buffer: a snap while a snap_save runs is the
+ * caller's error. A CPU buffer has no snapshot (VX_ERR_UNSUPPORTED): save it synchronously. */
+vx_status vx_replay_snap(vx_replay *r, vx_stream s, vx_err *e);
+vx_status vx_replay_snap_save(vx_replay *r, const char *path, vx_err *e);
+
+/* Test hooks: make a GPU buffer's next device allocation (at creation) or next kernel launch
+ * fail. */
+typedef enum { VX_FAULT_NONE, VX_FAULT_ALLOC, VX_FAULT_LAUNCH } vx_fault;
+void vx_replay_inject_fault(vx_fault f);
 
 #ifdef __cplusplus
 }

@@ -97,7 +97,7 @@ struct vx_dqn_cuda {
     vx_dqn_cfg cfg;
     vx_qnet_layout L;
     vx_loss_shape shape;
-    vx_replay_cuda *replay;
+    vx_replay *replay;
     cudaStream_t s;
     vx_qnet_cuda *qs, *qt; /* qs: online on [s; s′] (2B rows, one pass); qt: target on s′ */
     float *target, *grads, *m, *v, *dq, *loss, *prio;
@@ -163,7 +163,7 @@ static vx_status update_body(vx_dqn_cuda *d, vx_err *e)
     int B = d->cfg.batch, O = d->L.out_dim;
     size_t np = d->L.n_params;
     float *online = vx_qnet_cuda_params(d->qs);
-    st = vx_replay_cuda_sample(d->replay, (size_t)B, &d->b, d->s, e);
+    st = vx_replay_sample(d->replay, (size_t)B, &d->b, d->s, e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaEventRecord(d->fork, d->s));
     VX_CUDA_CHECK(cudaStreamWaitEvent(d->side[1], d->fork, 0));
@@ -182,7 +182,7 @@ static vx_status update_body(vx_dqn_cuda *d, vx_err *e)
     if (!st) st = vx_qnet_cuda_backward(d->qs, online, d->b.obs, B, d->dq, d->grads, d->s, e);
     if (!st) st = vx_grad_clip_cuda(d->grads, np, d->cfg.grad_clip, &d->o, d->s, e);
     if (!st) st = vx_adam_step_cuda(&d->cfg.adam, online, d->grads, d->m, d->v, np, &d->o, d->s, e);
-    if (!st) st = vx_replay_cuda_update(d->replay, d->b.index, d->b.gen, d->prio, (size_t)B, d->s, e);
+    if (!st) st = vx_replay_update(d->replay, d->b.index, d->b.gen, d->prio, (size_t)B, d->s, e);
     if (st) goto fail;
     stats_kernel<<<1, 256, 0, d->s>>>(d->loss, d->qstat, B, d->shape.n_branches, d->o.norm, d->acc);
     VX_CUDA_LAUNCH_CHECK();
@@ -218,7 +218,7 @@ extern "C" void vx_dqn_cuda_free(vx_dqn_cuda *d)
 }
 
 extern "C" vx_status vx_dqn_cuda_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg *qcfg,
-                                        const float *params, vx_replay_cuda *replay,
+                                        const float *params, vx_replay *replay,
                                         cudaStream_t s, vx_dqn_cuda **out, vx_err *e)
 {
     *out = NULL;

@@ -108,7 +108,7 @@ static vx_status trainer_init(vx_trainer *t, const vx_train_cfg *c, int gpu, vx_
     vx_replay_cfg_default(&rc, c->replay_kind, (size_t)c->replay_capacity);
     rc.alpha = c->replay_alpha, rc.eps = c->replay_eps, rc.rank_refresh = c->rank_refresh;
     rc.seed = c->seed;
-    if (!st && !gpu) st = vx_replay_create(&rc, &t->replay, e);
+    if (!st && !gpu) st = vx_replay_create(&rc, NULL, &t->replay, e);
     if (!st) st = vx_nstep_create(c->dqn.n_step, (int)N, (int)D, c->dqn.gamma, &t->ns, e);
     if (!st && !gpu)
         st = vx_tbuf_reserve(&t->tbuf, N * (size_t)(c->steps_per_epoch + c->dqn.n_step), (int)D, e);
@@ -149,8 +149,8 @@ static vx_status save_checkpoint(vx_trainer *t, vx_err *e)
     {
         vx_replay_stats rs;
         st = vx_replay_save(t->replay, t->replay_path, e);
-        vx_replay_stats_get(t->replay, &rs);
-        inserted = rs.inserted;
+        if (!st) st = vx_replay_stats_get(t->replay, &rs, NULL, e);
+        if (!st) inserted = rs.inserted;
     }
     if (st) return st;
     const vx_qnet_layout *L = &t->dqn.L;
@@ -317,8 +317,8 @@ static vx_status load_checkpoint(vx_trainer *t, vx_err *e)
     if (!st && !t->gpu) {
         vx_replay_stats rs;
         st = vx_replay_load(t->replay, t->replay_path, e);
-        vx_replay_stats_get(t->replay, &rs);
-        have = rs.inserted;
+        if (!st) st = vx_replay_stats_get(t->replay, &rs, NULL, e);
+        if (!st) have = rs.inserted;
     }
     if (!st) {
         if ((long long)have != inserted)
@@ -385,7 +385,7 @@ static vx_status collect(vx_trainer *t, double eps, double *ret_sum, double *epi
     t->dqn.online = online;
     t->env_steps += (int64_t)N * t->cfg.steps_per_epoch;
     vx_transitions tv = vx_tbuf_view(&t->tbuf);
-    return vx_replay_insert(t->replay, &tv, t->tbuf.n, e);
+    return vx_replay_insert(t->replay, &tv, t->tbuf.n, NULL, e);
 }
 
 static vx_status learn(vx_trainer *t, int K, double beta, vx_dqn_update_stats *acc, int *done,
@@ -393,18 +393,20 @@ static vx_status learn(vx_trainer *t, int K, double beta, vx_dqn_update_stats *a
 {
     memset(acc, 0, sizeof *acc);
     *done = 0;
-    vx_replay_stats rs;
-    vx_replay_stats_get(t->replay, &rs);
-    if ((int64_t)rs.size < t->cfg.warmup || (int64_t)rs.size < t->cfg.dqn.batch) return VX_OK;
+    int64_t size = (int64_t)vx_replay_size(t->replay);
+    if (size < t->cfg.warmup || size < t->cfg.dqn.batch) return VX_OK;
     int B = t->cfg.dqn.batch;
     vx_replay_batch b = {t->b_obs, t->b_next, t->b_act, t->b_rew, t->b_te, t->b_tr,
                          t->b_steps, t->b_w, t->b_idx, t->b_gen};
+    vx_status st = vx_replay_set_beta(t->replay, beta, NULL, e);
+    if (st) return st;
     for (int k = 0; k < K; k++) {
-        vx_status st = vx_replay_sample(t->replay, (size_t)B, beta, &b, e);
+        st = vx_replay_sample(t->replay, (size_t)B, &b, NULL, e);
         if (st) return st;
         vx_dqn_update_stats s;
         vx_dqn_update(&t->dqn, &b, B, &s);
-        vx_replay_update(t->replay, t->b_idx, t->b_gen, t->dqn.priority, (size_t)B);
+        st = vx_replay_update(t->replay, t->b_idx, t->b_gen, t->dqn.priority, (size_t)B, NULL, e);
+        if (st) return st;
         acc->loss += s.loss, acc->q_mean += s.q_mean, acc->grad_norm += s.grad_norm;
         acc->q_max = k == 0 || s.q_max > acc->q_max ? s.q_max : acc->q_max;
     }

@@ -20,7 +20,8 @@
  * current device directly. */
 #include "vixen/cuda_util.h"
 #include "vixen/dqn_cuda.h"
-#include "vixen/replay_cuda.h"
+#include "vixen/device.h"
+#include "vixen/replay.h"
 #include "vixen/rollout_cuda.h"
 #include "train_internal.h"
 #include "../util/cuda_check.h"
@@ -30,10 +31,10 @@
 #include <string.h>
 
 struct vx_train_gpu {
-    vx_device *dev;        /* the CUDA context the environments are created on */
+    vx_device *dev; /* the CUDA context the environments and the replay buffer are created on */
     cudaStream_t learn, collect;
     vx_env *env;
-    vx_replay_cuda *replay;
+    vx_replay *replay;
     vx_dqn_cuda *dqn;
     vx_rollout_cuda *roll;
     float *act_params;     /* device: the weights acting reads */
@@ -118,7 +119,7 @@ extern "C" void vx_train_gpu_free(vx_train_gpu *g)
     if (g->collect) cudaStreamSynchronize(g->collect);
     vx_rollout_cuda_free(g->roll);
     vx_dqn_cuda_free(g->dqn);
-    vx_replay_cuda_free(g->replay);
+    vx_replay_free(g->replay);
     vx_env_free(g->env);
     cudaFree(g->act_params);
     cudaFreeHost(g->ep_host);
@@ -165,11 +166,13 @@ extern "C" vx_status vx_train_gpu_create(vx_trainer *t, vx_train_gpu **out, vx_e
     vx_replay_cfg_default(&rc, c->replay_kind, (size_t)c->replay_capacity);
     rc.alpha = c->replay_alpha, rc.eps = c->replay_eps, rc.rank_refresh = c->rank_refresh;
     rc.seed = c->seed;
-    vx_device_cfg dc;
-    vx_device_cfg_default(&dc);
-    dc.kind = VX_DEVICE_CUDA; /* device 0, the one the other components run on */
-    st = vx_device_open(&dc, &g->dev, e);
-    if (st) goto fail;
+    {
+        vx_device_cfg dc;
+        vx_device_cfg_default(&dc);
+        dc.kind = VX_DEVICE_CUDA;
+        st = vx_device_open(&dc, &g->dev, e);
+        if (st) goto fail;
+    }
     VX_CUDA_CHECK(cudaStreamCreateWithFlags(&g->learn, cudaStreamNonBlocking));
     VX_CUDA_CHECK(cudaStreamCreateWithFlags(&g->collect, cudaStreamNonBlocking));
     VX_CUDA_CHECK(cudaEventCreateWithFlags(&g->snap, cudaEventDisableTiming));
@@ -182,7 +185,7 @@ extern "C" vx_status vx_train_gpu_create(vx_trainer *t, vx_train_gpu **out, vx_e
     VX_CUDA_CHECK(cudaMallocHost((void **)&g->ep_host, 4 * sizeof(double)));
     VX_CUDA_CHECK(cudaMalloc((void **)&g->act_params, np * 4));
     st = vx_env_create(&ec, &t->market, VX_SPLIT_TRAIN, (size_t)c->envs, g->dev, &g->env, e);
-    if (!st) st = vx_replay_cuda_create(&rc, &g->replay, e);
+    if (!st) st = vx_replay_create(&rc, g->dev, &g->replay, e);
     if (st) goto fail;
     {
         vx_rollout_cfg ro = {c->steps_per_epoch, c->dqn.n_step, c->dqn.gamma, c->seed,
@@ -198,7 +201,7 @@ extern "C" vx_status vx_train_gpu_create(vx_trainer *t, vx_train_gpu **out, vx_e
     }
     if (st) goto fail;
     VX_CUDA_CHECK(cudaMemcpy(g->act_params, t->act_params, np * 4, cudaMemcpyHostToDevice));
-    if (!vx_replay_cuda_on_device(g->replay)) {
+    if (!vx_replay_on_device(g->replay)) {
         vx_log(VX_LOG_WARN, "train: the replay buffer is on the CPU (see the warning above); "
                             "training continues kernel by kernel, slower");
         g->eager = 1; /* a CPU buffer's staged copies cannot be captured into a graph */
@@ -239,7 +242,7 @@ static vx_status insert_rollout(vx_train_gpu *g, vx_trainer *t, int ep, vx_err *
     VX_CUDA_CHECK(cudaStreamWaitEvent(g->learn, g->c1[p], 0));
     if (t->cfg.dqn.n_step > 1) VX_CUDA_CHECK(cudaEventSynchronize(g->c1[p])); /* the count */
     vx_rollout_cuda_staged(g->roll, &tv, &n);
-    st = vx_replay_cuda_insert(g->replay, &tv, n, g->learn, e);
+    st = vx_replay_insert(g->replay, &tv, n, g->learn, e);
     if (st) goto fail;
     t->env_steps += (int64_t)t->cfg.envs * t->cfg.steps_per_epoch;
     t->act_step += (uint64_t)t->cfg.steps_per_epoch;
@@ -277,7 +280,7 @@ extern "C" vx_status vx_train_gpu_epoch(vx_train_gpu *g, vx_trainer *t, int K, v
         if (st) goto fail;
         g->in_flight = 1;
     }
-    if (!g->eager && !vx_replay_cuda_on_device(g->replay)) {
+    if (!g->eager && !vx_replay_on_device(g->replay)) {
         /* the buffer fell back to the CPU during the run: the captured update graph points at
          * freed device memory and must not run again */
         vx_log(VX_LOG_WARN, "train: the replay buffer moved to the CPU; updates continue kernel "
@@ -286,14 +289,14 @@ extern "C" vx_status vx_train_gpu_epoch(vx_train_gpu *g, vx_trainer *t, int K, v
     }
     VX_CUDA_CHECK(cudaEventRecord(g->l0, g->learn));
     {
-        int64_t size = (int64_t)vx_replay_cuda_size(g->replay); /* host bookkeeping: no read-back */
+        int64_t size = (int64_t)vx_replay_size(g->replay); /* host bookkeeping: no read-back */
         int warm = size >= c->warmup && size >= c->dqn.batch;
         if (warm) {
-            st = vx_replay_cuda_set_beta(g->replay, vx_train_beta_at(c, ep), g->learn, e);
+            st = vx_replay_set_beta(g->replay, vx_train_beta_at(c, ep), g->learn, e);
             for (int k = 0; k < K && !st; k++) {
                 if (c->replay_kind == VX_REPLAY_RANK &&
                     (g->updates_since_sort == 0 || g->updates_since_sort >= c->rank_refresh)) {
-                    st = vx_replay_cuda_rank_refresh(g->replay, g->learn, e);
+                    st = vx_replay_rank_refresh(g->replay, g->learn, e);
                     g->updates_since_sort = 0;
                 }
                 g->updates_since_sort++;
@@ -377,8 +380,8 @@ extern "C" vx_status vx_train_gpu_save_replay(vx_train_gpu *g, const char *path,
                                               vx_err *e)
 {
     vx_replay_stats rs;
-    vx_status st = vx_replay_cuda_save(g->replay, path, e);
-    if (!st) st = vx_replay_cuda_stats(g->replay, &rs, NULL, e);
+    vx_status st = vx_replay_save(g->replay, path, e);
+    if (!st) st = vx_replay_stats_get(g->replay, &rs, NULL, e);
     if (!st) *inserted = rs.inserted;
     return st;
 }
@@ -387,8 +390,8 @@ extern "C" vx_status vx_train_gpu_load_replay(vx_train_gpu *g, const char *path,
                                               vx_err *e)
 {
     vx_replay_stats rs;
-    vx_status st = vx_replay_cuda_load(g->replay, path, e);
-    if (!st) st = vx_replay_cuda_stats(g->replay, &rs, NULL, e);
+    vx_status st = vx_replay_load(g->replay, path, e);
+    if (!st) st = vx_replay_stats_get(g->replay, &rs, NULL, e);
     if (!st) *inserted = rs.inserted;
     return st;
 }

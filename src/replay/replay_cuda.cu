@@ -1,11 +1,15 @@
-/* replay_cuda.cu — the replay buffer resident on the GPU (the CUDA twin of replay_cpu.c).
+/* replay_cuda.cu — the replay buffer resident on the GPU: kernels and the device path of insert,
+ * sample, rank refresh and update (the CUDA twin of replay_cpu.c; creation, fall-back and reads
+ * are in replay_cuda_host.cu, save/load and snapshots in replay_cuda_file.cu).
  *
  * Layout: one pre-allocated ring in device memory — states and next states [capacity × D] float,
  * one 16-byte record of small fields per slot (reward, generation stamp, action, flags, n-step
  * count), the raw priority per slot, and the 16-ary float64 sum/min trees of replay_cpu.c, level
- * by level. Cursor and size stay on the host (they only change at insert, which the host orders).
- * β, the running maximum priority, the RNG counter and the counters live in `dev_state` in device
- * memory, so no call reads anything back and the sample → update sequence can be graph-captured.
+ * by level, shaped by replay_math.h. Cursor and size stay on the host (they only change at
+ * insert, which the host orders). β, the running maximum priority, the RNG counter and the
+ * counters live in `dev_state` in device memory, so no call reads anything back and the
+ * sample → update sequence can be graph-captured. The draw positions, weights and rank masses
+ * are replay_math.h's, the same functions the CPU calls.
  *
  * Kernels, one job each:
  *   insert_copy     new transitions into their slots, leaves at the running maximum priority;
@@ -13,33 +17,29 @@
  *                   between levels are what makes each parent the exact sum of final children);
  *   sample_pick     one thread per draw: stratified draw, 16-ary descent, IS weight, small fields;
  *   sample_gather   the two states of each draw, coalesced along D; advances the RNG counter;
- *   update          one block: stale stamps dropped, duplicates resolved (last entry wins, via an
- *                   owner array), leaves rewritten, then ancestors level by level.
- * Each kernel has a launcher taking the stream; each entry checks its arguments, launches, and on
- * any launch failure moves the buffer to the CPU (replay_cuda_host.cu) and redoes the call there. */
-#include "vixen/philox.h"
-#include "vixen/replay_cuda.h"
-#include "../util/cuda_check.h"
-#include "replay_internal.h"
+ *   update          stale stamps dropped, duplicates resolved (last entry wins, via an owner
+ *                   array), leaves rewritten, then ancestors level by level.
+ * Each kernel has a launcher taking the stream; each entry enters the device, checks its
+ * arguments, launches on the caller's stream, and on any launch failure moves the buffer to the
+ * CPU (replay_cuda_host.cu) and redoes the call there. */
+#include "replay_cuda_internal.h"
 
 #include <cub/cub.cuh>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "replay_cuda_internal.h"
-
-static vx_fault g_fault;
-void vx_replay_cuda_inject_fault(vx_fault f) { g_fault = f; }
-
 /* A launch configuration that fails when a launch fault is injected (a real launch error). */
-static dim3 grid_of(size_t n, int block)
+dim3 vx_rc_grid(size_t n, int block)
 {
-    if (g_fault == VX_FAULT_LAUNCH) {
-        g_fault = VX_FAULT_NONE;
-        return dim3(0);
-    }
+    if (vx_replay_fault_take(VX_FAULT_LAUNCH)) return dim3(0);
     return dim3((unsigned)((n + block - 1) / block));
+}
+
+static void note_stream(rc_buf *b, cudaStream_t s)
+{
+    b->last = s;
+    b->have_last = 1;
 }
 
 /* ---- kernels -------------------------------------------------------------------------------- */
@@ -92,7 +92,7 @@ static __global__ void insert_copy_kernel(vx_transitions t, size_t n, size_t sta
 }
 
 /* One block: recomputes the ancestors of leaves [lo, lo + n) (n < capacity, no wrap; the caller
- * splits a wrapping range in two launches' worth of ranges, passed as two segments). */
+ * splits a wrapping range in two segments). */
 static __global__ void tree_rebuild_kernel(dev_tree tree, size_t lo1, size_t n1, size_t lo2,
                                            size_t n2)
 {
@@ -109,21 +109,38 @@ static __global__ void tree_rebuild_kernel(dev_tree tree, size_t lo1, size_t n1,
     }
 }
 
+/* Leaf i of the whole leaf level: p^α from the raw priority below `size`, empty above. */
+static __global__ void leaves_from_prio_kernel(const double *prio, size_t size, size_t width,
+                                               dev_tree tree, double alpha)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= width) return;
+    double v = i < size ? pow(prio[i], alpha) : 0.0;
+    tree.sum[tree.depth][i] = v;
+    tree.min[tree.depth][i] = v > 0 ? v : INFINITY;
+}
+
+/* Nodes [0, n) of level l from their children (one launch per level: the launch boundary is the
+ * barrier between levels). */
+static __global__ void tree_level_kernel(dev_tree tree, int l, size_t n)
+{
+    size_t node = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (node < n) recompute(tree, l, node);
+}
+
 static __global__ void sample_pick_kernel(size_t B, int proportional, uint64_t seed,
                                           dev_tree tree, const vx_slot_meta *meta,
                                           const dev_state *ds, vx_replay_batch out)
 {
     size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= B) return;
-    vx_rng g = vx_rng_make(seed, GPU_STREAM, ds->rng_block + j);
     size_t i;
     float w = 1.0f;
     if (!proportional) {
-        i = vx_rng_below(&g, (uint32_t)ds->size);
+        i = vx_replay_draw_slot(seed, ds->rng_block, j, (uint32_t)ds->size);
     } else {
         double total = tree.sum[0][0];
-        double u = ((double)j + vx_rng_uniform_double(&g)) * (total / (double)B);
-        if (u >= total) u = nextafter(total, 0.0);
+        double u = vx_replay_draw_u(seed, ds->rng_block, j, B, total);
         size_t node = 0;
         for (int l = 1; l <= tree.depth; l++) {
             /* all 16 children in one round trip (8 × 16-byte loads), then the scan in registers:
@@ -145,7 +162,7 @@ static __global__ void sample_pick_kernel(size_t B, int proportional, uint64_t s
                     else u -= v[c];
                 }
             }
-            if (pick < 0) {
+            if (pick < 0) { /* replay_cpu.c's rule; constant indices keep v in registers */
                 pick = last;
 #pragma unroll
                 for (int c = 0; c < FAN; c++)
@@ -155,8 +172,7 @@ static __global__ void sample_pick_kernel(size_t B, int proportional, uint64_t s
         }
         i = node;
         double P = tree.sum[tree.depth][i] / total, p_min = tree.min[0][0] / total;
-        w = powf((float)(P / p_min), (float)-ds->beta);
-        w = w < 1.0f ? w : 1.0f;
+        w = vx_replay_weight(P, p_min, ds->beta);
     }
     vx_slot_meta m = meta[i];
     out.index[j] = (uint32_t)i;
@@ -240,9 +256,9 @@ static __global__ void update_leaf_kernel(const uint32_t *index, const uint32_t 
 
 /* Level l's parents of the winners (equal parents are written with equal values). The first of
  * these kernels also folds the batch maximum into max_p and releases the owner marks. */
-static __global__ void update_level_kernel(const uint32_t *index, size_t n, const unsigned char *win,
-                                           int *owner, dev_tree tree, int l, int first,
-                                           dev_state *ds)
+static __global__ void update_level_kernel(const uint32_t *index, size_t n,
+                                           const unsigned char *win, int *owner, dev_tree tree,
+                                           int l, int first, dev_state *ds)
 {
     size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (first && k == 0) {
@@ -276,7 +292,7 @@ static __global__ void iota_kernel(uint32_t *x, size_t n)
 static __global__ void rank_mass_kernel(double *w, size_t n, double alpha)
 {
     size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k < n) w[k] = pow((double)(k + 1), -alpha);
+    if (k < n) w[k] = vx_replay_rank_mass(k, alpha);
 }
 
 /* Rank-based draws: stratified u over the rank masses, the first rank whose cumulative mass
@@ -288,24 +304,17 @@ static __global__ void sample_rank_kernel(size_t B, double alpha, uint64_t seed,
 {
     size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= B) return;
-    vx_rng g = vx_rng_make(seed, GPU_STREAM, ds->rng_block + j);
     size_t N = (size_t)ds->order_n;
     double total = cdf[N - 1];
-    double u = ((double)j + vx_rng_uniform_double(&g)) * (total / (double)B);
-    if (u >= total) u = nextafter(total, 0.0);
-    size_t lo = 0, hi = N - 1;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cdf[mid] > u) hi = mid;
-        else lo = mid + 1;
-    }
-    size_t i = order[lo];
-    double P = pow((double)(lo + 1), -alpha) / total, p_min = pow((double)N, -alpha) / total;
-    float w = powf((float)(P / p_min), (float)-ds->beta);
+    double u = vx_replay_draw_u(seed, ds->rng_block, j, B, total);
+    size_t k = vx_replay_cdf_find(cdf, N, u);
+    size_t i = order[k];
+    double P = vx_replay_rank_mass(k, alpha) / total;
+    double p_min = vx_replay_rank_mass(N - 1, alpha) / total;
     vx_slot_meta m = meta[i];
     out.index[j] = (uint32_t)i;
     out.gen[j] = m.gen;
-    out.weights[j] = w < 1.0f ? w : 1.0f;
+    out.weights[j] = vx_replay_weight(P, p_min, ds->beta);
     out.rewards[j] = m.reward;
     out.terminated[j] = m.term;
     out.truncated[j] = m.trunc;
@@ -314,6 +323,8 @@ static __global__ void sample_rank_kernel(size_t B, double alpha, uint64_t seed,
 }
 
 static __global__ void set_u64_kernel(unsigned long long *x, unsigned long long v) { *x = v; }
+static __global__ void set_double_kernel(double *x, double v) { *x = v; }
+static __global__ void set_state_kernel(dev_state *ds, dev_state v) { *ds = v; }
 
 static __global__ void fill_kernel(double *x, size_t n, double v)
 {
@@ -321,142 +332,79 @@ static __global__ void fill_kernel(double *x, size_t n, double v)
     if (i < n) x[i] = v;
 }
 
+/* ---- setup and rebuilds (queued on the stream given; the caller synchronises) ---------------- */
 
+cudaError_t vx_rc_init_device(vx_replay *r, cudaStream_t s)
+{
+    rc_buf *b = rcb(r);
+    size_t C = r->cfg.capacity;
+    cudaError_t rc = cudaMemsetAsync(b->meta, 0, C * sizeof(vx_slot_meta), s);
+    if (!rc) rc = cudaMemsetAsync(b->prio, 0, C * sizeof(double), s);
+    if (!rc) rc = cudaMemsetAsync(b->owner, 0xff, C * sizeof(int), s); /* −1: no owner */
+    for (int l = 0; !rc && b->tree.sum[0] && l <= b->tree.depth; l++) {
+        size_t w = b->shape.width[l];
+        rc = cudaMemsetAsync(b->tree.sum[l], 0, w * sizeof(double), s);
+        if (!rc) {
+            fill_kernel<<<vx_rc_grid(w, BLOCK), BLOCK, 0, s>>>(b->tree.min[l], w, INFINITY);
+            rc = cudaGetLastError();
+        }
+    }
+    if (!rc && b->iota) {
+        iota_kernel<<<vx_rc_grid(C, BLOCK), BLOCK, 0, s>>>(b->iota, C);
+        rc = cudaGetLastError();
+    }
+    if (!rc) {
+        dev_state v;
+        memset(&v, 0, sizeof v);
+        v.max_p = 1.0;
+        v.beta = b->host_beta;
+        set_state_kernel<<<1, 1, 0, s>>>(b->ds, v); /* by value: no host buffer to keep alive */
+        rc = cudaGetLastError();
+    }
+    return rc;
+}
 
+cudaError_t vx_rc_rebuild_tree(vx_replay *r, size_t size, cudaStream_t s)
+{
+    rc_buf *b = rcb(r);
+    if (r->cfg.kind != VX_REPLAY_PROPORTIONAL) return cudaSuccess;
+    int depth = b->tree.depth;
+    size_t w = b->shape.width[depth];
+    leaves_from_prio_kernel<<<vx_rc_grid(w, BLOCK), BLOCK, 0, s>>>(b->prio, size, w, b->tree,
+                                                                   r->cfg.alpha);
+    cudaError_t rc = cudaGetLastError();
+    for (int l = depth - 1; !rc && l >= 0; l--) {
+        size_t n = b->shape.width[l + 1] / FAN; /* the nodes that have children */
+        tree_level_kernel<<<vx_rc_grid(n, BLOCK), BLOCK, 0, s>>>(b->tree, l, n);
+        rc = cudaGetLastError();
+    }
+    return rc;
+}
+
+cudaError_t vx_rc_set_state(vx_replay *r, const dev_state *v, cudaStream_t s)
+{
+    set_state_kernel<<<1, 1, 0, s>>>(rcb(r)->ds, *v);
+    return cudaGetLastError();
+}
 
 /* ---- entries ------------------------------------------------------------------------------- */
 
-extern "C" vx_status vx_replay_cuda_create(const vx_replay_cfg *cfg, vx_replay_cuda **out,
-                                           vx_err *e)
+static vx_status launch_failed(vx_replay *r, const char *what, cudaError_t rc, vx_err *e)
 {
-    *out = NULL;
-    vx_replay *probe; /* the same argument checks as the CPU buffer, on a tiny one */
-    vx_replay_cfg small = *cfg;
-    small.capacity = 1;
-    vx_status st = vx_replay_create(&small, &probe, e);
-    if (st) return st;
-    vx_replay_free(probe);
-    if (cfg->capacity > ((size_t)1 << 31))
-        return vx_err_set(e, VX_ERR_ARG, "replay: capacity %zu out of range", cfg->capacity);
-    vx_replay_cuda *r = (vx_replay_cuda *)calloc(1, sizeof *r);
-    if (!r) return vx_err_set(e, VX_ERR_NOMEM, "replay: out of memory");
-    r->cfg = *cfg;
-    r->host_beta = 0.4;
-    size_t C = cfg->capacity, D = (size_t)cfg->obs_dim, bytes = 0;
-    cudaError_t rc = cudaSuccess;
-#define DEV_ALLOC(ptr, n)                                                                          \
-    do {                                                                                           \
-        size_t nb_ = (n);                                                                          \
-        bytes += nb_;                                                                              \
-        if (rc == cudaSuccess) rc = g_fault == VX_FAULT_ALLOC ? cudaErrorMemoryAllocation          \
-                                                             : cudaMalloc((void **)&(ptr), nb_);   \
-    } while (0)
-    DEV_ALLOC(r->obs, C * D * sizeof(float));
-    DEV_ALLOC(r->next_obs, C * D * sizeof(float));
-    DEV_ALLOC(r->meta, C * sizeof(vx_slot_meta));
-    DEV_ALLOC(r->prio, C * sizeof(double));
-    DEV_ALLOC(r->owner, C * sizeof(int));
-    DEV_ALLOC(r->win, UPDATE_MAX);
-    DEV_ALLOC(r->ds, sizeof(dev_state));
-    size_t widths[LEVELS] = {0};
-    if (cfg->kind == VX_REPLAY_PROPORTIONAL) {
-        size_t leaves = 1;
-        int depth = 0;
-        while (leaves < C) leaves *= FAN, depth++;
-        r->tree.depth = depth;
-        size_t width = (C + FAN - 1) / FAN * FAN;
-        for (int l = depth; l >= 0; l--) {
-            if (l == 0) width = 1;
-            widths[l] = width;
-            DEV_ALLOC(r->tree.sum[l], width * sizeof(double));
-            DEV_ALLOC(r->tree.min[l], width * sizeof(double));
-            width = ((width + FAN - 1) / FAN + FAN - 1) / FAN * FAN;
-        }
-    }
-    if (cfg->kind == VX_REPLAY_RANK) {
-        DEV_ALLOC(r->order, C * sizeof(uint32_t));
-        DEV_ALLOC(r->iota, C * sizeof(uint32_t));
-        DEV_ALLOC(r->cdf, C * sizeof(double));
-        DEV_ALLOC(r->rank_w, C * sizeof(double));
-        DEV_ALLOC(r->keys_out, C * sizeof(double));
-        /* the sort's and the scan's scratch, sized once for the whole capacity */
-        size_t a = 0, b = 0;
-        if (rc == cudaSuccess)
-            rc = cub::DeviceRadixSort::SortPairsDescending(NULL, a, (const double *)NULL, (double *)NULL,
-                                                           (const uint32_t *)NULL, (uint32_t *)NULL,
-                                                           (int)C);
-        if (rc == cudaSuccess)
-            rc = cub::DeviceScan::InclusiveSum(NULL, b, (const double *)NULL, (double *)NULL, (int)C);
-        r->cub_tmp_n = a > b ? a : b;
-        DEV_ALLOC(r->cub_tmp, r->cub_tmp_n);
-        if (rc == cudaSuccess) {
-            iota_kernel<<<grid_of(C, BLOCK), BLOCK>>>(r->iota, C);
-            rc = cudaGetLastError();
-        }
-    }
-#undef DEV_ALLOC
-    if (g_fault == VX_FAULT_ALLOC) g_fault = VX_FAULT_NONE;
-    if (rc == cudaSuccess) rc = cudaMemset(r->meta, 0, C * sizeof(vx_slot_meta));
-    if (rc == cudaSuccess) rc = cudaMemset(r->prio, 0, C * sizeof(double));
-    if (rc == cudaSuccess) rc = cudaMemset(r->owner, 0xff, C * sizeof(int)); /* −1: no owner */
-    for (int l = 0; rc == cudaSuccess && l <= r->tree.depth && r->tree.sum[0]; l++) {
-        rc = cudaMemset(r->tree.sum[l], 0, widths[l] * sizeof(double));
-        if (rc == cudaSuccess) {
-            fill_kernel<<<grid_of(widths[l], BLOCK), BLOCK>>>(r->tree.min[l], widths[l], INFINITY);
-            rc = cudaGetLastError();
-        }
-    }
-    if (rc == cudaSuccess) {
-        dev_state ds;
-        memset(&ds, 0, sizeof ds);
-        ds.max_p = 1.0;
-        ds.beta = 0.4;
-        rc = cudaMemcpy(r->ds, &ds, sizeof ds, cudaMemcpyHostToDevice);
-    }
-    if (rc == cudaSuccess) rc = cudaDeviceSynchronize();
-    if (rc != cudaSuccess) {
-        char why[256];
-        snprintf(why, sizeof why, "device allocation of %.1f MB failed (%s)", bytes / 1e6,
-                 cudaGetErrorString(rc));
-        cudaGetLastError();
-        st = vx_rc_fall_back(r, why, e);
-        if (st) {
-            vx_rc_free_device(r);
-            free(r);
-            return st;
-        }
-    } else {
-        r->on_device = 1;
-    }
-    *out = r;
-    return VX_OK;
+    char why[200];
+    snprintf(why, sizeof why, "%s kernel launch failed (%s)", what, cudaGetErrorString(rc));
+    return vx_rc_fall_back(r, why, e);
 }
 
-extern "C" void vx_replay_cuda_free(vx_replay_cuda *r)
+vx_status vx_rc_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_stream vs, vx_err *e)
 {
-    if (!r) return;
-    vx_rc_free_device(r);
-    vx_replay_free(r->cpu);
-    free(r->stage);
-    free(r);
-}
-
-extern "C" int vx_replay_cuda_on_device(const vx_replay_cuda *r) { return r->on_device; }
-
-extern "C" size_t vx_replay_cuda_size(const vx_replay_cuda *r)
-{
-    if (r->on_device) return r->size;
-    vx_replay_stats st;
-    vx_replay_stats_get(r->cpu, &st);
-    return st.size;
-}
-
-
-extern "C" vx_status vx_replay_cuda_insert(vx_replay_cuda *r, const vx_transitions *t, size_t n,
-                                           cudaStream_t s, vx_err *e)
-{
+    rc_buf *b = rcb(r);
+    cudaStream_t s = (cudaStream_t)vs;
     if (n == 0) return VX_OK;
-    if (!r->on_device) return vx_rc_insert_cpu(r, t, n, e);
+    vx_status st = vx_cuda_enter(r->dev, e);
+    if (st) return st;
+    if (!b->on_device) return vx_rc_insert_cpu(r, t, n, s, e);
+    note_stream(b, s);
     size_t C = r->cfg.capacity;
     int D = r->cfg.obs_dim, prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL;
     /* more than a whole ring: only the last C land; the earlier ones are overwritten anyway */
@@ -467,175 +415,168 @@ extern "C" vx_status vx_replay_cuda_insert(vx_replay_cuda *r, const vx_transitio
         tt.terminated += skip, tt.truncated += skip;
         if (tt.steps) tt.steps += skip;
     }
-    size_t m = n - skip, start = (r->cursor + skip) % C;
-    insert_copy_kernel<<<grid_of(m * D, BLOCK), BLOCK, 0, s>>>(
-        tt, m, start, C, D, r->obs, r->next_obs, r->meta, r->prio, r->tree, r->cfg.alpha, r->ds, prop,
-        r->size + n < C ? r->size + n : C);
+    size_t m = n - skip, start = (b->cursor + skip) % C;
+    insert_copy_kernel<<<vx_rc_grid(m * D, BLOCK), BLOCK, 0, s>>>(
+        tt, m, start, C, D, b->obs, b->next_obs, b->meta, b->prio, b->tree, r->cfg.alpha, b->ds,
+        prop, b->size + n < C ? b->size + n : C);
     cudaError_t rc = cudaGetLastError();
     if (!rc && prop) {
         size_t n1 = start + m <= C ? m : C - start, n2 = m - n1;
-        tree_rebuild_kernel<<<grid_of(1, 1), 1024, 0, s>>>(r->tree, start, n1, 0, n2);
+        tree_rebuild_kernel<<<vx_rc_grid(1, 1), 1024, 0, s>>>(b->tree, start, n1, 0, n2);
         rc = cudaGetLastError();
     }
     if (rc) {
-        char why[200];
-        snprintf(why, sizeof why, "insert kernel launch failed (%s)", cudaGetErrorString(rc));
-        vx_status st = vx_rc_fall_back(r, why, e);
-        return st ? st : vx_rc_insert_cpu(r, t, n, e);
+        st = launch_failed(r, "insert", rc, e);
+        return st ? st : vx_rc_insert_cpu(r, t, n, s, e);
     }
-    r->cursor = (r->cursor + n) % C;
-    r->size = r->size + n < C ? r->size + n : C;
-    r->inserted += n;
+    b->cursor = (b->cursor + n) % C;
+    b->size = b->size + n < C ? b->size + n : C;
+    b->inserted += n;
     return VX_OK;
 }
 
-static __global__ void leaves_from_prio_kernel(const double *prio, size_t n, dev_tree tree,
-                                                double alpha)
+vx_status vx_rc_set_beta(vx_replay *r, double beta, vx_stream vs, vx_err *e)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    double v = pow(prio[i], alpha);
-    tree.sum[tree.depth][i] = v;
-    tree.min[tree.depth][i] = v > 0 ? v : INFINITY;
-}
-
-vx_status vx_rc_upload(vx_replay_cuda *r, const vx_replay_raw *raw, vx_err *e)
-{
-    vx_status st = VX_OK;
-    size_t C = r->cfg.capacity, D = (size_t)r->cfg.obs_dim, n = raw->size;
-    dev_state ds;
-    VX_CUDA_CHECK(cudaDeviceSynchronize());
-    VX_CUDA_CHECK(cudaMemcpy(&ds, r->ds, sizeof ds, cudaMemcpyDeviceToHost));
-    VX_CUDA_CHECK(cudaMemcpy(r->obs, raw->obs, n * D * 4, cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(cudaMemcpy(r->next_obs, raw->next_obs, n * D * 4, cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(cudaMemcpy(r->meta, raw->meta, C * sizeof(vx_slot_meta), cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(cudaMemcpy(r->prio, raw->prio, n * 8, cudaMemcpyHostToDevice));
-    if (r->cfg.kind == VX_REPLAY_PROPORTIONAL && n > 0) {
-        leaves_from_prio_kernel<<<grid_of(n, BLOCK), BLOCK>>>(r->prio, n, r->tree, r->cfg.alpha);
-        VX_CUDA_LAUNCH_CHECK();
-        tree_rebuild_kernel<<<1, 1024>>>(r->tree, 0, n, 0, 0);
-        VX_CUDA_LAUNCH_CHECK();
-    }
-    ds.max_p = raw->max_p;
-    ds.rng_block = raw->draws;
-    ds.clamped = raw->clamped;
-    ds.stale = raw->stale;
-    ds.size = n;
-    ds.order_n = 0;
-    VX_CUDA_CHECK(cudaMemcpy(r->ds, &ds, sizeof ds, cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(cudaDeviceSynchronize());
-    r->size = n, r->cursor = raw->cursor, r->inserted = raw->inserted;
-    r->cfg.seed = raw->seed;
-    r->order_n = 0; /* rank: the next sample sorts */
-fail:
-    return st;
-}
-
-extern "C" vx_status vx_replay_cuda_set_beta(vx_replay_cuda *r, double beta, cudaStream_t s,
-                                             vx_err *e)
-{
-    r->host_beta = beta;
-    if (!r->on_device) return VX_OK;
-    /* a kernel-free update: the value travels as a launch argument of a one-thread fill */
-    fill_kernel<<<1, 1, 0, s>>>(&r->ds->beta, 1, beta);
+    rc_buf *b = rcb(r);
+    cudaStream_t s = (cudaStream_t)vs;
+    b->host_beta = beta;
+    vx_status st = vx_cuda_enter(r->dev, e);
+    if (st) return st;
+    if (!b->on_device) return vx_replay_set_beta(b->cpu, beta, NULL, e);
+    note_stream(b, s);
+    /* the value travels as a launch argument: nothing on the host to keep alive or capture */
+    set_double_kernel<<<1, 1, 0, s>>>(&b->ds->beta, beta);
     cudaError_t rc = cudaGetLastError();
-    if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: set beta: %s", cudaGetErrorString(rc));
+    if (rc) {
+        st = launch_failed(r, "set beta", rc, e);
+        return st ? st : vx_replay_set_beta(b->cpu, beta, NULL, e);
+    }
     return VX_OK;
 }
-
 
 /* The rank order: a stable radix sort of (priority, slot) pairs, descending — ties keep slot
  * order, as the CPU's comparison does — and, when the buffer's size changed, the cumulative rank
  * masses Σ_{k<=r} k^−α (a device scan). Every `rank_refresh` sample calls, decided by the host. */
-cudaError_t vx_rc_rank_refresh(vx_replay_cuda *r, cudaStream_t s)
+cudaError_t vx_rc_sort_scratch(size_t C, size_t *bytes)
 {
-    int n = (int)r->size;
-    size_t tmp = r->cub_tmp_n;
+    size_t a = 0, s = 0;
     cudaError_t rc = cub::DeviceRadixSort::SortPairsDescending(
-        r->cub_tmp, tmp, (const double *)r->prio, r->keys_out, (const uint32_t *)r->iota, r->order,
+        NULL, a, (const double *)NULL, (double *)NULL, (const uint32_t *)NULL, (uint32_t *)NULL,
+        (int)C);
+    if (!rc)
+        rc = cub::DeviceScan::InclusiveSum(NULL, s, (const double *)NULL, (double *)NULL, (int)C);
+    *bytes = a > s ? a : s;
+    return rc;
+}
+
+cudaError_t vx_rc_rank_refresh(vx_replay *r, cudaStream_t s)
+{
+    rc_buf *b = rcb(r);
+    int n = (int)b->size;
+    size_t tmp = b->cub_tmp_n;
+    cudaError_t rc = cub::DeviceRadixSort::SortPairsDescending(
+        b->cub_tmp, tmp, (const double *)b->prio, b->keys_out, (const uint32_t *)b->iota, b->order,
         n, 0, (int)(sizeof(double) * 8), s);
-    if (!rc && r->cdf_n != r->size) {
-        rank_mass_kernel<<<grid_of(r->size, BLOCK), BLOCK, 0, s>>>(r->rank_w, r->size, r->cfg.alpha);
+    if (!rc && b->cdf_n != b->size) {
+        rank_mass_kernel<<<vx_rc_grid(b->size, BLOCK), BLOCK, 0, s>>>(b->rank_w, b->size,
+                                                                      r->cfg.alpha);
         rc = cudaGetLastError();
-        tmp = r->cub_tmp_n;
-        if (!rc) rc = cub::DeviceScan::InclusiveSum(r->cub_tmp, tmp, (const double *)r->rank_w, r->cdf, n, s);
-        if (!rc) r->cdf_n = r->size;
+        tmp = b->cub_tmp_n;
+        if (!rc)
+            rc = cub::DeviceScan::InclusiveSum(b->cub_tmp, tmp, (const double *)b->rank_w, b->cdf,
+                                               n, s);
+        if (!rc) b->cdf_n = b->size;
     }
     if (!rc) {
-        set_u64_kernel<<<1, 1, 0, s>>>(&r->ds->order_n, r->size);
+        set_u64_kernel<<<1, 1, 0, s>>>(&b->ds->order_n, b->size);
         rc = cudaGetLastError();
     }
     if (!rc) {
-        r->order_n = r->size;
-        r->calls_since_refresh = 0;
+        b->order_n = b->size;
+        b->calls_since_refresh = 0;
     }
     return rc;
 }
 
-extern "C" vx_status vx_replay_cuda_rank_refresh(vx_replay_cuda *r, cudaStream_t s, vx_err *e)
+vx_status vx_rc_rank_refresh_entry(vx_replay *r, vx_stream vs, vx_err *e)
 {
-    if (r->cfg.kind != VX_REPLAY_RANK || !r->on_device || r->size == 0) return VX_OK;
+    rc_buf *b = rcb(r);
+    cudaStream_t s = (cudaStream_t)vs;
+    if (r->cfg.kind != VX_REPLAY_RANK) return VX_OK;
+    vx_status st = vx_cuda_enter(r->dev, e);
+    if (st) return st;
+    if (!b->on_device) return vx_replay_rank_refresh(b->cpu, NULL, e);
+    if (b->size == 0) return VX_OK;
+    note_stream(b, s);
     cudaError_t rc = vx_rc_rank_refresh(r, s);
-    if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: rank sort: %s", cudaGetErrorString(rc));
+    if (rc) {
+        st = launch_failed(r, "rank sort", rc, e);
+        return st ? st : vx_replay_rank_refresh(b->cpu, NULL, e);
+    }
     return VX_OK;
 }
 
-extern "C" vx_status vx_replay_cuda_sample(vx_replay_cuda *r, size_t B, vx_replay_batch *out,
-                                           cudaStream_t s, vx_err *e)
+vx_status vx_rc_sample(vx_replay *r, size_t B, vx_replay_batch *out, vx_stream vs, vx_err *e)
 {
+    rc_buf *b = rcb(r);
+    cudaStream_t s = (cudaStream_t)vs;
     if (B == 0) return VX_OK;
-    if (!r->on_device) return vx_rc_sample_cpu(r, B, out, e); /* the CPU buffer keeps its own size */
-    if (r->size == 0) return vx_err_set(e, VX_ERR_ARG, "replay: sample from an empty buffer");
+    vx_status st = vx_cuda_enter(r->dev, e);
+    if (st) return st;
+    if (!b->on_device) return vx_rc_sample_cpu(r, B, out, s, e); /* the CPU keeps its own size */
+    if (b->size == 0) return vx_err_set(e, VX_ERR_ARG, "replay: sample from an empty buffer");
+    note_stream(b, s);
     int D = r->cfg.obs_dim, prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL;
     cudaError_t rc = cudaSuccess;
     if (r->cfg.kind == VX_REPLAY_RANK) {
-        if (r->order_n == 0 || r->calls_since_refresh >= r->cfg.rank_refresh)
+        if (b->order_n == 0 || b->calls_since_refresh >= r->cfg.rank_refresh)
             rc = vx_rc_rank_refresh(r, s);
-        r->calls_since_refresh++;
+        b->calls_since_refresh++;
         if (!rc) {
-            sample_rank_kernel<<<grid_of(B, BLOCK), BLOCK, 0, s>>>(
-                B, r->cfg.alpha, r->cfg.seed, r->cdf, r->order, r->meta, r->ds, *out);
+            sample_rank_kernel<<<vx_rc_grid(B, BLOCK), BLOCK, 0, s>>>(
+                B, r->cfg.alpha, r->cfg.seed, b->cdf, b->order, b->meta, b->ds, *out);
             rc = cudaGetLastError();
         }
     } else {
-        sample_pick_kernel<<<grid_of(B, BLOCK), BLOCK, 0, s>>>(B, prop, r->cfg.seed,
-                                                               r->tree, r->meta, r->ds, *out);
+        sample_pick_kernel<<<vx_rc_grid(B, BLOCK), BLOCK, 0, s>>>(B, prop, r->cfg.seed, b->tree,
+                                                                  b->meta, b->ds, *out);
         rc = cudaGetLastError();
     }
     if (!rc) {
-        sample_gather_kernel<<<grid_of(B * D, BLOCK), BLOCK, 0, s>>>(B, D, r->obs, r->next_obs,
-                                                                     *out, r->ds);
+        sample_gather_kernel<<<vx_rc_grid(B * D, BLOCK), BLOCK, 0, s>>>(B, D, b->obs, b->next_obs,
+                                                                        *out, b->ds);
         rc = cudaGetLastError();
     }
     if (rc) {
-        char why[200];
-        snprintf(why, sizeof why, "sample kernel launch failed (%s)", cudaGetErrorString(rc));
-        vx_status st = vx_rc_fall_back(r, why, e);
-        return st ? st : vx_rc_sample_cpu(r, B, out, e);
+        st = launch_failed(r, "sample", rc, e);
+        return st ? st : vx_rc_sample_cpu(r, B, out, s, e);
     }
     return VX_OK;
 }
 
-
-extern "C" vx_status vx_replay_cuda_update(vx_replay_cuda *r, const uint32_t *index,
-                                           const uint32_t *gen, const float *td, size_t n,
-                                           cudaStream_t s, vx_err *e)
+vx_status vx_rc_update(vx_replay *r, const uint32_t *index, const uint32_t *gen, const float *td,
+                       size_t n, vx_stream vs, vx_err *e)
 {
+    rc_buf *b = rcb(r);
+    cudaStream_t s = (cudaStream_t)vs;
     if (r->cfg.kind == VX_REPLAY_UNIFORM || n == 0) return VX_OK;
-    if (!r->on_device) return vx_rc_update_cpu(r, index, gen, td, n, e);
-    int prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL, depth = r->tree.depth;
+    vx_status st = vx_cuda_enter(r->dev, e);
+    if (st) return st;
+    if (!b->on_device) return vx_rc_update_cpu(r, index, gen, td, n, s, e);
+    note_stream(b, s);
+    int prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL, depth = b->tree.depth;
     for (size_t off = 0; off < n; off += UPDATE_MAX) {
         size_t m = n - off < UPDATE_MAX ? n - off : UPDATE_MAX;
         const uint32_t *ix = index + off, *gn = gen + off;
         const float *t = td + off;
-        dim3 grid = grid_of(m, BLOCK);
-        update_mark_kernel<<<grid, BLOCK, 0, s>>>(ix, gn, t, m, r->cfg.eps, r->meta,
-                                                  r->owner, r->ds);
+        dim3 grid = vx_rc_grid(m, BLOCK);
+        update_mark_kernel<<<grid, BLOCK, 0, s>>>(ix, gn, t, m, r->cfg.eps, b->meta, b->owner,
+                                                  b->ds);
         cudaError_t rc = cudaGetLastError();
         if (!rc) {
-            update_leaf_kernel<<<grid, BLOCK, 0, s>>>(ix, gn, t, m, r->cfg.alpha,
-                                                      r->cfg.eps, prop, r->meta, r->prio,
-                                                      r->owner, r->win, r->tree, r->ds);
+            update_leaf_kernel<<<grid, BLOCK, 0, s>>>(ix, gn, t, m, r->cfg.alpha, r->cfg.eps, prop,
+                                                      b->meta, b->prio, b->owner, b->win, b->tree,
+                                                      b->ds);
             rc = cudaGetLastError();
         }
         /* lower levels one launch each (down to level 3, or all when the tree is shallow), then
@@ -643,27 +584,23 @@ extern "C" vx_status vx_replay_cuda_update(vx_replay_cuda *r, const uint32_t *in
         int top = depth - 1 < 2 ? depth - 1 : 2;
         for (int l = depth - 1, first = 1; !rc && l >= 0; l--, first = 0) {
             if (l <= top && !first) {
-                update_top_kernel<<<1, 1024, 0, s>>>(ix, m, r->win, r->tree, l);
+                update_top_kernel<<<1, 1024, 0, s>>>(ix, m, b->win, b->tree, l);
                 rc = cudaGetLastError();
                 break;
             }
-            update_level_kernel<<<grid, BLOCK, 0, s>>>(ix, m, r->win, r->owner, r->tree, l, first,
-                                                       r->ds);
+            update_level_kernel<<<grid, BLOCK, 0, s>>>(ix, m, b->win, b->owner, b->tree, l, first,
+                                                       b->ds);
             rc = cudaGetLastError();
         }
         if (!rc && depth == 0) { /* still fold the maximum and release the marks */
-            update_level_kernel<<<grid, BLOCK, 0, s>>>(ix, m, r->win, r->owner, r->tree, -1, 1,
-                                                       r->ds);
+            update_level_kernel<<<grid, BLOCK, 0, s>>>(ix, m, b->win, b->owner, b->tree, -1, 1,
+                                                       b->ds);
             rc = cudaGetLastError();
         }
         if (rc) {
-            char why[200];
-            snprintf(why, sizeof why, "update kernel launch failed (%s)", cudaGetErrorString(rc));
-            vx_status st = vx_rc_fall_back(r, why, e);
-            return st ? st : vx_rc_update_cpu(r, ix, gn, t, n - off, e);
+            st = launch_failed(r, "update", rc, e);
+            return st ? st : vx_rc_update_cpu(r, ix, gn, t, n - off, s, e);
         }
     }
     return VX_OK;
 }
-
-

@@ -11,9 +11,12 @@
 #include "../env/env_internal.h"
 
 int vx_cuda_device_count(void); /* philox_cuda.cu */
+/* The backends' operations tables, by address only (their types are the components' own). */
+extern const struct vx_replay_ops vx_replay_cuda_ops; /* replay_cuda_host.cu */
 
 static const vx_backend_entry cuda_backends[] = {
     {"env", &vx_env_cuda_ops},
+    {"replay", &vx_replay_cuda_ops},
     {NULL, NULL},
 };
 #endif

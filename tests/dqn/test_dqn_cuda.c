@@ -4,6 +4,7 @@
  * Skipped (77) without a GPU. */
 #include "helpers.h"
 #include "vixen/cuda_util.h"
+#include "vixen/device.h"
 #include "vixen/dqn.h"
 #include "vixen/dqn_cuda.h"
 #include "vixen/nn_cuda.h"
@@ -179,11 +180,16 @@ static void test_graph_equals_eager(void **state)
                         dup_dev(r, N * 4), dup_dev(f, N), dup_dev(f, N), NULL};
     vx_replay_cfg rc;
     vx_replay_cfg_default(&rc, VX_REPLAY_PROPORTIONAL, 32768);
-    vx_replay_cuda *r1, *r2;
-    assert_int_equal(vx_replay_cuda_create(&rc, &r1, &e), VX_OK);
-    assert_int_equal(vx_replay_cuda_create(&rc, &r2, &e), VX_OK);
-    assert_int_equal(vx_replay_cuda_insert(r1, &t, N, 0, &e), VX_OK);
-    assert_int_equal(vx_replay_cuda_insert(r2, &t, N, 0, &e), VX_OK);
+    vx_device_cfg dcfg;
+    vx_device_cfg_default(&dcfg);
+    dcfg.kind = VX_DEVICE_CUDA;
+    vx_device *dev;
+    assert_int_equal(vx_device_open(&dcfg, &dev, &e), VX_OK);
+    vx_replay *r1, *r2;
+    assert_int_equal(vx_replay_create(&rc, dev, &r1, &e), VX_OK);
+    assert_int_equal(vx_replay_create(&rc, dev, &r2, &e), VX_OK);
+    assert_int_equal(vx_replay_insert(r1, &t, N, NULL, &e), VX_OK);
+    assert_int_equal(vx_replay_insert(r2, &t, N, NULL, &e), VX_OK);
     cudaStream_t s1, s2;
     CK(cudaStreamCreate(&s1));
     CK(cudaStreamCreate(&s2));
@@ -203,13 +209,14 @@ static void test_graph_equals_eager(void **state)
     assert_memory_equal(w1, w2, np * 4);
     assert_true(memcmp(w1, cpu.online, np * 4) != 0); /* and they did learn something */
     vx_replay_stats st1, st2;
-    assert_int_equal(vx_replay_cuda_stats(r1, &st1, NULL, &e), VX_OK);
-    assert_int_equal(vx_replay_cuda_stats(r2, &st2, NULL, &e), VX_OK);
+    assert_int_equal(vx_replay_stats_get(r1, &st1, NULL, &e), VX_OK);
+    assert_int_equal(vx_replay_stats_get(r2, &st2, NULL, &e), VX_OK);
     assert_true(st1.total == st2.total && st1.max_priority == st2.max_priority);
     printf("60 updates, graph vs eager: weights bit-identical; replay totals %.17g and %.17g\n",
            st1.total, st2.total);
     vx_dqn_cuda_free(g1), vx_dqn_cuda_free(g2);
-    vx_replay_cuda_free(r1), vx_replay_cuda_free(r2);
+    vx_replay_free(r1), vx_replay_free(r2);
+    vx_device_close(dev);
     cudaStreamDestroy(s1), cudaStreamDestroy(s2);
     cudaFree((void *)t.obs), cudaFree((void *)t.next_obs), cudaFree((void *)t.actions);
     cudaFree((void *)t.rewards), cudaFree((void *)t.terminated), cudaFree((void *)t.truncated);

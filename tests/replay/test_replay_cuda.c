@@ -1,22 +1,27 @@
-/* test_replay_cuda.c — the GPU replay buffer against the CPU reference and its guarantees:
- * contents and ring order, KS equivalence of sampled indices (proportional), IS weights to
- * 1e-5, no drift after 10 M device updates, stale and duplicate updates, NaN clamping, no draw of
- * an empty slot, a captured sample→update graph replayed 1,000 times, and both fallbacks
- * (allocation failure, launch failure) with fault injection. Skipped (77) without a GPU. */
+/* test_replay_cuda.c — the GPU replay buffer (vx_replay on a CUDA device context) against the
+ * CPU reference and its guarantees: contents and ring order, KS equivalence of sampled indices
+ * (proportional), IS weights to 1e-5, no drift after 10 M device updates, stale and duplicate
+ * updates, NaN clamping, no draw of an empty slot, a captured sample→update graph replayed 1,000
+ * times, both fallbacks (allocation failure, launch failure) with fault injection and a budget
+ * refusal, chunked save/load byte-identical with the CPU's file, and a snapshot written from
+ * another thread. Skipped (77) without a GPU. */
 #include "helpers.h"
 #include "vixen/cuda_util.h"
 #include "vixen/philox.h"
 #include "vixen/replay.h"
-#include "vixen/replay_cuda.h"
+#include "vixen/device.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { D = 8 };
 
 #define CK(x) assert_int_equal((int)(x), (int)cudaSuccess)
+
+static vx_device *g_dev; /* the CUDA context every GPU buffer here is created on */
 
 typedef struct { /* a device batch of B samples */
     float *obs, *next, *rew, *w;
@@ -98,7 +103,7 @@ static vx_replay_cfg cfg_of(vx_replay_kind k, size_t cap)
 }
 
 /* Sets slots [0, n) to priorities |td| via device update with stamps `gen`. */
-static void dev_update(vx_replay_cuda *r, const uint32_t *idx, const uint32_t *gen,
+static void dev_update(vx_replay *r, const uint32_t *idx, const uint32_t *gen,
                        const float *td, size_t n)
 {
     uint32_t *di, *dg;
@@ -110,7 +115,7 @@ static void dev_update(vx_replay_cuda *r, const uint32_t *idx, const uint32_t *g
     CK(cudaMemcpy(dg, gen, n * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dt, td, n * 4, cudaMemcpyHostToDevice));
     vx_err e;
-    assert_int_equal(vx_replay_cuda_update(r, di, dg, dt, n, 0, &e), VX_OK);
+    assert_int_equal(vx_replay_update(r, di, dg, dt, n, NULL, &e), VX_OK);
     CK(cudaDeviceSynchronize());
     cudaFree(di), cudaFree(dg), cudaFree(dt);
 }
@@ -119,22 +124,22 @@ static void test_contents_and_ring(void **state)
 {
     (void)state;
     vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, 5000);
-    vx_replay_cuda *r;
+    vx_replay *r;
     vx_err e;
-    assert_int_equal(vx_replay_cuda_create(&c, &r, &e), VX_OK);
-    assert_int_equal(vx_replay_cuda_on_device(r), 1);
+    assert_int_equal(vx_replay_create(&c, g_dev, &r, &e), VX_OK);
+    assert_int_equal(vx_replay_on_device(r), 1);
     tset t;
     tset_make(&t, 3000, 0);
-    assert_int_equal(vx_replay_cuda_insert(r, &t.d, 3000, 0, &e), VX_OK);
+    assert_int_equal(vx_replay_insert(r, &t.d, 3000, NULL, &e), VX_OK);
     tset u;
     tset_make(&u, 3000, 3000); /* wraps: slots 0..999 now hold 5000..5999 */
-    assert_int_equal(vx_replay_cuda_insert(r, &u.d, 3000, 0, &e), VX_OK);
+    assert_int_equal(vx_replay_insert(r, &u.d, 3000, NULL, &e), VX_OK);
     dbatch x;
     dbatch_make(&x, 1000);
     float *obs = malloc(1000 * D * 4), *rew = malloc(4000), *w = malloc(4000);
     uint32_t *idx = malloc(4000), *gen = malloc(4000);
     for (int it = 0; it < 20; it++) {
-        assert_int_equal(vx_replay_cuda_sample(r, 1000, &x.b, 0, &e), VX_OK);
+        assert_int_equal(vx_replay_sample(r, 1000, &x.b, NULL, &e), VX_OK);
         CK(cudaMemcpy(obs, x.obs, 1000 * D * 4, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(rew, x.rew, 4000, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(w, x.w, 4000, cudaMemcpyDeviceToHost));
@@ -151,7 +156,7 @@ static void test_contents_and_ring(void **state)
     }
     vx_replay_stats s;
     double fresh;
-    assert_int_equal(vx_replay_cuda_stats(r, &s, &fresh, &e), VX_OK);
+    assert_int_equal(vx_replay_stats_get(r, &s, &fresh, &e), VX_OK);
     assert_int_equal(s.size, 5000);
     assert_int_equal(s.inserted, 6000);
     assert_true(fabs(s.total - fresh) <= 1e-12 * fresh); /* all at max priority 1: 5000 */
@@ -160,7 +165,7 @@ static void test_contents_and_ring(void **state)
     dbatch_free(&x);
     tset_free(&t);
     tset_free(&u);
-    vx_replay_cuda_free(r);
+    vx_replay_free(r);
 }
 
 /* Every tree depth, 0 (one slot) to 3: insert, sample, update, and the stored total stays exact. */
@@ -170,12 +175,12 @@ static void test_small_capacities(void **state)
     const size_t caps[6] = {1, 2, 16, 17, 300, 4097};
     for (int c = 0; c < 6; c++) {
         vx_replay_cfg cfg = cfg_of(VX_REPLAY_PROPORTIONAL, caps[c]);
-        vx_replay_cuda *r;
+        vx_replay *r;
         vx_err e;
-        assert_int_equal(vx_replay_cuda_create(&cfg, &r, &e), VX_OK);
+        assert_int_equal(vx_replay_create(&cfg, g_dev, &r, &e), VX_OK);
         tset t;
         tset_make(&t, caps[c] + 5, 0);
-        assert_int_equal(vx_replay_cuda_insert(r, &t.d, caps[c] + 5, 0, &e), VX_OK);
+        assert_int_equal(vx_replay_insert(r, &t.d, caps[c] + 5, NULL, &e), VX_OK);
         dbatch x;
         dbatch_make(&x, 64);
         float td[64], *dt;
@@ -183,22 +188,22 @@ static void test_small_capacities(void **state)
         CK(cudaMalloc((void **)&dt, sizeof td));
         CK(cudaMemcpy(dt, td, sizeof td, cudaMemcpyHostToDevice));
         for (int it = 0; it < 10; it++) {
-            assert_int_equal(vx_replay_cuda_sample(r, 64, &x.b, 0, &e), VX_OK);
-            assert_int_equal(vx_replay_cuda_update(r, x.idx, x.gen, dt, 64, 0, &e), VX_OK);
+            assert_int_equal(vx_replay_sample(r, 64, &x.b, NULL, &e), VX_OK);
+            assert_int_equal(vx_replay_update(r, x.idx, x.gen, dt, 64, NULL, &e), VX_OK);
         }
         uint32_t idx[64];
         CK(cudaMemcpy(idx, x.idx, sizeof idx, cudaMemcpyDeviceToHost));
         for (int j = 0; j < 64; j++) assert_true(idx[j] < caps[c]);
         vx_replay_stats s;
         double fresh;
-        assert_int_equal(vx_replay_cuda_stats(r, &s, &fresh, &e), VX_OK);
+        assert_int_equal(vx_replay_stats_get(r, &s, &fresh, &e), VX_OK);
         if (!(fabs(s.total - fresh) <= 1e-12 * fresh))
             fail_msg("capacity %zu: total %.17g, fresh %.17g", caps[c], s.total, fresh);
         assert_true(fabs(s.max_priority - (4.5 + 1e-6)) < 1e-6);
         cudaFree(dt);
         dbatch_free(&x);
         tset_free(&t);
-        vx_replay_cuda_free(r);
+        vx_replay_free(r);
     }
 }
 
@@ -229,15 +234,15 @@ static void equivalence(vx_replay_kind kind)
 {
     const size_t N = 4000, B = 1000, DRAWS = 10000;
     vx_replay_cfg c = cfg_of(kind, 4096);
-    vx_replay_cuda *g;
+    vx_replay *g;
     vx_replay *h;
     vx_err e;
-    assert_int_equal(vx_replay_cuda_create(&c, &g, &e), VX_OK);
-    assert_int_equal(vx_replay_create(&c, &h, &e), VX_OK);
+    assert_int_equal(vx_replay_create(&c, g_dev, &g, &e), VX_OK);
+    assert_int_equal(vx_replay_create(&c, NULL, &h, &e), VX_OK);
     tset t;
     tset_make(&t, N, 0);
-    assert_int_equal(vx_replay_cuda_insert(g, &t.d, N, 0, &e), VX_OK);
-    assert_int_equal(vx_replay_insert(h, &t.h, N, &e), VX_OK);
+    assert_int_equal(vx_replay_insert(g, &t.d, N, NULL, &e), VX_OK);
+    assert_int_equal(vx_replay_insert(h, &t.h, N, NULL, &e), VX_OK);
     uint32_t *idx = malloc(N * 4), *gen = malloc(N * 4);
     float *td = malloc(N * 4);
     vx_rng rng = vx_rng_make(3, 0, 0);
@@ -246,13 +251,14 @@ static void equivalence(vx_replay_kind kind)
         td[i] = (float)pow(10.0, -2 + 3 * vx_rng_uniform_double(&rng)); /* 0.01 .. 10 */
     }
     dev_update(g, idx, gen, td, N);
-    vx_replay_update(h, idx, gen, td, N);
-    assert_int_equal(vx_replay_cuda_set_beta(g, 0.5, 0, &e), VX_OK);
+    assert_int_equal(vx_replay_update(h, idx, gen, td, N, NULL, &e), VX_OK);
+    assert_int_equal(vx_replay_set_beta(g, 0.5, NULL, &e), VX_OK);
     /* the same probabilities */
     double worst = 0, pmin = 1;
     for (size_t i = 0; i < N; i++) {
-        double pg, ph = vx_replay_prob(h, i);
-        assert_int_equal(vx_replay_cuda_prob(g, i, &pg, &e), VX_OK);
+        double pg, ph;
+        assert_int_equal(vx_replay_prob(h, i, &ph, &e), VX_OK);
+        assert_int_equal(vx_replay_prob(g, i, &pg, &e), VX_OK);
         worst = fmax(worst, fabs(pg - ph) / ph);
         pmin = fmin(pmin, ph);
     }
@@ -270,14 +276,17 @@ static void equivalence(vx_replay_kind kind)
     vx_replay_batch hb = {ho, hn, ha, hr, ht, hu, hs, hw, hi, hg};
     double wworst = 0;
     for (size_t k = 0; k < DRAWS / B; k++) {
-        assert_int_equal(vx_replay_cuda_sample(g, B, &x.b, 0, &e), VX_OK);
+        assert_int_equal(vx_replay_sample(g, B, &x.b, NULL, &e), VX_OK);
         CK(cudaMemcpy(a + k * B, x.idx, B * 4, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(w, x.w, B * 4, cudaMemcpyDeviceToHost));
         for (size_t j = 0; j < B; j++) { /* the GPU's weight against the CPU formula */
-            double want = pow(vx_replay_prob(h, a[k * B + j]) / pmin, -0.5);
+            double ph;
+            assert_int_equal(vx_replay_prob(h, a[k * B + j], &ph, &e), VX_OK);
+            double want = pow(ph / pmin, -0.5);
             wworst = fmax(wworst, fabs(w[j] - want) / want);
         }
-        assert_int_equal(vx_replay_sample(h, B, 0.5, &hb, &e), VX_OK);
+        assert_int_equal(vx_replay_set_beta(h, 0.5, NULL, &e), VX_OK);
+        assert_int_equal(vx_replay_sample(h, B, &hb, NULL, &e), VX_OK);
         memcpy(b + k * B, hi, B * 4);
     }
     double d = ks(a, DRAWS, b, DRAWS), crit = 1.628 * sqrt(2.0 / DRAWS);
@@ -291,7 +300,7 @@ static void equivalence(vx_replay_kind kind)
     dbatch_free(&x);
     tset_free(&t);
     vx_replay_free(h);
-    vx_replay_cuda_free(g);
+    vx_replay_free(g);
 }
 
 static void test_equivalence_with_cpu(void **state)
@@ -306,12 +315,12 @@ static void test_no_drift_stale_duplicates_clamp(void **state)
     (void)state;
     const size_t cap = 1 << 16, CH = 16384;
     vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, cap);
-    vx_replay_cuda *r;
+    vx_replay *r;
     vx_err e;
-    assert_int_equal(vx_replay_cuda_create(&c, &r, &e), VX_OK);
+    assert_int_equal(vx_replay_create(&c, g_dev, &r, &e), VX_OK);
     tset t;
     tset_make(&t, cap, 0);
-    assert_int_equal(vx_replay_cuda_insert(r, &t.d, cap, 0, &e), VX_OK);
+    assert_int_equal(vx_replay_insert(r, &t.d, cap, NULL, &e), VX_OK);
     /* 10 M updates from 8 pools of random slots and priorities over nine orders of magnitude */
     uint32_t *di[8], *dg, *hi = malloc(CH * 4), *hg = malloc(CH * 4);
     float *dt[8], *ht = malloc(CH * 4);
@@ -330,10 +339,10 @@ static void test_no_drift_stale_duplicates_clamp(void **state)
         CK(cudaMemcpy(dt[p], ht, CH * 4, cudaMemcpyHostToDevice));
     }
     for (size_t done = 0, p = 0; done < 10000000; done += CH, p = (p + 1) % 8)
-        assert_int_equal(vx_replay_cuda_update(r, di[p], dg, dt[p], CH, 0, &e), VX_OK);
+        assert_int_equal(vx_replay_update(r, di[p], dg, dt[p], CH, NULL, &e), VX_OK);
     vx_replay_stats s;
     double fresh;
-    assert_int_equal(vx_replay_cuda_stats(r, &s, &fresh, &e), VX_OK);
+    assert_int_equal(vx_replay_stats_get(r, &s, &fresh, &e), VX_OK);
     printf("after 10 M device updates: stored total %.17g, fresh sum %.17g, relative %.2e\n",
            s.total, fresh, fabs(s.total - fresh) / fresh);
     assert_true(fabs(s.total - fresh) / fresh < 1e-9);
@@ -343,11 +352,11 @@ static void test_no_drift_stale_duplicates_clamp(void **state)
     float td[4] = {100.0f, 2.0f, NAN, INFINITY};
     dev_update(r, idx, gen, td, 4);
     double p7, p9, p10, pmax;
-    assert_int_equal(vx_replay_cuda_stats(r, &s, &fresh, &e), VX_OK);
+    assert_int_equal(vx_replay_stats_get(r, &s, &fresh, &e), VX_OK);
     assert_int_equal(s.clamped, 2);
-    vx_replay_cuda_prob(r, 7, &p7, &e);
-    vx_replay_cuda_prob(r, 9, &p9, &e);
-    vx_replay_cuda_prob(r, 10, &p10, &e);
+    vx_replay_prob(r, 7, &p7, &e);
+    vx_replay_prob(r, 9, &p9, &e);
+    vx_replay_prob(r, 10, &p10, &e);
     pmax = pow(s.max_priority, 0.6) / s.total;
     assert_true(fabs(p7 - pow(2.0 + 1e-6, 0.6) / s.total) < 1e-12 * p7 + 1e-300);
     assert_true(fabs(p9 - pmax) <= 1e-12 * pmax && fabs(p10 - pmax) <= 1e-12 * pmax);
@@ -355,11 +364,11 @@ static void test_no_drift_stale_duplicates_clamp(void **state)
     /* stale: overwrite slot 5 and update it with the old stamp */
     tset one;
     tset_make(&one, cap, 0);
-    assert_int_equal(vx_replay_cuda_insert(r, &one.d, cap, 0, &e), VX_OK); /* every stamp is 2 */
+    assert_int_equal(vx_replay_insert(r, &one.d, cap, NULL, &e), VX_OK); /* every stamp is 2 */
     uint32_t s5[1] = {5}, g5[1] = {1};
     float t5[1] = {1000.0f};
     dev_update(r, s5, g5, t5, 1);
-    assert_int_equal(vx_replay_cuda_stats(r, &s, &fresh, &e), VX_OK);
+    assert_int_equal(vx_replay_stats_get(r, &s, &fresh, &e), VX_OK);
     assert_int_equal(s.stale_updates, 1);
     assert_true(s.max_priority < 1000.0);
     for (int p = 0; p < 8; p++) cudaFree(di[p]), cudaFree(dt[p]);
@@ -367,19 +376,19 @@ static void test_no_drift_stale_duplicates_clamp(void **state)
     free(hi), free(hg), free(ht);
     tset_free(&t);
     tset_free(&one);
-    vx_replay_cuda_free(r);
+    vx_replay_free(r);
 }
 
 static void test_empty_slots_never_drawn_and_graph_replay(void **state)
 {
     (void)state;
     vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, 100000);
-    vx_replay_cuda *r;
+    vx_replay *r;
     vx_err e;
-    assert_int_equal(vx_replay_cuda_create(&c, &r, &e), VX_OK);
+    assert_int_equal(vx_replay_create(&c, g_dev, &r, &e), VX_OK);
     tset t;
     tset_make(&t, 3000, 0);
-    assert_int_equal(vx_replay_cuda_insert(r, &t.d, 3000, 0, &e), VX_OK);
+    assert_int_equal(vx_replay_insert(r, &t.d, 3000, NULL, &e), VX_OK);
     const size_t B = 1024;
     dbatch x;
     dbatch_make(&x, B);
@@ -389,13 +398,13 @@ static void test_empty_slots_never_drawn_and_graph_replay(void **state)
     CK(cudaMemcpy(td, htd, B * 4, cudaMemcpyHostToDevice));
     cudaStream_t s;
     CK(cudaStreamCreate(&s));
-    assert_int_equal(vx_replay_cuda_set_beta(r, 0.6, s, &e), VX_OK);
+    assert_int_equal(vx_replay_set_beta(r, 0.6, s, &e), VX_OK);
     /* capture sample → update as one graph, replay it 1,000 times */
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-    assert_int_equal(vx_replay_cuda_sample(r, B, &x.b, s, &e), VX_OK);
-    assert_int_equal(vx_replay_cuda_update(r, x.idx, x.gen, td, B, s, &e), VX_OK);
+    assert_int_equal(vx_replay_sample(r, B, &x.b, s, &e), VX_OK);
+    assert_int_equal(vx_replay_update(r, x.idx, x.gen, td, B, s, &e), VX_OK);
     CK(cudaStreamEndCapture(s, &graph));
     CK(cudaGraphInstantiate(&exec, graph, 0));
     uint32_t *first = malloc(B * 4), *idx = malloc(B * 4);
@@ -412,7 +421,7 @@ static void test_empty_slots_never_drawn_and_graph_replay(void **state)
     for (size_t j = 0; j < B; j++) assert_true(idx[j] < 3000); /* 97,000 empty slots never drawn */
     vx_replay_stats st;
     double fresh;
-    assert_int_equal(vx_replay_cuda_stats(r, &st, &fresh, &e), VX_OK);
+    assert_int_equal(vx_replay_stats_get(r, &st, &fresh, &e), VX_OK);
     printf("graph replayed 1,000 times: total %.17g, fresh %.17g, stale %llu\n", st.total, fresh,
            (unsigned long long)st.stale_updates);
     assert_true(fabs(st.total - fresh) / fresh < 1e-12);
@@ -425,15 +434,15 @@ static void test_empty_slots_never_drawn_and_graph_replay(void **state)
     free(htd), free(first), free(idx);
     dbatch_free(&x);
     tset_free(&t);
-    vx_replay_cuda_free(r);
+    vx_replay_free(r);
 }
 
-static void check_sample_valid(vx_replay_cuda *r, size_t size, int k_of_slot_is_slot)
+static void check_sample_valid(vx_replay *r, size_t size, int k_of_slot_is_slot)
 {
     dbatch x;
     dbatch_make(&x, 256);
     vx_err e;
-    vx_status st = vx_replay_cuda_sample(r, 256, &x.b, 0, &e);
+    vx_status st = vx_replay_sample(r, 256, &x.b, NULL, &e);
     if (st) fail_msg("sample: %s", e.msg);
     uint32_t idx[256];
     float rew[256];
@@ -449,7 +458,7 @@ static void check_sample_valid(vx_replay_cuda *r, size_t size, int k_of_slot_is_
     float *dt;
     CK(cudaMalloc((void **)&dt, sizeof td));
     CK(cudaMemcpy(dt, td, sizeof td, cudaMemcpyHostToDevice));
-    assert_int_equal(vx_replay_cuda_update(r, x.idx, x.gen, dt, 256, 0, &e), VX_OK);
+    assert_int_equal(vx_replay_update(r, x.idx, x.gen, dt, 256, NULL, &e), VX_OK);
     cudaFree(dt);
     dbatch_free(&x);
 }
@@ -460,40 +469,255 @@ static void test_fallbacks(void **state)
     if (getenv("VX_SKIP_FAULT_INJECTION")) skip(); /* under compute-sanitizer: its report would
                                                      * list the injected launch failure */
     vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, 2000);
-    vx_replay_cuda *r;
+    vx_replay *r;
     vx_err e;
     tset t;
     tset_make(&t, 1500, 0);
     /* 1. the allocation fails at creation: a CPU buffer behind the same calls */
     th_log_start();
-    vx_replay_cuda_inject_fault(VX_FAULT_ALLOC);
-    assert_int_equal(vx_replay_cuda_create(&c, &r, &e), VX_OK);
-    assert_int_equal(vx_replay_cuda_on_device(r), 0);
+    vx_replay_inject_fault(VX_FAULT_ALLOC);
+    assert_int_equal(vx_replay_create(&c, g_dev, &r, &e), VX_OK);
+    assert_int_equal(vx_replay_on_device(r), 0);
     assert_non_null(strstr(th_log_text(), "device allocation"));
     assert_non_null(strstr(th_log_text(), "continuing on the CPU buffer"));
-    assert_int_equal(vx_replay_cuda_insert(r, &t.d, 1500, 0, &e), VX_OK);
+    assert_int_equal(vx_replay_insert(r, &t.d, 1500, NULL, &e), VX_OK);
     check_sample_valid(r, 1500, 1);
-    vx_replay_cuda_free(r);
+    vx_replay_free(r);
     /* 2. a launch fails later: contents move to the CPU, the call completes there */
-    assert_int_equal(vx_replay_cuda_create(&c, &r, &e), VX_OK);
-    assert_int_equal(vx_replay_cuda_on_device(r), 1);
-    assert_int_equal(vx_replay_cuda_insert(r, &t.d, 1500, 0, &e), VX_OK);
+    assert_int_equal(vx_replay_create(&c, g_dev, &r, &e), VX_OK);
+    assert_int_equal(vx_replay_on_device(r), 1);
+    assert_int_equal(vx_replay_insert(r, &t.d, 1500, NULL, &e), VX_OK);
     th_log_start();
-    vx_replay_cuda_inject_fault(VX_FAULT_LAUNCH);
+    vx_replay_inject_fault(VX_FAULT_LAUNCH);
     check_sample_valid(r, 1500, 1);
-    assert_int_equal(vx_replay_cuda_on_device(r), 0);
+    assert_int_equal(vx_replay_on_device(r), 0);
     assert_non_null(strstr(th_log_text(), "sample kernel launch failed"));
     assert_non_null(strstr(th_log_text(), "contents moved"));
     int warnings = 0;
     for (const char *p = th_log_text(); (p = strstr(p, "continuing on the CPU")); p++) warnings++;
     assert_int_equal(warnings, 1); /* one warning */
     vx_replay_stats s;
-    assert_int_equal(vx_replay_cuda_stats(r, &s, NULL, &e), VX_OK);
+    assert_int_equal(vx_replay_stats_get(r, &s, NULL, &e), VX_OK);
     assert_int_equal(s.size, 1500);
     assert_int_equal(s.inserted, 1500);
     th_log_stop();
-    vx_replay_cuda_free(r);
+    vx_replay_free(r);
     tset_free(&t);
+}
+
+static int files_equal(const char *p, const char *q)
+{
+    uint8_t *a, *b;
+    size_t na, nb;
+    vx_err e;
+    assert_int_equal(vx_file_read_all(p, &a, &na, &e), VX_OK);
+    assert_int_equal(vx_file_read_all(q, &b, &nb, &e), VX_OK);
+    int same = na == nb && memcmp(a, b, na) == 0;
+    free(a), free(b);
+    return same;
+}
+
+/* Fills a device buffer past a wrap and gives it some history (samples, updates with a NaN). */
+static void fill_and_train(vx_replay *r, const tset *t, size_t n, size_t B, int rounds)
+{
+    vx_err e;
+    assert_int_equal(vx_replay_insert(r, &t->d, n, NULL, &e), VX_OK);
+    assert_int_equal(vx_replay_set_beta(r, 0.45, NULL, &e), VX_OK);
+    dbatch x;
+    dbatch_make(&x, B);
+    float *td = malloc(B * 4), *dt;
+    CK(cudaMalloc((void **)&dt, B * 4));
+    vx_rng g = vx_rng_make(31, 0, 0);
+    for (int it = 0; it < rounds; it++) {
+        for (size_t j = 0; j < B; j++) td[j] = (float)pow(10.0, -2 + 4 * vx_rng_uniform_double(&g));
+        if (it == 1) td[3] = NAN;
+        CK(cudaMemcpy(dt, td, B * 4, cudaMemcpyHostToDevice));
+        assert_int_equal(vx_replay_sample(r, B, &x.b, NULL, &e), VX_OK);
+        assert_int_equal(vx_replay_update(r, x.idx, x.gen, dt, B, NULL, &e), VX_OK);
+    }
+    cudaFree(dt);
+    free(td);
+    dbatch_free(&x);
+}
+
+/* Save and load through the pinned staging in several chunks (obs 32 MiB, the stamps 16 MiB):
+ * the GPU's file is byte for byte what a CPU buffer holding it writes, and a GPU buffer loading
+ * that file draws exactly what the saved one draws next. */
+static void test_save_load_across_backends(void **state)
+{
+    (void)state;
+    const size_t cap = ((size_t)1 << 20) + 3, n = cap + 1000, B = 4096;
+    char dir[64], pa[128], pb[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(pa, sizeof pa, "%s/gpu.bin", dir);
+    snprintf(pb, sizeof pb, "%s/cpu.bin", dir);
+    tset t;
+    tset_make(&t, n, 0);
+    vx_replay_kind kinds[3] = {VX_REPLAY_UNIFORM, VX_REPLAY_PROPORTIONAL, VX_REPLAY_RANK};
+    for (int k = 0; k < 3; k++) {
+        vx_replay_cfg c = cfg_of(kinds[k], cap);
+        vx_replay *g, *h, *g2;
+        vx_err e;
+        assert_int_equal(vx_replay_create(&c, g_dev, &g, &e), VX_OK);
+        assert_int_equal(vx_replay_on_device(g), 1);
+        fill_and_train(g, &t, n, B, 5);
+        assert_int_equal(vx_replay_save(g, pa, &e), VX_OK);
+        c.seed = 99; /* the file's seed wins */
+        assert_int_equal(vx_replay_create(&c, NULL, &h, &e), VX_OK);
+        assert_int_equal(vx_replay_load(h, pa, &e), VX_OK);
+        assert_int_equal(vx_replay_save(h, pb, &e), VX_OK);
+        if (!files_equal(pa, pb)) fail_msg("kind %d: the GPU's file differs from the CPU's", k);
+        assert_int_equal(vx_replay_create(&c, g_dev, &g2, &e), VX_OK);
+        assert_int_equal(vx_replay_load(g2, pb, &e), VX_OK);
+        vx_replay_stats s1, s2;
+        double f1, f2;
+        assert_int_equal(vx_replay_stats_get(g, &s1, &f1, &e), VX_OK);
+        assert_int_equal(vx_replay_stats_get(g2, &s2, &f2, &e), VX_OK);
+        assert_int_equal(s1.size, cap);
+        assert_int_equal(s2.size, s1.size);
+        assert_int_equal(s2.inserted, n);
+        assert_int_equal(s2.clamped, s1.clamped);
+        assert_int_equal(s2.stale_updates, s1.stale_updates);
+        assert_true(s2.max_priority == s1.max_priority && s2.total == s1.total && f1 == f2);
+        assert_int_equal(vx_replay_set_beta(g2, 0.45, NULL, &e), VX_OK);
+        /* rank: the file holds no order (the loaded buffer sorts anew); sort both now */
+        assert_int_equal(vx_replay_rank_refresh(g, NULL, &e), VX_OK);
+        assert_int_equal(vx_replay_rank_refresh(g2, NULL, &e), VX_OK);
+        dbatch x, y;
+        dbatch_make(&x, B);
+        dbatch_make(&y, B);
+        uint32_t *xi = malloc(B * 4), *yi = malloc(B * 4);
+        float *xw = malloc(B * 4), *yw = malloc(B * 4);
+        float *xo = malloc(B * D * 4), *yo = malloc(B * D * 4);
+        for (int it = 0; it < 3; it++) {
+            assert_int_equal(vx_replay_sample(g, B, &x.b, NULL, &e), VX_OK);
+            assert_int_equal(vx_replay_sample(g2, B, &y.b, NULL, &e), VX_OK);
+            CK(cudaMemcpy(xi, x.idx, B * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(yi, y.idx, B * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(xw, x.w, B * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(yw, y.w, B * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(xo, x.obs, B * D * 4, cudaMemcpyDeviceToHost));
+            CK(cudaMemcpy(yo, y.obs, B * D * 4, cudaMemcpyDeviceToHost));
+            assert_memory_equal(xi, yi, B * 4);
+            assert_memory_equal(xw, yw, B * 4);
+            assert_memory_equal(xo, yo, B * D * 4);
+        }
+        printf("kind %d: %.1f MB saved by the GPU equal the CPU's file; reloaded, same draws\n", k,
+               (double)(cap * (2 * D * 4 + 16 + 8)) / 1e6);
+        free(xi), free(yi), free(xw), free(yw), free(xo), free(yo);
+        dbatch_free(&x);
+        dbatch_free(&y);
+        vx_replay_free(g), vx_replay_free(h), vx_replay_free(g2);
+    }
+    tset_free(&t);
+    th_rmtree(dir);
+}
+
+typedef struct {
+    vx_replay *r;
+    const char *path;
+    vx_status st;
+} saver;
+
+static void *snap_save_thread(void *arg)
+{
+    saver *sv = arg;
+    vx_err e;
+    sv->st = vx_replay_snap_save(sv->r, sv->path, &e);
+    return NULL;
+}
+
+/* A snapshot taken on a stream is written from another thread while the buffer changes: the file
+ * is the one a synchronous save at snap time wrote. */
+static void test_snapshot(void **state)
+{
+    (void)state;
+    const size_t cap = 300000, B = 2048;
+    char dir[64], pa[128], pb[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(pa, sizeof pa, "%s/save.bin", dir);
+    snprintf(pb, sizeof pb, "%s/snap.bin", dir);
+    tset t;
+    tset_make(&t, cap, 0);
+    vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, cap);
+    vx_replay *r;
+    vx_err e;
+    assert_int_equal(vx_replay_create(&c, g_dev, &r, &e), VX_OK);
+    assert_int_equal(vx_replay_snap_save(r, pb, &e), VX_ERR_ARG); /* nothing taken yet */
+    fill_and_train(r, &t, cap / 2, B, 4);
+    size_t before = vx_replay_reserved(r);
+    assert_true(before > 0);
+    assert_int_equal(vx_replay_save(r, pa, &e), VX_OK);
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    assert_int_equal(vx_replay_snap(r, s, &e), VX_OK);
+    assert_true(vx_replay_reserved(r) > before); /* the copy, charged to the buffer */
+    /* the buffer goes on changing on s: new rows, a wrap, new priorities */
+    assert_int_equal(vx_replay_insert(r, &t.d, cap, s, &e), VX_OK);
+    dbatch x;
+    dbatch_make(&x, B);
+    float *dt;
+    CK(cudaMalloc((void **)&dt, B * 4));
+    CK(cudaMemsetAsync(dt, 0x40, B * 4, s));
+    assert_int_equal(vx_replay_sample(r, B, &x.b, s, &e), VX_OK);
+    assert_int_equal(vx_replay_update(r, x.idx, x.gen, dt, B, s, &e), VX_OK);
+    saver sv = {r, pb, VX_ERR_ARG};
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, snap_save_thread, &sv), 0);
+    pthread_join(th, NULL);
+    assert_int_equal(sv.st, VX_OK);
+    if (!files_equal(pa, pb)) fail_msg("the snapshot's file differs from the save at snap time");
+    /* and the live buffer did change */
+    assert_int_equal(vx_replay_save(r, pb, &e), VX_OK);
+    assert_false(files_equal(pa, pb));
+    printf("snapshot of %zu slots written from another thread: equal to the save at snap time; "
+           "reserved %.1f MB -> %.1f MB\n",
+           cap, before / 1e6, vx_replay_reserved(r) / 1e6);
+    cudaFree(dt);
+    dbatch_free(&x);
+    cudaStreamDestroy(s);
+    vx_replay_free(r);
+    tset_free(&t);
+    th_rmtree(dir);
+}
+
+/* A context whose budget is too small: the buffer starts on the CPU with the warning, behind the
+ * same calls; a small one fits and is charged to the context. */
+static void test_budget_refusal_falls_back(void **state)
+{
+    (void)state;
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CUDA;
+    dc.budget = 4 << 20;
+    vx_device *dev;
+    vx_err e;
+    assert_int_equal(vx_device_open(&dc, &dev, &e), VX_OK);
+    vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, 100000);
+    vx_replay *big, *small;
+    th_log_start();
+    assert_int_equal(vx_replay_create(&c, dev, &big, &e), VX_OK);
+    assert_int_equal(vx_replay_on_device(big), 0);
+    assert_non_null(strstr(th_log_text(), "memory budget"));
+    assert_non_null(strstr(th_log_text(), "continuing on the CPU buffer"));
+    th_log_stop();
+    assert_int_equal(vx_replay_reserved(big), 0);
+    tset t;
+    tset_make(&t, 1500, 0);
+    assert_int_equal(vx_replay_insert(big, &t.d, 1500, NULL, &e), VX_OK);
+    check_sample_valid(big, 1500, 1);
+    c.capacity = 1000;
+    assert_int_equal(vx_replay_create(&c, dev, &small, &e), VX_OK);
+    assert_int_equal(vx_replay_on_device(small), 1);
+    vx_device_mem m;
+    vx_device_memory(dev, &m);
+    assert_int_equal(m.reserved, vx_replay_reserved(small));
+    assert_int_equal(vx_replay_snap(big, NULL, &e), VX_ERR_UNSUPPORTED);
+    vx_replay_free(big), vx_replay_free(small);
+    vx_device_memory(dev, &m);
+    assert_int_equal(m.reserved, 0);
+    tset_free(&t);
+    vx_device_close(dev);
 }
 
 int main(void)
@@ -502,6 +726,14 @@ int main(void)
         printf("skipped: no CUDA device\n");
         return 77;
     }
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CUDA;
+    vx_err e;
+    if (vx_device_open(&dc, &g_dev, &e)) {
+        printf("cannot open the CUDA device: %s\n", e.msg);
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_contents_and_ring),
         cmocka_unit_test(test_small_capacities),
@@ -509,6 +741,11 @@ int main(void)
         cmocka_unit_test(test_no_drift_stale_duplicates_clamp),
         cmocka_unit_test(test_empty_slots_never_drawn_and_graph_replay),
         cmocka_unit_test(test_fallbacks),
+        cmocka_unit_test(test_save_load_across_backends),
+        cmocka_unit_test(test_snapshot),
+        cmocka_unit_test(test_budget_refusal_falls_back),
     };
-    return cmocka_run_group_tests_name("replay_cuda", tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("replay_cuda", tests, NULL, NULL);
+    vx_device_close(g_dev);
+    return failed;
 }
