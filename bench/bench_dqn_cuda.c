@@ -5,7 +5,8 @@
  * events, after 20 warm-ups. Built with CUDA only. */
 #include "bench.h"
 #include "vixen/device.h"
-#include "vixen/dqn_cuda.h"
+#include "vixen/dqn.h"
+#include "dqn/learner_cuda.h"
 #include "vixen/philox.h"
 
 #include <cuda_runtime.h>
@@ -60,21 +61,21 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
         vx_replay_cfg_default(&rc, VX_REPLAY_PROPORTIONAL, N);
         vx_replay *rep = NULL;
         cudaStream_t s;
-        cudaStreamCreate(&s);
+        cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
         vx_transitions t = {d_o, d_o, d_a, d_r, d_f, d_f, NULL};
-        vx_dqn_cuda *d = NULL;
+        dqn_learner *d = NULL;
         if (!vx_replay_create(&rc, dev, &rep, &e) && !vx_replay_insert(rep, &t, N, s, &e) &&
-            !vx_dqn_cuda_create(&dc, &qc, cpu.online, rep, s, &d, &e)) {
+            !dqn_learner_create(&dc, &cpu.L, &cpu.shape, cpu.online, rep, dev, s, &d, &e)) {
             if (log) fprintf(log, "bench: GPU DQN update at batch %d%s\n", batches[k], dc.tf32 ? ", TF32" : "");
             cudaEvent_t e0, e1;
             cudaEventCreate(&e0);
             cudaEventCreate(&e1);
             float ms[200];
             int ok = 1;
-            for (int i = 0; i < 20 && ok; i++) ok = vx_dqn_cuda_update(d, &e) == VX_OK;
+            for (int i = 0; i < 20 && ok; i++) ok = dqn_learner_update(d, 0, &e) == VX_OK;
             for (int i = 0; i < 200 && ok; i++) {
                 cudaEventRecord(e0, s);
-                ok = vx_dqn_cuda_update(d, &e) == VX_OK;
+                ok = dqn_learner_update(d, 0, &e) == VX_OK;
                 cudaEventRecord(e1, s);
                 cudaEventSynchronize(e1);
                 cudaEventElapsedTime(&ms[i], e0, e1);
@@ -100,7 +101,7 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
         } else if (log) {
             fprintf(log, "bench: %s\n", e.msg);
         }
-        vx_dqn_cuda_free(d);
+        dqn_learner_free(d);
         vx_replay_free(rep);
         cudaStreamDestroy(s);
         vx_dqn_free(&cpu);

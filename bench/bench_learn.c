@@ -2,7 +2,9 @@
  * against a textbook binary sum tree in the same run), one DQN update at batch 256 with the
  * default network, and the CPU default epoch end to end. */
 #include "bench.h"
+#include "vixen/dqn.h"
 #include "vixen/philox.h"
+#include "vixen/replay.h"
 #include "vixen/train.h"
 
 #include <math.h>
@@ -175,13 +177,14 @@ int vx_bench_learn(vx_bench_result *out, int max, FILE *log)
         vx_train_cfg c;
         vx_train_cfg_default(&c);
         c.epochs = 3;
-        c.warmup = 0;
+        vx_dqn_settings *dq = vx_train_algo_settings(&c, "dqn");
+        dq->warmup = 0;
         c.eval_every = 0;
         snprintf(c.run_dir, sizeof c.run_dir, "%s/run", dir);
         if (log) fprintf(log, "bench: 3 epochs at the CPU defaults\n");
         uint64_t t0 = vx_now_ns();
         vx_eval_report r;
-        if (!vx_train_run(&c, 0, NULL, NULL, &r, &e)) {
+        if (!vx_train_run(&c, NULL, 0, NULL, NULL, &r, &e)) {
             double secs = vx_seconds_since(t0) / 3;
             add(out, &n, max, "epoch_cpu_default", "s", (double)c.envs * c.steps_per_epoch, secs,
                 secs, 0, 1);

@@ -6,6 +6,7 @@
  * epoch callback measures it (collection, updates, statistics, metrics; no evaluation, no
  * checkpoint). Built with CUDA only. */
 #include "bench.h"
+#include "vixen/dqn.h"
 #include "vixen/train.h"
 
 #include <math.h>
@@ -27,10 +28,11 @@ static int seen(const vx_epoch_report *r, void *ctx)
     if (s->n < EPOCHS) {
         s->seconds[s->n] = r->seconds;
         s->collect_s[s->n] = r->env_steps_per_s > 0 ? 2048.0 * 100 / r->env_steps_per_s : NAN;
-        s->learn_s[s->n] = r->updates_per_s > 0 ? 1.0 / r->updates_per_s : NAN; /* per update */
+        double ups = vx_epoch_metric(r, "updates_per_s");
+        s->learn_s[s->n] = ups > 0 ? 1.0 / ups : NAN; /* per update */
         s->n++;
     }
-    s->updates = r->updates;
+    s->updates = (int64_t)vx_epoch_metric(r, "updates");
     return 0;
 }
 
@@ -58,21 +60,32 @@ static void reference(vx_train_cfg *c, const char *dir, int device, int64_t capa
     c->epochs = epochs;
     c->envs = 2048;
     c->steps_per_epoch = 100;
-    c->dqn.batch = 1024;
-    c->batch_set = 1;
-    c->replay_capacity = capacity;
-    c->warmup = 2000;
+    vx_dqn_settings *dq = vx_train_algo_settings(c, "dqn");
+    dq->learner.batch = 1024;
+    dq->batch_set = 1;
+    dq->replay_capacity = capacity;
+    dq->warmup = 2000;
     c->eval_every = 0;
     c->checkpoint_every = 1000000;
     c->device = device;
     snprintf(c->run_dir, sizeof c->run_dir, "%s", dir);
 }
 
+static vx_dqn_settings *dqn_of(vx_train_cfg *c) { return vx_train_algo_settings(c, "dqn"); }
+
 static int run_one(vx_train_cfg *c, epochs_seen *s, FILE *log)
 {
     vx_err e;
     memset(s, 0, sizeof *s);
-    vx_status st = vx_train_run(c, 0, seen, s, NULL, &e);
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = c->device;
+    vx_device *dev;
+    vx_status st = vx_device_open(&dc, &dev, &e);
+    if (!st) {
+        st = vx_train_run(c, dev, 0, seen, s, NULL, &e);
+        vx_device_close(dev);
+    }
     vx_remove_tree(c->run_dir, NULL);
     if (st) fprintf(log, "bench: training run failed: %s\n", e.msg);
     return st == VX_OK;
@@ -116,7 +129,7 @@ int vx_bench_train_cuda(vx_bench_result *out, int max, FILE *log)
     /* collection alone: overlap off, so nothing runs beside the rollout while its events time it */
     if (n + 1 <= max) {
         reference(&c, dir, VX_DEVICE_CUDA, 100000, 4);
-        c.overlap = 0;
+        dqn_of(&c)->overlap = 0;
         if (run_one(&c, &s, log))
             put(&out[n++], "gpu collection 2048x100 (alone)", "ms",
                 median_from(s.collect_s, 1, 4) * 1e3, 1, 1);
@@ -124,7 +137,7 @@ int vx_bench_train_cuda(vx_bench_result *out, int max, FILE *log)
     /* the batch the GPU chooses */
     if (n + 3 <= max) {
         reference(&c, dir, VX_DEVICE_CUDA, 1000000, EPOCHS);
-        c.batch_set = 0;
+        dqn_of(&c)->batch_set = 0;
         if (run_one(&c, &s, log)) {
             double ep = median_from(s.seconds, 1, EPOCHS);
             double per_update = median_from(s.learn_s, 1, EPOCHS);
@@ -138,13 +151,13 @@ int vx_bench_train_cuda(vx_bench_result *out, int max, FILE *log)
     /* TF32 GEMMs: the reference batch, and the batch the GPU chooses */
     if (n + 2 <= max) {
         reference(&c, dir, VX_DEVICE_CUDA, 100000, EPOCHS);
-        c.dqn.tf32 = 1;
+        dqn_of(&c)->learner.tf32 = 1;
         if (run_one(&c, &s, log))
             put(&out[n++], "gpu epoch tf32 (PER 100K, batch 1024)", "ms",
                 median_from(s.seconds, 1, EPOCHS) * 1e3, 20, 1);
         reference(&c, dir, VX_DEVICE_CUDA, 1000000, EPOCHS);
-        c.dqn.tf32 = 1;
-        c.batch_set = 0;
+        dqn_of(&c)->learner.tf32 = 1;
+        dqn_of(&c)->batch_set = 0;
         if (run_one(&c, &s, log))
             put(&out[n++], "gpu epoch tf32 (auto batch, PER 1M)", "ms",
                 median_from(s.seconds, 1, EPOCHS) * 1e3, 20, 1);

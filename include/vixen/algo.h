@@ -30,7 +30,7 @@ extern "C" {
 #endif
 
 #define VX_ALGO_MAX_METRICS 16
-#define VX_ALGO_MAX_TENSORS 32
+#define VX_ALGO_MAX_TENSORS 96
 #define VX_ALGO_MAX_META 16
 #define VX_ALGO_MAX_FILES 2
 
@@ -126,7 +126,7 @@ static inline vx_status vx_ckpt_file(const vx_ckpt_view *ck, const char *name, c
     return VX_OK;
 }
 
-typedef struct vx_algo vx_algo; /* an instance; each algorithm defines the struct */
+typedef struct vx_algo vx_algo; /* an instance */
 
 typedef struct vx_algo_ops {
     const char *name;    /* "dqn": the value of train.algo */
@@ -160,6 +160,11 @@ typedef struct vx_algo_ops {
     size_t (*reserved)(const vx_algo *a);
     void (*free)(vx_algo *a);
 } vx_algo_ops;
+
+/* An instance begins with this; an algorithm's own struct embeds it as its first member. */
+struct vx_algo {
+    const vx_algo_ops *ops;
+};
 
 #ifdef __cplusplus
 }

@@ -1,12 +1,14 @@
-/* dqn.h — the branching Double-DQN learner (CPU reference): ε-greedy acting, n-step
- * transitions, the update step (losses in dqn_loss.h), target-network sync.
+/* dqn.h — the branching dueling Double-DQN: the algorithm (vx_algo_dqn, behind algo.h), its
+ * settings, and the CPU reference pieces its backends and the tests use — the learner's update
+ * step (losses in dqn_loss.h), ε-greedy acting and n-step transitions (dqn_act.h).
  *
- * Shapes: B = batch, N = environments, D = 51, O = the Q-network's output row (nn.h). */
+ * Shapes: B = batch, N = environments, D = VX_OBS_DIM, O = the Q-network's output row (nn.h). */
 #ifndef VIXEN_DQN_H
 #define VIXEN_DQN_H
 
 #include <stddef.h>
 #include <stdint.h>
+#include "vixen/algo.h"
 #include "vixen/dqn_loss.h"
 #include "vixen/nn.h"
 #include "vixen/replay.h"
@@ -15,6 +17,8 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* ---- the learner's settings and the CPU reference learner ------------------------------------ */
 
 typedef struct {
     int loss;           /* VX_LOSS_MSE, VX_LOSS_HUBER (default), VX_LOSS_C51 */
@@ -32,6 +36,12 @@ typedef struct {
 } vx_dqn_cfg;
 
 void vx_dqn_cfg_default(vx_dqn_cfg *c);
+/* The settings' own checks; the error names the key (dqn.gamma, …). */
+vx_status vx_dqn_cfg_check(const vx_dqn_cfg *c, vx_err *e);
+/* The network the learner trains for `net` (trunk and head widths) on `env_shape` inputs: the
+ * input width, branches and atoms filled in; and its output row's shape for the loss. */
+vx_status vx_dqn_layout(const vx_dqn_cfg *c, const vx_qnet_cfg *net, vx_qnet_layout *L,
+                        vx_loss_shape *shape, vx_err *e);
 
 typedef struct {
     vx_dqn_cfg cfg;
@@ -49,9 +59,9 @@ typedef struct {
     double loss, grad_norm, q_mean, q_max, priority_mean;
 } vx_dqn_update_stats;
 
-/* qcfg's atoms is set from cfg (C51: cfg->atoms, otherwise 1). */
-vx_status vx_dqn_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg *qcfg, uint64_t seed,
-                        vx_dqn *out, vx_err *e);
+/* The CPU learner for network `net` (vx_qnet_cfg_default's input and branches when in_dim is 0). */
+vx_status vx_dqn_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg *net, uint64_t seed, vx_dqn *out,
+                        vx_err *e);
 void vx_dqn_free(vx_dqn *d);
 
 /* One gradient step on a sampled batch: forward online(s), online(s'), target(s'); loss;
@@ -59,11 +69,11 @@ void vx_dqn_free(vx_dqn *d);
  * input (mean |δ| or mean cross-entropy) for vx_replay_update. */
 void vx_dqn_update(vx_dqn *d, const vx_replay_batch *b, int B, vx_dqn_update_stats *st);
 
-/* ε-greedy per branch: each branch of each environment independently explores with probability
- * eps. Random numbers come from Philox stream (seed, 2^40 + env) at counter `step`, so a GPU
- * twin can draw the same. eps = 0 is the greedy policy. ws must hold at least one row. */
-void vx_dqn_act(vx_dqn *d, vx_qnet_ws *ws, const float *obs, int N, double eps, uint64_t seed,
-                uint64_t step, int32_t *actions, double *q_mean_out);
+/* ε-greedy actions (dqn_act.h) for N observations with the weights `params` (NULL: the online
+ * ones) at acting step `step`. ws must hold at least one row; eps = 0 is the greedy policy.
+ * q_mean_out (may be NULL): the mean greedy Q. */
+void vx_dqn_act(vx_dqn *d, const float *params, vx_qnet_ws *ws, const float *obs, int N,
+                double eps, uint64_t seed, uint64_t step, int32_t *actions, double *q_mean_out);
 
 /* Copies online → target. */
 void vx_dqn_sync_target(vx_dqn *d);
@@ -76,7 +86,7 @@ typedef struct {
     int *count;      /* pending per env */
     int *head;       /* ring start per env */
     float *obs;      /* N × n × D */
-    int32_t *act;    /* N × n × 3 */
+    int32_t *act;    /* N × n × VX_ACTION_BRANCHES */
     float *rew;      /* N × n */
 } vx_nstep;
 
@@ -96,6 +106,36 @@ void vx_nstep_push(vx_nstep *s, const float *obs, const int32_t *actions, const 
                    const uint8_t *terminated, const uint8_t *truncated, const float *next_obs,
                    vx_transition_buf *out);
 vx_transitions vx_tbuf_view(const vx_transition_buf *t);
+
+/* ---- the algorithm ---------------------------------------------------------------------------- */
+
+/* Everything `dqn.*` and `replay.*` set. */
+typedef struct {
+    vx_dqn_cfg learner;
+    int trunk[VX_QNET_MAX_TRUNK], n_trunk; /* dqn.trunk: widths of the shared trunk */
+    int head_hidden;                       /* dqn.head_hidden: value/advantage hidden width */
+    vx_replay_kind replay_kind;
+    int64_t replay_capacity;
+    double replay_alpha, replay_eps, beta0;
+    int rank_refresh;
+    int updates_per_epoch; /* 0: envs · steps / batch · replay_ratio */
+    double replay_ratio;
+    int warmup;            /* transitions stored before the first update */
+    double eps_start, eps_end;
+    int eps_decay_epochs;
+    int overlap;   /* 1: the next epoch's rollout acts with the weights from before this epoch's
+                    * updates, so a GPU collects it while this epoch trains (the CPU acts alike) */
+    int batch_set; /* dqn.batch was given: a GPU keeps it instead of choosing one */
+} vx_dqn_settings;
+
+void vx_dqn_settings_default(vx_dqn_settings *s);
+/* The Q-network configuration the settings describe. */
+void vx_dqn_net_cfg(const vx_dqn_settings *s, vx_qnet_cfg *out);
+int vx_dqn_updates_per_epoch(const vx_dqn_settings *s, const vx_run_params *run);
+double vx_dqn_epsilon_at(const vx_dqn_settings *s, int epoch);
+double vx_dqn_beta_at(const vx_dqn_settings *s, const vx_run_params *run, int epoch);
+
+extern const vx_algo_ops vx_algo_dqn;
 
 #ifdef __cplusplus
 }

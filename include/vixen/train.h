@@ -1,19 +1,20 @@
-/* train.h — the DQN training run and its evaluation (CPU reference).
+/* train.h — a training run, whatever the algorithm: its settings, its run folder, its epochs,
+ * checkpoints and resume, and the held-out evaluation.
  *
  * A run is one folder: config.yaml (every setting, resolved), metrics.csv, TensorBoard event
- * files, checkpoint/latest.safetensors with checkpoint/replay.bin (everything needed to resume to
- * the same result), and eval.json / eval.txt. */
+ * files, checkpoint/latest.safetensors (the algorithm's tensors and the run's counters) with the
+ * side files it names (checkpoint/replay-<epoch>.bin), and eval.json / eval.txt. The algorithm is
+ * found by name (train.algo) among those algo.h registers; the run never depends on which. */
 #ifndef VIXEN_TRAIN_H
 #define VIXEN_TRAIN_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include "vixen/algo.h"
 #include "vixen/data.h"
-#include "vixen/device.h" /* VX_DEVICE_AUTO, _CPU, _CUDA: the kinds train.device names */
-#include "vixen/dqn.h"
+#include "vixen/device.h"
 #include "vixen/env.h"
-#include "vixen/replay.h"
 #include "vixen/util.h"
 
 #ifdef __cplusplus
@@ -21,6 +22,8 @@ extern "C" {
 #endif
 
 #define VX_TRAIN_MAX_FILES 16
+#define VX_ALGO_SLOTS 4              /* algorithms the registry can hold */
+#define VX_ALGO_SETTINGS_BYTES 2048  /* the largest settings struct of one */
 
 typedef struct {
     /* data: files (or, with none, the synthetic market) */
@@ -32,48 +35,45 @@ typedef struct {
     uint64_t synth_seed;
     double synth_strength;
     vx_env_cfg env;
-    vx_qnet_cfg net;
-    vx_dqn_cfg dqn;
-    /* replay */
-    vx_replay_kind replay_kind;
-    int64_t replay_capacity;
-    double replay_alpha, replay_eps, beta0;
-    int rank_refresh;
-    /* schedule */
+    /* the run */
+    int algo;            /* train.algo: the registry index of the algorithm */
     int epochs, envs, steps_per_epoch;
-    int updates_per_epoch; /* 0: envs · steps / batch · replay_ratio */
-    double replay_ratio;
-    int warmup;            /* transitions stored before the first update */
-    double eps_start, eps_end;
-    int eps_decay_epochs;
     int eval_every, checkpoint_every;
     uint64_t seed;
-    int device;    /* VX_DEVICE_AUTO (the GPU when one is present), _CPU, _CUDA */
-    int overlap;   /* 1: the next epoch's rollout acts with the weights from before this epoch's
-                    * updates, so the GPU collects it while this epoch trains (the CPU acts alike) */
-    int gpu_graphs; /* 1: rollouts and updates replayed as CUDA graphs; 0: launched kernel by kernel
-                     * with a synchronisation after each (the reference path the graphs are
-                     * checked against) */
-    int batch_set; /* dqn.batch was given: the GPU keeps it instead of choosing one */
+    int device;          /* VX_DEVICE_AUTO (the GPU when one is present), _CPU, _CUDA: what
+                          * `vixen train` opens; vx_train_run takes the device it is given */
+    int gpu_graphs;      /* 1: CUDA graphs; 0: kernel by kernel, synchronised (the reference) */
+    int async_checkpoints; /* 1: a GPU run's checkpoint is a device snapshot written by a
+                            * background thread while training goes on */
     char run_dir[512];
+    /* every registered algorithm's settings, each in its slot (vx_train_algo_settings) */
+    _Alignas(16) unsigned char algo_settings[VX_ALGO_SLOTS][VX_ALGO_SETTINGS_BYTES];
 } vx_train_cfg;
 
 void vx_train_cfg_default(vx_train_cfg *c);
-/* Sets one dotted key ("dqn.lr", "train.epochs", "net.trunk" = "256,256"); an unknown key or an
- * out-of-range value is an error naming the key (and `where`, e.g. "run.yaml: line 7"). */
+/* Sets one dotted key ("dqn.lr", "train.epochs", "dqn.trunk" = "256,256"); an unknown key or an
+ * out-of-range value is an error naming the key (and `where`, e.g. "run.yaml: line 7"). Keys
+ * renamed since earlier versions ("net.trunk", "train.warmup", …) are read as their new names. */
 vx_status vx_train_cfg_set(vx_train_cfg *c, const char *key, const char *value, const char *where,
                            vx_err *e);
 vx_status vx_train_cfg_load(vx_train_cfg *c, const char *yaml_path, vx_err *e);
-/* Checks the settings together (after all sets). */
+/* Checks the settings together (after all sets), the algorithm's included. */
 vx_status vx_train_cfg_check(const vx_train_cfg *c, vx_err *e);
-/* Writes every key as YAML; the file reads back to the same settings. */
+/* Writes the run's keys and its algorithm's as YAML; the file reads back to the same settings. */
 vx_status vx_train_cfg_write(const vx_train_cfg *c, FILE *f);
-/* The key list, for `vixen train --help`. */
+/* The key list, for `vixen train --keys`. */
 void vx_train_cfg_print_keys(FILE *f);
-int vx_train_updates_per_epoch(const vx_train_cfg *c);
-/* The device a run with this config uses: CUDA when asked, or (auto) when this build has CUDA and
- * a device is present; an error when CUDA is asked for and there is none. */
-vx_status vx_train_device(const vx_train_cfg *c, int *device, vx_err *e);
+
+/* The algorithm registry (src/train/algos.c). */
+int vx_algo_count(void);
+const vx_algo_ops *vx_algo_at(int i);
+const vx_algo_ops *vx_algo_find(const char *name); /* NULL: none of that name */
+/* The algorithm a config trains, and a registered algorithm's settings in a config (NULL: no
+ * such algorithm). */
+const vx_algo_ops *vx_train_algo(const vx_train_cfg *c);
+void *vx_train_algo_settings(vx_train_cfg *c, const char *name);
+const void *vx_train_algo_settings_c(const vx_train_cfg *c, const char *name);
+void vx_train_run_params(const vx_train_cfg *c, vx_run_params *out);
 
 /* Opens the market a config names (the cache when files are given, else the synthetic one). */
 vx_status vx_train_open_market(const vx_train_cfg *c, vx_market *m, vx_err *e);
@@ -99,39 +99,47 @@ typedef struct {
     double reward_scale; /* $ of one reward unit: a full position's typical one-bar PnL */
 } vx_eval_report;
 
-/* Greedy policy (or only the baselines when d is NULL) on the held-out bars, walked in order:
+/* The policy (or only the baselines when pol is NULL) on the held-out bars, walked in order:
  * consecutive episodes from the split's start, without the stop-out, at the training reward
  * scale. */
-vx_status vx_eval_run(const vx_market *m, const vx_env_cfg *env_cfg, vx_dqn *d,
+vx_status vx_eval_run(const vx_market *m, const vx_env_cfg *env_cfg, const vx_policy *pol,
                       vx_eval_report *out, vx_err *e);
 void vx_eval_print(FILE *f, const vx_eval_report *r);
 void vx_eval_json(FILE *f, const vx_eval_report *r);
+/* The greedy policy of a checkpoint (its algorithm from its metadata, its settings from c) on
+ * the held-out bars of m, on the CPU. */
+vx_status vx_eval_checkpoint(const vx_train_cfg *c, const char *ckpt_path, const vx_market *m,
+                             vx_eval_report *out, vx_err *e);
 
 /* ---- training ------------------------------------------------------------------------------ */
 
 typedef struct {
     int epoch, epochs;
-    int64_t env_steps, updates;
-    double loss, q_mean, q_max, grad_norm, epsilon, beta;
+    int64_t env_steps;
     double episode_return; /* mean over episodes that ended this epoch (NaN: none) */
     double episodes;
-    double env_steps_per_s, updates_per_s, seconds, eta_seconds;
+    double env_steps_per_s, seconds, eta_seconds;
     int evaluated;
     vx_eval_metrics eval;  /* valid when evaluated */
+    int checkpointed;      /* a checkpoint of this epoch was written or is being written */
+    const vx_metric *metrics; /* the algorithm's, with their values */
+    int n_metrics;
+    double metric[VX_ALGO_MAX_METRICS];
 } vx_epoch_report;
+
+/* The algorithm's metric of that name this epoch; NaN when it has none (or none this epoch). */
+double vx_epoch_metric(const vx_epoch_report *r, const char *name);
 
 /* Called after every epoch; a non-zero return stops the run there (after a checkpoint), as an
  * interruption would — `vixen train` returns it after Ctrl-C. */
 typedef int (*vx_epoch_fn)(const vx_epoch_report *r, void *ctx);
 
 /* Trains from scratch into c->run_dir, or (resume) continues the run there from its checkpoint
- * up to c->epochs. On return the run folder holds the last checkpoint and an evaluation of the
- * policy at that point; `final_eval` (optional) receives it. */
-vx_status vx_train_run(const vx_train_cfg *c, int resume, vx_epoch_fn on_epoch, void *ctx,
-                       vx_eval_report *final_eval, vx_err *e);
-
-/* Loads a checkpoint's online weights into d (created from the same config). */
-vx_status vx_train_load_policy(const char *ckpt_path, vx_dqn *d, vx_err *e);
+ * up to c->epochs, on `dev` (NULL: the CPU). On return the run folder holds the last checkpoint
+ * and an evaluation of the policy at that point; `final_eval` (optional) receives it. Several
+ * runs may share one device from several threads. */
+vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epoch_fn on_epoch,
+                       void *ctx, vx_eval_report *final_eval, vx_err *e);
 
 #ifdef __cplusplus
 }

@@ -6,9 +6,11 @@
  * checkpoint, so the run can be resumed. */
 #include "args.h"
 #include "cli.h"
+#include "vixen/device.h"
 #include "vixen/io.h"
 #include "vixen/train.h"
 
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,17 +68,24 @@ static int set_files(vx_train_cfg *c, const char **pos, size_t np)
 static int print_epoch(const vx_epoch_report *r, void *ctx)
 {
     (void)ctx;
-    char steps[32], eta[32], ev[48] = "", ret[32] = "-";
+    char steps[32], eta[32], line[512];
     vx_format_count((double)r->env_steps, steps, sizeof steps);
     vx_format_duration(r->eta_seconds, eta, sizeof eta);
-    if (r->evaluated) snprintf(ev, sizeof ev, " | eval Sharpe %.2f", r->eval.sharpe);
-    if (r->episodes > 0) snprintf(ret, sizeof ret, "%.3g", r->episode_return);
-    fprintf(stderr,
-            "epoch %d/%d | %s env steps (%.0f/s) | %lld updates (%.0f/s) | loss %.4g | "
-            "eps %.2f | episode return %s%s | eta %s\n",
-            r->epoch, r->epochs, steps, r->env_steps_per_s, (long long)r->updates, r->updates_per_s,
-            r->loss, r->epsilon, ret, ev, eta);
-    if (g_interrupted) fprintf(stderr, "vixen: interrupted; checkpoint written, resume with --resume\n");
+    int n = snprintf(line, sizeof line, "epoch %d/%d | %s env steps (%.0f/s)", r->epoch, r->epochs,
+                     steps, r->env_steps_per_s);
+    for (int i = 0; i < r->n_metrics && n < (int)sizeof line; i++) {
+        if (!r->metrics[i].fmt || isnan(r->metric[i])) continue;
+        n += snprintf(line + n, sizeof line - (size_t)n, " | ");
+        if (n < (int)sizeof line) n += snprintf(line + n, sizeof line - (size_t)n, r->metrics[i].fmt, r->metric[i]);
+    }
+    if (n < (int)sizeof line) {
+        if (r->episodes > 0) n += snprintf(line + n, sizeof line - (size_t)n, " | episode return %.3g", r->episode_return);
+        else n += snprintf(line + n, sizeof line - (size_t)n, " | episode return -");
+    }
+    if (r->evaluated && n < (int)sizeof line)
+        n += snprintf(line + n, sizeof line - (size_t)n, " | eval Sharpe %.2f", r->eval.sharpe);
+    fprintf(stderr, "%s | eta %s\n", line, eta);
+    if (g_interrupted) fprintf(stderr, "vixen: interrupted; writing a checkpoint, resume with --resume\n");
     return g_interrupted;
 }
 
@@ -98,7 +107,8 @@ int vx_cmd_train(int argc, char **argv)
         {"keys", NULL, "list every setting and exit", NULL, &keys, NULL, NULL, 0},
     };
     vx_cmd c = {"vixen train", "[FILE...]",
-                "Trains the branching dueling Double-DQN on the bars in FILE... (CSV or DBN, "
+                "Trains an agent (train.algo: the branching dueling Double-DQN by default) on the "
+                "bars in FILE... (CSV or DBN, "
                 "through the feature cache), or on the synthetic market when none is given, and "
                 "evaluates it on the held-out bars. The run folder gets config.yaml, metrics.csv, "
                 "TensorBoard events, checkpoint/ and eval.{json,txt}.",
@@ -149,18 +159,22 @@ int vx_cmd_train(int argc, char **argv)
         localtime_r(&now, &tm);
         strftime(cfg.run_dir, sizeof cfg.run_dir, "runs/%Y%m%d-%H%M%S", &tm);
     }
-    fprintf(stderr, "vixen: %s run in %s: %d epochs x %d envs x %d steps, %d updates/epoch at batch "
-                    "%d, %s replay, %s loss\n",
-            resume ? "resuming the" : "training a", cfg.run_dir, cfg.epochs, cfg.envs,
-            cfg.steps_per_epoch, vx_train_updates_per_epoch(&cfg), cfg.dqn.batch,
-            cfg.replay_kind == VX_REPLAY_UNIFORM ? "uniform"
-            : cfg.replay_kind == VX_REPLAY_RANK  ? "rank-based"
-                                                 : "proportional",
-            cfg.dqn.loss == VX_LOSS_C51 ? "C51" : cfg.dqn.loss == VX_LOSS_MSE ? "MSE" : "Huber");
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = cfg.device;
+    vx_device *dev;
+    if (vx_device_open(&dc, &dev, &e)) {
+        fprintf(stderr, "vixen: train.device: %s\n", e.msg);
+        return VX_EXIT_FAIL;
+    }
+    fprintf(stderr, "vixen: %s run in %s: %s, %d epochs x %d envs x %d steps\n",
+            resume ? "resuming the" : "training a", cfg.run_dir, vx_train_algo(&cfg)->name,
+            cfg.epochs, cfg.envs, cfg.steps_per_epoch);
     signal(SIGINT, on_sigint);
     vx_eval_report r;
-    vx_status st = vx_train_run(&cfg, resume != NULL, print_epoch, NULL, &r, &e);
+    vx_status st = vx_train_run(&cfg, dev, resume != NULL, print_epoch, NULL, &r, &e);
     signal(SIGINT, SIG_DFL);
+    vx_device_close(dev);
     if (st) {
         fprintf(stderr, "vixen: %s\n", e.msg);
         return VX_EXIT_FAIL;
@@ -248,20 +262,12 @@ int vx_cmd_eval(int argc, char **argv)
     if (!rc) rc = set_files(&cfg, data, (size_t)n_data);
     if (rc) return rc;
     vx_market m;
-    vx_dqn d;
-    vx_qnet_cfg q = cfg.net;
-    q.in_dim = VX_OBS_DIM;
-    q.n_branches = 3;
-    q.branch[0] = VX_EXPOSURE_LEVELS, q.branch[1] = VX_ORDER_TYPES, q.branch[2] = VX_URGENCY_LEVELS;
-    vx_status st = vx_dqn_create(&cfg.dqn, &q, cfg.seed, &d, &e);
-    if (!st) st = vx_train_load_policy(ckpt, &d, &e);
-    if (!st) st = vx_train_open_market(&cfg, &m, &e);
     vx_eval_report r;
+    vx_status st = vx_train_open_market(&cfg, &m, &e);
     if (!st) {
-        st = vx_eval_run(&m, &cfg.env, &d, &r, &e);
+        st = vx_eval_checkpoint(&cfg, ckpt, &m, &r, &e);
         vx_market_close(&m);
     }
-    vx_dqn_free(&d);
     if (st) {
         fprintf(stderr, "vixen: %s\n", e.msg);
         return VX_EXIT_FAIL;

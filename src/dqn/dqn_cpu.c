@@ -1,16 +1,17 @@
-/* dqn_cpu.c — the CPU learner: update step, ε-greedy acting, target sync, n-step transitions.
+/* dqn_cpu.c — the CPU reference learner: update step, ε-greedy acting, target sync, n-step
+ * transitions.
  *
- * The update is the reference sequence the GPU graph will replay: online(s), online(s'),
- * target(s') forwards; per-sample loss from dqn_loss.h; one backward through online(s); global
- * norm clip; Adam; target sync by hard copy every C updates or Polyak τ. */
+ * The update is the reference sequence the GPU graph replays: online(s), online(s'), target(s')
+ * forwards; per-sample loss from dqn_loss.h; one backward through online(s); global norm clip;
+ * Adam; target sync by hard copy every C updates or Polyak τ (optim_math.h). Acting and the
+ * n-step rings are dqn_act.h's, the code the GPU rollout runs too. */
 #include "vixen/dqn.h"
-#include "vixen/philox.h"
+#include "vixen/dqn_act.h"
+#include "vixen/optim_math.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define ACT_STREAM (1ull << 40)
 
 void vx_dqn_cfg_default(vx_dqn_cfg *c)
 {
@@ -39,12 +40,10 @@ void vx_dqn_free(vx_dqn *d)
     memset(d, 0, sizeof *d);
 }
 
-vx_status vx_dqn_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg *qcfg, uint64_t seed,
-                        vx_dqn *d, vx_err *e)
+vx_status vx_dqn_cfg_check(const vx_dqn_cfg *cfg, vx_err *e)
 {
-    memset(d, 0, sizeof *d);
     if (cfg->loss < VX_LOSS_MSE || cfg->loss > VX_LOSS_C51)
-        return vx_err_set(e, VX_ERR_ARG, "dqn: unknown loss %d", cfg->loss);
+        return vx_err_set(e, VX_ERR_ARG, "dqn.loss: unknown loss %d", cfg->loss);
     if (!(cfg->gamma >= 0 && cfg->gamma <= 1) || cfg->n_step < 1 || cfg->n_step > 64 ||
         cfg->batch < 1 || !(cfg->tau >= 0 && cfg->tau <= 1) ||
         (cfg->tau == 0 && cfg->target_every < 1) || cfg->grad_clip < 0 || !(cfg->huber_kappa > 0))
@@ -52,21 +51,39 @@ vx_status vx_dqn_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg *qcfg, uint64_t
                                          "tau in [0,1] (or target_every >= 1), clip >= 0");
     if (cfg->loss == VX_LOSS_C51 &&
         (cfg->atoms < 2 || cfg->atoms > VX_LOSS_MAX_ATOMS || !(cfg->v_max > cfg->v_min)))
-        return vx_err_set(e, VX_ERR_ARG, "dqn: C51 needs 2..%d atoms and v_max > v_min",
+        return vx_err_set(e, VX_ERR_ARG, "dqn: C51 needs 2..%d atoms and dqn.v_max > dqn.v_min",
                           VX_LOSS_MAX_ATOMS);
-    vx_qnet_cfg q = *qcfg;
+    return vx_adam_cfg_check(&cfg->adam, e);
+}
+
+vx_status vx_dqn_layout(const vx_dqn_cfg *cfg, const vx_qnet_cfg *net, vx_qnet_layout *L,
+                        vx_loss_shape *shape, vx_err *e)
+{
+    vx_status st = vx_dqn_cfg_check(cfg, e);
+    if (st) return st;
+    vx_qnet_cfg q = *net;
     q.atoms = cfg->loss == VX_LOSS_C51 ? cfg->atoms : 1;
     if (q.n_branches > VX_LOSS_MAX_BRANCHES)
         return vx_err_set(e, VX_ERR_ARG, "dqn: at most %d branches", VX_LOSS_MAX_BRANCHES);
-    vx_status st = vx_qnet_layout_make(&q, &d->L, e);
+    st = vx_qnet_layout_make(&q, L, e);
+    if (st) return st;
+    memset(shape, 0, sizeof *shape);
+    shape->n_branches = q.n_branches;
+    for (int k = 0; k < q.n_branches; k++)
+        shape->branch[k] = q.branch[k], shape->offset[k] = L->out_offset[k];
+    shape->atoms = q.atoms;
+    shape->v_min = (float)cfg->v_min;
+    shape->v_max = (float)cfg->v_max;
+    return VX_OK;
+}
+
+vx_status vx_dqn_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg *qcfg, uint64_t seed,
+                        vx_dqn *d, vx_err *e)
+{
+    memset(d, 0, sizeof *d);
+    vx_status st = vx_dqn_layout(cfg, qcfg, &d->L, &d->shape, e);
     if (st) return st;
     d->cfg = *cfg;
-    d->shape.n_branches = q.n_branches;
-    for (int k = 0; k < q.n_branches; k++)
-        d->shape.branch[k] = q.branch[k], d->shape.offset[k] = d->L.out_offset[k];
-    d->shape.atoms = q.atoms;
-    d->shape.v_min = (float)cfg->v_min;
-    d->shape.v_max = (float)cfg->v_max;
     size_t np = d->L.n_params, B = (size_t)cfg->batch;
     d->online = calloc(np, sizeof(float)); /* zero padding between tensors (nn.h) */
     d->target = calloc(np, sizeof(float));
@@ -96,9 +113,9 @@ void vx_dqn_update(vx_dqn *d, const vx_replay_batch *b, int B, vx_dqn_update_sta
 {
     const vx_qnet_layout *L = &d->L;
     int O = L->out_dim;
-    vx_qnet_forward(L, d->online, b->obs, B, &d->ws_s);
-    vx_qnet_forward(L, d->online, b->next_obs, B, &d->ws_next);
-    vx_qnet_forward(L, d->target, b->next_obs, B, &d->ws_target);
+    vx_qnet_forward_ref(L, d->online, b->obs, B, &d->ws_s);
+    vx_qnet_forward_ref(L, d->online, b->next_obs, B, &d->ws_next);
+    vx_qnet_forward_ref(L, d->target, b->next_obs, B, &d->ws_target);
     double loss = 0, pr = 0, qsum = 0, qmax = -INFINITY;
     float scale = 1.0f / (float)B;
     for (int i = 0; i < B; i++) {
@@ -108,28 +125,29 @@ void vx_dqn_update(vx_dqn *d, const vx_replay_batch *b, int B, vx_dqn_update_sta
         float *dq = d->dq + (size_t)i * O;
         if (d->cfg.loss == VX_LOSS_C51)
             loss += vx_loss_c51(&d->shape, gm, qs, d->ws_next.q + (size_t)i * O,
-                                d->ws_target.q + (size_t)i * O, b->actions + (size_t)i * 3,
+                                d->ws_target.q + (size_t)i * O, b->actions + (size_t)i * VX_ACTION_BRANCHES,
                                 b->rewards[i], b->terminated[i], b->weights[i], scale, dq, O,
                                 &d->priority[i]);
         else
             loss += vx_loss_dqn(&d->shape, d->cfg.loss, (float)d->cfg.huber_kappa, gm, qs,
                                 d->ws_next.q + (size_t)i * O, d->ws_target.q + (size_t)i * O,
-                                b->actions + (size_t)i * 3, b->rewards[i], b->terminated[i],
+                                b->actions + (size_t)i * VX_ACTION_BRANCHES, b->rewards[i], b->terminated[i],
                                 b->weights[i], scale, dq, O, &d->priority[i]);
         pr += d->priority[i];
         for (int k = 0; k < d->shape.n_branches; k++) {
-            float q = vx_loss_q(&d->shape, qs, k, b->actions[(size_t)i * 3 + k]);
+            float q = vx_loss_q(&d->shape, qs, k, b->actions[(size_t)i * VX_ACTION_BRANCHES + k]);
             qsum += q;
             qmax = q > qmax ? q : qmax;
         }
     }
-    vx_qnet_backward(L, d->online, b->obs, B, d->dq, &d->ws_s, d->grads);
+    vx_qnet_backward_ref(L, d->online, b->obs, B, d->dq, &d->ws_s, d->grads);
     double norm = vx_grad_clip(d->grads, L->n_params, d->cfg.grad_clip);
     vx_adam_step(&d->adam, d->online, d->grads);
     d->updates++;
     if (d->cfg.tau > 0) {
         float t = (float)d->cfg.tau;
-        for (size_t i = 0; i < L->n_params; i++) d->target[i] += t * (d->online[i] - d->target[i]);
+        for (size_t i = 0; i < L->n_params; i++)
+            d->target[i] = vx_polyak_elem(d->target[i], d->online[i], t);
     } else if (d->updates % d->cfg.target_every == 0) {
         vx_dqn_sync_target(d);
     }
@@ -142,26 +160,19 @@ void vx_dqn_update(vx_dqn *d, const vx_replay_batch *b, int B, vx_dqn_update_sta
     }
 }
 
-void vx_dqn_act(vx_dqn *d, vx_qnet_ws *ws, const float *obs, int N, double eps, uint64_t seed,
-                uint64_t step, int32_t *actions, double *q_mean_out)
+void vx_dqn_act(vx_dqn *d, const float *params, vx_qnet_ws *ws, const float *obs, int N,
+                double eps, uint64_t seed, uint64_t step, int32_t *actions, double *q_mean_out)
 {
     const vx_qnet_layout *L = &d->L;
     int D = L->cfg.in_dim, O = L->out_dim, K = d->shape.n_branches;
     double qs = 0;
     for (int start = 0; start < N; start += ws->max_batch) {
         int n = N - start < ws->max_batch ? N - start : ws->max_batch;
-        vx_qnet_forward(L, d->online, obs + (size_t)start * D, n, ws);
+        vx_qnet_forward_ref(L, params ? params : d->online, obs + (size_t)start * D, n, ws);
         for (int r = 0; r < n; r++) {
             int i = start + r;
-            const float *row = ws->q + (size_t)r * O;
-            vx_rng g = vx_rng_make(seed, ACT_STREAM + (uint64_t)i, step);
-            for (int k = 0; k < K; k++) {
-                int greedy = vx_loss_argmax(&d->shape, row, k);
-                qs += vx_loss_q(&d->shape, row, k, greedy);
-                float u = vx_rng_uniform(&g);
-                uint32_t ra = vx_rng_below(&g, (uint32_t)d->shape.branch[k]);
-                actions[(size_t)i * 3 + k] = u < eps ? (int32_t)ra : greedy;
-            }
+            vx_act_egreedy(&d->shape, ws->q + (size_t)r * O, seed, (uint64_t)i, step, eps,
+                           actions + (size_t)i * VX_ACTION_BRANCHES, &qs);
         }
     }
     if (q_mean_out) *q_mean_out = N ? qs / ((double)N * K) : 0;
@@ -176,7 +187,7 @@ vx_status vx_nstep_create(int n, int N, int D, double gamma, vx_nstep *s, vx_err
     s->count = calloc((size_t)N, sizeof(int));
     s->head = calloc((size_t)N, sizeof(int));
     s->obs = malloc((size_t)N * n * D * sizeof(float));
-    s->act = malloc((size_t)N * n * 3 * sizeof(int32_t));
+    s->act = malloc((size_t)N * n * VX_ACTION_BRANCHES * sizeof(int32_t));
     s->rew = malloc((size_t)N * n * sizeof(float));
     if (!s->count || !s->head || !s->obs || !s->act || !s->rew) {
         vx_nstep_free(s);
@@ -198,7 +209,7 @@ vx_status vx_tbuf_reserve(vx_transition_buf *t, size_t cap, int D, vx_err *e)
     t->obs = malloc(cap * D * sizeof(float));
     t->next_obs = malloc(cap * D * sizeof(float));
     t->rewards = malloc(cap * sizeof(float));
-    t->actions = malloc(cap * 3 * sizeof(int32_t));
+    t->actions = malloc(cap * VX_ACTION_BRANCHES * sizeof(int32_t));
     t->terminated = malloc(cap), t->truncated = malloc(cap), t->steps = malloc(cap);
     if (!t->obs || !t->next_obs || !t->rewards || !t->actions || !t->terminated ||
         !t->truncated || !t->steps) {
@@ -224,48 +235,22 @@ vx_transitions vx_tbuf_view(const vx_transition_buf *t)
     return v;
 }
 
-/* Emits the oldest pending transition of env i: R = Σ_k γ^k r_k over its `len` rewards. */
-static void emit(vx_nstep *s, int i, int len, const float *next_obs, uint8_t term, uint8_t trunc,
-                 vx_transition_buf *out)
-{
-    int n = s->n, D = s->D, h = s->head[i];
-    size_t slot = (size_t)i * n;
-    double R = 0, g = 1;
-    for (int k = 0; k < len; k++) {
-        R += g * s->rew[slot + (size_t)((h + k) % n)];
-        g *= s->gamma;
-    }
-    size_t o = out->n++;
-    memcpy(out->obs + o * D, s->obs + (slot + (size_t)h) * D, (size_t)D * sizeof(float));
-    memcpy(out->next_obs + o * D, next_obs, (size_t)D * sizeof(float));
-    memcpy(out->actions + o * 3, s->act + (slot + (size_t)h) * 3, 3 * sizeof(int32_t));
-    out->rewards[o] = (float)R;
-    out->terminated[o] = term;
-    out->truncated[o] = trunc;
-    out->steps[o] = (uint8_t)len;
-    s->head[i] = (h + 1) % n;
-    s->count[i]--;
-}
-
 void vx_nstep_push(vx_nstep *s, const float *obs, const int32_t *actions, const float *rewards,
                    const uint8_t *terminated, const uint8_t *truncated, const float *next_obs,
                    vx_transition_buf *out)
 {
     int n = s->n, D = s->D;
     for (int i = 0; i < s->N; i++) {
-        size_t slot = (size_t)i * n;
-        int pos = (s->head[i] + s->count[i]) % n;
-        memcpy(s->obs + (slot + (size_t)pos) * D, obs + (size_t)i * D, (size_t)D * sizeof(float));
-        memcpy(s->act + (slot + (size_t)pos) * 3, actions + (size_t)i * 3, 3 * sizeof(int32_t));
-        s->rew[slot + (size_t)pos] = rewards[i];
-        s->count[i]++;
-        const float *nx = next_obs + (size_t)i * D;
-        if (terminated[i] || truncated[i]) {
-            /* the episode ended: every pending start gets the rest of its rewards, up to here */
-            while (s->count[i] > 0) emit(s, i, s->count[i], nx, terminated[i], truncated[i], out);
-            s->head[i] = 0;
-        } else if (s->count[i] == n) {
-            emit(s, i, n, nx, 0, 0, out);
-        }
+        size_t slot = (size_t)i * n, o = out->n;
+        vx_nstep_ring ring = {s->count + i, s->head + i, s->obs + slot * D,
+                              s->act + slot * VX_ACTION_BRANCHES, s->rew + slot};
+        vx_nstep_out dst = {out->obs + o * D,      out->next_obs + o * D,
+                            out->actions + o * VX_ACTION_BRANCHES, out->rewards + o,
+                            out->terminated + o,   out->truncated + o,
+                            out->steps + o};
+        out->n += (size_t)vx_nstep_push_one(ring, n, D, s->gamma, obs + (size_t)i * D,
+                                            actions + (size_t)i * VX_ACTION_BRANCHES, rewards[i],
+                                            terminated[i], truncated[i],
+                                            next_obs + (size_t)i * D, dst);
     }
 }

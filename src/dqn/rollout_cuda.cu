@@ -1,24 +1,26 @@
-/* rollout_cuda.cu — experience collection on the GPU: per step forward → act → env step → emit,
- * T steps captured as one graph (rollout_cuda.h). Built without fused multiply-adds: the n-step
- * return R = Σ γ^k r_k must round like vx_nstep_push's.
+/* rollout_cuda.cu — the DQN's collection on a CUDA device (rollout_cuda.h): per step the acting
+ * forward pass → ε-greedy actions → environment step → n-step emit, T steps captured as one
+ * graph. The acting and n-step arithmetic is dqn_act.h's, the CPU collection's own code.
  *
- * Order of the staged transitions: the CPU trainer appends, per step, env 0's completed
- * transitions, then env 1's, …; a step completes at most n transitions per environment. So each
- * (step, env, j) has a fixed staging slot; with n = 1 every slot is used and the staging buffer
- * is already in the CPU's order; with n > 1 unused slots are flagged off and one scan + scatter
- * at the end of the rollout packs the rest in order. */
-#include "vixen/dqn_cuda.h"
-#include "vixen/rollout_cuda.h"
+ * Order of the staged transitions: the CPU collection appends, per step, environment 0's
+ * completed transitions, then environment 1's, …; a step completes at most n transitions per
+ * environment. So each (step, environment, j) has a fixed staging slot; with n = 1 every slot is
+ * used and the staging buffer is already in the CPU's order; with n > 1 unused slots are flagged
+ * off and one scan + scatter at the end of the rollout packs the rest in order.
+ * Built without fused multiply-adds (CMakeLists.txt), like the environment. */
+#include "vixen/dqn_act.h"
 #include "../util/cuda_check.h"
+#include "../util/device_cuda.h"
+#include "rollout_cuda.h"
 
 #include <cub/cub.cuh>
 #include <stdlib.h>
 #include <string.h>
 
 #define D VX_OBS_DIM
-#define A VX_ACTION_BRANCHES /* int32 actions per environment */
+#define A VX_ACTION_BRANCHES
 
-typedef struct { /* the n-step accumulator of vx_nstep, on the device */
+typedef struct { /* the n-step rings of vx_nstep, on the device */
     int *count, *head;
     float *obs;
     int32_t *act;
@@ -31,18 +33,21 @@ typedef struct { /* transitions, device arrays */
     uint8_t *term, *trunc, *steps;
 } dev_trans;
 
-struct vx_rollout_cuda {
-    vx_rollout_cfg cfg;
+struct dqn_rollout {
+    dqn_rollout_cfg cfg;
     vx_qnet_layout L;
     vx_loss_shape shape;
-    vx_env *env; /* on a CUDA device */
+    vx_device *dev;
+    vx_env *env;
     int N, T, n;
     cudaStream_t s;
-    vx_qnet_cuda *net;
+    vx_mem mem;
+    vx_qnet *net;
     float *obs[2], *final_obs, *rew;
     int32_t *act;
     uint8_t *te, *tr;
     dev_nstep ns;
+    int64_t *count_head;                            /* 2 × N: the checkpoint's form of count/head */
     double *ep_ret, *ret_sum, *ep_count, *ep_stats; /* ep_stats: sum, count */
     double *eps;
     unsigned long long *step;
@@ -55,8 +60,29 @@ struct vx_rollout_cuda {
     cudaGraphExec_t exec;
 };
 
-/* One thread per environment: vx_nstep_push and the episode accounting of the CPU trainer's
- * collect(), for step t. */
+static __global__ void act_kernel(vx_loss_shape shape, const float *q, int O, int N,
+                                  const double *eps, uint64_t seed, const unsigned long long *step,
+                                  int32_t *actions)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= N) return;
+    vx_act_egreedy(&shape, q + (size_t)i * O, seed, (uint64_t)i, *step, *eps, actions + (size_t)i * A,
+                   NULL);
+}
+
+extern "C" vx_status dqn_act_cuda(const vx_loss_shape *shape, const float *q, int out_dim, int N,
+                                  const double *eps, uint64_t seed, const unsigned long long *step,
+                                  int32_t *actions, cudaStream_t s, vx_err *e)
+{
+    vx_status st = VX_OK;
+    act_kernel<<<(N + 127) / 128, 128, 0, s>>>(*shape, q, out_dim, N, eps, seed, step, actions);
+    VX_CUDA_LAUNCH_CHECK();
+fail:
+    return st;
+}
+
+/* One thread per environment: the CPU collection's episode accounting and vx_nstep_push for
+ * step t, into the fixed slots of (t, i). */
 static __global__ void emit_kernel(int N, int n, int t, double gamma, const float *obs,
                                    const int32_t *act, const float *rew, const uint8_t *te,
                                    const uint8_t *tr, const float *next_obs, const float *final_obs,
@@ -73,42 +99,17 @@ static __global__ void emit_kernel(int N, int n, int t, double gamma, const floa
         ep_count[i] += 1;
         ep_ret[i] = 0;
     }
-    /* push */
-    size_t slot = (size_t)i * n;
-    int cnt = ns.count[i], head = ns.head[i];
-    int p = (head + cnt) % n;
-    for (int k = 0; k < D; k++) ns.obs[(slot + p) * D + k] = obs[(size_t)i * D + k];
-    for (int b = 0; b < A; b++) ns.act[(slot + p) * A + b] = act[(size_t)i * A + b];
-    ns.rew[slot + p] = rew[i];
-    cnt++;
+    size_t slot = (size_t)i * n, base = ((size_t)t * N + i) * n;
+    vx_nstep_ring ring = {ns.count + i, ns.head + i, ns.obs + slot * D, ns.act + slot * A,
+                          ns.rew + slot};
+    vx_nstep_out o = {out.obs + base * D,  out.next_obs + base * D, out.actions + base * A,
+                      out.rewards + base,  out.term + base,         out.trunc + base,
+                      out.steps + base};
     const float *nx = (ended ? final_obs : next_obs) + (size_t)i * D;
-    int emit = ended ? cnt : cnt == n ? 1 : 0;
-    size_t base = ((size_t)t * N + i) * n;
-    for (int j = 0; j < n; j++) {
-        if (flags) flags[base + j] = j < emit;
-        if (j >= emit) continue;
-        int len = ended ? cnt : n;
-        double R = 0, g = 1;
-        for (int k = 0; k < len; k++) {
-            R += g * ns.rew[slot + (head + k) % n];
-            g *= gamma;
-        }
-        size_t o = base + j;
-        for (int k = 0; k < D; k++) {
-            out.obs[o * D + k] = ns.obs[(slot + head) * D + k];
-            out.next_obs[o * D + k] = nx[k];
-        }
-        for (int b = 0; b < A; b++) out.actions[o * A + b] = ns.act[(slot + head) * A + b];
-        out.rewards[o] = (float)R;
-        out.term[o] = ended ? te[i] : 0;
-        out.trunc[o] = ended ? tr[i] : 0;
-        out.steps[o] = (uint8_t)len;
-        head = (head + 1) % n;
-        cnt--;
-    }
-    if (ended) head = 0;
-    ns.count[i] = cnt;
-    ns.head[i] = head;
+    int emit = vx_nstep_push_one(ring, n, D, gamma, obs + (size_t)i * D, act + (size_t)i * A,
+                                 rew[i], te[i], tr[i], nx, o);
+    if (flags)
+        for (int j = 0; j < n; j++) flags[base + j] = j < emit;
 }
 
 /* n > 1: packs the flagged slots in order (pos is the flags' exclusive scan). */
@@ -149,99 +150,98 @@ static __global__ void episodes_kernel(int N, double *ret_sum, double *ep_count,
 
 static __global__ void set_double_kernel(double *x, double v) { *x = v; }
 
-static vx_status trans_alloc(dev_trans *t, size_t n, vx_err *e)
+/* count/head (int) ↔ the checkpoint's int64 [2 × N] */
+static __global__ void ring_to64_kernel(const int *count, const int *head, int N, int64_t *out)
 {
-    vx_status st = VX_OK;
-    VX_CUDA_CHECK(cudaMalloc((void **)&t->obs, n * D * 4));
-    VX_CUDA_CHECK(cudaMalloc((void **)&t->next_obs, n * D * 4));
-    VX_CUDA_CHECK(cudaMalloc((void **)&t->rewards, n * 4));
-    VX_CUDA_CHECK(cudaMalloc((void **)&t->actions, n * A * sizeof(int32_t)));
-    VX_CUDA_CHECK(cudaMalloc((void **)&t->term, n));
-    VX_CUDA_CHECK(cudaMalloc((void **)&t->trunc, n));
-    VX_CUDA_CHECK(cudaMalloc((void **)&t->steps, n));
-fail:
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) out[i] = count[i], out[N + i] = head[i];
+}
+
+static __global__ void ring_from64_kernel(const int64_t *in, int N, int *count, int *head)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < N) count[i] = (int)in[i], head[i] = (int)in[N + i];
+}
+
+static vx_status trans_alloc(vx_mem *m, dev_trans *t, size_t n, vx_err *e)
+{
+    vx_status st = vx_mem_alloc(m, n * D * 4, &t->obs, e);
+    if (!st) st = vx_mem_alloc(m, n * D * 4, &t->next_obs, e);
+    if (!st) st = vx_mem_alloc(m, n * 4, &t->rewards, e);
+    if (!st) st = vx_mem_alloc(m, n * A * 4, &t->actions, e);
+    if (!st) st = vx_mem_alloc(m, n, &t->term, e);
+    if (!st) st = vx_mem_alloc(m, n, &t->trunc, e);
+    if (!st) st = vx_mem_alloc(m, n, &t->steps, e);
     return st;
 }
 
-static void trans_free(dev_trans *t)
-{
-    cudaFree(t->obs), cudaFree(t->next_obs), cudaFree(t->rewards), cudaFree(t->actions);
-    cudaFree(t->term), cudaFree(t->trunc), cudaFree(t->steps);
-}
-
-extern "C" void vx_rollout_cuda_free(vx_rollout_cuda *r)
+extern "C" void dqn_rollout_free(dqn_rollout *r)
 {
     if (!r) return;
     if (r->exec) cudaGraphExecDestroy(r->exec);
     if (r->graph) cudaGraphDestroy(r->graph);
-    vx_qnet_cuda_free(r->net);
-    cudaFree(r->obs[0]), cudaFree(r->obs[1]), cudaFree(r->final_obs), cudaFree(r->rew);
-    cudaFree(r->act), cudaFree(r->te), cudaFree(r->tr);
-    cudaFree(r->ns.count), cudaFree(r->ns.head), cudaFree(r->ns.obs), cudaFree(r->ns.act);
-    cudaFree(r->ns.rew);
-    cudaFree(r->ep_ret), cudaFree(r->ret_sum), cudaFree(r->ep_count), cudaFree(r->ep_stats);
-    cudaFree(r->eps), cudaFree(r->step);
-    trans_free(&r->raw), trans_free(&r->packed);
-    cudaFree(r->flags), cudaFree(r->pos), cudaFree(r->count), cudaFreeHost(r->count_host);
-    cudaFree(r->cub_tmp);
+    vx_qnet_free(r->net);
+    vx_mem_release(&r->mem);
     free(r);
 }
 
-extern "C" vx_status vx_rollout_cuda_create(const vx_rollout_cfg *cfg, vx_env *env,
-                                            cudaStream_t s, vx_rollout_cuda **out, vx_err *e)
+extern "C" vx_status dqn_rollout_create(const dqn_rollout_cfg *cfg, vx_env *env, cudaStream_t s,
+                                        dqn_rollout **out, vx_err *e)
 {
     *out = NULL;
     if (cfg->steps < 1 || cfg->n_step < 1 || cfg->n_step > 255)
         return vx_err_set(e, VX_ERR_ARG, "rollout: steps %d and n_step %d must be positive (n ≤ 255)",
                           cfg->steps, cfg->n_step);
-    if (vx_device_kind(vx_env_device(env)) != VX_DEVICE_CUDA)
-        return vx_err_set(e, VX_ERR_ARG, "rollout: the environments are on %s, not a CUDA device",
-                          vx_device_name(vx_env_device(env)));
-    vx_rollout_cuda *r = (vx_rollout_cuda *)calloc(1, sizeof *r);
+    vx_device *dev = vx_env_device(env);
+    vx_status st = vx_cuda_enter(dev, e);
+    if (st) return st;
+    dqn_rollout *r = (dqn_rollout *)calloc(1, sizeof *r);
     if (!r) return vx_err_set(e, VX_ERR_NOMEM, "rollout: out of memory");
-    vx_status st = VX_OK;
     r->cfg = *cfg;
     r->L = *cfg->layout;
     r->shape = *cfg->shape;
+    r->dev = dev;
     r->env = env;
     r->N = (int)vx_env_count(env);
     r->T = cfg->steps;
     r->n = cfg->n_step;
     r->s = s;
+    vx_mem_init(&r->mem, dev, "dqn rollout");
+    vx_mem *m = &r->mem;
     size_t N = (size_t)r->N, n = (size_t)r->n, slots = (size_t)r->T * N * n;
-    st = vx_qnet_cuda_create(&r->L, r->N, &r->net, e);
-    if (!st) st = vx_qnet_cuda_set_tf32(r->net, cfg->tf32, e);
-    if (st) goto fail;
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->obs[0], N * D * 4));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->obs[1], N * D * 4));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->final_obs, N * D * 4));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->rew, N * 4));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->act, N * A * sizeof(int32_t)));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->te, N));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->tr, N));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->ns.count, N * sizeof(int)));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->ns.head, N * sizeof(int)));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->ns.obs, N * n * D * 4));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->ns.act, N * n * A * sizeof(int32_t)));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->ns.rew, N * n * 4));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->ep_ret, N * 8));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->ret_sum, N * 8));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->ep_count, N * 8));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->ep_stats, 2 * 8));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->eps, 8));
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->step, 8));
-    st = trans_alloc(&r->raw, slots, e);
-    if (st) goto fail;
-    if (n > 1) {
-        st = trans_alloc(&r->packed, slots, e);
+    st = vx_qnet_create(&r->L, r->N, 0, dev, &r->net, e);
+    if (!st) st = vx_qnet_set_tf32(r->net, cfg->tf32, e);
+    if (!st) st = vx_mem_alloc(m, N * D * 4, &r->obs[0], e);
+    if (!st) st = vx_mem_alloc(m, N * D * 4, &r->obs[1], e);
+    if (!st) st = vx_mem_alloc(m, N * D * 4, &r->final_obs, e);
+    if (!st) st = vx_mem_alloc(m, N * 4, &r->rew, e);
+    if (!st) st = vx_mem_alloc(m, N * A * 4, &r->act, e);
+    if (!st) st = vx_mem_alloc(m, N, &r->te, e);
+    if (!st) st = vx_mem_alloc(m, N, &r->tr, e);
+    if (!st) st = vx_mem_alloc(m, N * sizeof(int), &r->ns.count, e);
+    if (!st) st = vx_mem_alloc(m, N * sizeof(int), &r->ns.head, e);
+    if (!st) st = vx_mem_alloc(m, N * n * D * 4, &r->ns.obs, e);
+    if (!st) st = vx_mem_alloc(m, N * n * A * 4, &r->ns.act, e);
+    if (!st) st = vx_mem_alloc(m, N * n * 4, &r->ns.rew, e);
+    if (!st) st = vx_mem_alloc(m, 2 * N * 8, &r->count_head, e);
+    if (!st) st = vx_mem_alloc(m, N * 8, &r->ep_ret, e);
+    if (!st) st = vx_mem_alloc(m, N * 8, &r->ret_sum, e);
+    if (!st) st = vx_mem_alloc(m, N * 8, &r->ep_count, e);
+    if (!st) st = vx_mem_alloc(m, 2 * 8, &r->ep_stats, e);
+    if (!st) st = vx_mem_alloc(m, 8, &r->eps, e);
+    if (!st) st = vx_mem_alloc(m, 8, &r->step, e);
+    if (!st) st = trans_alloc(m, &r->raw, slots, e);
+    if (!st && n > 1) {
+        st = trans_alloc(m, &r->packed, slots, e);
+        if (!st) st = vx_mem_alloc(m, slots * 4, &r->flags, e);
+        if (!st) st = vx_mem_alloc(m, slots * 4, &r->pos, e);
         if (st) goto fail;
-        VX_CUDA_CHECK(cudaMalloc((void **)&r->flags, slots * 4));
-        VX_CUDA_CHECK(cudaMalloc((void **)&r->pos, slots * 4));
         VX_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(NULL, r->cub_tmp_n, r->flags, r->pos, (int)slots));
-        VX_CUDA_CHECK(cudaMalloc(&r->cub_tmp, r->cub_tmp_n));
+        st = vx_mem_alloc(m, r->cub_tmp_n, &r->cub_tmp, e);
     }
-    VX_CUDA_CHECK(cudaMalloc((void **)&r->count, 8));
-    VX_CUDA_CHECK(cudaMallocHost((void **)&r->count_host, 8));
+    if (!st) st = vx_mem_alloc(m, 8, &r->count, e);
+    if (!st) st = vx_mem_alloc_host(m, 8, &r->count_host, e);
+    if (st) goto fail;
     VX_CUDA_CHECK(cudaMemsetAsync(r->ns.count, 0, N * sizeof(int), s));
     VX_CUDA_CHECK(cudaMemsetAsync(r->ns.head, 0, N * sizeof(int), s));
     VX_CUDA_CHECK(cudaMemsetAsync(r->ep_ret, 0, N * 8, s));
@@ -255,11 +255,11 @@ extern "C" vx_status vx_rollout_cuda_create(const vx_rollout_cfg *cfg, vx_env *e
     *out = r;
     return VX_OK;
 fail:
-    vx_rollout_cuda_free(r);
+    dqn_rollout_free(r);
     return st;
 }
 
-extern "C" vx_status vx_rollout_cuda_set_eps(vx_rollout_cuda *r, double eps, vx_err *e)
+extern "C" vx_status dqn_rollout_set_eps(dqn_rollout *r, double eps, vx_err *e)
 {
     vx_status st = VX_OK;
     set_double_kernel<<<1, 1, 0, r->s>>>(r->eps, eps); /* the value travels as an argument */
@@ -269,7 +269,7 @@ fail:
 }
 
 /* The sequence the graph holds. */
-static vx_status rollout_body(vx_rollout_cuda *r, vx_err *e)
+static vx_status rollout_body(dqn_rollout *r, vx_err *e)
 {
     vx_status st = VX_OK;
     int N = r->N, n = r->n, O = r->L.out_dim;
@@ -277,12 +277,12 @@ static vx_status rollout_body(vx_rollout_cuda *r, vx_err *e)
     unsigned blocks = (unsigned)((N + 127) / 128);
     for (int t = 0; t < r->T && !st; t++) {
         float *cur = r->obs[t & 1], *next = r->obs[(t + 1) & 1];
-        st = vx_qnet_cuda_forward(r->net, r->cfg.act_params, cur, N, r->s, e);
-        if (!st)
-            st = vx_dqn_cuda_act(&r->shape, vx_qnet_cuda_output(r->net), O, N, r->eps, r->cfg.seed,
-                                 r->step, r->act, r->s, e);
-        if (!st)
-            st = vx_env_step(r->env, r->act, next, r->rew, r->te, r->tr, r->final_obs, r->s, e);
+        st = vx_qnet_forward(r->net, r->cfg.act_params, cur, N, r->s, e);
+        if (st) break;
+        act_kernel<<<blocks, 128, 0, r->s>>>(r->shape, vx_qnet_output(r->net), O, N, r->eps,
+                                             r->cfg.seed, r->step, r->act);
+        VX_CUDA_LAUNCH_CHECK();
+        st = vx_env_step(r->env, r->act, next, r->rew, r->te, r->tr, r->final_obs, r->s, e);
         if (st) break;
         emit_kernel<<<blocks, 128, 0, r->s>>>(N, n, t, r->cfg.gamma, cur, r->act, r->rew, r->te,
                                               r->tr, next, r->final_obs, r->ns, r->raw, r->flags,
@@ -307,9 +307,10 @@ fail:
     return st;
 }
 
-extern "C" vx_status vx_rollout_cuda_run(vx_rollout_cuda *r, int eager, vx_err *e)
+extern "C" vx_status dqn_rollout_run(dqn_rollout *r, int eager, vx_err *e)
 {
-    vx_status st = VX_OK;
+    vx_status st = vx_cuda_enter(r->dev, e);
+    if (st) return st;
     if (eager) return rollout_body(r, e);
     if (!r->exec) {
         VX_CUDA_CHECK(cudaStreamBeginCapture(r->s, cudaStreamCaptureModeThreadLocal));
@@ -324,54 +325,57 @@ fail:
     return st;
 }
 
-extern "C" void vx_rollout_cuda_staged(vx_rollout_cuda *r, vx_transitions *out, size_t *n)
+extern "C" void dqn_rollout_staged(dqn_rollout *r, vx_transitions *out, size_t *n)
 {
     const dev_trans *t = r->n > 1 ? &r->packed : &r->raw;
     *out = (vx_transitions){t->obs, t->next_obs, t->actions, t->rewards, t->term, t->trunc, t->steps};
     *n = r->n > 1 ? (size_t)*r->count_host : (size_t)r->T * (size_t)r->N;
 }
 
-extern "C" const double *vx_rollout_cuda_episode_stats(const vx_rollout_cuda *r)
+extern "C" const double *dqn_rollout_episode_stats(const dqn_rollout *r) { return r->ep_stats; }
+
+extern "C" size_t dqn_rollout_reserved(const dqn_rollout *r)
 {
-    return r->ep_stats;
+    return r->mem.bytes + vx_qnet_reserved(r->net);
 }
 
-extern "C" vx_status vx_rollout_cuda_get_state(vx_rollout_cuda *r, vx_rollout_state *x, vx_err *e)
+extern "C" vx_status dqn_rollout_copy_state(dqn_rollout *r, const dqn_rollout_state *x,
+                                            cudaStream_t s, vx_err *e)
 {
-    vx_status st = VX_OK;
+    vx_status st = vx_cuda_enter(r->dev, e);
     size_t N = (size_t)r->N, n = (size_t)r->n;
-    unsigned long long step;
-    VX_CUDA_CHECK(cudaStreamSynchronize(r->s));
-    VX_CUDA_CHECK(cudaMemcpy(x->obs, r->obs[0], N * D * 4, cudaMemcpyDeviceToHost));
-    VX_CUDA_CHECK(cudaMemcpy(x->episode_return, r->ep_ret, N * 8, cudaMemcpyDeviceToHost));
-    VX_CUDA_CHECK(cudaMemcpy(x->nstep->count, r->ns.count, N * sizeof(int), cudaMemcpyDeviceToHost));
-    VX_CUDA_CHECK(cudaMemcpy(x->nstep->head, r->ns.head, N * sizeof(int), cudaMemcpyDeviceToHost));
-    VX_CUDA_CHECK(cudaMemcpy(x->nstep->obs, r->ns.obs, N * n * D * 4, cudaMemcpyDeviceToHost));
-    VX_CUDA_CHECK(cudaMemcpy(x->nstep->act, r->ns.act, N * n * A * sizeof(int32_t),
-                             cudaMemcpyDeviceToHost));
-    VX_CUDA_CHECK(cudaMemcpy(x->nstep->rew, r->ns.rew, N * n * 4, cudaMemcpyDeviceToHost));
-    VX_CUDA_CHECK(cudaMemcpy(&step, r->step, 8, cudaMemcpyDeviceToHost));
-    *x->act_step = step;
+    if (st) return st;
+    ring_to64_kernel<<<(unsigned)((N + 127) / 128), 128, 0, s>>>(r->ns.count, r->ns.head, r->N,
+                                                                r->count_head);
+    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_CHECK(cudaMemcpyAsync(x->obs, r->obs[0], N * D * 4, cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(x->ep_ret, r->ep_ret, N * 8, cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(x->count_head, r->count_head, 2 * N * 8, cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(x->ring_obs, r->ns.obs, N * n * D * 4, cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(x->ring_act, r->ns.act, N * n * A * 4, cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(x->ring_rew, r->ns.rew, N * n * 4, cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(x->act_step, r->step, 8, cudaMemcpyDeviceToHost, s));
 fail:
     return st;
 }
 
-extern "C" vx_status vx_rollout_cuda_set_state(vx_rollout_cuda *r, const vx_rollout_state *x,
-                                               vx_err *e)
+extern "C" vx_status dqn_rollout_load_state(dqn_rollout *r, const dqn_rollout_state *x, vx_err *e)
 {
-    vx_status st = VX_OK;
+    vx_status st = vx_cuda_enter(r->dev, e);
     size_t N = (size_t)r->N, n = (size_t)r->n;
-    unsigned long long step = *x->act_step;
-    VX_CUDA_CHECK(cudaStreamSynchronize(r->s));
-    VX_CUDA_CHECK(cudaMemcpy(r->obs[0], x->obs, N * D * 4, cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(cudaMemcpy(r->ep_ret, x->episode_return, N * 8, cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(cudaMemcpy(r->ns.count, x->nstep->count, N * sizeof(int), cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(cudaMemcpy(r->ns.head, x->nstep->head, N * sizeof(int), cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(cudaMemcpy(r->ns.obs, x->nstep->obs, N * n * D * 4, cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(cudaMemcpy(r->ns.act, x->nstep->act, N * n * A * sizeof(int32_t),
-                             cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(cudaMemcpy(r->ns.rew, x->nstep->rew, N * n * 4, cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(cudaMemcpy(r->step, &step, 8, cudaMemcpyHostToDevice));
+    cudaStream_t s = r->s;
+    if (st) return st;
+    VX_CUDA_CHECK(cudaMemcpyAsync(r->obs[0], x->obs, N * D * 4, cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(r->ep_ret, x->ep_ret, N * 8, cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(r->count_head, x->count_head, 2 * N * 8, cudaMemcpyHostToDevice, s));
+    ring_from64_kernel<<<(unsigned)((N + 127) / 128), 128, 0, s>>>(r->count_head, r->N,
+                                                                  r->ns.count, r->ns.head);
+    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_CHECK(cudaMemcpyAsync(r->ns.obs, x->ring_obs, N * n * D * 4, cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(r->ns.act, x->ring_act, N * n * A * 4, cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(r->ns.rew, x->ring_rew, N * n * 4, cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(r->step, x->act_step, 8, cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(cudaStreamSynchronize(s));
 fail:
     return st;
 }

@@ -1,10 +1,11 @@
-/* qnet_cpu.c — the float32 CPU Q-network: layout, workspace, initialisation, and the forward and
- * backward passes instantiated from qnet_impl.h; global-norm clipping; Adam.
+/* qnet_cpu.c — the CPU side of the nn layer: the Q-network's float32 reference (forward and
+ * backward from qnet_impl.h over OpenBLAS, activations in a vx_qnet_ws), the CPU backends of the
+ * network and the optimizer objects (nn_internal.h), global-norm clipping and Adam.
  *
- * GEMMs go through OpenBLAS (cblas). The element-wise parts (bias, ReLU, dueling mean) are plain
- * loops; they are a few percent of the time at the default widths. */
-#include "vixen/nn.h"
-#include "vixen/philox.h"
+ * The element-wise parts (bias, ReLU, dueling mean) are plain loops; they are a few percent of
+ * the time at the default widths. */
+#include "vixen/optim_math.h"
+#include "nn_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -14,112 +15,6 @@
 #define VX_GEMM cblas_sgemm
 #define VX_NAME(x) qnet32_##x
 #include "qnet_impl.h"
-
-#define NN_INIT_STREAM 0x4e4e0000ull /* "NN": Philox streams of the initial weights */
-
-void vx_qnet_cfg_default(vx_qnet_cfg *c)
-{
-    memset(c, 0, sizeof *c);
-    c->in_dim = 51;
-    c->n_trunk = 2;
-    c->trunk[0] = c->trunk[1] = 256;
-    c->head_hidden = 64;
-    c->n_branches = 3;
-    c->branch[0] = 9;
-    c->branch[1] = 3;
-    c->branch[2] = 3;
-    c->atoms = 1;
-}
-
-/* Every tensor starts on a 16-byte boundary (4 floats): the GPU's fused GEMM kernels load
- * weights and biases in 16-byte vectors. The few padding floats stay zero. */
-static size_t align4(size_t off) { return (off + 3) & ~(size_t)3; }
-
-static vx_dense dense_at(size_t *off, size_t *weights, int in, int out)
-{
-    vx_dense d;
-    d.w = align4(*off);
-    d.b = align4(d.w + (size_t)in * out);
-    d.in = in, d.out = out;
-    *off = d.b + (size_t)out;
-    *weights += (size_t)in * out + (size_t)out;
-    return d;
-}
-
-vx_status vx_qnet_layout_make(const vx_qnet_cfg *c, vx_qnet_layout *L, vx_err *e)
-{
-    memset(L, 0, sizeof *L);
-    if (c->in_dim < 1 || c->n_trunk < 0 || c->n_trunk > VX_QNET_MAX_TRUNK || c->head_hidden < 1 ||
-        c->n_branches < 1 || c->n_branches > VX_QNET_MAX_BRANCHES || c->atoms < 1 ||
-        c->atoms > 1024)
-        return vx_err_set(e, VX_ERR_ARG, "qnet: invalid shape (in %d, trunk layers %d, head %d, "
-                                         "branches %d, atoms %d)",
-                          c->in_dim, c->n_trunk, c->head_hidden, c->n_branches, c->atoms);
-    for (int l = 0; l < c->n_trunk; l++)
-        if (c->trunk[l] < 1 || c->trunk[l] > 65536)
-            return vx_err_set(e, VX_ERR_ARG, "qnet: trunk layer %d width %d", l, c->trunk[l]);
-    for (int d = 0; d < c->n_branches; d++)
-        if (c->branch[d] < 1 || c->branch[d] > 4096)
-            return vx_err_set(e, VX_ERR_ARG, "qnet: branch %d has %d actions", d, c->branch[d]);
-    L->cfg = *c;
-    size_t off = 0, weights = 0;
-    int in = c->in_dim;
-    for (int l = 0; l < c->n_trunk; l++) {
-        L->trunk[l] = dense_at(&off, &weights, in, c->trunk[l]);
-        in = c->trunk[l];
-    }
-    L->value1 = dense_at(&off, &weights, in, c->head_hidden);
-    L->value2 = dense_at(&off, &weights, c->head_hidden, c->atoms);
-    int out = 0;
-    for (int d = 0; d < c->n_branches; d++) {
-        L->adv1[d] = dense_at(&off, &weights, in, c->head_hidden);
-        L->adv2[d] = dense_at(&off, &weights, c->head_hidden, c->branch[d] * c->atoms);
-        L->out_offset[d] = out;
-        out += c->branch[d] * c->atoms;
-    }
-    L->out_dim = out;
-    L->n_params = align4(off);
-    L->n_weights = weights;
-    L->n_tensors = 2 * ((size_t)c->n_trunk + 2 + 2 * (size_t)c->n_branches);
-    return VX_OK;
-}
-
-/* The dense layers in parameter order. */
-static int dense_list(const vx_qnet_layout *L, const vx_dense **out, char names[][32])
-{
-    int k = 0;
-    for (int l = 0; l < L->cfg.n_trunk; l++) {
-        snprintf(names[k], 32, "trunk.%d", l);
-        out[k++] = &L->trunk[l];
-    }
-    snprintf(names[k], 32, "value.0");
-    out[k++] = &L->value1;
-    snprintf(names[k], 32, "value.1");
-    out[k++] = &L->value2;
-    for (int d = 0; d < L->cfg.n_branches; d++) {
-        snprintf(names[k], 32, "branch.%d.0", d);
-        out[k++] = &L->adv1[d];
-        snprintf(names[k], 32, "branch.%d.1", d);
-        out[k++] = &L->adv2[d];
-    }
-    return k;
-}
-
-void vx_qnet_tensor(const vx_qnet_layout *L, size_t i, char *name, size_t name_n, size_t *offset,
-                    int *rows, int *cols)
-{
-    const vx_dense *d[2 * VX_QNET_MAX_TRUNK + 4 * VX_QNET_MAX_BRANCHES];
-    char names[2 * VX_QNET_MAX_TRUNK + 4 * VX_QNET_MAX_BRANCHES][32];
-    dense_list(L, d, names);
-    const vx_dense *x = d[i / 2];
-    if (i % 2 == 0) {
-        snprintf(name, name_n, "%s.weight", names[i / 2]);
-        *offset = x->w, *rows = x->in, *cols = x->out;
-    } else {
-        snprintf(name, name_n, "%s.bias", names[i / 2]);
-        *offset = x->b, *rows = 1, *cols = x->out;
-    }
-}
 
 vx_status vx_qnet_ws_create(const vx_qnet_layout *L, int max_batch, vx_qnet_ws *ws, vx_err *e)
 {
@@ -174,43 +69,18 @@ static qnet32_acts acts_of(vx_qnet_ws *ws)
     return a;
 }
 
-void vx_qnet_forward(const vx_qnet_layout *L, const float *params, const float *x, int B,
-                     vx_qnet_ws *ws)
+void vx_qnet_forward_ref(const vx_qnet_layout *L, const float *params, const float *x, int B,
+                         vx_qnet_ws *ws)
 {
     qnet32_acts a = acts_of(ws);
     qnet32_forward(L, params, x, B, &a);
 }
 
-void vx_qnet_backward(const vx_qnet_layout *L, const float *params, const float *x, int B,
-                      const float *dq, vx_qnet_ws *ws, float *grads)
+void vx_qnet_backward_ref(const vx_qnet_layout *L, const float *params, const float *x, int B,
+                          const float *dq, vx_qnet_ws *ws, float *grads)
 {
     qnet32_acts a = acts_of(ws);
     qnet32_backward(L, params, x, B, dq, &a, grads);
-}
-
-void vx_qnet_init(const vx_qnet_layout *L, uint64_t seed, float *params)
-{
-    const vx_dense *d[2 * VX_QNET_MAX_TRUNK + 4 * VX_QNET_MAX_BRANCHES];
-    char names[2 * VX_QNET_MAX_TRUNK + 4 * VX_QNET_MAX_BRANCHES][32];
-    int n = dense_list(L, d, names);
-    memset(params, 0, L->n_params * sizeof(float)); /* the padding between tensors */
-    memset(params, 0, L->n_params * sizeof(float)); /* the padding between tensors */
-    for (int k = 0; k < n; k++) {
-        /* the value head's and each branch's second layer are the linear outputs */
-        int is_output = d[k] == &L->value2;
-        for (int b = 0; b < L->cfg.n_branches; b++) is_output |= d[k] == &L->adv2[b];
-        vx_rng r = vx_rng_make(seed, NN_INIT_STREAM + (uint64_t)k, 0);
-        size_t n_w = (size_t)d[k]->in * d[k]->out;
-        float *w = params + d[k]->w;
-        if (is_output) { /* Xavier (Glorot) uniform */
-            double lim = sqrt(6.0 / (d[k]->in + d[k]->out));
-            for (size_t i = 0; i < n_w; i++) w[i] = (float)((2 * vx_rng_uniform_double(&r) - 1) * lim);
-        } else { /* He (Kaiming) normal for ReLU */
-            double sd = sqrt(2.0 / d[k]->in);
-            for (size_t i = 0; i < n_w; i++) w[i] = (float)(vx_rng_normal(&r) * sd);
-        }
-        memset(params + d[k]->b, 0, (size_t)d[k]->out * sizeof(float));
-    }
 }
 
 double vx_grad_clip(float *g, size_t n, double max_norm)
@@ -234,12 +104,19 @@ void vx_adam_cfg_default(vx_adam_cfg *c)
     c->weight_decay = 0;
 }
 
-vx_status vx_adam_create(const vx_adam_cfg *cfg, size_t n, vx_adam *a, vx_err *e)
+vx_status vx_adam_cfg_check(const vx_adam_cfg *cfg, vx_err *e)
 {
-    memset(a, 0, sizeof *a);
     if (!(cfg->lr > 0) || cfg->beta1 < 0 || cfg->beta1 >= 1 || cfg->beta2 < 0 || cfg->beta2 >= 1 ||
         !(cfg->eps > 0) || cfg->weight_decay < 0)
         return vx_err_set(e, VX_ERR_ARG, "adam: need lr > 0, betas in [0, 1), eps > 0, decay >= 0");
+    return VX_OK;
+}
+
+vx_status vx_adam_create(const vx_adam_cfg *cfg, size_t n, vx_adam *a, vx_err *e)
+{
+    memset(a, 0, sizeof *a);
+    vx_status st = vx_adam_cfg_check(cfg, e);
+    if (st) return st;
     a->m = calloc(n ? n : 1, sizeof *a->m);
     a->v = calloc(n ? n : 1, sizeof *a->v);
     if (!a->m || !a->v) {
@@ -261,16 +138,135 @@ void vx_adam_free(vx_adam *a)
 void vx_adam_step(vx_adam *a, float *p, const float *g)
 {
     a->t++;
-    const double b1 = a->cfg.beta1, b2 = a->cfg.beta2;
-    const float c1 = (float)(1.0 / (1.0 - pow(b1, (double)a->t)));
-    const float c2 = (float)(1.0 / (1.0 - pow(b2, (double)a->t)));
-    const float lr = (float)a->cfg.lr, eps = (float)a->cfg.eps, wd = (float)a->cfg.weight_decay;
-    const float fb1 = (float)b1, fb2 = (float)b2;
-    for (size_t i = 0; i < a->n; i++) {
-        float m = fb1 * a->m[i] + (1 - fb1) * g[i];
-        float v = fb2 * a->v[i] + (1 - fb2) * g[i] * g[i];
-        a->m[i] = m;
-        a->v[i] = v;
-        p[i] -= lr * ((m * c1) / (sqrtf(v * c2) + eps) + wd * p[i]);
-    }
+    const vx_adam_cfg *c = &a->cfg;
+    vx_adam_step_k k = vx_adam_constants(c->lr, c->beta1, c->beta2, c->eps, c->weight_decay, a->t);
+    for (size_t i = 0; i < a->n; i++) vx_adam_elem(&k, &p[i], &a->m[i], &a->v[i], g[i]);
 }
+
+/* ---- the network object on the CPU ---------------------------------------------------------------- */
+
+typedef struct {
+    vx_qnet_layout L;
+    vx_qnet_ws ws;
+} cpu_qnet;
+
+static vx_status cq_create(const vx_qnet_layout *L, int max_batch, int backward_batch,
+                           vx_device *dev, void **impl, vx_err *e)
+{
+    (void)backward_batch, (void)dev; /* every activation is kept: backward fits any forward */
+    cpu_qnet *q = calloc(1, sizeof *q);
+    if (!q) return vx_err_set(e, VX_ERR_NOMEM, "qnet: out of memory");
+    q->L = *L;
+    vx_status st = vx_qnet_ws_create(L, max_batch, &q->ws, e);
+    if (st) {
+        free(q);
+        return st;
+    }
+    *impl = q;
+    return VX_OK;
+}
+
+static void cq_free(void *impl)
+{
+    cpu_qnet *q = impl;
+    vx_qnet_ws_free(&q->ws);
+    free(q);
+}
+
+static vx_status cq_set_tf32(void *impl, int on, vx_err *e)
+{
+    (void)impl, (void)on, (void)e;
+    return VX_OK;
+}
+
+static vx_status cq_forward(void *impl, const float *params, const float *x, int B, vx_stream s,
+                            vx_err *e)
+{
+    (void)s, (void)e;
+    cpu_qnet *q = impl;
+    vx_qnet_forward_ref(&q->L, params, x, B, &q->ws);
+    return VX_OK;
+}
+
+static const float *cq_output(const void *impl) { return ((const cpu_qnet *)impl)->ws.q; }
+
+static vx_status cq_backward(void *impl, const float *params, const float *x, int B,
+                             const float *dq, float *grads, vx_stream s, vx_err *e)
+{
+    (void)s, (void)e;
+    cpu_qnet *q = impl;
+    vx_qnet_backward_ref(&q->L, params, x, B, dq, &q->ws, grads);
+    return VX_OK;
+}
+
+static size_t cq_reserved(const void *impl) { (void)impl; return 0; }
+
+const vx_qnet_ops vx_qnet_cpu_ops = {cq_create,   cq_free,     cq_set_tf32, cq_forward,
+                                     cq_output,   cq_backward, cq_reserved};
+
+/* ---- the optimizer object on the CPU: vx_grad_clip then vx_adam_step ------------------------------ */
+
+typedef struct {
+    vx_adam adam;
+    double max_norm, norm;
+} cpu_optim;
+
+static vx_status co_create(const vx_adam_cfg *cfg, double max_norm, size_t n, vx_device *dev,
+                           void **impl, vx_err *e)
+{
+    (void)dev;
+    cpu_optim *o = calloc(1, sizeof *o);
+    if (!o) return vx_err_set(e, VX_ERR_NOMEM, "optim: out of memory");
+    vx_status st = vx_adam_create(cfg, n, &o->adam, e);
+    if (st) {
+        free(o);
+        return st;
+    }
+    o->max_norm = max_norm;
+    *impl = o;
+    return VX_OK;
+}
+
+static void co_free(void *impl)
+{
+    cpu_optim *o = impl;
+    vx_adam_free(&o->adam);
+    free(o);
+}
+
+static vx_status co_step(void *impl, float *params, float *grads, vx_stream s, vx_err *e)
+{
+    (void)s, (void)e;
+    cpu_optim *o = impl;
+    o->norm = vx_grad_clip(grads, o->adam.n, o->max_norm);
+    vx_adam_step(&o->adam, params, grads);
+    return VX_OK;
+}
+
+static const double *co_norm(const void *impl) { return &((const cpu_optim *)impl)->norm; }
+
+static vx_status co_copy_state(void *impl, float *m, float *v, int64_t *t, vx_stream s, vx_err *e)
+{
+    (void)s, (void)e;
+    cpu_optim *o = impl;
+    memcpy(m, o->adam.m, o->adam.n * sizeof(float));
+    memcpy(v, o->adam.v, o->adam.n * sizeof(float));
+    *t = o->adam.t;
+    return VX_OK;
+}
+
+static vx_status co_load_state(void *impl, const float *m, const float *v, const int64_t *t,
+                               vx_stream s, vx_err *e)
+{
+    (void)s, (void)e;
+    cpu_optim *o = impl;
+    memcpy(o->adam.m, m, o->adam.n * sizeof(float));
+    memcpy(o->adam.v, v, o->adam.n * sizeof(float));
+    o->adam.t = *t;
+    return VX_OK;
+}
+
+static size_t co_reserved(const void *impl) { (void)impl; return 0; }
+
+const vx_optim_ops vx_optim_cpu_ops = {co_create,     co_free,       co_step,    co_norm,
+                                       co_copy_state, co_load_state, co_reserved};

@@ -1,15 +1,11 @@
-/* qnet_impl.h — forward and backward of the branching dueling Q-network, written once for any
- * element type.
+/* qnet_impl.h — forward and backward of the branching dueling Q-network over the dense layer
+ * (dense_impl.h), written once for any element type.
  *
  * Included by qnet_cpu.c with VX_T = float (the network vixen trains) and by the tests with
  * VX_T = double (so gradients can be checked against central finite differences in float64 on
- * the very same code). The includer defines:
- *   VX_T          element type
- *   VX_GEMM       cblas_sgemm or cblas_dgemm
- *   VX_NAME(x)    the prefix for the generated names
+ * the very same code). The includer defines VX_T, VX_GEMM and VX_NAME as dense_impl.h says.
  * Shapes as in include/vixen/nn.h. Row-major throughout; weights [in × out]. */
-#include <cblas.h>
-#include <string.h>
+#include "dense_impl.h"
 
 typedef struct {
     VX_T *trunk[VX_QNET_MAX_TRUNK];
@@ -19,48 +15,6 @@ typedef struct {
     VX_T *q;
     VX_T *scratch; /* B × (Z + max n_d·Z + Hh + 2·max H) */
 } VX_NAME(acts);
-
-/* y = x W + b (B × out), then ReLU if relu */
-static void VX_NAME(dense_fwd)(const vx_dense *d, const VX_T *p, const VX_T *x, int B, VX_T *y,
-                               int relu)
-{
-    VX_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d->out, d->in, 1, x, d->in, p + d->w,
-            d->out, 0, y, d->out);
-    const VX_T *bias = p + d->b;
-    for (int r = 0; r < B; r++) { /* branch-free loops, so the compiler vectorises them */
-        VX_T *row = y + (size_t)r * d->out;
-        if (relu)
-            for (int j = 0; j < d->out; j++) {
-                VX_T v = row[j] + bias[j];
-                row[j] = v > 0 ? v : 0;
-            }
-        else
-            for (int j = 0; j < d->out; j++) row[j] += bias[j];
-    }
-}
-
-/* Given dy (B × out, already masked by the ReLU derivative): dW = xᵀ dy, db = Σ_rows dy, and,
- * when dx is not NULL, dx (+)= dy Wᵀ (accumulating if accumulate). */
-static void VX_NAME(dense_bwd)(const vx_dense *d, const VX_T *p, const VX_T *x, int B,
-                               const VX_T *dy, VX_T *g, VX_T *dx, int accumulate)
-{
-    VX_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, d->in, d->out, B, 1, x, d->in, dy, d->out, 0,
-            g + d->w, d->out);
-    VX_T *db = g + d->b;
-    for (int j = 0; j < d->out; j++) db[j] = 0;
-    for (int r = 0; r < B; r++)
-        for (int j = 0; j < d->out; j++) db[j] += dy[(size_t)r * d->out + j];
-    if (dx)
-        VX_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, d->in, d->out, 1, dy, d->out,
-                p + d->w, d->out, accumulate ? 1 : 0, dx, d->in);
-}
-
-/* Zero the gradient where the forward output (after ReLU) was zero. */
-static void VX_NAME(relu_mask)(VX_T *dy, const VX_T *y, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        if (y[i] <= 0) dy[i] = 0;
-}
 
 static void VX_NAME(forward)(const vx_qnet_layout *L, const VX_T *p, const VX_T *x, int B,
                              VX_NAME(acts) *s)

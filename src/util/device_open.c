@@ -8,15 +8,23 @@
 #include "device_internal.h"
 
 #if VX_HAVE_CUDA
+/* The registry names each component's CUDA table, so it sees the components' internal headers:
+ * the one place a lower layer's file looks up at higher ones (like ggml's backend registry). */
+#include "../dqn/dqn_backend.h"
 #include "../env/env_internal.h"
+#include "../nn/nn_internal.h"
+#include "../replay/replay_internal.h"
 
 int vx_cuda_device_count(void); /* philox_cuda.cu */
-/* The backends' operations tables, by address only (their types are the components' own). */
-extern const struct vx_replay_ops vx_replay_cuda_ops; /* replay_cuda_host.cu */
+extern const vx_dense_ops vx_dense_cuda_ops;         /* nn/dense_cuda.cu */
+extern const vx_qnet_ops vx_qnet_cuda_ops;           /* nn/qnet_cuda.cu */
+extern const vx_optim_ops vx_optim_cuda_ops;         /* nn/optim_cuda.cu */
+extern const vx_replay_ops vx_replay_cuda_ops;       /* replay/replay_cuda_host.cu */
+extern const dqn_backend_ops vx_dqn_backend_cuda;    /* dqn/dqn_backend_cuda.cu */
 
 static const vx_backend_entry cuda_backends[] = {
-    {"env", &vx_env_cuda_ops},
-    {"replay", &vx_replay_cuda_ops},
+    {"env", &vx_env_cuda_ops},   {"replay", &vx_replay_cuda_ops}, {"dense", &vx_dense_cuda_ops},
+    {"qnet", &vx_qnet_cuda_ops}, {"optim", &vx_optim_cuda_ops},   {"dqn", &vx_dqn_backend_cuda},
     {NULL, NULL},
 };
 #endif

@@ -222,7 +222,7 @@ static void test_learner_learns_a_bandit_and_syncs(void **state)
         float obs[6] = {0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f};
         int32_t a[3];
         double qm;
-        vx_dqn_act(&d, &ws, obs, 1, 0.0, 1, 0, a, &qm);
+        vx_dqn_act(&d, NULL, &ws, obs, 1, 0.0, 1, 0, a, &qm);
         assert_int_equal(a[0], 0);
         assert_int_equal(a[1], 0);
         assert_int_equal(a[2], 0);
@@ -260,14 +260,14 @@ static void test_polyak_and_act(void **state)
     float obs[100 * 6];
     for (int i = 0; i < 600; i++) obs[i] = 0.1f * (float)(i % 7);
     int32_t a1[300], a2[300];
-    vx_dqn_act(&d, &ws, obs, 100, 1.0, 9, 4, a1, NULL);
-    vx_dqn_act(&d, &ws, obs, 100, 1.0, 9, 4, a2, NULL);
+    vx_dqn_act(&d, NULL, &ws, obs, 100, 1.0, 9, 4, a1, NULL);
+    vx_dqn_act(&d, NULL, &ws, obs, 100, 1.0, 9, 4, a2, NULL);
     assert_memory_equal(a1, a2, sizeof a1);
-    vx_dqn_act(&d, &ws, obs, 100, 1.0, 9, 5, a2, NULL);
+    vx_dqn_act(&d, NULL, &ws, obs, 100, 1.0, 9, 5, a2, NULL);
     assert_true(memcmp(a1, a2, sizeof a1) != 0);
     int hist[9] = {0};
     for (int s = 0; s < 50; s++) {
-        vx_dqn_act(&d, &ws, obs, 100, 1.0, 9, (uint64_t)s, a1, NULL);
+        vx_dqn_act(&d, NULL, &ws, obs, 100, 1.0, 9, (uint64_t)s, a1, NULL);
         for (int i = 0; i < 100; i++) {
             assert_true(a1[i * 3] >= 0 && a1[i * 3] < 9);
             assert_true(a1[i * 3 + 1] >= 0 && a1[i * 3 + 1] < 3);

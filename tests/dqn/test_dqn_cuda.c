@@ -6,9 +6,8 @@
 #include "vixen/cuda_util.h"
 #include "vixen/device.h"
 #include "vixen/dqn.h"
-#include "vixen/dqn_cuda.h"
-#include "vixen/nn_cuda.h"
 #include "vixen/philox.h"
+#include "dqn/learner_cuda.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -16,6 +15,8 @@
 #include <string.h>
 
 #define CK(x) assert_int_equal((int)(x), (int)cudaSuccess)
+
+static vx_device *g_dev;
 
 static void *dup_dev(const void *h, size_t n)
 {
@@ -48,7 +49,7 @@ static void one_update(int loss)
     vx_dqn d;
     vx_err e;
     assert_int_equal(vx_dqn_create(&dc, &qc, 6, &d, &e), VX_OK);
-    const int B = 128, D = 51, O = d.L.out_dim;
+    const int B = 128, D = VX_OBS_DIM, O = d.L.out_dim;
     size_t np = d.L.n_params;
     vx_rng g = vx_rng_make(10, 0, 0);
     for (size_t i = 0; i < np; i++) d.target[i] += 0.01f * (float)vx_rng_normal(&g); /* ≠ online */
@@ -59,8 +60,8 @@ static void one_update(int loss)
     for (int i = 0; i < B * D; i++) obs[i] = (float)vx_rng_normal(&g), nx[i] = (float)vx_rng_normal(&g);
     for (int i = 0; i < B; i++) {
         rw[i] = (float)vx_rng_normal(&g), w[i] = 0.2f + 0.8f * vx_rng_uniform(&g);
-        a[i * 3] = (int32_t)vx_rng_below(&g, 9), a[i * 3 + 1] = (int32_t)vx_rng_below(&g, 3);
-        a[i * 3 + 2] = (int32_t)vx_rng_below(&g, 3);
+        a[i * VX_ACTION_BRANCHES] = (int32_t)vx_rng_below(&g, 9), a[i * VX_ACTION_BRANCHES + 1] = (int32_t)vx_rng_below(&g, 3);
+        a[i * VX_ACTION_BRANCHES + 2] = (int32_t)vx_rng_below(&g, 3);
         te[i] = i % 11 == 0, tu[i] = i % 7 == 0, sp[i] = (uint8_t)(1 + i % 3);
     }
     /* the device copies, before the CPU update changes the weights */
@@ -74,46 +75,41 @@ static void one_update(int loss)
     vx_replay_batch hb = {obs, nx, a, rw, te, tu, sp, w, NULL, NULL};
     vx_dqn_update_stats cs;
     vx_dqn_update(&d, &hb, B, &cs);
-    /* GPU */
-    vx_qnet_cuda *qs, *qn, *qt;
-    assert_int_equal(vx_qnet_cuda_create(&d.L, B, &qs, &e), VX_OK);
-    assert_int_equal(vx_qnet_cuda_create(&d.L, B, &qn, &e), VX_OK);
-    assert_int_equal(vx_qnet_cuda_create(&d.L, B, &qt, &e), VX_OK);
-    assert_int_equal(vx_qnet_cuda_forward(qs, d_on, db.obs, B, 0, &e), VX_OK);
-    assert_int_equal(vx_qnet_cuda_forward(qn, d_on, db.next_obs, B, 0, &e), VX_OK);
-    assert_int_equal(vx_qnet_cuda_forward(qt, d_tg, db.next_obs, B, 0, &e), VX_OK);
-    float *d_dq, *d_loss, *d_pr, *d_g, *d_m, *d_v;
+    /* GPU: the same pieces the learner's graph chains, on one stream */
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    vx_qnet *qs, *qn, *qt;
+    assert_int_equal(vx_qnet_create(&d.L, B, B, g_dev, &qs, &e), VX_OK);
+    assert_int_equal(vx_qnet_create(&d.L, B, 0, g_dev, &qn, &e), VX_OK);
+    assert_int_equal(vx_qnet_create(&d.L, B, 0, g_dev, &qt, &e), VX_OK);
+    assert_int_equal(vx_qnet_forward(qs, d_on, db.obs, B, s, &e), VX_OK);
+    assert_int_equal(vx_qnet_forward(qn, d_on, db.next_obs, B, s, &e), VX_OK);
+    assert_int_equal(vx_qnet_forward(qt, d_tg, db.next_obs, B, s, &e), VX_OK);
+    float *d_dq, *d_loss, *d_pr, *d_g;
     CK(cudaMalloc((void **)&d_dq, (size_t)B * O * 4));
     CK(cudaMalloc((void **)&d_loss, B * 4));
     CK(cudaMalloc((void **)&d_pr, B * 4));
     CK(cudaMalloc((void **)&d_g, np * 4));
     CK(cudaMemset(d_g, 0, np * 4)); /* the padding between tensors is never written */
-    CK(cudaMalloc((void **)&d_m, np * 4));
-    CK(cudaMalloc((void **)&d_v, np * 4));
-    CK(cudaMemset(d_m, 0, np * 4));
-    CK(cudaMemset(d_v, 0, np * 4));
-    assert_int_equal(vx_dqn_cuda_loss(&d.shape, loss, dc.huber_kappa, dc.gamma,
-                                      vx_qnet_cuda_output(qs), vx_qnet_cuda_output(qn),
-                                      vx_qnet_cuda_output(qt), O, &db, B, d_dq, d_loss, d_pr, 0, &e),
+    assert_int_equal(dqn_loss_cuda(&d.shape, loss, dc.huber_kappa, dc.gamma, vx_qnet_output(qs),
+                                   vx_qnet_output(qn), vx_qnet_output(qt), O, &db, B, d_dq, d_loss,
+                                   d_pr, s, &e),
                      VX_OK);
-    assert_int_equal(vx_qnet_cuda_backward(qs, d_on, db.obs, B, d_dq, d_g, 0, &e), VX_OK);
-    vx_optim_dev o;
-    CK(cudaMalloc((void **)&o.norm, 8));
-    CK(cudaMalloc((void **)&o.t, 8));
-    CK(cudaMalloc((void **)&o.scratch, 1024 * 8));
-    CK(cudaMemset(o.scratch, 0, 1024 * 8));
-    CK(cudaMemset(o.t, 0, 8));
-    assert_int_equal(vx_grad_clip_cuda(d_g, np, dc.grad_clip, &o, 0, &e), VX_OK);
-    assert_int_equal(vx_adam_step_cuda(&dc.adam, d_on, d_g, d_m, d_v, np, &o, 0, &e), VX_OK);
+    assert_int_equal(vx_qnet_backward(qs, d_on, db.obs, B, d_dq, d_g, s, &e), VX_OK);
+    vx_optim *o;
+    assert_int_equal(vx_optim_create(&dc.adam, dc.grad_clip, np, g_dev, &o, &e), VX_OK);
+    assert_int_equal(vx_optim_step(o, d_on, d_g, s, &e), VX_OK);
+    float *hm = malloc(np * 4), *hv = malloc(np * 4);
+    int64_t t = 0;
+    assert_int_equal(vx_optim_copy_state(o, hm, hv, &t, s, &e), VX_OK);
+    CK(cudaStreamSynchronize(s));
     float *gl = malloc(B * 4), *gp = malloc(B * 4), *gg = malloc(np * 4), *gw = malloc(np * 4);
     double norm;
-    long long t;
     CK(cudaMemcpy(gl, d_loss, B * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(gp, d_pr, B * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(gg, d_g, np * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(gw, d_on, np * 4, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(&norm, o.norm, 8, cudaMemcpyDeviceToHost));
-    CK(cudaMemcpy(&t, o.t, 8, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&norm, vx_optim_norm(o), 8, cudaMemcpyDeviceToHost));
     double gloss = 0;
     for (int i = 0; i < B; i++) gloss += gl[i];
     gloss /= B;
@@ -133,13 +129,15 @@ static void one_update(int loss)
      * gradient differs in sign between the two moves a whole lr the other way. */
     assert_true(e_loss < 1e-4 && e_norm < 1e-4 && e_pr < 1e-4 && e_g < 1e-4 && e_w < 1e-4);
     assert_true(e_step < 1e-3);
-    cudaFree(d_on), cudaFree(d_tg), cudaFree(d_dq), cudaFree(d_loss), cudaFree(d_pr);
-    cudaFree(d_g), cudaFree(d_m), cudaFree(d_v), cudaFree(o.norm), cudaFree(o.t), cudaFree(o.scratch);
+    cudaFree(d_on), cudaFree(d_tg), cudaFree(d_dq), cudaFree(d_loss), cudaFree(d_pr), cudaFree(d_g);
+    vx_optim_free(o);
+    vx_qnet_free(qs), vx_qnet_free(qn), vx_qnet_free(qt);
+    cudaStreamDestroy(s);
+    free(hm), free(hv);
     cudaFree(db.obs), cudaFree(db.next_obs), cudaFree(db.actions), cudaFree(db.rewards);
     cudaFree(db.terminated), cudaFree(db.truncated), cudaFree(db.steps), cudaFree(db.weights);
     free(obs), free(nx), free(rw), free(w), free(a), free(te), free(tu), free(sp), free(old);
     free(gl), free(gp), free(gg), free(gw), free(dcpu), free(dgpu);
-    vx_qnet_cuda_free(qs), vx_qnet_cuda_free(qn), vx_qnet_cuda_free(qt);
     vx_dqn_free(&d);
 }
 
@@ -165,7 +163,7 @@ static void test_graph_equals_eager(void **state)
     vx_dqn cpu;
     vx_err e;
     assert_int_equal(vx_dqn_create(&dc, &qc, 3, &cpu, &e), VX_OK);
-    const size_t N = 20000, D = 51;
+    const size_t N = 20000, D = VX_OBS_DIM;
     float *o = malloc(N * D * 4), *r = malloc(N * 4);
     int32_t *a = malloc(N * 12);
     uint8_t *f = calloc(N, 1);
@@ -173,39 +171,38 @@ static void test_graph_equals_eager(void **state)
     for (size_t i = 0; i < N * D; i++) o[i] = (float)vx_rng_normal(&g);
     for (size_t i = 0; i < N; i++) {
         r[i] = (float)vx_rng_normal(&g);
-        a[i * 3] = (int32_t)vx_rng_below(&g, 9), a[i * 3 + 1] = (int32_t)vx_rng_below(&g, 3);
-        a[i * 3 + 2] = (int32_t)vx_rng_below(&g, 3);
+        a[i * VX_ACTION_BRANCHES] = (int32_t)vx_rng_below(&g, 9), a[i * VX_ACTION_BRANCHES + 1] = (int32_t)vx_rng_below(&g, 3);
+        a[i * VX_ACTION_BRANCHES + 2] = (int32_t)vx_rng_below(&g, 3);
     }
     vx_transitions t = {dup_dev(o, N * D * 4), dup_dev(o, N * D * 4), dup_dev(a, N * 12),
                         dup_dev(r, N * 4), dup_dev(f, N), dup_dev(f, N), NULL};
     vx_replay_cfg rc;
     vx_replay_cfg_default(&rc, VX_REPLAY_PROPORTIONAL, 32768);
-    vx_device_cfg dcfg;
-    vx_device_cfg_default(&dcfg);
-    dcfg.kind = VX_DEVICE_CUDA;
-    vx_device *dev;
-    assert_int_equal(vx_device_open(&dcfg, &dev, &e), VX_OK);
+    vx_device *dev = g_dev;
     vx_replay *r1, *r2;
     assert_int_equal(vx_replay_create(&rc, dev, &r1, &e), VX_OK);
     assert_int_equal(vx_replay_create(&rc, dev, &r2, &e), VX_OK);
-    assert_int_equal(vx_replay_insert(r1, &t, N, NULL, &e), VX_OK);
-    assert_int_equal(vx_replay_insert(r2, &t, N, NULL, &e), VX_OK);
     cudaStream_t s1, s2;
-    CK(cudaStreamCreate(&s1));
-    CK(cudaStreamCreate(&s2));
-    CK(cudaDeviceSynchronize());
-    vx_dqn_cuda *g1, *g2;
-    assert_int_equal(vx_dqn_cuda_create(&dc, &qc, cpu.online, r1, s1, &g1, &e), VX_OK);
-    assert_int_equal(vx_dqn_cuda_create(&dc, &qc, cpu.online, r2, s2, &g2, &e), VX_OK);
+    CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
+    CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+    assert_int_equal(vx_replay_insert(r1, &t, N, s1, &e), VX_OK);
+    assert_int_equal(vx_replay_insert(r2, &t, N, s2, &e), VX_OK);
+    CK(cudaStreamSynchronize(s1));
+    CK(cudaStreamSynchronize(s2));
+    dqn_learner *g1, *g2;
+    assert_int_equal(dqn_learner_create(&dc, &cpu.L, &cpu.shape, cpu.online, r1, dev, s1, &g1, &e), VX_OK);
+    assert_int_equal(dqn_learner_create(&dc, &cpu.L, &cpu.shape, cpu.online, r2, dev, s2, &g2, &e), VX_OK);
     for (int k = 0; k < 60; k++) {
-        vx_status st = vx_dqn_cuda_update(g1, &e);
+        vx_status st = dqn_learner_update(g1, 0, &e);
         if (st) fail_msg("graph update %d: %s", k, e.msg);
-        assert_int_equal(vx_dqn_cuda_update_eager(g2, &e), VX_OK);
+        assert_int_equal(dqn_learner_update(g2, 1, &e), VX_OK);
     }
     size_t np = cpu.L.n_params;
     float *w1 = malloc(np * 4), *w2 = malloc(np * 4);
-    assert_int_equal(vx_dqn_cuda_weights(g1, w1, &e), VX_OK);
-    assert_int_equal(vx_dqn_cuda_weights(g2, w2, &e), VX_OK);
+    CK(cudaMemcpyAsync(w1, dqn_learner_online(g1), np * 4, cudaMemcpyDeviceToHost, s1));
+    CK(cudaMemcpyAsync(w2, dqn_learner_online(g2), np * 4, cudaMemcpyDeviceToHost, s2));
+    CK(cudaStreamSynchronize(s1));
+    CK(cudaStreamSynchronize(s2));
     assert_memory_equal(w1, w2, np * 4);
     assert_true(memcmp(w1, cpu.online, np * 4) != 0); /* and they did learn something */
     vx_replay_stats st1, st2;
@@ -214,9 +211,8 @@ static void test_graph_equals_eager(void **state)
     assert_true(st1.total == st2.total && st1.max_priority == st2.max_priority);
     printf("60 updates, graph vs eager: weights bit-identical; replay totals %.17g and %.17g\n",
            st1.total, st2.total);
-    vx_dqn_cuda_free(g1), vx_dqn_cuda_free(g2);
+    dqn_learner_free(g1), dqn_learner_free(g2);
     vx_replay_free(r1), vx_replay_free(r2);
-    vx_device_close(dev);
     cudaStreamDestroy(s1), cudaStreamDestroy(s2);
     cudaFree((void *)t.obs), cudaFree((void *)t.next_obs), cudaFree((void *)t.actions);
     cudaFree((void *)t.rewards), cudaFree((void *)t.terminated), cudaFree((void *)t.truncated);
@@ -230,9 +226,19 @@ int main(void)
         printf("skipped: no CUDA device\n");
         return 77;
     }
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CUDA;
+    vx_err e;
+    if (vx_device_open(&dc, &g_dev, &e)) {
+        printf("%s\n", e.msg);
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_update_matches_cpu),
         cmocka_unit_test(test_graph_equals_eager),
     };
-    return cmocka_run_group_tests_name("dqn_cuda", tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("dqn_cuda", tests, NULL, NULL);
+    vx_device_close(g_dev);
+    return failed;
 }

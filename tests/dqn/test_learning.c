@@ -15,12 +15,13 @@
  * `test_learning cuda` runs the same two cases through the GPU trainer with the same settings
  * (the batch kept as configured) and the same thresholds; without a device it reports skipped. */
 #include "helpers.h"
+#include "vixen/dqn.h"
 #include "vixen/train.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-static int g_device = VX_DEVICE_CPU;
+static vx_device *g_dev; /* NULL: the CPU */
 
 static int g_auto_batch; /* cuda only: let the GPU choose the batch (and scale the rate) */
 
@@ -32,18 +33,18 @@ static vx_eval_report run(const char *dir, double strength, int epochs)
     c.synth_strength = strength;
     c.epochs = epochs;
     c.eval_every = 0;
-    c.eps_decay_epochs = epochs / 2 > 1 ? epochs / 2 : 1;
-    if (epochs <= 8) c.eps_decay_epochs = 6;
+    vx_dqn_settings *d = vx_train_algo_settings(&c, "dqn");
+    d->eps_decay_epochs = epochs / 2 > 1 ? epochs / 2 : 1;
+    if (epochs <= 8) d->eps_decay_epochs = 6;
     snprintf(c.run_dir, sizeof c.run_dir, "%s", dir);
-    c.device = g_device;
-    c.batch_set = !g_auto_batch; /* the same algorithm on both paths unless asked otherwise */
+    d->batch_set = !g_auto_batch; /* the same algorithm on both paths unless asked otherwise */
     vx_eval_report r;
     vx_err e;
-    vx_status st = vx_train_run(&c, 0, NULL, NULL, &r, &e);
+    vx_status st = vx_train_run(&c, g_dev, 0, NULL, NULL, &r, &e);
     if (st) fail_msg("%s", e.msg);
     printf("[%s%s] strength %.2f, %d epochs: agent Sharpe %.2f (PnL %.0f, turnover %.3f), buy-and-hold "
            "%.2f, flat %.2f\n",
-           g_device == VX_DEVICE_CUDA ? "cuda" : "cpu", g_auto_batch ? ", batch chosen by the GPU" : "", strength, epochs, r.agent.sharpe, r.agent.total_pnl, r.agent.turnover,
+           g_dev ? "cuda" : "cpu", g_auto_batch ? ", batch chosen by the GPU" : "", strength, epochs, r.agent.sharpe, r.agent.total_pnl, r.agent.turnover,
            r.buy_hold.sharpe, r.flat.sharpe);
     return r;
 }
@@ -65,7 +66,7 @@ static void test_learns_a_strong_signal(void **state)
 static void test_learns_a_strong_signal_at_the_chosen_batch(void **state)
 {
     (void)state;
-    if (g_device != VX_DEVICE_CUDA) skip();
+    if (!g_dev) skip();
     g_auto_batch = 1;
     test_learns_a_strong_signal(state);
     g_auto_batch = 0;
@@ -87,16 +88,14 @@ static void test_claims_no_edge_on_a_random_walk(void **state)
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
-        vx_train_cfg c;
-        vx_train_cfg_default(&c);
-        c.device = VX_DEVICE_CUDA;
-        int dev;
+        vx_device_cfg dc;
+        vx_device_cfg_default(&dc);
+        dc.kind = VX_DEVICE_CUDA;
         vx_err e;
-        if (vx_train_device(&c, &dev, &e) != VX_OK) {
+        if (vx_device_open(&dc, &g_dev, &e) != VX_OK) {
             printf("skipped: %s\n", e.msg);
             return 77;
         }
-        g_device = VX_DEVICE_CUDA;
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_learns_a_strong_signal),
@@ -105,9 +104,9 @@ int main(int argc, char **argv)
     const struct CMUnitTest gpu_only[] = {
         cmocka_unit_test(test_learns_a_strong_signal_at_the_chosen_batch),
     };
-    int failed = cmocka_run_group_tests_name(g_device == VX_DEVICE_CUDA ? "learning (cuda)" : "learning",
-                                             tests, NULL, NULL);
-    if (g_device == VX_DEVICE_CUDA)
-        failed += cmocka_run_group_tests_name("learning (cuda, chosen batch)", gpu_only, NULL, NULL);
+    int failed = cmocka_run_group_tests_name(g_dev ? "learning (cuda)" : "learning", tests, NULL,
+                                             NULL);
+    if (g_dev) failed += cmocka_run_group_tests_name("learning (cuda, chosen batch)", gpu_only, NULL, NULL);
+    vx_device_close(g_dev);
     return failed;
 }

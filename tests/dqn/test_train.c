@@ -1,6 +1,7 @@
 /* test_train.c — configuration (keys, ranges, YAML with line numbers, round trip), a small
  * training run's folder, exact resume, and the evaluation's baselines computed by hand. */
 #include "helpers.h"
+#include "vixen/dqn.h"
 #include "vixen/io.h"
 #include "vixen/train.h"
 
@@ -9,21 +10,24 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static vx_dqn_settings *dqn_of(vx_train_cfg *c) { return vx_train_algo_settings(c, "dqn"); }
+
 static void tiny(vx_train_cfg *c, const char *dir)
 {
     vx_train_cfg_default(c);
+    vx_dqn_settings *d = dqn_of(c);
     c->synth_days = 12;
     c->env.episode_len = 60;
     c->envs = 16;
     c->steps_per_epoch = 40;
-    c->dqn.batch = 32;
-    c->net.trunk[0] = c->net.trunk[1] = 32;
-    c->net.head_hidden = 16;
+    d->learner.batch = 32;
+    d->trunk[0] = d->trunk[1] = 32;
+    d->head_hidden = 16;
     c->epochs = 4;
-    c->warmup = 200;
+    d->warmup = 200;
     c->eval_every = 2;
     c->checkpoint_every = 2;
-    c->replay_capacity = 5000;
+    d->replay_capacity = 5000;
     snprintf(c->run_dir, sizeof c->run_dir, "%s", dir);
 }
 
@@ -32,17 +36,28 @@ static void test_config_keys(void **state)
     (void)state;
     vx_train_cfg c;
     vx_train_cfg_default(&c);
+    vx_dqn_settings *d = dqn_of(&c);
+    vx_run_params run;
+    vx_train_run_params(&c, &run);
     vx_err e;
-    assert_int_equal(vx_train_updates_per_epoch(&c), 341); /* 128 · 100 / 64 · 1.705 */
+    assert_int_equal(vx_dqn_updates_per_epoch(d, &run), 341); /* 128 · 100 / 64 · 1.705 */
     assert_int_equal(vx_train_cfg_set(&c, "dqn.lr", "3e-4", NULL, &e), VX_OK);
-    assert_true(c.dqn.adam.lr == 3e-4);
-    assert_int_equal(vx_train_cfg_set(&c, "net.trunk", "128, 64,32", NULL, &e), VX_OK);
-    assert_int_equal(c.net.n_trunk, 3);
-    assert_int_equal(c.net.trunk[2], 32);
+    assert_true(d->learner.adam.lr == 3e-4);
+    assert_int_equal(vx_train_cfg_set(&c, "dqn.trunk", "128, 64,32", NULL, &e), VX_OK);
+    assert_int_equal(d->n_trunk, 3);
+    assert_int_equal(d->trunk[2], 32);
+    /* a key's name from before the algorithm seam is read as its new one */
+    assert_int_equal(vx_train_cfg_set(&c, "net.trunk", "16", NULL, &e), VX_OK);
+    assert_int_equal(d->n_trunk, 1);
+    assert_int_equal(vx_train_cfg_set(&c, "train.warmup", "77", NULL, &e), VX_OK);
+    assert_int_equal(d->warmup, 77);
     assert_int_equal(vx_train_cfg_set(&c, "dqn.loss", "c51", NULL, &e), VX_OK);
-    assert_int_equal(c.dqn.loss, VX_LOSS_C51);
+    assert_int_equal(d->learner.loss, VX_LOSS_C51);
     assert_int_equal(vx_train_cfg_set(&c, "replay.kind", "rank", NULL, &e), VX_OK);
-    assert_int_equal(c.replay_kind, VX_REPLAY_RANK);
+    assert_int_equal(d->replay_kind, VX_REPLAY_RANK);
+    assert_int_equal(vx_train_cfg_set(&c, "train.algo", "dqn", NULL, &e), VX_OK);
+    assert_int_equal(vx_train_cfg_set(&c, "train.algo", "sarsa", NULL, &e), VX_ERR_ARG);
+    assert_ptr_equal(vx_train_algo(&c), &vx_algo_dqn);
     assert_int_equal(vx_train_cfg_set(&c, "data.files", "a.csv,b.dbn", NULL, &e), VX_OK);
     assert_int_equal(c.n_files, 2);
     assert_string_equal(c.files[1], "b.dbn");
@@ -53,8 +68,14 @@ static void test_config_keys(void **state)
     assert_int_equal(vx_train_cfg_set(&c, "train.envs", "2.5", NULL, &e), VX_ERR_ARG);
     assert_int_equal(vx_train_cfg_set(&c, "train.envs", "ten", NULL, &e), VX_ERR_ARG);
     assert_int_equal(vx_train_cfg_set(&c, "dqn.loss", "hinge", NULL, &e), VX_ERR_ARG);
-    c.eps_end = 0.9, c.eps_start = 0.5;
+    d->eps_end = 0.9, d->eps_start = 0.5;
     assert_int_equal(vx_train_cfg_check(&c, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "dqn.eps_end"));
+    /* the replay ratio cannot make more updates per epoch than an int holds */
+    d->eps_end = 0.05, d->eps_start = 1;
+    d->learner.batch = 1, d->replay_ratio = 1e6;
+    assert_int_equal(vx_train_cfg_check(&c, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "updates per epoch"));
 }
 
 static void test_config_yaml_roundtrip_and_errors(void **state)
@@ -72,11 +93,12 @@ static void test_config_yaml_roundtrip_and_errors(void **state)
     th_write_str(p, "dqn:\n  lr: 1.0e-3\nnet:\n  widths: [1]\n");
     assert_int_equal(vx_train_cfg_load(&c, p, &e), VX_ERR_ARG);
     assert_non_null(strstr(e.msg, "line 4: unknown key 'net.widths'"));
+    vx_train_cfg_default(&c); /* the failed loads above set keys before the bad one */
     /* write → read gives the same text again */
     vx_train_cfg_default(&c);
     vx_train_cfg_set(&c, "data.files", "x y.csv,z.csv", NULL, &e);
     vx_train_cfg_set(&c, "dqn.lr", "0.000123", NULL, &e);
-    vx_train_cfg_set(&c, "net.trunk", "64,32", NULL, &e);
+    vx_train_cfg_set(&c, "dqn.trunk", "64,32", NULL, &e);
     vx_train_cfg_set(&c, "data.instrument", "ES\"H1", NULL, &e);
     FILE *f = fopen(p, "w");
     vx_train_cfg_write(&c, f);
@@ -90,7 +112,7 @@ static void test_config_yaml_roundtrip_and_errors(void **state)
     vx_train_cfg_write(&d, fb);
     fclose(fa), fclose(fb);
     assert_string_equal(a, b);
-    assert_true(d.dqn.adam.lr == 0.000123);
+    assert_true(((vx_dqn_settings *)vx_train_algo_settings(&d, "dqn"))->learner.adam.lr == 0.000123);
     assert_string_equal(d.files[0], "x y.csv");
     assert_string_equal(d.instrument, "ES\"H1");
     th_rmtree(dir);
@@ -138,9 +160,10 @@ static void test_run_folder_and_exact_resume(void **state)
     vx_err e;
     vx_eval_report ra, rb;
     tiny(&c, a);
-    assert_int_equal(vx_train_run(&c, 0, NULL, NULL, &ra, &e), VX_OK);
+    assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, &ra, &e), VX_OK);
+    /* the checkpoint names its replay file, of its own epoch; no other is left beside it */
     const char *files[] = {"config.yaml", "metrics.csv", "eval.json", "eval.txt",
-                           "checkpoint/latest.safetensors", "checkpoint/replay.bin"};
+                           "checkpoint/latest.safetensors", "checkpoint/replay-00000004.bin"};
     for (int i = 0; i < 6; i++) {
         char p[256];
         struct stat sb;
@@ -148,19 +171,22 @@ static void test_run_folder_and_exact_resume(void **state)
         if (stat(p, &sb) != 0) fail_msg("missing %s", p);
     }
     assert_int_equal(th_count_files(a), 6); /* those, the checkpoint folder, the events file */
+    char ck[128];
+    snprintf(ck, sizeof ck, "%s/checkpoint", a);
+    assert_int_equal(th_count_files(ck), 2);
     /* a second fresh run into the same folder is refused */
-    assert_int_equal(vx_train_run(&c, 0, NULL, NULL, NULL, &e), VX_ERR_ARG);
+    assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, NULL, &e), VX_ERR_ARG);
     assert_non_null(strstr(e.msg, "already holds a run"));
     /* B: interrupted after 2 of 4 epochs, then resumed */
     tiny(&c, b);
-    assert_int_equal(vx_train_run(&c, 0, stop_at_2, NULL, NULL, &e), VX_OK);
+    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at_2, NULL, NULL, &e), VX_OK);
     char pm[256];
     snprintf(pm, sizeof pm, "%s/checkpoint/latest.safetensors", b);
     vx_safetensors mid;
     assert_int_equal(vx_safetensors_read(pm, &mid, &e), VX_OK);
     assert_string_equal(vx_safetensors_meta(&mid, "epoch"), "2");
     vx_safetensors_free(&mid);
-    assert_int_equal(vx_train_run(&c, 1, NULL, NULL, &rb, &e), VX_OK);
+    assert_int_equal(vx_train_run(&c, NULL, 1, NULL, NULL, &rb, &e), VX_OK);
     /* the same weights, bit for bit, and the same metrics apart from timings */
     char pa[256], pb[256];
     snprintf(pa, sizeof pa, "%s/checkpoint/latest.safetensors", a);

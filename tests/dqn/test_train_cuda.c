@@ -14,6 +14,7 @@
  * 4. 200 epochs: device memory in use and host RSS after epoch 20 and after epoch 200. */
 #include "helpers.h"
 #include "vixen/cuda_util.h"
+#include "vixen/dqn.h"
 #include "vixen/io.h"
 #include "vixen/train.h"
 
@@ -38,13 +39,18 @@ static int record(const vx_epoch_report *r, void *ctx)
 {
     trace *t = ctx;
     if (t->n < MAX_EPOCHS) {
-        t->loss[t->n] = r->loss, t->q[t->n] = r->q_mean, t->norm[t->n] = r->grad_norm;
+        t->loss[t->n] = vx_epoch_metric(r, "loss"), t->q[t->n] = vx_epoch_metric(r, "q_mean");
+        t->norm[t->n] = vx_epoch_metric(r, "grad_norm");
         t->ret[t->n] = r->episode_return, t->steps[t->n] = r->env_steps;
         t->episodes[t->n] = r->episodes;
         t->n++;
     }
     return t->stop_at && r->epoch == t->stop_at;
 }
+
+static vx_device *g_dev; /* the GPU every test here trains on */
+
+static vx_dqn_settings *dqn_of(vx_train_cfg *c) { return vx_train_algo_settings(c, "dqn"); }
 
 static void small_cfg(vx_train_cfg *c, const char *dir)
 {
@@ -53,10 +59,10 @@ static void small_cfg(vx_train_cfg *c, const char *dir)
     c->epochs = 10;
     c->envs = 256;
     c->steps_per_epoch = 50;
-    c->dqn.batch = 256;
-    c->batch_set = 1;
-    c->updates_per_epoch = 40;
-    c->warmup = 2000;
+    dqn_of(c)->learner.batch = 256;
+    dqn_of(c)->batch_set = 1;
+    dqn_of(c)->updates_per_epoch = 40;
+    dqn_of(c)->warmup = 2000;
     c->eval_every = 0;
     c->checkpoint_every = 4;
     c->device = VX_DEVICE_CUDA;
@@ -96,7 +102,8 @@ static float *weights_of(const char *run_dir, size_t *n)
 static void run(vx_train_cfg *c, int resume, trace *t)
 {
     vx_err e;
-    vx_status st = vx_train_run(c, resume, record, t, NULL, &e);
+    vx_status st = vx_train_run(c, c->device == VX_DEVICE_CPU ? NULL : g_dev, resume, record, t,
+                                NULL, &e);
     if (st) fail_msg("%s", e.msg);
 }
 
@@ -108,15 +115,15 @@ static void graphs_vs_sync(int loss, vx_replay_kind kind, int epochs)
     trace a = {0}, b = {0};
     small_cfg(&c, d1);
     c.epochs = epochs;
-    c.dqn.n_step = 3;
-    c.dqn.loss = loss;
-    c.replay_kind = kind;
+    dqn_of(&c)->learner.n_step = 3;
+    dqn_of(&c)->learner.loss = loss;
+    dqn_of(&c)->replay_kind = kind;
     run(&c, 0, &a);
     small_cfg(&c, d2);
     c.epochs = epochs;
-    c.dqn.n_step = 3;
-    c.dqn.loss = loss;
-    c.replay_kind = kind;
+    dqn_of(&c)->learner.n_step = 3;
+    dqn_of(&c)->learner.loss = loss;
+    dqn_of(&c)->replay_kind = kind;
     c.gpu_graphs = 0;
     run(&c, 0, &b);
     assert_int_equal(a.n, epochs);
@@ -183,17 +190,17 @@ static void cpu_vs_gpu(int n_step, int epochs)
     trace g = {0}, h = {0};
     small_cfg(&c, d1);
     c.epochs = epochs;
-    c.dqn.n_step = n_step;
-    c.replay_kind = VX_REPLAY_UNIFORM;
-    c.eps_start = c.eps_end = 1.0;
-    c.dqn.adam.eps = CPU_GPU_ADAM_EPS;
+    dqn_of(&c)->learner.n_step = n_step;
+    dqn_of(&c)->replay_kind = VX_REPLAY_UNIFORM;
+    dqn_of(&c)->eps_start = dqn_of(&c)->eps_end = 1.0;
+    dqn_of(&c)->learner.adam.eps = CPU_GPU_ADAM_EPS;
     run(&c, 0, &g);
     small_cfg(&c, d2);
     c.epochs = epochs;
-    c.dqn.n_step = n_step;
-    c.replay_kind = VX_REPLAY_UNIFORM;
-    c.eps_start = c.eps_end = 1.0;
-    c.dqn.adam.eps = CPU_GPU_ADAM_EPS;
+    dqn_of(&c)->learner.n_step = n_step;
+    dqn_of(&c)->replay_kind = VX_REPLAY_UNIFORM;
+    dqn_of(&c)->eps_start = dqn_of(&c)->eps_end = 1.0;
+    dqn_of(&c)->learner.adam.eps = CPU_GPU_ADAM_EPS;
     c.device = VX_DEVICE_CPU;
     run(&c, 0, &h);
     double worst = 0, worst_exact = 0;
@@ -322,14 +329,14 @@ static void test_200_epochs_do_not_grow(void **state)
     c.epochs = 200;
     c.envs = 64;
     c.steps_per_epoch = 20;
-    c.dqn.batch = 64;
-    c.updates_per_epoch = 8;
-    c.warmup = 256;
+    dqn_of(&c)->learner.batch = 64;
+    dqn_of(&c)->updates_per_epoch = 8;
+    dqn_of(&c)->warmup = 256;
     c.checkpoint_every = 50;
     c.eval_every = 50;
     mem_trace m = {{0, 0}, {0, 0}};
     vx_err e;
-    vx_status st = vx_train_run(&c, 0, mem_record, &m, NULL, &e);
+    vx_status st = vx_train_run(&c, g_dev, 0, mem_record, &m, NULL, &e);
     if (st) fail_msg("%s", e.msg);
     printf("200 epochs: device memory in use %.1f MB at epoch 20, %.1f MB at epoch 200; host RSS "
            "%ld kB and %ld kB\n",
@@ -346,11 +353,21 @@ int main(void)
         printf("skipped: no CUDA device\n");
         return 77;
     }
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CUDA;
+    vx_err e;
+    if (vx_device_open(&dc, &g_dev, &e)) {
+        printf("%s\n", e.msg);
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_graphs_match_the_synchronous_path),
         cmocka_unit_test(test_cpu_and_gpu_agree),
         cmocka_unit_test(test_checkpoints_resume_on_either_path),
         cmocka_unit_test(test_200_epochs_do_not_grow),
     };
-    return cmocka_run_group_tests_name("train_cuda", tests, NULL, NULL);
+    int failed = cmocka_run_group_tests_name("train_cuda", tests, NULL, NULL);
+    vx_device_close(g_dev);
+    return failed;
 }

@@ -180,7 +180,7 @@ static void test_dueling_and_float_matches_double(void **state)
     for (size_t i = 0; i < nq; i++) cf[i] = (float)c[i], c[i] = cf[i];
     vx_qnet_ws ws;
     assert_int_equal(vx_qnet_ws_create(&L, B, &ws, &e), VX_OK);
-    vx_qnet_forward(&L, pf, xf, B, &ws);
+    vx_qnet_forward_ref(&L, pf, xf, B, &ws);
     qnet64_run_forward(&L, p, x, B, q);
     double num = 0, den = 0;
     for (size_t i = 0; i < nq; i++) num += (ws.q[i] - q[i]) * (ws.q[i] - q[i]), den += q[i] * q[i];
@@ -195,7 +195,7 @@ static void test_dueling_and_float_matches_double(void **state)
                 m /= cfg.branch[d];
                 assert_true(fabs(m - ws.v[(size_t)r * cfg.atoms + z]) < 1e-5);
             }
-    vx_qnet_backward(&L, pf, xf, B, cf, &ws, gf);
+    vx_qnet_backward_ref(&L, pf, xf, B, cf, &ws, gf);
     qnet64_run_backward(&L, p, x, B, c, g);
     num = den = 0;
     for (size_t i = 0; i < np; i++) num += (gf[i] - g[i]) * (gf[i] - g[i]), den += g[i] * g[i];

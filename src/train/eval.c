@@ -1,5 +1,5 @@
-/* eval.c — the held-out evaluation: the greedy agent next to buy-and-hold and flat, on the same
- * bars at the same costs.
+/* eval.c — the held-out evaluation: a policy (any algorithm's, through a callback) next to
+ * buy-and-hold and flat, on the same bars at the same costs.
  *
  * The held-out split is walked in order: E = ⌊(rows − 2) / L⌋ consecutive episodes of L steps
  * from the split's first row, one environment each, stepped together (each environment's episode
@@ -16,11 +16,12 @@
 
 typedef enum { POLICY_AGENT, POLICY_BUY_HOLD, POLICY_FLAT } policy;
 
-static vx_status run_policy(const vx_market *m, const vx_env_cfg *cfg, vx_dqn *d, policy pol,
-                            size_t E, vx_eval_metrics *out, double bars_per_year, vx_err *e)
+static vx_status run_policy(const vx_market *m, const vx_env_cfg *cfg, const vx_policy *agent,
+                            policy pol, size_t E, vx_eval_metrics *out, double bars_per_year,
+                            vx_err *e)
 {
     vx_env *env;
-    vx_status st = vx_env_create(cfg, m, VX_SPLIT_EVAL, E, NULL, &env, e); /* walks in place */
+    vx_status st = vx_env_create(cfg, m, VX_SPLIT_EVAL, E, NULL, &env, e);
     if (st) return st;
     const vx_env_params *p = vx_env_params_get(env);
     int L = p->episode_len - 1; /* one spare step: no episode ends inside the walk */
@@ -31,15 +32,13 @@ static vx_status run_policy(const vx_market *m, const vx_env_cfg *cfg, vx_dqn *d
     uint8_t *te = malloc(E), *tr = malloc(E);
     (void)te, (void)tr;
     double *pnl = malloc(E * (size_t)L * sizeof(double)); /* [episode][step]: time order */
-    vx_qnet_ws ws = {0};
     if (!obs || !rew || !act || !te || !tr || !pnl)
         st = vx_err_set(e, VX_ERR_NOMEM, "eval: out of memory");
-    if (!st && d) st = vx_qnet_ws_create(&d->L, (int)(E < 256 ? E : 256), &ws, e);
     double traded = 0, trades = 0, wins = 0, held = 0;
     if (!st) st = vx_env_observe(env, obs, NULL, e);
     for (int t = 0; t < L && !st; t++) {
         if (pol == POLICY_AGENT) {
-            vx_dqn_act(d, &ws, obs, (int)E, 0.0, 0, 0, act, NULL);
+            st = agent->act(agent->ctx, obs, (int)E, act, e);
         } else {
             for (size_t k = 0; k < E; k++) {
                 int32_t *a = act + k * VX_ACTION_BRANCHES;
@@ -48,7 +47,7 @@ static vx_status run_policy(const vx_market *m, const vx_env_cfg *cfg, vx_dqn *d
                 a[2] = VX_URGENCY_LEVELS - 1;
             }
         }
-        st = vx_env_step(env, act, obs, rew, te, tr, NULL, NULL, e);
+        if (!st) st = vx_env_step(env, act, obs, rew, te, tr, NULL, NULL, e);
         const vx_env_state *s = vx_env_states(env);
         for (size_t k = 0; k < E && !st; k++) {
             double v = (double)rew[k] * p->reward_scale;
@@ -82,13 +81,12 @@ static vx_status run_policy(const vx_market *m, const vx_env_cfg *cfg, vx_dqn *d
         out->trades = trades;
         out->bars = (double)n;
     }
-    if (d) vx_qnet_ws_free(&ws);
     free(obs), free(rew), free(act), free(te), free(tr), free(pnl);
     vx_env_free(env);
     return st;
 }
 
-vx_status vx_eval_run(const vx_market *m, const vx_env_cfg *env_cfg, vx_dqn *d,
+vx_status vx_eval_run(const vx_market *m, const vx_env_cfg *env_cfg, const vx_policy *pol,
                       vx_eval_report *out, vx_err *e)
 {
     memset(out, 0, sizeof *out);
@@ -114,7 +112,7 @@ vx_status vx_eval_run(const vx_market *m, const vx_env_cfg *env_cfg, vx_dqn *d,
     out->first_row = lo;
     out->last_row = lo + (int64_t)E * L;
     vx_status st = VX_OK;
-    if (d) st = run_policy(m, &c, d, POLICY_AGENT, E, &out->agent, out->bars_per_year, e);
+    if (pol) st = run_policy(m, &c, pol, POLICY_AGENT, E, &out->agent, out->bars_per_year, e);
     if (!st) st = run_policy(m, &c, NULL, POLICY_BUY_HOLD, E, &out->buy_hold, out->bars_per_year, e);
     if (!st) st = run_policy(m, &c, NULL, POLICY_FLAT, E, &out->flat, out->bars_per_year, e);
     return st;

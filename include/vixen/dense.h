@@ -1,0 +1,51 @@
+/* dense.h — the dense layer every network here is built from: y = x·W + b (ReLU or not) and its
+ * gradients, on the CPU (OpenBLAS) or a CUDA device (cuBLASLt, with bias + ReLU fused into the
+ * forward GEMM and the bias gradient into the weight-gradient GEMM where cuBLASLt has such
+ * kernels; a GEMM and a small kernel where it has not).
+ *
+ * Layout: W [in × out] row-major at P + d->w, b [out] at P + d->b (every tensor 16-byte aligned in
+ * its flat vector), x B × in and y B × out row-major; all in the memory of the context's device.
+ *
+ * A vx_dense_ctx holds what one stream of GEMMs needs: on a GPU the cuBLASLt plans (descriptors
+ * and the heuristic's algorithm, made once per layer and batch and reused: the same algorithm
+ * every call, so the same bits every run) and a workspace of its own — two streams running GEMMs
+ * at once need two contexts. On the CPU it holds nothing. */
+#ifndef VIXEN_DENSE_H
+#define VIXEN_DENSE_H
+
+#include <stddef.h>
+#include "vixen/device.h"
+#include "vixen/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+    size_t w, b; /* offsets of the weight [in × out] and bias [out] in the flat parameters */
+    int in, out;
+} vx_dense;
+
+typedef struct vx_dense_ctx vx_dense_ctx;
+
+/* workspace: bytes of cuBLASLt workspace on a GPU (0: a default), charged to the device. */
+vx_status vx_dense_ctx_create(vx_device *dev, size_t workspace, vx_dense_ctx **out, vx_err *e);
+void vx_dense_ctx_free(vx_dense_ctx *c);
+/* TF32 tensor-core arithmetic for the GEMMs from now on (GPU; the CPU ignores it). */
+void vx_dense_set_tf32(vx_dense_ctx *c, int on);
+size_t vx_dense_reserved(const vx_dense_ctx *c);
+
+vx_status vx_dense_forward(vx_dense_ctx *c, const vx_dense *d, const float *P, const float *x,
+                           int B, float *y, int relu, vx_stream s, vx_err *e);
+/* From dy (B × out, the ReLU already applied to it by the caller): dW into g + d->w and db into
+ * g + d->b (overwritten), and, when dx is not NULL, dx = dy·Wᵀ (B × in) — or dx += dy·Wᵀ when
+ * accumulate. */
+vx_status vx_dense_backward(vx_dense_ctx *c, const vx_dense *d, const float *P, const float *x,
+                            int B, const float *dy, float *g, float *dx, int accumulate,
+                            vx_stream s, vx_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,522 @@
+/* dqn_backend_cuda.cu — the DQN's CUDA backend (dqn_backend.h), registered as the device's "dqn"
+ * backend: collection as one graph per rollout (rollout_cuda.h), each update as another
+ * (learner_cuda.h), the replay buffer on the device, two streams and one host thread.
+ *
+ * The collect stream runs rollouts; the learn stream inserts a finished rollout into the replay
+ * buffer and runs the updates. The hand-offs are events, never a synchronize:
+ *
+ *   learn:   wait(rollout e) → insert e → snapshot online → act weights → K updates → stats copy
+ *   collect:                                  wait(snapshot) → rollout e + 1 (overlap on)
+ *
+ * With overlap on, rollout e + 1 acts with the weights as they were before epoch e's updates and
+ * runs while they run; the CPU backend acts with the same snapshot, so both compute the same
+ * thing. The host waits once per epoch, for the statistics copied into pinned memory behind the
+ * last update.
+ *
+ * Checkpoints without stopping: when the run plans one after epoch e, the collection state (the
+ * environments, observations, n-step rings, acting counter) is copied on the collect stream after
+ * rollout e and before rollout e + 1 starts, and the learner's state and a device copy of the
+ * replay buffer on the learn stream after the updates — all into pinned host buffers and the
+ * replay buffer's snapshot, behind events. The checkpoint is then epoch e's state exactly, while
+ * rollout e + 1 and the next epochs go on; the run's writer thread waits for the events and
+ * writes. An unplanned checkpoint (a stop between checkpoints) waits instead: a rollout running
+ * ahead is inserted first (collected_ahead, honoured on resume). Counters come from the host's
+ * own bookkeeping, never a read-back. */
+#include "vixen/dqn_act.h"
+#include "../util/cuda_check.h"
+#include "../util/device_cuda.h"
+#include "dqn_backend.h"
+#include "learner_cuda.h"
+#include "rollout_cuda.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct dqn_backend {
+    vx_dqn_settings s;
+    vx_run_params run;
+    vx_qnet_layout L;
+    vx_loss_shape shape;
+    vx_device *dev;
+    vx_env *env;
+    vx_mem mem;
+    cudaStream_t learn, collect;
+    vx_replay *replay;
+    dqn_learner *learner;
+    dqn_rollout *roll;
+    float *act_params;     /* device: the weights acting reads */
+    int in_flight;         /* the next epoch's rollout was started during this one */
+    int ahead_ep;          /* which epoch that rollout is */
+    int planned;           /* the last epoch queued a snapshot's copies */
+    int eager;             /* the reference path: kernel by kernel, synchronised */
+    int collected_ahead;
+    cudaEvent_t snap, snap_collect, snap_learn;
+    cudaEvent_t c0[2], c1[2], l0, l1; /* timing: rollouts (by epoch parity), updates */
+    double *ep_host;       /* pinned: 2 doubles per parity, the rollouts' episode statistics */
+    uint64_t *step_host;   /* pinned: the acting counter's copy (the host keeps its own) */
+    int64_t *adam_t_host;  /* pinned: Adam's step count's copy (likewise) */
+    int updates_since_sort;
+    int K;
+    /* the host's bookkeeping */
+    uint64_t act_step, inserted;
+    int64_t adam_t;
+    dqn_state st;          /* pinned buffers */
+    char chose[160];
+};
+
+/* The update step's time model, measured on an H200 (docs/benchmarks.md: 216 µs at batch 1,024,
+ * 397 µs at 4,096, float32): t(B) ≈ t0 + B·slope.
+ * Below B ≈ t0/slope the step is launch-bound, so samples per second grow with B; the epoch's
+ * fixed sample budget S costs S·t0/B + S·slope. */
+#define STEP_T0_US 156.0
+#define STEP_SLOPE_US 0.059
+
+/* Device bytes one batch row costs the learner: the online network's forward rows (2 per sample:
+ * s and s′) and backward rows, the target network's forward row, and the sampled batch. */
+static size_t bytes_per_row(const vx_qnet_layout *L)
+{
+    const vx_qnet_cfg *c = &L->cfg;
+    size_t f = 0, hmax, amax;
+    vx_qnet_widths(L, &hmax, &amax);
+    for (int l = 0; l < c->n_trunk; l++) f += (size_t)c->trunk[l];
+    f += (size_t)c->head_hidden + (size_t)c->atoms;
+    for (int d = 0; d < c->n_branches; d++)
+        f += (size_t)c->head_hidden + (size_t)c->branch[d] * (size_t)c->atoms;
+    f += (size_t)L->out_dim;
+    size_t Htop = c->n_trunk ? (size_t)c->trunk[c->n_trunk - 1] : (size_t)c->in_dim;
+    size_t bwd = (size_t)c->atoms + 2 * hmax +
+                 (size_t)(c->n_branches + 1) * ((size_t)c->atoms + amax + (size_t)c->head_hidden + Htop);
+    size_t batch = 2 * (size_t)c->in_dim * 4 + VX_ACTION_BRANCHES * 4 + 4 + 3 + 4 + 8;
+    return (3 * f + bwd) * 4 + batch + 2 * (size_t)L->out_dim * 4 + 16;
+}
+
+/* The batch, when the user did not set one: the smallest power of two at which the launch-bound
+ * part of the epoch's update time is a tenth of the sample-bound part (larger batches then buy
+ * little), kept to at least 32 updates per epoch (learning needs steps, not only samples), to a
+ * quarter of the memory share this learner may plan for (the device context's budget less what
+ * others reserved, or what the caller gave it — never the device's free memory, which depends on
+ * who started first), and never below the configured batch. The learning rate grows linearly with
+ * the batch past 4× the configured one, up to 8× the configured rate: linear scaling is a rule for
+ * SGD, and Adam's step does not grow with the batch the same way, so the guard keeps a
+ * laptop-sized configuration (batch 64) from reaching rates of 1e-2. */
+#define LR_SCALE_MAX 8.0
+static void choose_batch(dqn_backend *b, size_t share)
+{
+    vx_dqn_settings *s = &b->s;
+    int B0 = s->learner.batch;
+    double S = (double)b->run.envs * b->run.steps_per_epoch * s->replay_ratio;
+    double want = 10.0 * STEP_T0_US / STEP_SLOPE_US;
+    size_t by_mem = share / 4 / bytes_per_row(&b->L);
+    int B = 1;
+    while (B < want) B *= 2;
+    const char *why = "launch-bound below it (measured step time model)";
+    if (s->updates_per_epoch == 0 && B > S / 32) {
+        while (B > 1 && B > S / 32) B /= 2;
+        why = "keeps 32 updates per epoch";
+    }
+    if ((size_t)B > by_mem) {
+        while (B > 1 && (size_t)B > by_mem) B /= 2;
+        why = "a quarter of the memory share";
+    }
+    if (B < B0) {
+        B = B0;
+        why = "the configured batch is larger";
+    }
+    if ((int64_t)B > s->replay_capacity) B = (int)s->replay_capacity;
+    s->learner.batch = B;
+    double lr0 = s->learner.adam.lr;
+    if (B > 4 * B0) s->learner.adam.lr = lr0 * fmin((double)B / B0, LR_SCALE_MAX);
+    snprintf(b->chose, sizeof b->chose, "batch %d chosen (%s; %.1f GB share, %zu B per row)", B,
+             why, share / 1e9, bytes_per_row(&b->L));
+    vx_log(VX_LOG_INFO, "dqn: batch %d chosen on the GPU (configured %d; %s; %.1f GB share, %zu B "
+                        "per row); learning rate %g%s",
+           B, B0, why, share / 1e9, bytes_per_row(&b->L), s->learner.adam.lr,
+           B > 4 * B0 ? " (scaled with the batch past 4x the configured one, at most 8x)" : "");
+}
+
+static void cuda_free_backend(dqn_backend *b)
+{
+    if (!b) return;
+    if (b->learn) cudaStreamSynchronize(b->learn);
+    if (b->collect) cudaStreamSynchronize(b->collect);
+    dqn_rollout_free(b->roll);
+    dqn_learner_free(b->learner);
+    vx_replay_free(b->replay);
+    cudaEvent_t *ev[] = {&b->snap, &b->snap_collect, &b->snap_learn, &b->c0[0], &b->c0[1],
+                         &b->c1[0], &b->c1[1], &b->l0, &b->l1};
+    for (size_t i = 0; i < sizeof ev / sizeof *ev; i++)
+        if (*ev[i]) cudaEventDestroy(*ev[i]);
+    vx_cuda_stream_destroy(b->learn);
+    vx_cuda_stream_destroy(b->collect);
+    vx_mem_release(&b->mem);
+    free(b);
+}
+
+static vx_status state_alloc(dqn_backend *b, vx_err *e)
+{
+    dqn_state *s = &b->st;
+    vx_mem *m = &b->mem;
+    size_t np = b->L.n_params, N = (size_t)b->run.envs, n = (size_t)b->s.learner.n_step;
+    size_t D = VX_OBS_DIM, A = VX_ACTION_BRANCHES;
+    vx_status st = vx_mem_alloc_host(m, np * 4, &s->online, e);
+    if (!st) st = vx_mem_alloc_host(m, np * 4, &s->target, e);
+    if (!st) st = vx_mem_alloc_host(m, np * 4, &s->adam_m, e);
+    if (!st) st = vx_mem_alloc_host(m, np * 4, &s->adam_v, e);
+    if (!st) st = vx_mem_alloc_host(m, np * 4, &s->acting, e);
+    if (!st) st = vx_mem_alloc_host(m, N * sizeof(vx_env_state), &s->env, e);
+    if (!st) st = vx_mem_alloc_host(m, N * D * 4, &s->obs, e);
+    if (!st) st = vx_mem_alloc_host(m, N * 8, &s->ep_ret, e);
+    if (!st) st = vx_mem_alloc_host(m, 2 * N * 8, &s->nstep_count_head, e);
+    if (!st) st = vx_mem_alloc_host(m, N * n * D * 4, &s->nstep_obs, e);
+    if (!st) st = vx_mem_alloc_host(m, N * n * A * 4, &s->nstep_act, e);
+    if (!st) st = vx_mem_alloc_host(m, N * n * 4, &s->nstep_rew, e);
+    if (!st) st = vx_mem_alloc_host(m, 4 * sizeof(double), &b->ep_host, e);
+    if (!st) st = vx_mem_alloc_host(m, sizeof(uint64_t), &b->step_host, e);
+    if (!st) st = vx_mem_alloc_host(m, sizeof(int64_t), &b->adam_t_host, e);
+    return st;
+}
+
+static vx_status cuda_create(const dqn_init *in, dqn_backend **out, dqn_state **state, vx_err *e)
+{
+    *out = NULL;
+    vx_status st = vx_cuda_enter(in->dev, e);
+    if (st) return st;
+    dqn_backend *b = (dqn_backend *)calloc(1, sizeof *b);
+    if (!b) return vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
+    b->s = *in->s, b->run = *in->run, b->L = *in->L, b->shape = *in->shape;
+    b->dev = in->dev, b->env = in->env;
+    b->eager = !b->run.gpu_graphs;
+    vx_mem_init(&b->mem, in->dev, "dqn");
+    size_t np = b->L.n_params;
+    vx_replay_cfg rc;
+    vx_replay_cfg_default(&rc, b->s.replay_kind, (size_t)b->s.replay_capacity);
+    rc.alpha = b->s.replay_alpha, rc.eps = b->s.replay_eps, rc.rank_refresh = b->s.rank_refresh;
+    rc.seed = b->run.seed;
+    st = vx_cuda_stream_create(in->dev, &b->learn, e);
+    if (!st) st = vx_cuda_stream_create(in->dev, &b->collect, e);
+    if (!st) st = state_alloc(b, e);
+    if (!st) st = vx_mem_alloc(&b->mem, np * 4, &b->act_params, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaEventCreateWithFlags(&b->snap, cudaEventDisableTiming));
+    VX_CUDA_CHECK(cudaEventCreateWithFlags(&b->snap_collect, cudaEventDisableTiming));
+    VX_CUDA_CHECK(cudaEventCreateWithFlags(&b->snap_learn, cudaEventDisableTiming));
+    for (int p = 0; p < 2; p++) {
+        VX_CUDA_CHECK(cudaEventCreate(&b->c0[p]));
+        VX_CUDA_CHECK(cudaEventCreate(&b->c1[p]));
+    }
+    VX_CUDA_CHECK(cudaEventCreate(&b->l0));
+    VX_CUDA_CHECK(cudaEventCreate(&b->l1));
+    st = vx_replay_create(&rc, in->dev, &b->replay, e);
+    if (st) goto fail;
+    {
+        dqn_rollout_cfg ro = {b->run.steps_per_epoch, b->s.learner.n_step, b->s.learner.gamma,
+                              b->run.seed, &b->L, &b->shape, b->act_params, b->s.learner.tf32};
+        st = dqn_rollout_create(&ro, in->env, b->collect, &b->roll, e);
+    }
+    if (st) goto fail;
+    if (!b->s.batch_set) choose_batch(b, in->mem_share ? in->mem_share : vx_device_available(in->dev));
+    st = dqn_learner_create(&b->s.learner, &b->L, &b->shape, in->init_params, b->replay, in->dev,
+                            b->learn, &b->learner, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaMemcpyAsync(b->act_params, in->init_params, np * 4, cudaMemcpyHostToDevice,
+                                  b->learn));
+    VX_CUDA_CHECK(cudaStreamSynchronize(b->learn));
+    if (!vx_replay_on_device(b->replay)) {
+        vx_log(VX_LOG_WARN, "dqn: the replay buffer is on the CPU (see the warning above); "
+                            "training continues kernel by kernel, slower");
+        b->eager = 1; /* a CPU buffer's staged copies cannot be captured into a graph */
+    }
+    b->K = vx_dqn_updates_per_epoch(&b->s, &b->run);
+    *out = b;
+    *state = &b->st;
+    return VX_OK;
+fail:
+    cuda_free_backend(b);
+    return st;
+}
+
+static void cuda_resolved(const dqn_backend *b, vx_dqn_settings *s) { *s = b->s; }
+
+static void cuda_describe(const dqn_backend *b, char *buf, size_t n)
+{
+    snprintf(buf, n, "on the GPU%s%s%s", b->chose[0] ? " (" : "", b->chose, b->chose[0] ? ")" : "");
+}
+
+/* Starts the rollout of epoch `ep` on the collect stream, behind the snapshot event. */
+static vx_status start_rollout(dqn_backend *b, int ep, double eps, vx_err *e)
+{
+    vx_status st = VX_OK;
+    int p = ep & 1;
+    VX_CUDA_CHECK(cudaStreamWaitEvent(b->collect, b->snap, 0));
+    st = dqn_rollout_set_eps(b->roll, eps, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaEventRecord(b->c0[p], b->collect));
+    st = dqn_rollout_run(b->roll, b->eager, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaMemcpyAsync(b->ep_host + 2 * p, dqn_rollout_episode_stats(b->roll), 16,
+                                  cudaMemcpyDeviceToHost, b->collect));
+    VX_CUDA_CHECK(cudaEventRecord(b->c1[p], b->collect));
+    if (b->eager) VX_CUDA_CHECK(cudaStreamSynchronize(b->collect));
+fail:
+    return st;
+}
+
+/* The hand-off: the learn stream waits for rollout `ep` and inserts it. */
+static vx_status insert_rollout(dqn_backend *b, int ep, vx_err *e)
+{
+    vx_status st = VX_OK;
+    int p = ep & 1;
+    vx_transitions tv;
+    size_t n;
+    VX_CUDA_CHECK(cudaStreamWaitEvent(b->learn, b->c1[p], 0));
+    if (b->s.learner.n_step > 1) VX_CUDA_CHECK(cudaEventSynchronize(b->c1[p])); /* the count */
+    dqn_rollout_staged(b->roll, &tv, &n);
+    st = vx_replay_insert(b->replay, &tv, n, b->learn, e);
+    if (st) goto fail;
+    b->inserted += n;
+    b->act_step += (uint64_t)b->run.steps_per_epoch;
+fail:
+    return st;
+}
+
+/* The collection state after the last inserted rollout, queued on the collect stream. */
+static vx_status snap_collection(dqn_backend *b, vx_err *e)
+{
+    dqn_state *s = &b->st;
+    dqn_rollout_state rs = {s->obs, s->ep_ret, s->nstep_count_head, s->nstep_obs, s->nstep_act,
+                            s->nstep_rew, b->step_host};
+    vx_status st = vx_env_copy_states(b->env, s->env, b->collect, e);
+    if (!st) st = dqn_rollout_copy_state(b->roll, &rs, b->collect, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaEventRecord(b->snap_collect, b->collect));
+fail:
+    return st;
+}
+
+/* The learner's state, the acting weights and the replay buffer, queued on the learn stream. */
+static vx_status snap_learning(dqn_backend *b, int replay_snapshot, vx_err *e)
+{
+    dqn_state *s = &b->st;
+    vx_status st = dqn_learner_copy_state(b->learner, s->online, s->target, s->adam_m, s->adam_v,
+                                          b->adam_t_host, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaMemcpyAsync(s->acting, b->act_params, b->L.n_params * 4,
+                                  cudaMemcpyDeviceToHost, b->learn));
+    if (replay_snapshot) st = vx_replay_snap(b->replay, b->learn, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaEventRecord(b->snap_learn, b->learn));
+fail:
+    return st;
+}
+
+/* The host's counters as of the state being saved. */
+static void state_counters(dqn_backend *b)
+{
+    dqn_state *s = &b->st;
+    s->updates = dqn_learner_updates(b->learner);
+    s->adam_t = b->adam_t;
+    s->act_step = b->act_step;
+    s->replay_inserted = b->inserted;
+    s->collected_ahead = b->collected_ahead;
+}
+
+static vx_status cuda_epoch(dqn_backend *b, const dqn_plan *p, dqn_result *r, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(b->dev, e);
+    int ep = p->epoch, par = ep & 1, collected = !b->collected_ahead;
+    size_t np = b->L.n_params;
+    if (st) return st;
+    b->planned = 0;
+    if (collected) {
+        if (!b->in_flight) { /* acting reads the snapshot (overlap) or the weights as they are */
+            if (!b->s.overlap)
+                VX_CUDA_CHECK(cudaMemcpyAsync(b->act_params, dqn_learner_online(b->learner), np * 4,
+                                              cudaMemcpyDeviceToDevice, b->learn));
+            VX_CUDA_CHECK(cudaEventRecord(b->snap, b->learn));
+            st = start_rollout(b, ep, p->eps, e);
+            if (st) goto fail;
+        }
+        st = insert_rollout(b, ep, e);
+        if (st) goto fail;
+    }
+    b->collected_ahead = 0;
+    b->in_flight = 0;
+    if (b->s.overlap)
+        VX_CUDA_CHECK(cudaMemcpyAsync(b->act_params, dqn_learner_online(b->learner), np * 4,
+                                      cudaMemcpyDeviceToDevice, b->learn));
+    VX_CUDA_CHECK(cudaEventRecord(b->snap, b->learn));
+    /* a planned checkpoint: the collection as it is now, before the next rollout changes it */
+    if (p->snapshot) st = snap_collection(b, e);
+    if (st) goto fail;
+    if (p->ahead && b->s.overlap) {
+        st = start_rollout(b, ep + 1, p->next_eps, e); /* runs beside this epoch's updates */
+        if (st) goto fail;
+        b->in_flight = 1;
+        b->ahead_ep = ep + 1;
+    }
+    if (!b->eager && !vx_replay_on_device(b->replay)) {
+        /* the buffer fell back to the CPU during the run: the captured update graph points at
+         * freed device memory and must not run again */
+        vx_log(VX_LOG_WARN, "dqn: the replay buffer moved to the CPU; updates continue kernel "
+                            "by kernel");
+        b->eager = 1;
+    }
+    VX_CUDA_CHECK(cudaEventRecord(b->l0, b->learn));
+    {
+        int64_t size = (int64_t)vx_replay_size(b->replay); /* host bookkeeping: no read-back */
+        if (size >= b->s.warmup && size >= b->s.learner.batch) {
+            st = vx_replay_set_beta(b->replay, p->beta, b->learn, e);
+            for (int k = 0; k < p->K && !st; k++) {
+                if (b->s.replay_kind == VX_REPLAY_RANK &&
+                    (b->updates_since_sort == 0 || b->updates_since_sort >= b->s.rank_refresh)) {
+                    st = vx_replay_rank_refresh(b->replay, b->learn, e);
+                    b->updates_since_sort = 0;
+                }
+                b->updates_since_sort++;
+                if (!st) st = dqn_learner_update(b->learner, b->eager, e);
+                if (!st) b->adam_t++;
+                if (!st && b->eager) VX_CUDA_CHECK(cudaStreamSynchronize(b->learn));
+            }
+            if (st) goto fail;
+            r->updates = p->K;
+        }
+    }
+    VX_CUDA_CHECK(cudaEventRecord(b->l1, b->learn));
+    st = dqn_learner_stats_fetch(b->learner, e);
+    if (!st && p->snapshot) st = snap_learning(b, 1, e);
+    if (st) goto fail;
+    if (p->snapshot) {
+        state_counters(b);
+        b->planned = 1;
+    }
+    /* the epoch boundary: the statistics, already copied, and the timings */
+    {
+        dqn_learner_acc a;
+        float ms = 0;
+        st = dqn_learner_stats_read(b->learner, &a, e);
+        if (st) goto fail;
+        if (a.n > 0) {
+            r->loss = a.loss / a.n;
+            r->q_mean = a.q_mean / a.n;
+            r->grad_norm = a.grad_norm / a.n;
+            r->q_max = a.q_max;
+        }
+        VX_CUDA_CHECK(cudaEventElapsedTime(&ms, b->l0, b->l1));
+        r->learn_s = ms / 1e3;
+        r->env_steps = (int64_t)b->run.envs * b->run.steps_per_epoch;
+        if (collected) {
+            VX_CUDA_CHECK(cudaEventSynchronize(b->c1[par]));
+            VX_CUDA_CHECK(cudaEventElapsedTime(&ms, b->c0[par], b->c1[par]));
+            r->collect_s = ms / 1e3;
+            r->return_sum = b->ep_host[2 * par];
+            r->episodes = b->ep_host[2 * par + 1];
+        }
+    }
+    b->st.updates = dqn_learner_updates(b->learner);
+fail:
+    return st;
+}
+
+static vx_status cuda_weights(dqn_backend *b, float *host, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(b->dev, e);
+    if (st) return st;
+    VX_CUDA_CHECK(cudaMemcpyAsync(host, dqn_learner_online(b->learner), b->L.n_params * 4,
+                                  cudaMemcpyDeviceToHost, b->learn));
+    VX_CUDA_CHECK(cudaStreamSynchronize(b->learn));
+fail:
+    return st;
+}
+
+static vx_status cuda_save(dqn_backend *b, int final, int *detached, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(b->dev, e);
+    if (st) return st;
+    if (b->planned) { /* queued during the epoch: epoch e's state while e + 1 runs */
+        if (final && b->in_flight) { /* nothing may stay in flight; this rollout is not saved */
+            VX_CUDA_CHECK(cudaStreamSynchronize(b->collect));
+            b->in_flight = 0;
+        }
+        *detached = 1;
+        return VX_OK;
+    }
+    /* unplanned (a stop between checkpoints): settle everything, then copy */
+    if (b->in_flight) { /* keep the rollout collected ahead */
+        st = insert_rollout(b, b->ahead_ep, e);
+        if (st) goto fail;
+        b->in_flight = 0;
+        b->collected_ahead = 1;
+    }
+    st = snap_collection(b, e);
+    if (!st) st = snap_learning(b, 0, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaStreamSynchronize(b->collect));
+    VX_CUDA_CHECK(cudaStreamSynchronize(b->learn));
+    state_counters(b);
+    *detached = 0;
+fail:
+    return st;
+}
+
+static vx_status cuda_wait(dqn_backend *b, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(b->dev, e);
+    if (st) return st;
+    VX_CUDA_CHECK(cudaEventSynchronize(b->snap_collect));
+    VX_CUDA_CHECK(cudaEventSynchronize(b->snap_learn));
+fail:
+    return st;
+}
+
+static vx_status cuda_save_replay(dqn_backend *b, int detached, const char *path, vx_err *e)
+{
+    return detached ? vx_replay_snap_save(b->replay, path, e) : vx_replay_save(b->replay, path, e);
+}
+
+static vx_status cuda_restore(dqn_backend *b, vx_err *e)
+{
+    const dqn_state *s = &b->st;
+    vx_status st = vx_cuda_enter(b->dev, e);
+    if (st) return st;
+    dqn_rollout_state rs = {s->obs, s->ep_ret, s->nstep_count_head, s->nstep_obs, s->nstep_act,
+                            s->nstep_rew, b->step_host};
+    *b->step_host = s->act_step;
+    *b->adam_t_host = s->adam_t;
+    st = dqn_learner_load_state(b->learner, s->online, s->target, s->adam_m, s->adam_v,
+                                b->adam_t_host, s->updates, e);
+    if (!st) st = vx_env_set_states(b->env, s->env, e);
+    if (!st) st = dqn_rollout_load_state(b->roll, &rs, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaMemcpyAsync(b->act_params, s->acting, b->L.n_params * 4,
+                                  cudaMemcpyHostToDevice, b->learn));
+    VX_CUDA_CHECK(cudaStreamSynchronize(b->learn));
+    b->act_step = s->act_step;
+    b->adam_t = s->adam_t;
+    b->collected_ahead = s->collected_ahead;
+    b->in_flight = 0;
+    b->planned = 0;
+fail:
+    return st;
+}
+
+static vx_status cuda_load_replay(dqn_backend *b, const char *path, uint64_t *inserted, vx_err *e)
+{
+    vx_replay_stats rs;
+    vx_status st = vx_replay_load(b->replay, path, e);
+    if (!st) st = vx_replay_stats_get(b->replay, &rs, NULL, e);
+    if (!st) *inserted = b->inserted = rs.inserted;
+    return st;
+}
+
+static size_t cuda_reserved(const dqn_backend *b)
+{
+    return b->mem.bytes + vx_replay_reserved(b->replay) + dqn_learner_reserved(b->learner) +
+           dqn_rollout_reserved(b->roll);
+}
+
+extern "C" const dqn_backend_ops vx_dqn_backend_cuda = {
+    "cuda",        cuda_create,      cuda_free_backend, cuda_resolved,    cuda_describe,
+    cuda_epoch,    cuda_weights,     cuda_save,         cuda_wait,        cuda_save_replay,
+    cuda_restore,  cuda_load_replay, cuda_reserved,
+};

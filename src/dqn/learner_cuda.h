@@ -1,0 +1,62 @@
+/* learner_cuda.h — the DQN learner on a CUDA device (internal to the dqn layer): one update —
+ * sample from the device replay buffer, online([s; s′]) and target(s′) forwards, the loss,
+ * backward, clipped Adam, new priorities (and Polyak averaging when τ > 0) — captured once as a
+ * CUDA graph and replayed per update with no host synchronisation. Hard target copies (τ = 0) are
+ * issued by the host every target_every updates, outside the graph. Statistics (loss, Q, norm)
+ * accumulate on the device and are fetched behind an event. */
+#ifndef VIXEN_LEARNER_CUDA_H
+#define VIXEN_LEARNER_CUDA_H
+
+#include <cuda_runtime.h>
+#include "vixen/dqn.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct dqn_learner dqn_learner;
+
+/* Sums over the updates since the last fetch: the mean of each update's mean loss, mean Q(s, a)
+ * and pre-clip gradient norm is the sum / n; q_max is the largest Q(s, a). */
+typedef struct {
+    double loss, q_mean, grad_norm;
+    float q_max;
+    int pad_;
+    long long n;
+} dqn_learner_acc;
+
+/* params: the starting online weights (host; the target starts equal). s: the learner's stream. */
+vx_status dqn_learner_create(const vx_dqn_cfg *cfg, const vx_qnet_layout *L,
+                             const vx_loss_shape *shape, const float *params, vx_replay *replay,
+                             vx_device *dev, cudaStream_t s, dqn_learner **out, vx_err *e);
+void dqn_learner_free(dqn_learner *d);
+/* One update: a graph launch (captured at the first), or (eager) its kernels one by one. */
+vx_status dqn_learner_update(dqn_learner *d, int eager, vx_err *e);
+/* Queues the accumulator's copy into pinned memory and its reset; stats_read waits for it. */
+vx_status dqn_learner_stats_fetch(dqn_learner *d, vx_err *e);
+vx_status dqn_learner_stats_read(dqn_learner *d, dqn_learner_acc *out, vx_err *e);
+float *dqn_learner_online(dqn_learner *d);
+long long dqn_learner_updates(const dqn_learner *d);
+size_t dqn_learner_reserved(const dqn_learner *d);
+/* Queues copies of the online and target weights, Adam's moments and step count into host memory
+ * (pinned) on the learner's stream. */
+vx_status dqn_learner_copy_state(dqn_learner *d, float *online, float *target, float *m, float *v,
+                                 int64_t *adam_t, vx_err *e);
+/* Replaces them (synchronous); `updates` is the update count to continue from. */
+vx_status dqn_learner_load_state(dqn_learner *d, const float *online, const float *target,
+                                 const float *m, const float *v, const int64_t *adam_t,
+                                 long long updates, vx_err *e);
+
+/* The per-sample loss (dqn_loss.h, as vx_dqn_update computes it), for tests: q rows of B samples
+ * of batch b (device); writes dq (B × out_dim, scaled by 1/B), each sample's weighted loss and
+ * new priority input. */
+vx_status dqn_loss_cuda(const vx_loss_shape *shape, int kind, double kappa, double gamma,
+                        const float *q_s, const float *q_next_online, const float *q_next_target,
+                        int out_dim, const vx_replay_batch *b, int B, float *dq, float *loss,
+                        float *priority, cudaStream_t s, vx_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,267 @@
+/* dense_cuda.cu — the dense layer on a CUDA device (dense.h): every GEMM through cuBLASLt, with
+ * its epilogues fused where it has them.
+ *
+ * Layouts, in cuBLAS's column-major terms (a row-major B × n matrix is a column-major n × B one):
+ *   forward  Y (out × B) = W (out × in, as stored) · X (in × B),  epilogue RELU_BIAS or BIAS;
+ *   wgrad    dW (out × in) = dY (out × B) · Xᵀ (B × in),          epilogue BGRADA: db = Σ_k dY;
+ *   dgrad    dX (in × B) = Wᵀ (in × out) · dY (out × B),           beta 1 to accumulate.
+ * Where cuBLASLt has no fused kernel for a shape, the plain GEMM and a small kernel (bias+ReLU,
+ * or a column sum for db) do the same.
+ *
+ * Why cuBLASLt for every GEMM: it takes the stream and the workspace with each call, so the
+ * device context's one handle serves every stream and thread, each context passing a workspace
+ * of its own; the algorithm is chosen once per (layer, batch, kind, alignment) and kept, so the
+ * same call gives the same bits every time — also with other trainings running beside it
+ * (cuBLAS may otherwise pick other kernels when streams run concurrently). */
+#include "../util/cuda_check.h"
+#include "../util/device_cuda.h"
+#include "nn_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_PLANS 96
+#define DEFAULT_WS ((size_t)1 << 20)
+
+enum { K_FWD, K_FWD_RELU, K_WGRAD, K_DGRAD, K_FWD_PLAIN, K_WGRAD_PLAIN };
+
+typedef struct {
+    size_t key_w;   /* the layer, by its weight offset */
+    int B, kind;
+    unsigned align; /* the A, B and C pointers' alignments, 8 bits each (bytes, up to 16) */
+    int ok;         /* 0: cuBLASLt has no algorithm for this shape and kind */
+    cublasLtMatmulDesc_t op;
+    cublasLtMatrixLayout_t a, b, c;
+    cublasLtMatmulAlgo_t algo;
+} plan;
+
+typedef struct {
+    vx_device *dev;
+    cublasLtHandle_t lt;
+    int tf32;
+    plan plans[MAX_PLANS];
+    int n;
+    void *ws;
+    size_t ws_n;
+    vx_mem mem;
+} dense_cuda;
+
+static void plan_free(plan *p)
+{
+    if (p->op) cublasLtMatmulDescDestroy(p->op);
+    if (p->a) cublasLtMatrixLayoutDestroy(p->a);
+    if (p->b) cublasLtMatrixLayoutDestroy(p->b);
+    if (p->c) cublasLtMatrixLayoutDestroy(p->c);
+}
+
+static void dg_free(void *impl)
+{
+    dense_cuda *c = (dense_cuda *)impl;
+    if (!c) return;
+    for (int i = 0; i < c->n; i++) plan_free(&c->plans[i]);
+    vx_mem_release(&c->mem);
+    free(c);
+}
+
+static vx_status dg_create(vx_device *dev, size_t workspace, void **impl, vx_err *e)
+{
+    dense_cuda *c = (dense_cuda *)calloc(1, sizeof *c);
+    if (!c) return vx_err_set(e, VX_ERR_NOMEM, "dense: out of memory");
+    c->dev = dev;
+    c->lt = vx_cuda_lt(dev);
+    c->ws_n = workspace ? workspace : DEFAULT_WS;
+    vx_mem_init(&c->mem, dev, "dense layer workspace");
+    vx_status st = vx_mem_alloc(&c->mem, c->ws_n, &c->ws, e);
+    if (st) {
+        dg_free(c);
+        return st;
+    }
+    *impl = c;
+    return VX_OK;
+}
+
+static void dg_set_tf32(void *impl, int on)
+{
+    dense_cuda *c = (dense_cuda *)impl;
+    if (c->tf32 == !!on) return;
+    for (int i = 0; i < c->n; i++) plan_free(&c->plans[i]);
+    c->n = 0;
+    c->tf32 = !!on;
+}
+
+static size_t dg_reserved(const void *impl) { return ((const dense_cuda *)impl)->mem.bytes; }
+
+/* The alignment of an address, in bytes, up to 16: an algorithm chosen for aligned operands may
+ * use 16-byte loads, so the plan records what it was chosen for. */
+static unsigned align_of(const void *ptr)
+{
+    uintptr_t a = (uintptr_t)ptr;
+    return a % 16 == 0 ? 16 : a % 8 == 0 ? 8 : a % 4 == 0 ? 4 : 1;
+}
+
+/* Finds or makes the plan; a shape cuBLASLt cannot do gets a plan with ok = 0. NULL when the
+ * table is full (the caller then takes the unfused path, or fails for plain kinds). */
+static plan *get_plan(dense_cuda *c, const vx_dense *d, int B, int kind, const void *A,
+                      const void *Bp, const void *C)
+{
+    uint32_t aa = align_of(A), ab = align_of(Bp), ac = align_of(C);
+    unsigned align = aa | ab << 8 | ac << 16;
+    for (int i = 0; i < c->n; i++) {
+        plan *p = &c->plans[i];
+        if (p->key_w == d->w && p->B == B && p->kind == kind && p->align == align) return p;
+    }
+    if (c->n == MAX_PLANS) return NULL;
+    plan *p = &c->plans[c->n++];
+    memset(p, 0, sizeof *p);
+    p->key_w = d->w, p->B = B, p->kind = kind, p->align = align;
+    cublasOperation_t ta = kind == K_DGRAD ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasOperation_t tb = kind == K_WGRAD || kind == K_WGRAD_PLAIN ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = kind == K_FWD        ? CUBLASLT_EPILOGUE_BIAS
+                             : kind == K_FWD_RELU ? CUBLASLT_EPILOGUE_RELU_BIAS
+                             : kind == K_WGRAD    ? CUBLASLT_EPILOGUE_BGRADA
+                                                  : CUBLASLT_EPILOGUE_DEFAULT;
+    cublasComputeType_t ct = c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    int ok = cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == 0;
+    ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == 0;
+    ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0;
+    if (kind == K_FWD || kind == K_FWD_RELU || kind == K_FWD_PLAIN) {
+        /* W: out × in (ld out); X: in × B; Y: out × B */
+        ok = ok && cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, d->out, d->in, d->out) == 0;
+        ok = ok && cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, d->in, B, d->in) == 0;
+        ok = ok && cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, d->out, B, d->out) == 0;
+    } else if (kind == K_DGRAD) {
+        /* W: out × in (ld out), used transposed; dY: out × B; dX: in × B */
+        ok = ok && cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, d->out, d->in, d->out) == 0;
+        ok = ok && cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, d->out, B, d->out) == 0;
+        ok = ok && cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, d->in, B, d->in) == 0;
+    } else {
+        /* dY: out × B; X stored in × B, used transposed; dW: out × in */
+        ok = ok && cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, d->out, B, d->out) == 0;
+        ok = ok && cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, d->in, B, d->in) == 0;
+        ok = ok && cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, d->out, d->in, d->out) == 0;
+    }
+    cublasLtMatmulPreference_t pref = NULL;
+    ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0;
+    ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &c->ws_n, sizeof c->ws_n) == 0;
+    ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                                                    &aa, sizeof aa) == 0;
+    ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                                                    &ab, sizeof ab) == 0;
+    ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                                                    &ac, sizeof ac) == 0;
+    ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                                                    &ac, sizeof ac) == 0;
+    cublasLtMatmulHeuristicResult_t r;
+    int found = 0;
+    if (ok) {
+        if (kind == K_FWD || kind == K_FWD_RELU || kind == K_WGRAD) {
+            /* the heuristic needs a bias pointer's alignment to judge; any aligned address does */
+            const void *dummy = (const void *)(uintptr_t)256;
+            cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &dummy,
+                                           sizeof dummy);
+        }
+        ok = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &r,
+                                            &found) == 0 && found > 0;
+    }
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (ok) p->algo = r.algo;
+    else if (kind == K_FWD || kind == K_FWD_RELU || kind == K_WGRAD)
+        vx_log(VX_LOG_INFO, "dense: no fused cuBLASLt kernel for a %d x %d layer at batch %d (%s); "
+                            "GEMM and a separate kernel instead",
+               d->in, d->out, B, kind == K_WGRAD ? "bias gradient" : "bias epilogue");
+    p->ok = ok;
+    return p;
+}
+
+static vx_status run(dense_cuda *c, plan *p, const void *bias, const float *A, const float *Bm,
+                     float *C, float beta, cudaStream_t s, vx_err *e)
+{
+    const float one = 1.0f;
+    cublasStatus_t bs = CUBLAS_STATUS_SUCCESS;
+    if (bias)
+        bs = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                            sizeof bias);
+    if (bs == CUBLAS_STATUS_SUCCESS)
+        bs = cublasLtMatmul(c->lt, p->op, &one, A, p->a, Bm, p->b, &beta, C, p->c, C, p->c,
+                            &p->algo, c->ws, c->ws_n, s);
+    if (bs != CUBLAS_STATUS_SUCCESS)
+        return vx_err_set(e, VX_ERR_CUDA, "dense: cublasLtMatmul failed: status %d", (int)bs);
+    return VX_OK;
+}
+
+static vx_status plain_missing(const vx_dense *d, int B, vx_err *e)
+{
+    return vx_err_set(e, VX_ERR_CUDA, "dense: cuBLASLt has no float32 GEMM for a %d x %d layer "
+                                      "at batch %d",
+                      d->in, d->out, B);
+}
+
+static __global__ void bias_relu_kernel(float *y, const float *bias, size_t rows, int cols, int relu)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= rows * (size_t)cols) return;
+    float v = y[i] + bias[i % (size_t)cols];
+    y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
+}
+
+/* db[j] = Σ_r dy[r][j], rows in order: one thread per column, the same bits every run */
+static __global__ void bias_grad_kernel(const float *dy, int B, int cols, float *db)
+{
+    int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= cols) return;
+    float s = 0;
+    for (int r = 0; r < B; r++) s += dy[(size_t)r * cols + j];
+    db[j] = s;
+}
+
+static vx_status dg_forward(void *impl, const vx_dense *d, const float *P, const float *x, int B,
+                            float *y, int relu, vx_stream vs, vx_err *e)
+{
+    dense_cuda *c = (dense_cuda *)impl;
+    cudaStream_t s = (cudaStream_t)vs;
+    vx_status st = VX_OK;
+    size_t n = (size_t)B * d->out;
+    /* the bias is read in 16-byte vectors too: the layout (nn.h) aligns every tensor */
+    plan *p = align_of(P + d->b) == 16 ? get_plan(c, d, B, relu ? K_FWD_RELU : K_FWD, P + d->w, x, y)
+                                        : NULL;
+    if (p && p->ok) return run(c, p, P + d->b, P + d->w, x, y, 0.0f, s, e);
+    p = get_plan(c, d, B, K_FWD_PLAIN, P + d->w, x, y);
+    if (!p || !p->ok) return plain_missing(d, B, e);
+    st = run(c, p, NULL, P + d->w, x, y, 0.0f, s, e);
+    if (st) return st;
+    bias_relu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(y, P + d->b, (size_t)B, d->out, relu);
+    VX_CUDA_LAUNCH_CHECK();
+fail:
+    return st;
+}
+
+static vx_status dg_backward(void *impl, const vx_dense *d, const float *P, const float *x, int B,
+                             const float *dy, float *g, float *dx, int accumulate, vx_stream vs,
+                             vx_err *e)
+{
+    dense_cuda *c = (dense_cuda *)impl;
+    cudaStream_t s = (cudaStream_t)vs;
+    vx_status st = VX_OK;
+    plan *p = align_of(g + d->b) == 16 ? get_plan(c, d, B, K_WGRAD, dy, x, g + d->w) : NULL;
+    if (p && p->ok) {
+        st = run(c, p, g + d->b, dy, x, g + d->w, 0.0f, s, e);
+    } else {
+        p = get_plan(c, d, B, K_WGRAD_PLAIN, dy, x, g + d->w);
+        if (!p || !p->ok) return plain_missing(d, B, e);
+        st = run(c, p, NULL, dy, x, g + d->w, 0.0f, s, e);
+        if (st) return st;
+        bias_grad_kernel<<<(unsigned)((d->out + 127) / 128), 128, 0, s>>>(dy, B, d->out, g + d->b);
+        VX_CUDA_LAUNCH_CHECK();
+    }
+    if (st || !dx) return st;
+    p = get_plan(c, d, B, K_DGRAD, P + d->w, dy, dx);
+    if (!p || !p->ok) return plain_missing(d, B, e);
+    st = run(c, p, NULL, P + d->w, dy, dx, accumulate ? 1.0f : 0.0f, s, e);
+fail:
+    return st;
+}
+
+extern "C" const vx_dense_ops vx_dense_cuda_ops = {dg_create,   dg_free,    dg_set_tf32,
+                                                   dg_reserved, dg_forward, dg_backward};

@@ -1,0 +1,56 @@
+/* checkpoint.h — writing and reading a run's checkpoint folder (internal to the train layer).
+ *
+ * A checkpoint is checkpoint/latest.safetensors (the algorithm's tensors, its counters, the run's
+ * counters, the resolved config) and the side files it names (checkpoint/replay-<epoch>.bin).
+ * The side files are written first, each atomically under a name of its own epoch; the tensor
+ * file, renamed over latest.safetensors last, is the commit: a crash at any point leaves the
+ * previous checkpoint whole (its side files are removed only after the new one is committed).
+ *
+ * A detached state (algo.h) may be written by a background thread while training goes on; at
+ * most one write is in flight (the run takes no new snapshot until it has finished). */
+#ifndef VIXEN_TRAIN_CHECKPOINT_H
+#define VIXEN_TRAIN_CHECKPOINT_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include "vixen/train.h"
+
+#define VX_CKPT_FORMAT "vixen-run-1"
+#define VX_CKPT_FILE "latest.safetensors"
+
+typedef struct {
+    char dir[1100];   /* <run>/checkpoint */
+    vx_algo_state st; /* the algorithm's (tensors point into its buffers) */
+    char algo[32];
+    int epoch;        /* epochs completed */
+    int64_t env_steps;
+    char *config;     /* the resolved config as YAML (owned) */
+} ckpt_job;
+
+typedef struct {
+    pthread_t thread;
+    int running;       /* a thread was started and not joined */
+    atomic_int done;   /* it has finished (join will not block) */
+    ckpt_job job;
+    vx_status status;
+    vx_err err;
+} ckpt_writer;
+
+/* Writes the job now, on this thread. */
+vx_status vx_ckpt_write(const ckpt_job *job, vx_err *e);
+/* Starts writing the job on a thread of its own (the writer takes the job's config text). */
+vx_status vx_ckpt_writer_start(ckpt_writer *w, ckpt_job *job, vx_err *e);
+/* A write is in flight. */
+int vx_ckpt_writer_busy(ckpt_writer *w);
+/* Waits for the write in flight, if any; its status (VX_OK when there was none). */
+vx_status vx_ckpt_writer_join(ckpt_writer *w, vx_err *e);
+
+/* Removes what a crash may have left in the checkpoint folder: temporary files, and side files
+ * the committed checkpoint does not name. */
+void vx_ckpt_clean(const char *dir);
+/* Reads <dir>/latest.safetensors of a run and checks it is a resumable checkpoint of `algo`;
+ * its epoch and env_steps counters. */
+vx_status vx_ckpt_open(const char *dir, const char *algo, vx_safetensors *st, int *epoch,
+                       int64_t *env_steps, vx_err *e);
+
+#endif

@@ -1,0 +1,176 @@
+/* config.c — a run's settings: the general sections (data.*, env.*, train.*) owned here, each
+ * registered algorithm's sections bound to its settings slot, all through the one key table
+ * machinery of io.h. An unknown key or a value out of range is an error naming the key; keys
+ * renamed since earlier versions are read under their new names, so old config files and old
+ * run folders still load. */
+#include "vixen/io.h"
+#include "vixen/train.h"
+
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
+
+#define F(field) offsetof(vx_train_cfg, field), sizeof(((vx_train_cfg *)0)->field)
+#define NUM(name, type, field, lo, hi, help) {name, type, F(field), lo, hi, NULL, 0, 0, -1, help}
+static const vx_key data_keys[] = {
+    {"files", VX_KEY_STRLIST, offsetof(vx_train_cfg, files), sizeof(((vx_train_cfg *)0)->files[0]),
+     0, 0, NULL, offsetof(vx_train_cfg, n_files), VX_TRAIN_MAX_FILES, -1,
+     "bar files or folders (none: the synthetic market)"},
+    {"instrument", VX_KEY_STR, F(instrument), 0, 0, NULL, 0, 0, -1, "instrument id or symbol for multi-instrument DBN"},
+    {"cache", VX_KEY_STR, F(cache_dir), 0, 0, NULL, 0, 0, -1, "feature cache folder (empty: the default)"},
+    NUM("synth_days", VX_KEY_INT, synth_days, 2, 100000, "days of synthetic market"),
+    NUM("synth_seed", VX_KEY_U64, synth_seed, 0, 1e18, "seed of the synthetic market"),
+    NUM("synth_strength", VX_KEY_DBL, synth_strength, 0, 10, "planted signal strength"),
+};
+#undef F
+#define F(field) offsetof(vx_env_cfg, field), sizeof(((vx_env_cfg *)0)->field)
+static const vx_key env_keys[] = {
+    NUM("max_contracts", VX_KEY_INT, max_contracts, 1, 100000, "contracts at full exposure"),
+    NUM("episode_len", VX_KEY_INT, episode_len, 2, 1000000, "steps per episode"),
+    NUM("commission", VX_KEY_DBL, commission, 0, 1e6, "$ per contract per side"),
+    NUM("slippage_ticks", VX_KEY_DBL, slippage_ticks, 0, 1e4, "market-order slippage, ticks"),
+    NUM("tick", VX_KEY_DBL, tick, 1e-12, 1e9, "price increment"),
+    NUM("multiplier", VX_KEY_DBL, multiplier, 1e-12, 1e9, "$ per point"),
+    NUM("reward_scale", VX_KEY_DBL, reward_scale, 0, 1e12, "$ per reward unit (0: from data)"),
+    NUM("drawdown_limit", VX_KEY_DBL, drawdown_limit, 0, 1e15, "$ stop-out (0: 3 session sds)"),
+    NUM("eval_fraction", VX_KEY_DBL, eval_fraction, 0.01, 0.9, "held-out share of bars"),
+};
+#undef F
+#define F(field) offsetof(vx_train_cfg, field), sizeof(((vx_train_cfg *)0)->field)
+extern const char *const vx_algo_names[]; /* algos.c */
+static const vx_key train_keys[] = {
+    {"algo", VX_KEY_ENUM, F(algo), 0, 0, vx_algo_names, 0, 0, -1, "the learning algorithm"},
+    NUM("epochs", VX_KEY_INT, epochs, 1, 1e9, "epochs"),
+    NUM("envs", VX_KEY_INT, envs, 1, 1 << 24, "environments stepped at once"),
+    NUM("steps_per_epoch", VX_KEY_INT, steps_per_epoch, 1, 1e7, "steps of each environment per epoch"),
+    NUM("eval_every", VX_KEY_INT, eval_every, 0, 1e9, "epochs between evaluations (0: end only)"),
+    NUM("checkpoint_every", VX_KEY_INT, checkpoint_every, 1, 1e9, "epochs between checkpoints"),
+    NUM("seed", VX_KEY_U64, seed, 0, 1e18, "seed of everything random"),
+    {"device", VX_KEY_ENUM, F(device), 0, 0, device_names, 0, 0, -1, "auto (the GPU when present), cpu or cuda"},
+    NUM("gpu_graphs", VX_KEY_INT, gpu_graphs, 0, 1, "1: CUDA graphs; 0: kernel by kernel, synchronised (the reference path)"),
+    NUM("async_checkpoints", VX_KEY_INT, async_checkpoints, 0, 1, "1: GPU checkpoints written in the background while training goes on"),
+    {"run_dir", VX_KEY_STR, F(run_dir), 0, 0, NULL, 0, 0, -1, "the run folder"},
+};
+static const vx_section data_section = {"data", data_keys, sizeof data_keys / sizeof *data_keys};
+static const vx_section env_section = {"env", env_keys, sizeof env_keys / sizeof *env_keys};
+static const vx_section train_section = {"train", train_keys, sizeof train_keys / sizeof *train_keys};
+
+/* Keys that moved when the run stopped knowing about the DQN: old name, new name. */
+static const char *const renamed[] = {
+    "net.trunk", "dqn.trunk",
+    "net.head_hidden", "dqn.head_hidden",
+    "train.updates_per_epoch", "dqn.updates_per_epoch",
+    "train.replay_ratio", "dqn.replay_ratio",
+    "train.warmup", "dqn.warmup",
+    "train.eps_start", "dqn.eps_start",
+    "train.eps_end", "dqn.eps_end",
+    "train.eps_decay_epochs", "dqn.eps_decay_epochs",
+    "train.overlap", "dqn.overlap",
+    NULL,
+};
+
+/* Binds the run's sections and then those of algorithm `only` (every algorithm when −1). */
+static void bind(vx_settings *s, vx_train_cfg *c, int only)
+{
+    memset(s, 0, sizeof *s);
+    vx_settings_bind(s, &data_section, c);
+    vx_settings_bind(s, &env_section, &c->env);
+    vx_settings_bind(s, &train_section, c);
+    for (int i = 0; i < vx_algo_count(); i++) {
+        if (only >= 0 && i != only) continue;
+        for (const vx_section *const *sec = vx_algo_at(i)->sections; sec && *sec; sec++)
+            vx_settings_bind(s, *sec, c->algo_settings[i]);
+    }
+    s->renamed = renamed;
+}
+
+void vx_train_cfg_default(vx_train_cfg *c)
+{
+    memset(c, 0, sizeof *c);
+    c->synth_days = 60;
+    c->synth_seed = 1;
+    c->synth_strength = 0.15;
+    vx_env_cfg_default(&c->env);
+    c->algo = 0;
+    c->epochs = 30;
+    c->envs = 128;
+    c->steps_per_epoch = 100;
+    c->eval_every = 10;
+    c->checkpoint_every = 10;
+    c->seed = 1;
+    c->device = VX_DEVICE_AUTO;
+    c->gpu_graphs = 1;
+    c->async_checkpoints = 1;
+    snprintf(c->run_dir, sizeof c->run_dir, "runs/run");
+    for (int i = 0; i < vx_algo_count(); i++) vx_algo_at(i)->settings_default(c->algo_settings[i]);
+}
+
+vx_status vx_train_cfg_set(vx_train_cfg *c, const char *key, const char *value, const char *where,
+                           vx_err *e)
+{
+    vx_settings s;
+    bind(&s, c, -1);
+    return vx_settings_set(&s, key, value, where, e);
+}
+
+vx_status vx_train_cfg_load(vx_train_cfg *c, const char *path, vx_err *e)
+{
+    vx_settings s;
+    bind(&s, c, -1);
+    return vx_settings_load(&s, path, e);
+}
+
+vx_status vx_train_cfg_write(const vx_train_cfg *c, FILE *f)
+{
+    vx_settings s;
+    bind(&s, (vx_train_cfg *)c, c->algo);
+    return vx_settings_write(&s, f);
+}
+
+void vx_train_cfg_print_keys(FILE *f)
+{
+    vx_train_cfg *c = malloc(sizeof *c);
+    if (!c) return;
+    vx_train_cfg_default(c);
+    vx_settings s;
+    bind(&s, c, -1);
+    vx_settings_print_keys(&s, f);
+    free(c);
+}
+
+const vx_algo_ops *vx_train_algo(const vx_train_cfg *c) { return vx_algo_at(c->algo); }
+
+void *vx_train_algo_settings(vx_train_cfg *c, const char *name)
+{
+    for (int i = 0; i < vx_algo_count(); i++)
+        if (strcmp(vx_algo_at(i)->name, name) == 0) return c->algo_settings[i];
+    return NULL;
+}
+
+const void *vx_train_algo_settings_c(const vx_train_cfg *c, const char *name)
+{
+    return vx_train_algo_settings((vx_train_cfg *)c, name);
+}
+
+void vx_train_run_params(const vx_train_cfg *c, vx_run_params *out)
+{
+    memset(out, 0, sizeof *out);
+    out->envs = c->envs;
+    out->steps_per_epoch = c->steps_per_epoch;
+    out->epochs = c->epochs;
+    out->checkpoint_every = c->checkpoint_every;
+    out->seed = c->seed;
+    out->gpu_graphs = c->gpu_graphs;
+}
+
+vx_status vx_train_cfg_check(const vx_train_cfg *c, vx_err *e)
+{
+    if (!c->run_dir[0]) return vx_err_set(e, VX_ERR_ARG, "train.run_dir is empty");
+    const vx_algo_ops *a = vx_train_algo(c);
+    if (!a) return vx_err_set(e, VX_ERR_ARG, "train.algo: no algorithm %d", c->algo);
+    vx_run_params run;
+    vx_train_run_params(c, &run);
+    return a->settings_check(c->algo_settings[c->algo], &run, e);
+}

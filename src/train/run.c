@@ -1,0 +1,370 @@
+/* run.c — a training run, written once for every algorithm (algo.h) and every device: the run
+ * folder, the market and the training environments, the epoch loop, metrics (CSV and
+ * TensorBoard, with the algorithm's own columns), evaluations through the algorithm's policy,
+ * checkpoints and resume, and stopping on request.
+ *
+ * One epoch: the algorithm's epoch (collect N × T steps, learn) → an evaluation every few epochs
+ * → a metrics row → a checkpoint every few epochs. A checkpoint on a GPU is a device snapshot the
+ * algorithm prepares during the epoch (so it is known before the epoch runs); a background thread
+ * writes it while the next epochs train, at most one at a time: a checkpoint falling due while
+ * one is still being written waits for the next epoch after it (the last epoch and a stop always
+ * checkpoint, after waiting). On the CPU, checkpoints are written in place.
+ *
+ * Resume is exact: a checkpoint holds everything the algorithm needs (its tensors, counters and
+ * side files) and all randomness is counter-based Philox, so a resumed run computes what an
+ * uninterrupted one would (tests check the final weights bit for bit). */
+#include "checkpoint.h"
+#include "vixen/io.h"
+#include "vixen/train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+vx_status vx_train_open_market(const vx_train_cfg *c, vx_market *m, vx_err *e)
+{
+    if (c->n_files > 0) {
+        const char *paths[VX_TRAIN_MAX_FILES];
+        for (int i = 0; i < c->n_files; i++) paths[i] = c->files[i];
+        char dir[1024];
+        if (c->cache_dir[0]) snprintf(dir, sizeof dir, "%s", c->cache_dir);
+        else vx_cache_default_dir(dir, sizeof dir);
+        vx_load_opts o = {.instrument = c->instrument[0] ? c->instrument : NULL};
+        return vx_market_open(paths, (size_t)c->n_files, &o, dir, m, e);
+    }
+    vx_synth_cfg sc;
+    vx_synth_default(&sc);
+    sc.days = c->synth_days;
+    sc.seed = c->synth_seed;
+    sc.signal_strength = c->synth_strength;
+    vx_series s = {0};
+    vx_status st = vx_synth_generate(&sc, &s, NULL, e);
+    if (!st) st = vx_market_from_series(&s, m, e);
+    vx_series_free(&s);
+    return st;
+}
+
+double vx_epoch_metric(const vx_epoch_report *r, const char *name)
+{
+    for (int i = 0; i < r->n_metrics; i++)
+        if (strcmp(r->metrics[i].name, name) == 0) return r->metric[i];
+    return NAN;
+}
+
+/* ---- metrics columns: the run's and the algorithm's ------------------------------------------- */
+
+#define MAX_COLS (12 + VX_ALGO_MAX_METRICS)
+
+typedef struct {
+    const char *name[MAX_COLS];
+    int algo[MAX_COLS]; /* the algorithm's metric index, or −1: the run's own */
+    int n;
+} columns;
+
+/* epoch, env_steps, the algorithm's results, the episode and evaluation figures, then the
+ * timings (env_steps_per_s, the algorithm's, seconds): rows of runs that should agree compare
+ * equal up to the timing columns at the end. */
+static const char *const run_results[] = {"episode_return", "episode_pnl", "episodes",
+                                          "eval_sharpe",    "eval_pnl",    "eval_max_drawdown",
+                                          "eval_turnover",  "eval_hit_rate"};
+
+static void columns_make(columns *c, const vx_algo_ops *a)
+{
+    c->n = 0;
+#define COL(nm, i) (c->name[c->n] = (nm), c->algo[c->n] = (i), c->n++)
+    COL("epoch", -1);
+    COL("env_steps", -1);
+    for (int i = 0; i < a->n_metrics; i++)
+        if (!a->metrics[i].timing) COL(a->metrics[i].name, i);
+    for (size_t i = 0; i < sizeof run_results / sizeof *run_results; i++) COL(run_results[i], -1);
+    COL("env_steps_per_s", -1);
+    for (int i = 0; i < a->n_metrics; i++)
+        if (a->metrics[i].timing) COL(a->metrics[i].name, i);
+    COL("seconds", -1);
+#undef COL
+}
+
+static double run_value(const char *name, const vx_epoch_report *r, double scale)
+{
+    const vx_eval_metrics *v = &r->eval;
+    if (!strcmp(name, "epoch")) return r->epoch;
+    if (!strcmp(name, "env_steps")) return (double)r->env_steps;
+    if (!strcmp(name, "episode_return")) return r->episode_return;
+    if (!strcmp(name, "episode_pnl")) return r->episode_return * scale;
+    if (!strcmp(name, "episodes")) return r->episodes;
+    if (!strcmp(name, "env_steps_per_s")) return r->env_steps_per_s;
+    if (!strcmp(name, "seconds")) return r->seconds;
+    if (!r->evaluated) return NAN;
+    if (!strcmp(name, "eval_sharpe")) return v->sharpe;
+    if (!strcmp(name, "eval_pnl")) return v->total_pnl;
+    if (!strcmp(name, "eval_max_drawdown")) return v->max_drawdown;
+    if (!strcmp(name, "eval_turnover")) return v->turnover;
+    return v->hit_rate; /* eval_hit_rate */
+}
+
+static vx_status write_eval(const char *dir, const vx_eval_report *r, vx_err *e)
+{
+    char path[1100];
+    const char *ext[2] = {"json", "txt"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(path, sizeof path, "%s/eval.%s", dir, ext[k]);
+        vx_atomic_file af;
+        vx_status st = vx_atomic_open(&af, path, e);
+        if (st) return st;
+        if (k == 0) vx_eval_json(af.f, r);
+        else vx_eval_print(af.f, r);
+        st = vx_atomic_commit(&af, e);
+        if (st) return st;
+    }
+    return VX_OK;
+}
+
+/* The resolved config as YAML text (malloc'd), for config.yaml and the checkpoints. */
+static char *config_text(const vx_train_cfg *c)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return NULL;
+    int bad = vx_train_cfg_write(c, f) != VX_OK;
+    if (fclose(f) != 0 || bad) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+/* ---- the run ------------------------------------------------------------------------------------ */
+
+typedef struct {
+    vx_train_cfg cfg; /* resolved: the algorithm's slot holds what it chose */
+    const vx_algo_ops *ops;
+    vx_market market;
+    int have_market;
+    vx_env *env;
+    vx_algo *algo;
+    char ckpt_dir[1100];
+    char *config;     /* cfg as YAML */
+    ckpt_writer writer;
+    int epoch;        /* epochs completed */
+    int64_t env_steps;
+} run_state;
+
+static void run_free(run_state *r)
+{
+    vx_ckpt_writer_join(&r->writer, NULL);
+    if (r->algo) r->ops->free(r->algo);
+    vx_env_free(r->env);
+    if (r->have_market) vx_market_close(&r->market);
+    free(r->config);
+    free(r);
+}
+
+/* Writes a checkpoint of the epochs completed: in the background when the state is a detached
+ * snapshot and the run allows it, else here. */
+static vx_status checkpoint(run_state *r, int final, int *started, vx_err *e)
+{
+    vx_status st = vx_ckpt_writer_join(&r->writer, e); /* a failed background write fails here */
+    ckpt_job job;
+    memset(&job, 0, sizeof job);
+    if (!st) st = r->ops->save(r->algo, final, &job.st, e);
+    if (st) return st;
+    snprintf(job.dir, sizeof job.dir, "%s", r->ckpt_dir);
+    snprintf(job.algo, sizeof job.algo, "%s", r->ops->name);
+    job.epoch = r->epoch;
+    job.env_steps = r->env_steps;
+    job.config = r->config ? strdup(r->config) : NULL;
+    if (!final && job.st.detached && r->cfg.async_checkpoints) {
+        *started = 1;
+        return vx_ckpt_writer_start(&r->writer, &job, e);
+    }
+    st = vx_ckpt_write(&job, e);
+    free(job.config);
+    return st;
+}
+
+static vx_status evaluate(run_state *r, vx_eval_report *ev, vx_err *e)
+{
+    vx_policy pol;
+    vx_status st = r->ops->policy(r->algo, &pol, e);
+    if (!st) st = vx_eval_run(&r->market, &r->cfg.env, &pol, ev, e);
+    return st;
+}
+
+static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, int resume,
+                          vx_err *e)
+{
+    r->cfg = *c;
+    r->ops = vx_train_algo(c);
+    snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoint", c->run_dir);
+    vx_status st = vx_mkdirs(r->ckpt_dir, e);
+    if (st) return st;
+    char path[1200];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", r->ckpt_dir, VX_CKPT_FILE);
+    if (!resume && stat(path, &sb) == 0)
+        return vx_err_line(e, VX_ERR_ARG, c->run_dir, -1, "",
+                           "already holds a run; resume it (--resume) or pick another folder");
+    vx_ckpt_clean(r->ckpt_dir);
+    st = vx_train_open_market(c, &r->market, e);
+    if (st) return st;
+    r->have_market = 1;
+    vx_env_cfg ec = c->env;
+    ec.seed = c->seed;
+    st = vx_env_create(&ec, &r->market, VX_SPLIT_TRAIN, (size_t)c->envs, dev, &r->env, e);
+    if (st) return st;
+    vx_run_params run;
+    vx_train_run_params(c, &run);
+    vx_algo_init in = {c->algo_settings[c->algo], &run, dev, r->env, 0};
+    st = r->ops->create(&in, &r->algo, e);
+    if (st) return st;
+    r->ops->settings_resolved(r->algo, r->cfg.algo_settings[c->algo]);
+    r->config = config_text(&r->cfg);
+    if (!r->config) return vx_err_set(e, VX_ERR_NOMEM, "train: cannot format the config");
+    if (resume) {
+        vx_safetensors s;
+        st = vx_ckpt_open(r->ckpt_dir, r->ops->name, &s, &r->epoch, &r->env_steps, e);
+        if (st) return st;
+        vx_ckpt_view ck = {&s, r->ckpt_dir};
+        st = r->ops->restore(r->algo, &ck, 0, e);
+        vx_safetensors_free(&s);
+        if (st && e && !strstr(e->msg, r->ckpt_dir)) {
+            char m[sizeof e->msg];
+            snprintf(m, sizeof m, "%s", e->msg);
+            vx_err_line(e, st, path, -1, "", "resume: %s", m);
+        }
+        if (st) return st;
+    } else { /* the resolved configuration, first */
+        snprintf(path, sizeof path, "%s/config.yaml", c->run_dir);
+        vx_atomic_file af;
+        st = vx_atomic_open(&af, path, e);
+        if (st) return st;
+        fputs(r->config, af.f);
+        st = vx_atomic_commit(&af, e);
+        if (st) return st;
+    }
+    char what[256];
+    r->ops->describe(r->algo, what, sizeof what);
+    vx_log(VX_LOG_INFO, "train: %s, on %s", what, vx_device_name(dev));
+    return VX_OK;
+}
+
+vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epoch_fn on_epoch,
+                       void *ctx, vx_eval_report *final_eval, vx_err *e)
+{
+    vx_status st = vx_train_cfg_check(c, e);
+    if (st) return st;
+    run_state *r = calloc(1, sizeof *r);
+    if (!r) return vx_err_set(e, VX_ERR_NOMEM, "train: out of memory");
+    st = run_open(r, c, dev, resume, e);
+    columns cols;
+    columns_make(&cols, r->ops);
+    vx_csv_log csv = {0};
+    vx_tfevents tb = {0};
+    char path[1100];
+    if (!st) {
+        snprintf(path, sizeof path, "%s/metrics.csv", c->run_dir);
+        st = vx_csv_log_open(&csv, path, cols.name, cols.n, e);
+    }
+    if (!st) st = vx_tfevents_open(&tb, c->run_dir, e);
+    double scale = !st ? vx_env_params_get(r->env)->reward_scale : 1;
+    uint64_t run_start = vx_now_ns();
+    int first_epoch = r->epoch, pending = 0;
+    vx_eval_report ev;
+    memset(&ev, 0, sizeof ev);
+    while (!st && r->epoch < c->epochs) {
+        uint64_t t0 = vx_now_ns();
+        int last = r->epoch + 1 == c->epochs;
+        int due = (r->epoch + 1) % c->checkpoint_every == 0 || pending;
+        /* a snapshot needs the writer idle: the last epoch waits for it, others defer */
+        if (last) st = vx_ckpt_writer_join(&r->writer, e);
+        int snap = !st && (last || (due && !vx_ckpt_writer_busy(&r->writer)));
+        pending = due && !snap;
+        vx_epoch_in in = {r->epoch, snap};
+        vx_epoch_out out;
+        memset(&out, 0, sizeof out);
+        for (int i = 0; i < VX_ALGO_MAX_METRICS; i++) out.metric[i] = NAN;
+        if (!st) st = r->ops->epoch(r->algo, &in, &out, e);
+        if (st) break;
+        r->epoch++;
+        r->env_steps += out.env_steps;
+        vx_epoch_report rep;
+        memset(&rep, 0, sizeof rep);
+        if ((c->eval_every > 0 && r->epoch % c->eval_every == 0) || last) {
+            st = evaluate(r, &ev, e);
+            rep.evaluated = 1;
+            rep.eval = ev.agent;
+        }
+        if (st) break;
+        rep.epoch = r->epoch, rep.epochs = c->epochs, rep.env_steps = r->env_steps;
+        rep.episodes = out.episodes;
+        rep.episode_return = out.episodes > 0 ? out.return_sum / out.episodes : NAN;
+        rep.env_steps_per_s = out.collect_s > 0 ? (double)out.env_steps / out.collect_s : 0;
+        rep.metrics = r->ops->metrics;
+        rep.n_metrics = r->ops->n_metrics;
+        memcpy(rep.metric, out.metric, sizeof rep.metric);
+        rep.seconds = vx_seconds_since(t0);
+        rep.eta_seconds = vx_seconds_since(run_start) / (r->epoch - first_epoch) * (c->epochs - r->epoch);
+        double row[MAX_COLS];
+        for (int i = 0; i < cols.n; i++)
+            row[i] = cols.algo[i] >= 0 ? out.metric[cols.algo[i]] : run_value(cols.name[i], &rep, scale);
+        st = vx_csv_log_row(&csv, row, e);
+        for (int i = 1; i < cols.n && !st; i++) {
+            if (isnan(row[i])) continue;
+            char tag[64];
+            snprintf(tag, sizeof tag, "%s/%s", strncmp(cols.name[i], "eval_", 5) ? "train" : "eval",
+                     cols.name[i]);
+            st = vx_tfevents_scalar(&tb, tag, r->epoch, row[i], e);
+        }
+        rep.checkpointed = snap;
+        int stop = !st && on_epoch ? on_epoch(&rep, ctx) : 0;
+        int started = 0;
+        if (!st && (snap || stop)) st = checkpoint(r, last || stop, &started, e);
+        if (stop) break;
+    }
+    if (!st) st = vx_ckpt_writer_join(&r->writer, e);
+    if (!st && ev.buy_hold.bars == 0) st = evaluate(r, &ev, e);
+    if (!st) st = write_eval(c->run_dir, &ev, e);
+    if (!st && final_eval) *final_eval = ev;
+    vx_csv_log_close(&csv);
+    vx_tfevents_close(&tb);
+    run_free(r);
+    return st;
+}
+
+/* ---- evaluating a checkpoint -------------------------------------------------------------------- */
+
+vx_status vx_eval_checkpoint(const vx_train_cfg *c, const char *ckpt_path, const vx_market *m,
+                             vx_eval_report *out, vx_err *e)
+{
+    vx_safetensors s;
+    vx_status st = vx_safetensors_read(ckpt_path, &s, e);
+    if (st) return st;
+    const char *fmt = vx_safetensors_meta(&s, "format");
+    const char *name = vx_safetensors_meta(&s, "algo");
+    if (fmt && strncmp(fmt, "vixen-dqn-", 10) == 0) name = "dqn"; /* before the algorithm seam */
+    const vx_algo_ops *ops = name ? vx_algo_find(name) : NULL;
+    if (!fmt || (strcmp(fmt, VX_CKPT_FORMAT) != 0 && strncmp(fmt, "vixen-dqn-", 10) != 0))
+        st = vx_err_line(e, VX_ERR_FORMAT, ckpt_path, -1, "format", "not a vixen checkpoint");
+    else if (!ops)
+        st = vx_err_line(e, VX_ERR_FORMAT, ckpt_path, -1, "algo", "unknown algorithm '%s'",
+                         name ? name : "");
+    vx_algo *a = NULL;
+    if (!st) {
+        vx_run_params run;
+        vx_train_run_params(c, &run);
+        vx_algo_init in = {vx_train_algo_settings_c(c, ops->name), &run, NULL, NULL, 0};
+        st = ops->create(&in, &a, e);
+    }
+    if (!st) {
+        vx_ckpt_view ck = {&s, "."};
+        st = ops->restore(a, &ck, 1, e);
+    }
+    vx_policy pol;
+    if (!st) st = ops->policy(a, &pol, e);
+    if (!st) st = vx_eval_run(m, &c->env, &pol, out, e);
+    if (a) ops->free(a);
+    vx_safetensors_free(&s);
+    return st;
+}

@@ -1,0 +1,375 @@
+/* test_backend_ops.c — every component on every backend present, against the CPU reference (in
+ * the manner of ggml's test-backend-ops): a table of (component, settings) cases; each case draws
+ * fresh seeded inputs, runs on the CPU and on every other device this machine has, and compares
+ * the outputs at the case's stated tolerance, ‖out − ref‖ / ‖ref‖ (or exactly, where the shared
+ * arithmetic makes both backends give the same bits).
+ *
+ * Without a GPU each case still runs twice on the CPU (the harness checking itself: same inputs,
+ * same bits) and the CUDA column says skipped. Tolerances: float32 GEMMs summed in another order
+ * land near 1e-7..1e-6 relative; 1e-5 leaves room for depth and C51's exponentials, and is far
+ * below what a wrong index, a missing term or a flipped sign does (order 1e-1..1). */
+#include "helpers.h"
+#include "vixen/device.h"
+#include "vixen/env.h"
+#include "vixen/nn.h"
+#include "vixen/philox.h"
+#include "vixen/replay.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Outputs of one run of a case, in host memory: up to 4 float arrays and 2 raw byte arrays. */
+typedef struct {
+    float *f[4];
+    size_t nf[4];
+    uint8_t *raw[2];
+    size_t nraw[2];
+} result;
+
+static void result_free(result *r)
+{
+    for (int i = 0; i < 4; i++) free(r->f[i]);
+    for (int i = 0; i < 2; i++) free(r->raw[i]);
+    memset(r, 0, sizeof *r);
+}
+
+typedef struct {
+    const char *name;
+    double tol;   /* relative L2 of the float outputs; raw outputs must be equal */
+    int a, b, c;  /* the case's settings, meaning set by its runner */
+    void (*run)(vx_device *dev, uint64_t seed, int a, int b, int c, result *out);
+} test_case;
+
+/* ---- device memory helpers ---------------------------------------------------------------------- */
+
+static void *dev_copy(vx_mem *m, const void *host, size_t n)
+{
+    void *p = NULL;
+    vx_err e;
+    if (vx_mem_alloc(m, n ? n : 1, &p, &e)) fail_msg("%s", e.msg);
+    if (host && vx_device_upload(m->dev, p, host, n, &e)) fail_msg("%s", e.msg);
+    return p;
+}
+
+/* The stream a run queues its work on (NULL on the CPU). */
+static vx_stream g_s;
+
+/* Waits for the run's stream, then copies n bytes back. */
+static void fetch(vx_device *dev, void *h, const void *d, size_t n)
+{
+    vx_err e;
+    if (vx_stream_sync(dev, g_s, &e) || vx_device_download(dev, h, d, n, &e)) fail_msg("%s", e.msg);
+}
+
+static float *host_copy(vx_device *dev, const void *d, size_t n_floats)
+{
+    float *h = malloc(n_floats * sizeof(float) + 1);
+    fetch(dev, h, d, n_floats * sizeof(float));
+    return h;
+}
+
+static float *randn(size_t n, uint64_t seed, uint64_t stream, double sd)
+{
+    float *x = malloc(n * sizeof(float) + 1);
+    vx_rng g = vx_rng_make(seed, stream, 0);
+    for (size_t i = 0; i < n; i++) x[i] = (float)(sd * vx_rng_normal(&g));
+    return x;
+}
+
+/* A vx_dense over a flat vector with the layout's alignment: W at 0, b at a 4-float boundary. */
+static vx_dense dense_of(int in, int out, size_t *np)
+{
+    vx_dense d = {0, (((size_t)in * out) + 3) & ~(size_t)3, in, out};
+    *np = d.b + (((size_t)out + 3) & ~(size_t)3);
+    return d;
+}
+
+/* ---- dense: a = in, b = out, c = batch; forward with and without ReLU ------------------------- */
+
+static void run_dense(vx_device *dev, uint64_t seed, int in, int out, int B, result *r)
+{
+    size_t np;
+    vx_dense d = dense_of(in, out, &np);
+    float *P = randn(np, seed, 1, 0.3), *x = randn((size_t)B * in, seed, 2, 1.0);
+    float *dy = randn((size_t)B * out, seed, 3, 1.0), *dx0 = randn((size_t)B * in, seed, 4, 1.0);
+    vx_mem m;
+    vx_mem_init(&m, dev, "test");
+    float *dP = dev_copy(&m, P, np * 4), *dxx = dev_copy(&m, x, (size_t)B * in * 4);
+    float *dyr = dev_copy(&m, NULL, (size_t)B * out * 4), *dyl = dev_copy(&m, NULL, (size_t)B * out * 4);
+    float *ddy = dev_copy(&m, dy, (size_t)B * out * 4), *dg = dev_copy(&m, NULL, np * 4);
+    float *ddx = dev_copy(&m, dx0, (size_t)B * in * 4);
+    vx_dense_ctx *c;
+    vx_err e;
+    vx_stream s = g_s;
+    if (vx_dense_ctx_create(dev, 0, &c, &e)) fail_msg("%s", e.msg);
+    if (vx_dense_forward(c, &d, dP, dxx, B, dyr, 1, s, &e) ||
+        vx_dense_forward(c, &d, dP, dxx, B, dyl, 0, s, &e) ||
+        vx_dense_backward(c, &d, dP, dxx, B, ddy, dg, ddx, 1, s, &e))
+        fail_msg("%s", e.msg);
+    r->f[0] = host_copy(dev, dyr, r->nf[0] = (size_t)B * out);
+    r->f[1] = host_copy(dev, dyl, r->nf[1] = (size_t)B * out);
+    float *g = host_copy(dev, dg, np);
+    r->f[2] = malloc(((size_t)in * out + out) * 4), r->nf[2] = (size_t)in * out + out;
+    memcpy(r->f[2], g, (size_t)in * out * 4); /* dW and db, not the padding between them */
+    memcpy(r->f[2] + (size_t)in * out, g + d.b, (size_t)out * 4);
+    free(g);
+    r->f[3] = host_copy(dev, ddx, r->nf[3] = (size_t)B * in); /* dx0 + dy·Wᵀ */
+    vx_dense_ctx_free(c);
+    vx_mem_release(&m);
+    free(P), free(x), free(dy), free(dx0);
+}
+
+static void run_dense_case(vx_device *dev, uint64_t seed, int a, int b, int c, result *r)
+{
+    run_dense(dev, seed, a, b, c, r);
+}
+
+/* ---- the Q-network: a = atoms, b = batch ------------------------------------------------------- */
+
+static void run_qnet(vx_device *dev, uint64_t seed, int atoms, int B, int c, result *r)
+{
+    (void)c;
+    vx_qnet_cfg qc;
+    vx_qnet_cfg_default(&qc);
+    qc.atoms = atoms;
+    qc.trunk[0] = 64, qc.trunk[1] = 48, qc.head_hidden = 32;
+    vx_qnet_layout L;
+    vx_err e;
+    if (vx_qnet_layout_make(&qc, &L, &e)) fail_msg("%s", e.msg);
+    size_t np = L.n_params, nx = (size_t)B * qc.in_dim, nq = (size_t)B * L.out_dim;
+    float *P = malloc(np * 4), *x = randn(nx, seed, 5, 1.0), *dq = randn(nq, seed, 6, 0.1);
+    vx_qnet_init(&L, seed, P);
+    vx_mem m;
+    vx_mem_init(&m, dev, "test");
+    float *dP = dev_copy(&m, P, np * 4), *dx = dev_copy(&m, x, nx * 4), *ddq = dev_copy(&m, dq, nq * 4);
+    float *dg = dev_copy(&m, NULL, np * 4);
+    float *zero = calloc(np, 4);
+    if (vx_device_upload(dev, dg, zero, np * 4, &e)) fail_msg("%s", e.msg); /* the padding */
+    vx_qnet *q;
+    if (vx_qnet_create(&L, B, B, dev, &q, &e) || vx_qnet_forward(q, dP, dx, B, g_s, &e))
+        fail_msg("%s", e.msg);
+    r->f[0] = host_copy(dev, vx_qnet_output(q), r->nf[0] = nq);
+    if (vx_qnet_backward(q, dP, dx, B, ddq, dg, g_s, &e)) fail_msg("%s", e.msg);
+    r->f[1] = host_copy(dev, dg, r->nf[1] = np);
+    vx_qnet_free(q);
+    vx_mem_release(&m);
+    free(P), free(x), free(dq), free(zero);
+}
+
+/* ---- the optimizer: a = clip on (norm above max_norm), b = weight decay on; 3 steps ------------- */
+
+static void run_optim(vx_device *dev, uint64_t seed, int clip, int wd, int c, result *r)
+{
+    (void)c;
+    const size_t n = 1000;
+    vx_adam_cfg ac;
+    vx_adam_cfg_default(&ac);
+    ac.lr = 1e-2;
+    ac.weight_decay = wd ? 0.01 : 0;
+    float *p = randn(n, seed, 7, 1.0);
+    vx_mem m;
+    vx_mem_init(&m, dev, "test");
+    float *dp = dev_copy(&m, p, n * 4), *dg = dev_copy(&m, NULL, n * 4);
+    vx_optim *o;
+    vx_err e;
+    if (vx_optim_create(&ac, clip ? 1.0 : 0.0, n, dev, &o, &e)) fail_msg("%s", e.msg);
+    for (int step = 0; step < 3; step++) {
+        float *g = randn(n, seed, 8 + (uint64_t)step, 0.5); /* norm ≈ 16: the clip of 1 bites */
+        if (vx_stream_sync(dev, g_s, &e) || vx_device_upload(dev, dg, g, n * 4, &e) ||
+            vx_optim_step(o, dp, dg, g_s, &e))
+            fail_msg("%s", e.msg);
+        free(g);
+    }
+    r->f[0] = host_copy(dev, dp, r->nf[0] = n);
+    r->f[1] = host_copy(dev, dg, r->nf[1] = n); /* the last step's clipped gradients */
+    double norm;
+    fetch(dev, &norm, vx_optim_norm(o), sizeof norm);
+    r->f[2] = malloc(4), r->f[2][0] = (float)norm, r->nf[2] = 1;
+    vx_optim_free(o);
+    vx_mem_release(&m);
+    free(p);
+}
+
+/* ---- the environments: a = N, b = steps (random actions); every output bit for bit ------------- */
+
+static void run_env(vx_device *dev, uint64_t seed, int N, int T, int c, result *r)
+{
+    (void)c;
+    static vx_market mk;
+    static int have;
+    vx_err e;
+    if (!have) {
+        vx_series s = {0};
+        th_synth(&s, 20, 3, 0.1);
+        if (vx_market_from_series(&s, &mk, &e)) fail_msg("%s", e.msg);
+        have = 1;
+    }
+    vx_env_cfg ec;
+    vx_env_cfg_default(&ec);
+    ec.seed = seed;
+    ec.episode_len = 120;
+    vx_env *env;
+    if (vx_env_create(&ec, &mk, VX_SPLIT_TRAIN, (size_t)N, dev, &env, &e)) fail_msg("%s", e.msg);
+    size_t D = VX_OBS_DIM, A = VX_ACTION_BRANCHES;
+    vx_mem m;
+    vx_mem_init(&m, dev, "test");
+    float *obs = dev_copy(&m, NULL, N * D * 4), *fin = dev_copy(&m, NULL, N * D * 4);
+    float *rew = dev_copy(&m, NULL, (size_t)N * 4);
+    uint8_t *te = dev_copy(&m, NULL, (size_t)N), *tr = dev_copy(&m, NULL, (size_t)N);
+    int32_t *act = dev_copy(&m, NULL, N * A * 4), *ha = malloc(N * A * 4);
+    r->raw[0] = malloc((size_t)T * N * 2), r->nraw[0] = (size_t)T * N * 2;
+    r->f[0] = malloc((size_t)T * N * 4), r->nf[0] = (size_t)T * N;
+    vx_rng g = vx_rng_make(seed, 99, 0);
+    for (int t = 0; t < T; t++) {
+        for (int i = 0; i < N; i++) {
+            ha[i * A] = (int32_t)vx_rng_below(&g, VX_EXPOSURE_LEVELS);
+            ha[i * A + 1] = (int32_t)vx_rng_below(&g, VX_ORDER_TYPES);
+            ha[i * A + 2] = (int32_t)vx_rng_below(&g, VX_URGENCY_LEVELS);
+        }
+        if (vx_device_upload(dev, act, ha, N * A * 4, &e) ||
+            vx_env_step(env, act, obs, rew, te, tr, fin, g_s, &e))
+            fail_msg("%s", e.msg);
+        fetch(dev, r->f[0] + (size_t)t * N, rew, (size_t)N * 4);
+        fetch(dev, r->raw[0] + (size_t)t * N * 2, te, (size_t)N);
+        fetch(dev, r->raw[0] + (size_t)t * N * 2 + N, tr, (size_t)N);
+    }
+    r->raw[1] = malloc(N * sizeof(vx_env_state)), r->nraw[1] = N * sizeof(vx_env_state);
+    if (vx_env_get_states(env, (vx_env_state *)r->raw[1], &e)) fail_msg("%s", e.msg);
+    r->f[1] = host_copy(dev, obs, r->nf[1] = N * D);
+    vx_env_free(env);
+    vx_mem_release(&m);
+    free(ha);
+}
+
+/* ---- the replay buffer: a = kind, b = batch; insert, sample, update, sample ------------------ */
+
+static void run_replay(vx_device *dev, uint64_t seed, int kind, int B, int c, result *r)
+{
+    (void)c;
+    const size_t n = 3000, D = VX_OBS_DIM, A = VX_ACTION_BRANCHES;
+    vx_replay_cfg rc;
+    vx_replay_cfg_default(&rc, (vx_replay_kind)kind, 4096);
+    rc.seed = seed;
+    vx_replay *rp;
+    vx_err e;
+    if (vx_replay_create(&rc, dev, &rp, &e)) fail_msg("%s", e.msg);
+    float *o = randn(n * D, seed, 10, 1.0), *rw = randn(n, seed, 11, 1.0);
+    int32_t *a = malloc(n * A * 4);
+    uint8_t *fl = calloc(n, 1);
+    for (size_t i = 0; i < n * A; i++) a[i] = (int32_t)(i % 3);
+    vx_mem m;
+    vx_mem_init(&m, dev, "test");
+    vx_transitions t = {dev_copy(&m, o, n * D * 4), dev_copy(&m, o, n * D * 4), dev_copy(&m, a, n * A * 4),
+                        dev_copy(&m, rw, n * 4), dev_copy(&m, fl, n), dev_copy(&m, fl, n), NULL};
+    vx_replay_batch b = {dev_copy(&m, NULL, (size_t)B * D * 4), dev_copy(&m, NULL, (size_t)B * D * 4),
+                         dev_copy(&m, NULL, (size_t)B * A * 4), dev_copy(&m, NULL, (size_t)B * 4),
+                         dev_copy(&m, NULL, (size_t)B), dev_copy(&m, NULL, (size_t)B),
+                         dev_copy(&m, NULL, (size_t)B), dev_copy(&m, NULL, (size_t)B * 4),
+                         dev_copy(&m, NULL, (size_t)B * 4), dev_copy(&m, NULL, (size_t)B * 4)};
+    float *td = randn((size_t)B, seed, 12, 2.0);
+    float *dtd = dev_copy(&m, td, (size_t)B * 4);
+    r->raw[0] = malloc((size_t)B * 8), r->nraw[0] = (size_t)B * 8;
+    if (vx_replay_insert(rp, &t, n, g_s, &e) || vx_replay_set_beta(rp, 0.5, g_s, &e) ||
+        vx_replay_sample(rp, (size_t)B, &b, g_s, &e) ||
+        vx_replay_update(rp, b.index, b.gen, dtd, (size_t)B, g_s, &e))
+        fail_msg("%s", e.msg);
+    fetch(dev, r->raw[0], b.index, (size_t)B * 4);
+    if (vx_replay_sample(rp, (size_t)B, &b, g_s, &e)) fail_msg("%s", e.msg);
+    fetch(dev, r->raw[0] + (size_t)B * 4, b.index, (size_t)B * 4);
+    r->f[0] = host_copy(dev, b.weights, r->nf[0] = (size_t)B);
+    r->f[1] = host_copy(dev, b.obs, r->nf[1] = (size_t)B * D);
+    r->f[2] = host_copy(dev, b.rewards, r->nf[2] = (size_t)B);
+    vx_replay_free(rp);
+    vx_mem_release(&m);
+    free(o), free(rw), free(a), free(fl), free(td);
+}
+
+static const test_case cases[] = {
+    {"dense 51x256 B=1024", 1e-5, 51, 256, 1024, run_dense_case},
+    {"dense 256x15 B=37", 1e-5, 256, 15, 37, run_dense_case},
+    {"dense 64x765 B=1", 1e-5, 64, 765, 1, run_dense_case},
+    {"qnet Z=1 B=256", 1e-5, 1, 256, 0, run_qnet},
+    {"qnet Z=11 B=33", 1e-5, 11, 33, 0, run_qnet},
+    {"optim clip, no decay", 1e-6, 1, 0, 0, run_optim},
+    {"optim no clip, decay", 1e-6, 0, 1, 0, run_optim},
+    {"env 512 x 300 steps", 0, 512, 300, 0, run_env},
+    {"replay uniform B=256", 0, VX_REPLAY_UNIFORM, 256, 0, run_replay},
+    {"replay proportional B=512", 1e-6, VX_REPLAY_PROPORTIONAL, 512, 0, run_replay},
+    {"replay rank B=128", 1e-6, VX_REPLAY_RANK, 128, 0, run_replay},
+};
+#define N_CASES (int)(sizeof cases / sizeof *cases)
+
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(a[i]) != isnan(b[i])) return INFINITY;
+        double d = (double)a[i] - b[i];
+        num += d * d, den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* Runs every case on the CPU and on `dev`; a table line per case. */
+static void compare_on(vx_device *dev, const char *label)
+{
+    for (int k = 0; k < N_CASES; k++) {
+        const test_case *c = &cases[k];
+        uint64_t seed = 1000 + (uint64_t)k; /* fresh inputs per case */
+        result ref = {0}, got = {0};
+        vx_err e;
+        g_s = NULL;
+        c->run(NULL, seed, c->a, c->b, c->c, &ref);
+        if (vx_stream_create(dev, &g_s, &e)) fail_msg("%s", e.msg);
+        c->run(dev, seed, c->a, c->b, c->c, &got);
+        vx_stream_destroy(dev, g_s);
+        double worst = 0;
+        for (int i = 0; i < 4 && ref.f[i]; i++) {
+            assert_int_equal(ref.nf[i], got.nf[i]);
+            double d = rel_l2(got.f[i], ref.f[i], ref.nf[i]);
+            worst = d > worst ? d : worst;
+        }
+        int raw_equal = 1;
+        for (int i = 0; i < 2 && ref.raw[i]; i++)
+            raw_equal &= ref.nraw[i] == got.nraw[i] && memcmp(ref.raw[i], got.raw[i], ref.nraw[i]) == 0;
+        int ok = worst <= c->tol && raw_equal;
+        printf("%-8s %-28s max rel L2 %.2e (tolerance %.0e)%s  %s\n", label, c->name, worst, c->tol,
+               raw_equal ? "" : ", exact outputs differ", ok ? "ok" : "FAIL");
+        if (!ok) fail_msg("%s on %s: %.3e > %.0e or exact outputs differ", c->name, label, worst, c->tol);
+        result_free(&ref);
+        result_free(&got);
+    }
+}
+
+static void test_cpu_against_itself(void **state)
+{
+    (void)state;
+    compare_on(vx_device_cpu(), "cpu");
+}
+
+static void test_cuda_against_cpu(void **state)
+{
+    (void)state;
+    if (vx_device_cuda_count() == 0) {
+        printf("cuda     skipped: no CUDA device\n");
+        skip();
+    }
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CUDA;
+    vx_device *dev;
+    vx_err e;
+    if (vx_device_open(&dc, &dev, &e)) fail_msg("%s", e.msg);
+    compare_on(dev, "cuda");
+    vx_device_close(dev);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cpu_against_itself),
+        cmocka_unit_test(test_cuda_against_cpu),
+    };
+    return cmocka_run_group_tests_name("backend_ops", tests, NULL, NULL);
+}
