@@ -79,7 +79,7 @@ extern "C" vx_status dqn_loss_cuda(const vx_loss_shape *shape, int kind, double 
     loss_kernel<<<(B + 127) / 128, 128, 0, s>>>(*shape, kind, (float)kappa, gamma, q_s,
                                                 q_next_online, q_next_target, out_dim, *b, B, dq,
                                                 loss, priority, NULL);
-    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
 }
@@ -143,18 +143,18 @@ static vx_status update_body(dqn_learner *d, vx_err *e)
         d->shape, d->cfg.loss, (float)d->cfg.huber_kappa, d->cfg.gamma, vx_qnet_output(d->qs),
         vx_qnet_output(d->qs) + (size_t)B * O, vx_qnet_output(d->qt), O, d->b, B, d->dq, d->loss,
         d->prio, d->qstat);
-    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_LAUNCH_CHECK(d->s);
     st = vx_qnet_backward(d->qs, d->online, d->b.obs, B, d->dq, d->grads, d->s, e);
     if (!st) st = vx_optim_step(d->opt, d->online, d->grads, d->s, e);
     if (!st) st = vx_replay_update(d->replay, d->b.index, d->b.gen, d->prio, (size_t)B, d->s, e);
     if (st) goto fail;
     stats_kernel<<<1, 256, 0, d->s>>>(d->loss, d->qstat, B, d->shape.n_branches,
                                       vx_optim_norm(d->opt), d->acc);
-    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_LAUNCH_CHECK(d->s);
     if (d->cfg.tau > 0) {
         polyak_kernel<<<(unsigned)((np + 255) / 256), 256, 0, d->s>>>(d->target, d->online, np,
                                                                       (float)d->cfg.tau);
-        VX_CUDA_LAUNCH_CHECK();
+        VX_CUDA_LAUNCH_CHECK(d->s);
     }
 fail:
     return st;

@@ -76,7 +76,7 @@ extern "C" vx_status dqn_act_cuda(const vx_loss_shape *shape, const float *q, in
 {
     vx_status st = VX_OK;
     act_kernel<<<(N + 127) / 128, 128, 0, s>>>(*shape, q, out_dim, N, eps, seed, step, actions);
-    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
 }
@@ -263,7 +263,7 @@ extern "C" vx_status dqn_rollout_set_eps(dqn_rollout *r, double eps, vx_err *e)
 {
     vx_status st = VX_OK;
     set_double_kernel<<<1, 1, 0, r->s>>>(r->eps, eps); /* the value travels as an argument */
-    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_LAUNCH_CHECK(r->s);
 fail:
     return st;
 }
@@ -281,13 +281,13 @@ static vx_status rollout_body(dqn_rollout *r, vx_err *e)
         if (st) break;
         act_kernel<<<blocks, 128, 0, r->s>>>(r->shape, vx_qnet_output(r->net), O, N, r->eps,
                                              r->cfg.seed, r->step, r->act);
-        VX_CUDA_LAUNCH_CHECK();
+        VX_CUDA_LAUNCH_CHECK(r->s);
         st = vx_env_step(r->env, r->act, next, r->rew, r->te, r->tr, r->final_obs, r->s, e);
         if (st) break;
         emit_kernel<<<blocks, 128, 0, r->s>>>(N, n, t, r->cfg.gamma, cur, r->act, r->rew, r->te,
                                               r->tr, next, r->final_obs, r->ns, r->raw, r->flags,
                                               r->ep_ret, r->ret_sum, r->ep_count, r->step);
-        VX_CUDA_LAUNCH_CHECK();
+        VX_CUDA_LAUNCH_CHECK(r->s);
     }
     if (st) goto fail;
     if (r->T & 1) /* the current observations always start a rollout in obs[0] */
@@ -298,11 +298,11 @@ static vx_status rollout_body(dqn_rollout *r, vx_err *e)
         VX_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(r->cub_tmp, tmp, r->flags, r->pos, (int)slots, r->s));
         pack_kernel<<<(unsigned)((slots * D + 255) / 256), 256, 0, r->s>>>(slots, r->flags, r->pos,
                                                                            r->raw, r->packed, r->count);
-        VX_CUDA_LAUNCH_CHECK();
+        VX_CUDA_LAUNCH_CHECK(r->s);
         VX_CUDA_CHECK(cudaMemcpyAsync(r->count_host, r->count, 8, cudaMemcpyDeviceToHost, r->s));
     }
     episodes_kernel<<<1, 1, 0, r->s>>>(N, r->ret_sum, r->ep_count, r->ep_stats);
-    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_LAUNCH_CHECK(r->s);
 fail:
     return st;
 }
@@ -347,7 +347,7 @@ extern "C" vx_status dqn_rollout_copy_state(dqn_rollout *r, const dqn_rollout_st
     if (st) return st;
     ring_to64_kernel<<<(unsigned)((N + 127) / 128), 128, 0, s>>>(r->ns.count, r->ns.head, r->N,
                                                                 r->count_head);
-    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_LAUNCH_CHECK(s);
     VX_CUDA_CHECK(cudaMemcpyAsync(x->obs, r->obs[0], N * D * 4, cudaMemcpyDeviceToHost, s));
     VX_CUDA_CHECK(cudaMemcpyAsync(x->ep_ret, r->ep_ret, N * 8, cudaMemcpyDeviceToHost, s));
     VX_CUDA_CHECK(cudaMemcpyAsync(x->count_head, r->count_head, 2 * N * 8, cudaMemcpyDeviceToHost, s));
@@ -370,7 +370,7 @@ extern "C" vx_status dqn_rollout_load_state(dqn_rollout *r, const dqn_rollout_st
     VX_CUDA_CHECK(cudaMemcpyAsync(r->count_head, x->count_head, 2 * N * 8, cudaMemcpyHostToDevice, s));
     ring_from64_kernel<<<(unsigned)((N + 127) / 128), 128, 0, s>>>(r->count_head, r->N,
                                                                   r->ns.count, r->ns.head);
-    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_LAUNCH_CHECK(s);
     VX_CUDA_CHECK(cudaMemcpyAsync(r->ns.obs, x->ring_obs, N * n * D * 4, cudaMemcpyHostToDevice, s));
     VX_CUDA_CHECK(cudaMemcpyAsync(r->ns.act, x->ring_act, N * n * A * 4, cudaMemcpyHostToDevice, s));
     VX_CUDA_CHECK(cudaMemcpyAsync(r->ns.rew, x->ring_rew, N * n * 4, cudaMemcpyHostToDevice, s));

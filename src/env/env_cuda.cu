@@ -74,7 +74,7 @@ static vx_status launch_observe(const env_cuda *c, float *obs, cudaStream_t s, v
 {
     vx_status st = VX_OK;
     observe_kernel<<<blocks_for(c->n), BLOCK, 0, s>>>(c->p, c->states, c->n, obs);
-    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
 }
@@ -86,7 +86,7 @@ static vx_status launch_step(const env_cuda *c, const int32_t *actions, float *o
     vx_status st = VX_OK;
     step_kernel<<<blocks_for(c->n), BLOCK, 0, s>>>(c->p, c->states, c->n, actions, obs, rewards,
                                                    terminated, truncated, final_obs, c->bad);
-    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
 }

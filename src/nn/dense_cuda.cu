@@ -232,7 +232,7 @@ static vx_status dg_forward(void *impl, const vx_dense *d, const float *P, const
     st = run(c, p, NULL, P + d->w, x, y, 0.0f, s, e);
     if (st) return st;
     bias_relu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(y, P + d->b, (size_t)B, d->out, relu);
-    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
 }
@@ -253,7 +253,7 @@ static vx_status dg_backward(void *impl, const vx_dense *d, const float *P, cons
         st = run(c, p, NULL, dy, x, g + d->w, 0.0f, s, e);
         if (st) return st;
         bias_grad_kernel<<<(unsigned)((d->out + 127) / 128), 128, 0, s>>>(dy, B, d->out, g + d->b);
-        VX_CUDA_LAUNCH_CHECK();
+        VX_CUDA_LAUNCH_CHECK(s);
     }
     if (st || !dx) return st;
     p = get_plan(c, d, B, K_DGRAD, P + d->w, dy, dx);

@@ -140,13 +140,13 @@ static vx_status oc_step(void *impl, float *params, float *grads, vx_stream vs, 
     vx_status st = VX_OK;
     unsigned *arrived = (unsigned *)(o->scratch + NORM_BLOCKS);
     sumsq_kernel<<<NORM_BLOCKS, 256, 0, s>>>(grads, o->n, o->scratch, arrived, o->norm);
-    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_LAUNCH_CHECK(s);
     adam_kernel<<<blocks_for(o->n), 256, 0, s>>>(params, grads, o->m, o->v, o->n, o->t,
                                                  (unsigned *)(o->scratch + NORM_BLOCKS + 1),
                                                  o->max_norm > 0 ? o->norm : NULL, o->max_norm,
                                                  o->cfg.lr, o->cfg.beta1, o->cfg.beta2,
                                                  o->cfg.eps, o->cfg.weight_decay);
-    VX_CUDA_LAUNCH_CHECK();
+    VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
 }

@@ -189,7 +189,7 @@ static vx_status qc_forward(void *impl, const float *P, const float *x, int B, v
         VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->done[0], 0));
         dueling_kernel<<<blocks_for(n), 256, 0, hs>>>(q->v, q->a[d], q->q, B, c->branch[d], Z,
                                                       L->out_dim, L->out_offset[d]);
-        VX_CUDA_LAUNCH_CHECK();
+        VX_CUDA_LAUNCH_CHECK(hs);
         VX_CUDA_CHECK(cudaEventRecord(q->done[1 + d], hs));
     }
     for (int k = 0; k < q->heads; k++) VX_CUDA_CHECK(cudaStreamWaitEvent(s, q->done[k], 0));
@@ -257,14 +257,14 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         dueling_bwd_kernel<<<blocks_for(n), 256, 0, hs>>>(dq, q->dv_b[d], q->da_b[d], B,
                                                          c->branch[d], Z, L->out_dim,
                                                          L->out_offset[d]);
-        VX_CUDA_LAUNCH_CHECK();
+        VX_CUDA_LAUNCH_CHECK(hs);
         VX_CUDA_CHECK(cudaEventRecord(q->dv_done[d], hs));
         st = vx_dense_backward(q->hd[1 + d], &L->adv2[d], P, q->a1[d], B, q->da_b[d], g,
                                q->dhid_h[1 + d], 0, hs, e);
         if (st) goto fail;
         relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, hs>>>(q->dhid_h[1 + d], q->a1[d],
                                                                     (size_t)B * Hh);
-        VX_CUDA_LAUNCH_CHECK();
+        VX_CUDA_LAUNCH_CHECK(hs);
         st = vx_dense_backward(q->hd[1 + d], &L->adv1[d], P, top, B, q->dhid_h[1 + d], g,
                                q->dh_h[1 + d], 0, hs, e);
         if (st) goto fail;
@@ -281,11 +281,11 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
             pv.p[d] = q->dv_b[d];
         }
         sum_parts_kernel<<<blocks_for((size_t)B * Z), 256, 0, hs>>>(pv, K, (size_t)B * Z, 1.0f, q->dv);
-        VX_CUDA_LAUNCH_CHECK();
+        VX_CUDA_LAUNCH_CHECK(hs);
         st = vx_dense_backward(q->hd[0], &L->value2, P, q->v1, B, q->dv, g, q->dhid_h[0], 0, hs, e);
         if (st) goto fail;
         relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, hs>>>(q->dhid_h[0], q->v1, (size_t)B * Hh);
-        VX_CUDA_LAUNCH_CHECK();
+        VX_CUDA_LAUNCH_CHECK(hs);
         st = vx_dense_backward(q->hd[0], &L->value1, P, top, B, q->dhid_h[0], g, q->dh_h[0], 0, hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaEventRecord(q->done[0], hs));
@@ -299,12 +299,12 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         ph.p[K] = q->dh_h[0];
         sum_parts_kernel<<<blocks_for((size_t)B * H), 256, 0, s>>>(ph, K + 1, (size_t)B * H,
                                                                    1.0f / (float)(K + 1), dh);
-        VX_CUDA_LAUNCH_CHECK();
+        VX_CUDA_LAUNCH_CHECK(s);
     }
     for (int l = c->n_trunk - 1; l >= 0 && !st; l--) {
         size_t n = (size_t)B * c->trunk[l];
         relu_mask_kernel<<<blocks_for(n), 256, 0, s>>>(dh, q->trunk[l], n);
-        VX_CUDA_LAUNCH_CHECK();
+        VX_CUDA_LAUNCH_CHECK(s);
         const float *in = l ? q->trunk[l - 1] : x;
         st = vx_dense_backward(q->main, &L->trunk[l], P, in, B, dh, g, l ? dh2 : NULL, 0, s, e);
         float *t = dh;

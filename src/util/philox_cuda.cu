@@ -68,21 +68,25 @@ extern "C" vx_status vx_philox_fill_cuda(uint64_t seed, size_t n_streams, size_t
     uint32_t *dw = NULL, *db = NULL;
     float *du = NULL;
     double *dn = NULL;
+    cudaStream_t s = NULL;
     size_t total = n_streams * per;
     if (below_n == 0) return vx_err_set(e, VX_ERR_ARG, "philox_fill_cuda: below_n must be >= 1");
+    VX_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     if (words) VX_CUDA_CHECK(cudaMalloc(&dw, total * sizeof *dw));
     if (uniforms) VX_CUDA_CHECK(cudaMalloc(&du, total * sizeof *du));
     if (normals) VX_CUDA_CHECK(cudaMalloc(&dn, total * sizeof *dn));
     if (below) VX_CUDA_CHECK(cudaMalloc(&db, total * sizeof *db));
-    VX_CUDA_CHECK(launch_philox_fill(0, seed, n_streams, per, below_n, dw, du, dn, db));
-    VX_CUDA_LAUNCH_CHECK();
-    if (words) VX_CUDA_CHECK(cudaMemcpy(words, dw, total * sizeof *dw, cudaMemcpyDeviceToHost));
+    VX_CUDA_CHECK(launch_philox_fill(s, seed, n_streams, per, below_n, dw, du, dn, db));
+    VX_CUDA_LAUNCH_CHECK(s);
+    if (words) VX_CUDA_CHECK(cudaMemcpyAsync(words, dw, total * sizeof *dw, cudaMemcpyDeviceToHost, s));
     if (uniforms)
-        VX_CUDA_CHECK(cudaMemcpy(uniforms, du, total * sizeof *du, cudaMemcpyDeviceToHost));
+        VX_CUDA_CHECK(cudaMemcpyAsync(uniforms, du, total * sizeof *du, cudaMemcpyDeviceToHost, s));
     if (normals)
-        VX_CUDA_CHECK(cudaMemcpy(normals, dn, total * sizeof *dn, cudaMemcpyDeviceToHost));
-    if (below) VX_CUDA_CHECK(cudaMemcpy(below, db, total * sizeof *db, cudaMemcpyDeviceToHost));
+        VX_CUDA_CHECK(cudaMemcpyAsync(normals, dn, total * sizeof *dn, cudaMemcpyDeviceToHost, s));
+    if (below) VX_CUDA_CHECK(cudaMemcpyAsync(below, db, total * sizeof *db, cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(cudaStreamSynchronize(s));
 fail:
+    if (s) cudaStreamDestroy(s);
     cudaFree(dw);
     cudaFree(du);
     cudaFree(dn);

@@ -20,6 +20,7 @@
 
 #include <cuda_runtime.h>
 #include <malloc.h>
+#include <pthread.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -347,6 +348,129 @@ static void test_200_epochs_do_not_grow(void **state)
     th_rmtree(d);
 }
 
+/* Two trainings in one process at once, on one device context, from two threads (different seeds,
+ * checkpoints every 3 epochs written in the background): each ends with the weights the same
+ * training has when it runs alone — nothing one trial does (its streams, its cuBLASLt calls, its
+ * memory, its checkpoint writer) changes the other's arithmetic. */
+typedef struct {
+    vx_train_cfg c;
+    vx_status st;
+    vx_err e;
+} job;
+
+static void *train_thread(void *p)
+{
+    job *j = p;
+    j->st = vx_train_run(&j->c, g_dev, 0, NULL, NULL, NULL, &j->e);
+    return NULL;
+}
+
+static void two_cfgs(job *j, char dirs[2][64])
+{
+    for (int k = 0; k < 2; k++) {
+        memset(&j[k], 0, sizeof j[k]);
+        small_cfg(&j[k].c, dirs[k]);
+        j[k].c.epochs = 6;
+        j[k].c.checkpoint_every = 3;
+        j[k].c.seed = 11 + (uint64_t)k;
+        if (k) dqn_of(&j[k].c)->replay_kind = VX_REPLAY_RANK; /* not even the same sampler */
+    }
+}
+
+static void test_two_trainings_share_a_device(void **state)
+{
+    (void)state;
+    char alone[2][64], together[2][64];
+    job j[2];
+    for (int k = 0; k < 2; k++) th_tmpdir(alone[k], 64), th_tmpdir(together[k], 64);
+    two_cfgs(j, alone);
+    for (int k = 0; k < 2; k++) {
+        train_thread(&j[k]);
+        if (j[k].st) fail_msg("alone %d: %s", k, j[k].e.msg);
+    }
+    two_cfgs(j, together);
+    pthread_t th[2];
+    for (int k = 0; k < 2; k++) assert_int_equal(pthread_create(&th[k], NULL, train_thread, &j[k]), 0);
+    for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
+    for (int k = 0; k < 2; k++) {
+        if (j[k].st) fail_msg("together %d: %s", k, j[k].e.msg);
+        size_t n1, n2;
+        float *w1 = weights_of(alone[k], &n1), *w2 = weights_of(together[k], &n2);
+        assert_int_equal(n1, n2);
+        assert_memory_equal(w1, w2, n1 * 4);
+        printf("training %d (seed %llu): run beside the other on one device, its final weights "
+               "equal the run alone (%zu floats)\n",
+               k, (unsigned long long)j[k].c.seed, n1);
+        free(w1), free(w2);
+        th_rmtree(alone[k]), th_rmtree(together[k]);
+    }
+}
+
+/* What one trial reserves through the device context at batch 1,024 with a 100 K replay buffer,
+ * beyond the buffer itself (measured after the first epoch, before any checkpoint snapshot): the
+ * default 128 environments, and the reference 2,048. */
+typedef struct {
+    size_t reserved;
+} mem_seen;
+
+static int mem_after_first(const vx_epoch_report *r, void *ctx)
+{
+    if (r->epoch == 1) {
+        vx_device_mem m;
+        vx_device_memory(g_dev, &m);
+        ((mem_seen *)ctx)->reserved = m.reserved;
+    }
+    return 0;
+}
+
+static size_t trial_beyond_replay(int envs)
+{
+    char d[64];
+    th_tmpdir(d, sizeof d);
+    vx_train_cfg c;
+    small_cfg(&c, d);
+    c.envs = envs;
+    c.steps_per_epoch = 100;
+    c.epochs = 2;
+    c.checkpoint_every = 1000;
+    vx_dqn_settings *q = dqn_of(&c);
+    q->learner.batch = 1024;
+    q->batch_set = 1;
+    q->replay_capacity = 100000;
+    q->warmup = 0;
+    vx_device_mem before;
+    vx_device_memory(g_dev, &before);
+    mem_seen m = {0};
+    vx_err e;
+    vx_status st = vx_train_run(&c, g_dev, 0, mem_after_first, &m, NULL, &e);
+    if (st) fail_msg("%s", e.msg);
+    /* the replay buffer's own reservation: a buffer of the same settings, made alone */
+    vx_replay_cfg rc;
+    vx_replay_cfg_default(&rc, q->replay_kind, (size_t)q->replay_capacity);
+    rc.alpha = q->replay_alpha, rc.eps = q->replay_eps;
+    vx_replay *r;
+    assert_int_equal(vx_replay_create(&rc, g_dev, &r, &e), VX_OK);
+    size_t replay = vx_replay_reserved(r);
+    vx_replay_free(r);
+    vx_device_mem after;
+    vx_device_memory(g_dev, &after);
+    assert_int_equal(after.reserved, before.reserved); /* everything given back */
+    size_t trial = m.reserved - before.reserved;
+    printf("one trial, %d envs, batch 1024, 100 K replay: %.1f MB reserved, of which the replay "
+           "buffer %.1f MB: %.1f MB beyond it\n",
+           envs, trial / 1e6, replay / 1e6, (trial - replay) / 1e6);
+    th_rmtree(d);
+    return trial - replay;
+}
+
+static void test_trial_memory(void **state)
+{
+    (void)state;
+    size_t beyond = trial_beyond_replay(128);
+    assert_true(beyond < 60 * 1000 * 1000);
+    trial_beyond_replay(2048);
+}
+
 int main(void)
 {
     if (vx_cuda_device_count() == 0) {
@@ -366,6 +490,8 @@ int main(void)
         cmocka_unit_test(test_cpu_and_gpu_agree),
         cmocka_unit_test(test_checkpoints_resume_on_either_path),
         cmocka_unit_test(test_200_epochs_do_not_grow),
+        cmocka_unit_test(test_two_trainings_share_a_device),
+        cmocka_unit_test(test_trial_memory),
     };
     int failed = cmocka_run_group_tests_name("train_cuda", tests, NULL, NULL);
     vx_device_close(g_dev);
