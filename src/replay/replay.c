@@ -16,7 +16,7 @@ void vx_replay_cfg_default(vx_replay_cfg *c, vx_replay_kind kind, size_t capacit
     memset(c, 0, sizeof *c);
     c->kind = kind;
     c->capacity = capacity;
-    c->obs_dim = 51;
+    c->obs_dim = VX_OBS_DIM;
     c->alpha = kind == VX_REPLAY_RANK ? 0.7 : 0.6;
     c->eps = 1e-6;
     c->rank_refresh = 100;

@@ -143,16 +143,19 @@ static vx_status cpu_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_
     cpu_buf *b = cb(r);
     size_t D = (size_t)r->cfg.obs_dim;
     for (size_t k = 0; k < n; k++)
-        for (int j = 0; j < 3; j++)
-            if (t->actions[k * 3 + j] < 0 || t->actions[k * 3 + j] > 255)
+        for (int j = 0; j < VX_ACTION_BRANCHES; j++) {
+            int32_t a = t->actions[k * VX_ACTION_BRANCHES + j];
+            if (a < 0 || a > 255)
                 return vx_err_set(e, VX_ERR_ARG, "replay: transition %zu action %d out of range",
-                                  k, t->actions[k * 3 + j]);
+                                  k, a);
+        }
     for (size_t k = 0; k < n; k++) {
         size_t i = b->cursor;
         memcpy(b->obs + i * D, t->obs + k * D, D * sizeof(float));
         memcpy(b->next_obs + i * D, t->next_obs + k * D, D * sizeof(float));
         slot_meta *m = &b->meta[i];
-        for (int j = 0; j < 3; j++) m->action[j] = (uint8_t)t->actions[k * 3 + j];
+        for (int j = 0; j < VX_ACTION_BRANCHES; j++)
+            m->action[j] = (uint8_t)t->actions[k * VX_ACTION_BRANCHES + j];
         m->reward = t->rewards[k];
         m->term = t->terminated[k];
         m->trunc = t->truncated[k];
@@ -316,7 +319,7 @@ static vx_status cpu_sample(vx_replay *r, size_t B, vx_replay_batch *out, vx_str
         const slot_meta *m = &b->meta[i];
         memcpy(out->obs + j * D, b->obs + i * D, D * sizeof(float));
         memcpy(out->next_obs + j * D, b->next_obs + i * D, D * sizeof(float));
-        for (int k = 0; k < 3; k++) out->actions[j * 3 + k] = m->action[k];
+        for (int k = 0; k < VX_ACTION_BRANCHES; k++) out->actions[j * VX_ACTION_BRANCHES + k] = m->action[k];
         out->rewards[j] = m->reward;
         out->terminated[j] = m->term;
         out->truncated[j] = m->trunc;

@@ -75,7 +75,7 @@ static __global__ void insert_copy_kernel(vx_transitions t, size_t n, size_t sta
     next_obs[i * D + d] = t.next_obs[x];
     if (d != 0) return;
     vx_slot_meta m = meta[i];
-    for (int b = 0; b < 3; b++) m.action[b] = (uint8_t)t.actions[k * 3 + b];
+    for (int b = 0; b < VX_ACTION_BRANCHES; b++) m.action[b] = (uint8_t)t.actions[k * VX_ACTION_BRANCHES + b];
     m.reward = t.rewards[k];
     m.term = t.terminated[k];
     m.trunc = t.truncated[k];
@@ -182,7 +182,7 @@ static __global__ void sample_pick_kernel(size_t B, int proportional, uint64_t s
     out.terminated[j] = m.term;
     out.truncated[j] = m.trunc;
     if (out.steps) out.steps[j] = m.steps;
-    for (int b = 0; b < 3; b++) out.actions[j * 3 + b] = m.action[b];
+    for (int b = 0; b < VX_ACTION_BRANCHES; b++) out.actions[j * VX_ACTION_BRANCHES + b] = m.action[b];
 }
 
 static __global__ void sample_gather_kernel(size_t B, int D, const float *obs,
@@ -319,7 +319,7 @@ static __global__ void sample_rank_kernel(size_t B, double alpha, uint64_t seed,
     out.terminated[j] = m.term;
     out.truncated[j] = m.trunc;
     if (out.steps) out.steps[j] = m.steps;
-    for (int b = 0; b < 3; b++) out.actions[j * 3 + b] = m.action[b];
+    for (int b = 0; b < VX_ACTION_BRANCHES; b++) out.actions[j * VX_ACTION_BRANCHES + b] = m.action[b];
 }
 
 static __global__ void set_u64_kernel(unsigned long long *x, unsigned long long v) { *x = v; }
@@ -411,7 +411,7 @@ vx_status vx_rc_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_strea
     vx_transitions tt = *t;
     size_t skip = n > C ? n - C : 0;
     if (skip) {
-        tt.obs += skip * D, tt.next_obs += skip * D, tt.actions += skip * 3, tt.rewards += skip;
+        tt.obs += skip * D, tt.next_obs += skip * D, tt.actions += skip * VX_ACTION_BRANCHES, tt.rewards += skip;
         tt.terminated += skip, tt.truncated += skip;
         if (tt.steps) tt.steps += skip;
     }

@@ -221,15 +221,16 @@ vx_status vx_rc_insert_cpu(vx_replay *r, const vx_transitions *t, size_t n, cuda
 {
     rc_buf *b = rcb(r);
     size_t D = (size_t)r->cfg.obs_dim;
-    vx_status st = stage(b, n * (2 * D * 4 + 12 + 4 + 3), e);
+    size_t A = VX_ACTION_BRANCHES;
+    vx_status st = stage(b, n * (2 * D * 4 + A * 4 + 4 + 3), e);
     if (st) return st;
     float *o = (float *)b->stage, *no = o + n * D, *rw = no + n * D;
     int32_t *a = (int32_t *)(rw + n);
-    uint8_t *te = (uint8_t *)(a + n * 3), *tr = te + n, *sp = tr + n;
+    uint8_t *te = (uint8_t *)(a + n * A), *tr = te + n, *sp = tr + n;
     cudaError_t rc = cudaMemcpyAsync(o, t->obs, n * D * 4, D2H, s);
     if (!rc) rc = cudaMemcpyAsync(no, t->next_obs, n * D * 4, D2H, s);
     if (!rc) rc = cudaMemcpyAsync(rw, t->rewards, n * 4, D2H, s);
-    if (!rc) rc = cudaMemcpyAsync(a, t->actions, n * 12, D2H, s);
+    if (!rc) rc = cudaMemcpyAsync(a, t->actions, n * A * 4, D2H, s);
     if (!rc) rc = cudaMemcpyAsync(te, t->terminated, n, D2H, s);
     if (!rc) rc = cudaMemcpyAsync(tr, t->truncated, n, D2H, s);
     if (!rc && t->steps) rc = cudaMemcpyAsync(sp, t->steps, n, D2H, s);
@@ -244,11 +245,12 @@ vx_status vx_rc_sample_cpu(vx_replay *r, size_t B, vx_replay_batch *out, cudaStr
 {
     rc_buf *b = rcb(r);
     size_t D = (size_t)r->cfg.obs_dim;
-    vx_status st = stage(b, B * (2 * D * 4 + 12 + 4 + 4 + 4 + 4 + 3), e);
+    size_t A = VX_ACTION_BRANCHES;
+    vx_status st = stage(b, B * (2 * D * 4 + A * 4 + 4 + 4 + 4 + 4 + 3), e);
     if (st) return st;
     float *o = (float *)b->stage, *no = o + B * D, *rw = no + B * D, *w = rw + B;
     int32_t *a = (int32_t *)(w + B);
-    uint32_t *ix = (uint32_t *)(a + B * 3), *g = ix + B;
+    uint32_t *ix = (uint32_t *)(a + B * A), *g = ix + B;
     uint8_t *te = (uint8_t *)(g + B), *tr = te + B, *sp = tr + B;
     vx_replay_batch h = {o, no, a, rw, te, tr, sp, w, ix, g};
     st = vx_replay_sample(b->cpu, B, &h, NULL, e);
@@ -257,7 +259,7 @@ vx_status vx_rc_sample_cpu(vx_replay *r, size_t B, vx_replay_batch *out, cudaStr
     if (!rc) rc = cudaMemcpyAsync(out->next_obs, no, B * D * 4, H2D, s);
     if (!rc) rc = cudaMemcpyAsync(out->rewards, rw, B * 4, H2D, s);
     if (!rc) rc = cudaMemcpyAsync(out->weights, w, B * 4, H2D, s);
-    if (!rc) rc = cudaMemcpyAsync(out->actions, a, B * 12, H2D, s);
+    if (!rc) rc = cudaMemcpyAsync(out->actions, a, B * A * 4, H2D, s);
     if (!rc) rc = cudaMemcpyAsync(out->index, ix, B * 4, H2D, s);
     if (!rc) rc = cudaMemcpyAsync(out->gen, g, B * 4, H2D, s);
     if (!rc) rc = cudaMemcpyAsync(out->terminated, te, B, H2D, s);
@@ -272,7 +274,7 @@ vx_status vx_rc_update_cpu(vx_replay *r, const uint32_t *index, const uint32_t *
                            const float *td, size_t n, cudaStream_t s, vx_err *e)
 {
     rc_buf *b = rcb(r);
-    vx_status st = stage(b, n * 12, e);
+    vx_status st = stage(b, n * 12, e); /* index, generation and TD error: 4 bytes each */
     if (st) return st;
     uint32_t *ix = (uint32_t *)b->stage, *g = ix + n;
     float *t = (float *)(g + n);

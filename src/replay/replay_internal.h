@@ -10,6 +10,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include "vixen/env_dynamics.h" /* VX_ACTION_BRANCHES */
 #include "vixen/replay.h"
 #include "vixen/replay_math.h"
 
@@ -53,7 +54,7 @@ extern const vx_replay_ops vx_replay_cpu_ops; /* replay_cpu.c */
 typedef struct {
     float reward;
     uint32_t gen; /* overwrites of this slot */
-    uint8_t action[3], term, trunc, steps, pad[2];
+    uint8_t action[VX_ACTION_BRANCHES], term, trunc, steps, pad[2];
 } vx_slot_meta;
 
 /* ---- the save file, one format for every backend ------------------------------------------------
