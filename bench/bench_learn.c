@@ -76,6 +76,7 @@ int vx_bench_learn(vx_bench_result *out, int max, FILE *log)
     /* --- replay at 1 M: fill, then time sample(1024) + update(1024) ------------------------ */
     vx_replay_kind kinds[3] = {VX_REPLAY_PROPORTIONAL, VX_REPLAY_RANK, VX_REPLAY_UNIFORM};
     const char *names[3] = {"per_proportional_1m", "per_rank_1m_between_sorts", "replay_uniform_1m"};
+    const char *kind_names[3] = {"proportional", "rank-based", "uniform"};
     const int rank_calls = 200;
     float *o = malloc(4096 * D * 4), *rw = malloc(4096 * 4), *td = malloc(B * 4);
     int32_t *a = calloc(4096 * 3, 4);
@@ -94,7 +95,7 @@ int vx_bench_learn(vx_bench_result *out, int max, FILE *log)
         vx_replay_cfg_default(&rc, kinds[k], cap);
         vx_replay *r;
         if (vx_replay_create(&rc, NULL, &r, &e)) continue;
-        if (log) fprintf(log, "bench: filling a %zu-slot %s buffer\n", cap, names[k]);
+        if (log) fprintf(log, "bench: filling a %zu-slot %s buffer\n", cap, kind_names[k]);
         vx_transitions t = {o, o, a, rw, f0, f0, NULL};
         for (size_t filled = 0; filled < cap; filled += 4096)
             vx_replay_insert(r, &t, 4096, NULL, &e);
