@@ -2,7 +2,11 @@
  *
  * Each benchmark times real work on real-sized synthetic inputs (best of several repetitions,
  * after a warm-up) and reports items per second against the target the issue set. Targets are
- * checked here, in benchmarks — never in timed unit tests. */
+ * checked here, in benchmarks — never in timed unit tests.
+ *
+ * The groups `vixen bench` runs are one table (bench/registry.c): a name, a line for --help,
+ * whether it needs a GPU, and one function signature for all, so adding a benchmark is one entry
+ * there and the command needs no change. */
 #ifndef VIXEN_BENCH_H
 #define VIXEN_BENCH_H
 
@@ -54,5 +58,31 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log);
 int vx_bench_train_cuda(vx_bench_result *out, int max, FILE *log);
 
 void vx_bench_print_json(FILE *f, const vx_bench_result *r, int n);
+
+/* What a group may need from the command line; each uses the fields it names and ignores the
+ * rest, so one signature serves every group. */
+typedef struct {
+    size_t bars;         /* data: synthetic bars to parse and featurise (default 1,000,000) */
+    size_t envs, steps;  /* env: environments × steps (default 4,096 × 1,000) */
+    const char *tmp_dir; /* an existing folder for temporary files; the caller removes it */
+} vx_bench_opts;
+
+/* One group: writes at most `max` results to `out` and returns how many, or -1 when the group
+ * could not run (the reason already written to `log`; nothing it wrote to `out` counts). Progress
+ * lines go to `log`. */
+typedef int (*vx_bench_fn)(const vx_bench_opts *o, vx_bench_result *out, int max, FILE *log);
+
+typedef struct {
+    const char *group; /* what --only and --skip name */
+    const char *about; /* one line for --help */
+    int needs_gpu;     /* run only when a CUDA device is present */
+    vx_bench_fn run;
+} vx_bench_entry;
+
+/* The table, in the order `vixen bench` runs it; its length in *n. GPU entries exist only in
+ * CUDA builds. */
+const vx_bench_entry *vx_bench_registry(size_t *n);
+/* The entry named `group`, or NULL. */
+const vx_bench_entry *vx_bench_find(const char *group);
 
 #endif

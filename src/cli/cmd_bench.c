@@ -1,41 +1,90 @@
-/* cmd_bench.c — `vixen bench`: the benchmark suite, as JSON on stdout (and --out FILE). */
+/* cmd_bench.c — `vixen bench`: runs the groups of the benchmark registry (bench/registry.c) and
+ * prints their results as JSON on stdout (and --out FILE).
+ *
+ * The command names no group itself except in the two old flags kept as aliases (--no-learn is
+ * --skip learn, --no-train is --skip gpu-train): which groups exist, what --help says about them,
+ * what --only and --skip accept and what runs all come from the table. GPU groups run only when a
+ * CUDA device is present, asked at run time (vx_device_cuda_count), so this file is the same in
+ * CPU and CUDA builds. */
 #include "args.h"
 #include "bench.h"
 #include "cli.h"
-#if VX_HAVE_CUDA
-#include "vixen/cuda_util.h"
-#endif
+#include "vixen/device.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-/* --only GROUP: one of the groups below, or all of them when not given */
-static const char *g_only;
-static int want(const char *group) { return !g_only || strcmp(g_only, group) == 0; }
+#define MAX_SKIP 16
+
+/* "data, env, learn, …": the table's groups, for help and error messages */
+static void group_list(char *buf, size_t cap)
+{
+    size_t n, len = 0;
+    const vx_bench_entry *reg = vx_bench_registry(&n);
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && len < cap; i++) {
+        int w = snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", reg[i].group);
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+}
+
+/* The command's paragraph with one line per group, as --help prints it. */
+static void about_text(char *buf, size_t cap)
+{
+    size_t n, len;
+    const vx_bench_entry *reg = vx_bench_registry(&n);
+    int w = snprintf(buf, cap,
+                     "Runs the benchmark suite on synthetic data and prints JSON with each figure "
+                     "and its target. The groups, in the order they run (GPU groups only when a "
+                     "CUDA device is present):\n");
+    len = w > 0 ? (size_t)w : 0;
+    for (size_t i = 0; i < n && len < cap; i++) {
+        w = snprintf(buf + len, cap - len, "\n  %-12s %s%s", reg[i].group, reg[i].about,
+                     reg[i].needs_gpu ? " [GPU]" : "");
+        if (w < 0) break;
+        len += (size_t)w;
+    }
+}
+
+static int check_group(const char *opt, const char *group)
+{
+    if (vx_bench_find(group)) return 0;
+    char list[512];
+    group_list(list, sizeof list);
+    fprintf(stderr, "vixen bench: --%s: unknown group '%s' (groups in this build: %s)\n", opt,
+            group, list);
+    return -1;
+}
+
+static int listed(const char *group, const char *const *names, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (strcmp(group, names[i]) == 0) return 1;
+    return 0;
+}
 
 int vx_cmd_bench(int argc, char **argv)
 {
     const char *bars_s = NULL, *envs_s = NULL, *steps_s = NULL, *out = NULL, *only = NULL;
-    int learn_skip = 0, train_skip = 0;
+    const char *skip[MAX_SKIP + 2]; /* room for the two aliases after the user's */
+    int n_skip = 0, learn_skip = 0, train_skip = 0;
     vx_opt opts[] = {
         {"bars", "N", "bars for the data benchmarks (default 1000000)", &bars_s, NULL, NULL, NULL, 0},
         {"envs", "N", "environments for the env benchmark (default 4096)", &envs_s, NULL, NULL, NULL, 0},
         {"steps", "T", "steps for the env benchmark (default 1000)", &steps_s, NULL, NULL, NULL, 0},
         {"out", "FILE", "also write the JSON to FILE", &out, NULL, NULL, NULL, 0},
-        {"only", "GROUP", "run one group: data, env, learn, gpu-env, gpu-dqn, gpu-replay, gpu-train",
-         &only, NULL, NULL, NULL, 0},
-        {"no-learn", NULL, "skip the learner benchmarks (replay at 1 M, updates, epochs)", NULL,
-         &learn_skip, NULL, NULL, 0},
-        {"no-train", NULL, "skip the GPU training-epoch benchmarks (a few minutes)", NULL,
-         &train_skip, NULL, NULL, 0},
+        {"only", "GROUP", "run this group alone (the groups are listed above)", &only, NULL, NULL,
+         NULL, 0},
+        {"skip", "GROUP", "leave this group out (repeatable)", NULL, NULL, skip, &n_skip, MAX_SKIP},
+        {"no-learn", NULL, "the same as --skip learn", NULL, &learn_skip, NULL, NULL, 0},
+        {"no-train", NULL, "the same as --skip gpu-train", NULL, &train_skip, NULL, NULL, 0},
     };
-    vx_cmd c = {"vixen bench", NULL,
-                "Runs the benchmark suite on synthetic data: CSV and DBN parsing, features, "
-                "feature-cache load, CPU environment stepping, replay sampling at 1 M capacity, "
-                "DQN updates and a whole epoch; prints JSON with each figure and its target.",
-                opts, sizeof opts / sizeof *opts, 0, 0};
+    char about[4096];
+    about_text(about, sizeof about);
+    vx_cmd c = {"vixen bench", NULL, about, opts, sizeof opts / sizeof *opts, 0, 0};
     const char *pos[1];
     size_t np;
     int rc = vx_args_parse(&c, argc, argv, pos, &np);
@@ -43,84 +92,58 @@ int vx_cmd_bench(int argc, char **argv)
     if (!rc && bars_s && vx_arg_long(&c, "bars", bars_s, 1000, 100000000, &bars)) rc = 2;
     if (!rc && envs_s && vx_arg_long(&c, "envs", envs_s, 1, 10000000, &envs)) rc = 2;
     if (!rc && steps_s && vx_arg_long(&c, "steps", steps_s, 1, 100000000, &steps)) rc = 2;
-    if (!rc && only) {
-        const char *groups[] = {"data", "env", "learn", "gpu-env", "gpu-dqn", "gpu-replay", "gpu-train"};
-        int ok = 0;
-        for (size_t i = 0; i < sizeof groups / sizeof *groups; i++) ok |= strcmp(only, groups[i]) == 0;
-        if (!ok) {
-            fprintf(stderr, "vixen bench: --only: unknown group '%s'\n", only);
-            rc = 2;
-        }
-        g_only = only;
-    }
+    if (!rc && only && check_group("only", only)) rc = 2;
+    for (int i = 0; !rc && i < n_skip; i++)
+        if (check_group("skip", skip[i])) rc = 2;
     if (rc) return rc == 1 ? VX_EXIT_OK : VX_EXIT_USAGE;
+    /* the aliases are not checked: gpu-train is no group in a CPU build, and --no-train there
+     * has always meant nothing to skip */
+    if (learn_skip) skip[n_skip++] = "learn";
+    if (train_skip) skip[n_skip++] = "gpu-train";
 
     char tmp[] = "/tmp/vixen-bench-XXXXXX";
     if (!mkdtemp(tmp)) {
         perror("vixen bench: mkdtemp");
         return VX_EXIT_FAIL;
     }
-    vx_bench_result r[160];
-    int n = want("data") ? vx_bench_data((size_t)bars, tmp, r, 16, stderr) : 0;
+    vx_bench_opts bo = {(size_t)bars, (size_t)envs, (size_t)steps, tmp};
+    static vx_bench_result r[256];
     const int max = (int)(sizeof r / sizeof *r);
-    int failed = n < 0;
-    if (n < 0) n = 0;
-    /* the environment on the synthetic market */
-    vx_synth_cfg sc;
-    vx_synth_default(&sc);
-    sc.days = 60;
-    vx_series s = {0};
-    vx_market m;
-    vx_err err;
-    vx_status st = vx_synth_generate(&sc, &s, NULL, &err);
-    if (!st) st = vx_market_from_series(&s, &m, &err);
-    vx_series_free(&s);
-    if (!st && !want("env")) vx_market_close(&m);
-    if (!st && want("env")) {
-        vx_env_cfg ec;
-        vx_env_cfg_default(&ec);
-        vx_env_bench_stats bs;
-        fprintf(stderr, "bench: env stepping\n");
-        st = vx_bench_env_run(&m, &ec, (size_t)envs, (size_t)steps, &bs, NULL, &err);
-        vx_market_close(&m);
-        if (!st) {
-            vx_bench_result *x = &r[n++];
-            memset(x, 0, sizeof *x);
-            snprintf(x->name, sizeof x->name, "env_step_cpu");
-            snprintf(x->unit, sizeof x->unit, "env-steps/s");
-            x->items = (double)envs * (double)steps;
-            x->seconds = bs.seconds;
-            x->value = bs.env_steps_per_s;
-            x->target = 5e6;
+    int n = 0, failed = 0, gpus = -1; /* -1: not asked yet (it starts the CUDA runtime) */
+    size_t n_reg;
+    const vx_bench_entry *reg = vx_bench_registry(&n_reg);
+    for (size_t i = 0; i < n_reg; i++) {
+        const vx_bench_entry *g = &reg[i];
+        if ((only && strcmp(only, g->group) != 0) || listed(g->group, skip, n_skip)) continue;
+        if (g->needs_gpu) {
+            if (gpus < 0) gpus = vx_device_cuda_count();
+            if (gpus == 0) {
+                fprintf(stderr, "bench: %s skipped: no CUDA device\n", g->group);
+                continue;
+            }
+        }
+        int k = g->run(&bo, r + n, max - n, stderr);
+        if (k < 0) {
+            fprintf(stderr, "bench: group %s failed\n", g->group);
+            failed = 1;
+        } else {
+            n += k;
         }
     }
-    if (st) {
-        fprintf(stderr, "vixen: %s\n", err.msg);
-        failed = 1;
-    }
-    if (!learn_skip && want("learn")) {
-        int k = vx_bench_learn(r + n, max - n, stderr);
-        if (k > 0) n += k;
-    }
-#if VX_HAVE_CUDA
-    if (vx_cuda_device_count() > 0) {
-        if (want("gpu-env")) n += vx_bench_env_cuda(r + n, max - n, stderr);
-        if (want("gpu-dqn")) n += vx_bench_dqn_cuda(r + n, max - n, stderr);
-        if (want("gpu-replay")) n += vx_bench_replay_cuda(r + n, max - n, stderr);
-        if (!train_skip && want("gpu-train")) n += vx_bench_train_cuda(r + n, max - n, stderr);
-    }
-#endif
     vx_remove_tree(tmp, NULL);
     vx_bench_print_json(stdout, r, n);
     if (out) {
+        vx_err err;
         vx_atomic_file af;
-        if (vx_atomic_open(&af, out, &err) == VX_OK) {
+        vx_status st = vx_atomic_open(&af, out, &err);
+        if (!st) {
             vx_bench_print_json(af.f, r, n);
-            if (vx_atomic_commit(&af, &err)) failed = 1;
-        } else {
+            st = vx_atomic_commit(&af, &err);
+        }
+        if (st) {
+            fprintf(stderr, "vixen: %s\n", err.msg);
             failed = 1;
         }
-        if (failed) fprintf(stderr, "vixen: %s\n", err.msg);
     }
     return failed ? VX_EXIT_FAIL : VX_EXIT_OK;
 }

@@ -1,7 +1,9 @@
 /* test_cli.c — the `vixen` command as a user runs it: inspect output on the fixtures, one-line
- * errors with exit codes for every corrupt input, usage errors, and the feature cache shared by
- * the CLI's precompute and the training entry point (vx_market_open). */
+ * errors with exit codes for every corrupt input, usage errors, the feature cache shared by
+ * the CLI's precompute and the training entry point (vx_market_open), and `vixen bench` driven by
+ * its registry (linked here, so the test knows every group the binary should offer). */
 #define _XOPEN_SOURCE 700
+#include "bench.h"
 #include "helpers.h"
 
 #include <fcntl.h>
@@ -268,6 +270,37 @@ static void test_train_and_eval_commands(void **state)
     th_rmtree(dir);
 }
 
+static void test_bench_groups_come_from_the_registry(void **state)
+{
+    (void)state;
+    size_t n;
+    const vx_bench_entry *reg = vx_bench_registry(&n);
+    assert_true(n >= 3);
+    assert_int_equal(vixen("bench --help"), 0);
+    for (size_t i = 0; i < n; i++) {
+        char line[256]; /* each group on a line of its own, with its description */
+        snprintf(line, sizeof line, "\n  %-12s %s", reg[i].group, reg[i].about);
+        if (!strstr(out, line)) fail_msg("bench --help does not list group '%s'", reg[i].group);
+        assert_ptr_equal(vx_bench_find(reg[i].group), &reg[i]);
+    }
+    assert_null(vx_bench_find("nosuchgroup"));
+    assert_int_equal(vixen("bench --only nosuchgroup"), 2);
+    assert_non_null(strstr(err, "unknown group 'nosuchgroup'"));
+    assert_int_equal(count_lines(err), 1);
+    assert_int_equal(vixen("bench --only data --skip nosuchgroup"), 2);
+    assert_non_null(strstr(err, "--skip: unknown group 'nosuchgroup'"));
+    /* a small data run: the cold parse is the headline row, the warm one beside it */
+    assert_int_equal(vixen("bench --only data --bars 2000"), 0);
+    assert_non_null(strstr(out, "{\"results\": ["));
+    assert_non_null(strstr(out, "\"name\": \"dbn_parse\", "));
+    assert_non_null(strstr(out, "\"name\": \"dbn_parse_warm\", "));
+    assert_null(strstr(out, "dbn_parse_cold"));
+    assert_null(strstr(out, "env_step_cpu")); /* --only ran data alone */
+    /* --skip wins over --only: nothing runs, an empty result list */
+    assert_int_equal(vixen("bench --only data --skip data --bars 2000"), 0);
+    assert_string_equal(out, "{\"results\": [\n]}\n");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -277,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_features_cli_then_training_entry_point_hits),
         cmocka_unit_test(test_synth_formats_and_env_bench),
         cmocka_unit_test(test_train_and_eval_commands),
+        cmocka_unit_test(test_bench_groups_come_from_the_registry),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }
