@@ -42,6 +42,7 @@ typedef struct {
     int checkpoint_every; /* epochs between checkpoints */
     uint64_t seed;        /* of everything random */
     int gpu_graphs;       /* 0: launch kernel by kernel and synchronise (the reference path) */
+    int async_checkpoints;/* 1: checkpoints may be device snapshots written in the background */
 } vx_run_params;
 
 /* What an instance is created from. */

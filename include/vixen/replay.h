@@ -137,6 +137,9 @@ vx_status vx_replay_load(vx_replay *r, const char *path, vx_err *e);
  * being used on other streams. One snapshot per buffer: a snap while a snap_save runs is the
  * caller's error. A CPU buffer has no snapshot (VX_ERR_UNSUPPORTED): save it synchronously. */
 vx_status vx_replay_snap(vx_replay *r, vx_stream s, vx_err *e);
+/* Allocates the snapshot now (a run learns at its start whether the device has room for it, not
+ * at its first checkpoint); snap would otherwise do it the first time. */
+vx_status vx_replay_snap_reserve(vx_replay *r, vx_err *e);
 vx_status vx_replay_snap_save(vx_replay *r, const char *path, vx_err *e);
 
 /* Test hooks: make a GPU buffer's next device allocation (at creation) or next kernel launch

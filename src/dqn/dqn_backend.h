@@ -78,10 +78,12 @@ typedef struct {
     vx_status (*epoch)(dqn_backend *b, const dqn_plan *p, dqn_result *r, vx_err *e);
     /* The online weights, into host memory (synchronous). */
     vx_status (*weights)(dqn_backend *b, float *host, vx_err *e);
-    /* Fills the state buffer for a checkpoint after the epoch just run. With the snapshot planned
-     * and not final, a GPU has already queued the copies (into its state buffer and a device copy
-     * of the replay buffer) during the epoch: *detached = 1, and wait() completes them. final:
-     * nothing stays in flight (a rollout collected ahead is inserted: collected_ahead). */
+    /* Fills the state buffer for a checkpoint after the epoch just run. With the snapshot planned,
+     * a GPU has already queued the copies (into its state buffer and a device copy of the replay
+     * buffer) during the epoch: *detached = 1, and wait() completes them (final: a rollout
+     * running ahead is waited for and left out — the state is the epoch's). Unplanned: the
+     * state is taken in place, *detached = 0 (a rollout running ahead is inserted first:
+     * collected_ahead). */
     vx_status (*save)(dqn_backend *b, int final, int *detached, vx_err *e);
     vx_status (*wait)(dqn_backend *b, vx_err *e);
     /* The replay buffer into `path`: from the snapshot when detached (any thread), else the live

@@ -49,6 +49,7 @@ struct dqn_backend {
     int in_flight;         /* the next epoch's rollout was started during this one */
     int ahead_ep;          /* which epoch that rollout is */
     int planned;           /* the last epoch queued a snapshot's copies */
+    int async;             /* checkpoints are device snapshots (the replay snapshot is reserved) */
     int eager;             /* the reference path: kernel by kernel, synchronised */
     int collected_ahead;
     cudaEvent_t snap, snap_collect, snap_learn;
@@ -226,6 +227,15 @@ static vx_status cuda_create(const dqn_init *in, dqn_backend **out, dqn_state **
         vx_log(VX_LOG_WARN, "dqn: the replay buffer is on the CPU (see the warning above); "
                             "training continues kernel by kernel, slower");
         b->eager = 1; /* a CPU buffer's staged copies cannot be captured into a graph */
+    } else if (b->run.async_checkpoints) {
+        /* the replay buffer's snapshot now, so a run knows at its start whether the device has
+         * room for it (as much again as the buffer), not at its first checkpoint */
+        vx_err why;
+        if (vx_replay_snap_reserve(b->replay, &why) == VX_OK) b->async = 1;
+        else
+            vx_log(VX_LOG_WARN, "dqn: no room for a device snapshot of the replay buffer (%s); "
+                                "checkpoints are written in place, pausing training",
+                   why.msg);
     }
     b->K = vx_dqn_updates_per_epoch(&b->s, &b->run);
     *out = b;
@@ -327,6 +337,9 @@ static vx_status cuda_epoch(dqn_backend *b, const dqn_plan *p, dqn_result *r, vx
     int ep = p->epoch, par = ep & 1, collected = !b->collected_ahead;
     size_t np = b->L.n_params;
     if (st) return st;
+    /* a snapshot needs the buffer on the device and its snapshot reserved: else the checkpoint
+     * after this epoch is taken in place (save's unplanned path) */
+    int snapshot = p->snapshot && b->async && vx_replay_on_device(b->replay);
     b->planned = 0;
     if (collected) {
         if (!b->in_flight) { /* acting reads the snapshot (overlap) or the weights as they are */
@@ -347,20 +360,13 @@ static vx_status cuda_epoch(dqn_backend *b, const dqn_plan *p, dqn_result *r, vx
                                       cudaMemcpyDeviceToDevice, b->learn));
     VX_CUDA_CHECK(cudaEventRecord(b->snap, b->learn));
     /* a planned checkpoint: the collection as it is now, before the next rollout changes it */
-    if (p->snapshot) st = snap_collection(b, e);
+    if (snapshot) st = snap_collection(b, e);
     if (st) goto fail;
     if (p->ahead && b->s.overlap) {
         st = start_rollout(b, ep + 1, p->next_eps, e); /* runs beside this epoch's updates */
         if (st) goto fail;
         b->in_flight = 1;
         b->ahead_ep = ep + 1;
-    }
-    if (!b->eager && !vx_replay_on_device(b->replay)) {
-        /* the buffer fell back to the CPU during the run: the captured update graph points at
-         * freed device memory and must not run again */
-        vx_log(VX_LOG_WARN, "dqn: the replay buffer moved to the CPU; updates continue kernel "
-                            "by kernel");
-        b->eager = 1;
     }
     VX_CUDA_CHECK(cudaEventRecord(b->l0, b->learn));
     {
@@ -374,6 +380,14 @@ static vx_status cuda_epoch(dqn_backend *b, const dqn_plan *p, dqn_result *r, vx
                     b->updates_since_sort = 0;
                 }
                 b->updates_since_sort++;
+                if (!st && !b->eager && !vx_replay_on_device(b->replay)) {
+                    /* the buffer fell back to the CPU (a launch failed, in set_beta, a sort or
+                     * an update): the captured graph points at freed device memory and must
+                     * not run again */
+                    vx_log(VX_LOG_WARN, "dqn: the replay buffer moved to the CPU; updates "
+                                        "continue kernel by kernel");
+                    b->eager = 1;
+                }
                 if (!st) st = dqn_learner_update(b->learner, b->eager, e);
                 if (!st) b->adam_t++;
                 if (!st && b->eager) VX_CUDA_CHECK(cudaStreamSynchronize(b->learn));
@@ -384,9 +398,9 @@ static vx_status cuda_epoch(dqn_backend *b, const dqn_plan *p, dqn_result *r, vx
     }
     VX_CUDA_CHECK(cudaEventRecord(b->l1, b->learn));
     st = dqn_learner_stats_fetch(b->learner, e);
-    if (!st && p->snapshot) st = snap_learning(b, 1, e);
+    if (!st && snapshot) st = snap_learning(b, 1, e);
     if (st) goto fail;
-    if (p->snapshot) {
+    if (snapshot) {
         state_counters(b);
         b->planned = 1;
     }

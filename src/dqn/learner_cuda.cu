@@ -265,6 +265,10 @@ extern "C" vx_status dqn_learner_update(dqn_learner *d, int eager, vx_err *e)
     VX_CUDA_CHECK(cudaGraphLaunch(d->exec, d->s));
     st = after_update(d, e);
 fail:
+    if (!d->exec && d->graph) { /* a failed capture leaves nothing behind for the next try */
+        cudaGraphDestroy(d->graph);
+        d->graph = NULL;
+    }
     return st;
 }
 

@@ -322,6 +322,10 @@ extern "C" vx_status dqn_rollout_run(dqn_rollout *r, int eager, vx_err *e)
     }
     VX_CUDA_CHECK(cudaGraphLaunch(r->exec, r->s));
 fail:
+    if (!r->exec && r->graph) { /* a failed capture leaves nothing behind for the next try */
+        cudaGraphDestroy(r->graph);
+        r->graph = NULL;
+    }
     return st;
 }
 

@@ -26,7 +26,8 @@
 enum { K_FWD, K_FWD_RELU, K_WGRAD, K_DGRAD, K_FWD_PLAIN, K_WGRAD_PLAIN };
 
 typedef struct {
-    size_t key_w;   /* the layer, by its weight offset */
+    size_t key_w;   /* the layer, by its weight offset and shape */
+    int in, out;
     int B, kind;
     unsigned align; /* the A, B and C pointers' alignments, 8 bits each (bytes, up to 16) */
     int ok;         /* 0: cuBLASLt has no algorithm for this shape and kind */
@@ -108,12 +109,14 @@ static plan *get_plan(dense_cuda *c, const vx_dense *d, int B, int kind, const v
     unsigned align = aa | ab << 8 | ac << 16;
     for (int i = 0; i < c->n; i++) {
         plan *p = &c->plans[i];
-        if (p->key_w == d->w && p->B == B && p->kind == kind && p->align == align) return p;
+        if (p->key_w == d->w && p->in == d->in && p->out == d->out && p->B == B &&
+            p->kind == kind && p->align == align)
+            return p;
     }
     if (c->n == MAX_PLANS) return NULL;
     plan *p = &c->plans[c->n++];
     memset(p, 0, sizeof *p);
-    p->key_w = d->w, p->B = B, p->kind = kind, p->align = align;
+    p->key_w = d->w, p->in = d->in, p->out = d->out, p->B = B, p->kind = kind, p->align = align;
     cublasOperation_t ta = kind == K_DGRAD ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tb = kind == K_WGRAD || kind == K_WGRAD_PLAIN ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtEpilogue_t epi = kind == K_FWD        ? CUBLASLT_EPILOGUE_BIAS
@@ -191,8 +194,11 @@ static vx_status run(dense_cuda *c, plan *p, const void *bias, const float *A, c
     return VX_OK;
 }
 
-static vx_status plain_missing(const vx_dense *d, int B, vx_err *e)
+static vx_status plain_missing(const dense_cuda *c, const vx_dense *d, int B, vx_err *e)
 {
+    if (c->n == MAX_PLANS)
+        return vx_err_set(e, VX_ERR_ARG, "dense: more than %d GEMM shapes through one context",
+                          MAX_PLANS);
     return vx_err_set(e, VX_ERR_CUDA, "dense: cuBLASLt has no float32 GEMM for a %d x %d layer "
                                       "at batch %d",
                       d->in, d->out, B);
@@ -228,7 +234,7 @@ static vx_status dg_forward(void *impl, const vx_dense *d, const float *P, const
                                         : NULL;
     if (p && p->ok) return run(c, p, P + d->b, P + d->w, x, y, 0.0f, s, e);
     p = get_plan(c, d, B, K_FWD_PLAIN, P + d->w, x, y);
-    if (!p || !p->ok) return plain_missing(d, B, e);
+    if (!p || !p->ok) return plain_missing(c, d, B, e);
     st = run(c, p, NULL, P + d->w, x, y, 0.0f, s, e);
     if (st) return st;
     bias_relu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(y, P + d->b, (size_t)B, d->out, relu);
@@ -249,7 +255,7 @@ static vx_status dg_backward(void *impl, const vx_dense *d, const float *P, cons
         st = run(c, p, g + d->b, dy, x, g + d->w, 0.0f, s, e);
     } else {
         p = get_plan(c, d, B, K_WGRAD_PLAIN, dy, x, g + d->w);
-        if (!p || !p->ok) return plain_missing(d, B, e);
+        if (!p || !p->ok) return plain_missing(c, d, B, e);
         st = run(c, p, NULL, dy, x, g + d->w, 0.0f, s, e);
         if (st) return st;
         bias_grad_kernel<<<(unsigned)((d->out + 127) / 128), 128, 0, s>>>(dy, B, d->out, g + d->b);
@@ -257,7 +263,7 @@ static vx_status dg_backward(void *impl, const vx_dense *d, const float *P, cons
     }
     if (st || !dx) return st;
     p = get_plan(c, d, B, K_DGRAD, P + d->w, dy, dx);
-    if (!p || !p->ok) return plain_missing(d, B, e);
+    if (!p || !p->ok) return plain_missing(c, d, B, e);
     st = run(c, p, NULL, P + d->w, dy, dx, accumulate ? 1.0f : 0.0f, s, e);
 fail:
     return st;

@@ -186,6 +186,8 @@ vx_status vx_replay_load(vx_replay *r, const char *path, vx_err *e)
 
 vx_status vx_replay_snap(vx_replay *r, vx_stream s, vx_err *e) { return r->ops->snap(r, s, e); }
 
+vx_status vx_replay_snap_reserve(vx_replay *r, vx_err *e) { return r->ops->snap_reserve(r, e); }
+
 vx_status vx_replay_snap_save(vx_replay *r, const char *path, vx_err *e)
 {
     return r->ops->snap_save(r, path, e);

@@ -510,6 +510,8 @@ static vx_status cpu_snap(vx_replay *r, vx_stream s, vx_err *e)
                       "replay: a CPU buffer has no snapshot (save it with vx_replay_save)");
 }
 
+static vx_status cpu_snap_reserve(vx_replay *r, vx_err *e) { return cpu_snap(r, NULL, e); }
+
 static vx_status cpu_snap_save(vx_replay *r, const char *path, vx_err *e)
 {
     (void)path;
@@ -565,4 +567,5 @@ const vx_replay_ops vx_replay_cpu_ops = {
     .load = cpu_load,
     .snap = cpu_snap,
     .snap_save = cpu_snap_save,
+    .snap_reserve = cpu_snap_reserve,
 };

@@ -225,6 +225,17 @@ static vx_status snap_alloc(vx_replay *r, vx_err *e)
     return st;
 }
 
+vx_status vx_rc_snap_reserve(vx_replay *r, vx_err *e)
+{
+    rc_buf *b = rcb(r);
+    vx_status st = vx_cuda_enter(r->dev, e);
+    if (st) return st;
+    if (!b->on_device)
+        return vx_err_set(e, VX_ERR_UNSUPPORTED,
+                          "replay: the buffer moved to the CPU, which has no snapshot");
+    return b->snap.done ? VX_OK : snap_alloc(r, e);
+}
+
 vx_status vx_rc_snap(vx_replay *r, vx_stream vs, vx_err *e)
 {
     rc_buf *b = rcb(r);

@@ -370,5 +370,5 @@ extern "C" const vx_replay_ops vx_replay_cuda_ops = {
     "cuda",       rc_create,      rc_free,   rc_on_device, rc_size,
     rc_reserved,  vx_rc_insert,   vx_rc_set_beta, vx_rc_sample, vx_rc_rank_refresh_entry,
     vx_rc_update, rc_stats,       rc_prob,   vx_rc_save,   vx_rc_load,
-    vx_rc_snap,   vx_rc_snap_save,
+    vx_rc_snap,   vx_rc_snap_save, vx_rc_snap_reserve,
 };

@@ -146,6 +146,7 @@ vx_status vx_rc_save(vx_replay *r, const char *path, vx_err *e);
 vx_status vx_rc_load(vx_replay *r, const char *path, vx_err *e);
 vx_status vx_rc_snap(vx_replay *r, vx_stream s, vx_err *e);
 vx_status vx_rc_snap_save(vx_replay *r, const char *path, vx_err *e);
+vx_status vx_rc_snap_reserve(vx_replay *r, vx_err *e);
 /* The snapshot's memory, stream and events (at free). */
 void vx_rc_snap_free(rc_buf *b);
 

@@ -163,6 +163,7 @@ void vx_train_run_params(const vx_train_cfg *c, vx_run_params *out)
     out->checkpoint_every = c->checkpoint_every;
     out->seed = c->seed;
     out->gpu_graphs = c->gpu_graphs;
+    out->async_checkpoints = c->async_checkpoints;
 }
 
 vx_status vx_train_cfg_check(const vx_train_cfg *c, vx_err *e)

@@ -80,8 +80,7 @@ static vx_status cuda_alloc_host(vx_device *d, size_t bytes, void **out, vx_err 
 
 static void cuda_free_host(vx_device *d, void *p)
 {
-    (void)d;
-    cudaFreeHost(p);
+    if (vx_cuda_enter(d, NULL) == VX_OK) cudaFreeHost(p);
 }
 
 static void cuda_close(vx_device *d)

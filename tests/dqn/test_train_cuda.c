@@ -407,8 +407,9 @@ static void test_two_trainings_share_a_device(void **state)
 }
 
 /* What one trial reserves through the device context at batch 1,024 with a 100 K replay buffer,
- * beyond the buffer itself (measured after the first epoch, before any checkpoint snapshot): the
- * default 128 environments, and the reference 2,048. */
+ * beyond the buffer itself, measured after the first epoch: the default 128 environments and the
+ * reference 2,048, with checkpoints written in place; then with background checkpoints, whose
+ * device snapshot of the buffer (as much again) is reserved at the start. */
 typedef struct {
     size_t reserved;
 } mem_seen;
@@ -423,7 +424,7 @@ static int mem_after_first(const vx_epoch_report *r, void *ctx)
     return 0;
 }
 
-static size_t trial_beyond_replay(int envs)
+static size_t trial_beyond_replay(int envs, int async)
 {
     char d[64];
     th_tmpdir(d, sizeof d);
@@ -433,6 +434,7 @@ static size_t trial_beyond_replay(int envs)
     c.steps_per_epoch = 100;
     c.epochs = 2;
     c.checkpoint_every = 1000;
+    c.async_checkpoints = async;
     vx_dqn_settings *q = dqn_of(&c);
     q->learner.batch = 1024;
     q->batch_set = 1;
@@ -456,9 +458,10 @@ static size_t trial_beyond_replay(int envs)
     vx_device_memory(g_dev, &after);
     assert_int_equal(after.reserved, before.reserved); /* everything given back */
     size_t trial = m.reserved - before.reserved;
-    printf("one trial, %d envs, batch 1024, 100 K replay: %.1f MB reserved, of which the replay "
-           "buffer %.1f MB: %.1f MB beyond it\n",
-           envs, trial / 1e6, replay / 1e6, (trial - replay) / 1e6);
+    printf("one trial, %d envs, batch 1024, 100 K replay, checkpoints %s: %.1f MB reserved, of "
+           "which the replay buffer %.1f MB: %.1f MB beyond it\n",
+           envs, async ? "in the background" : "in place", trial / 1e6, replay / 1e6,
+           (trial - replay) / 1e6);
     th_rmtree(d);
     return trial - replay;
 }
@@ -466,9 +469,10 @@ static size_t trial_beyond_replay(int envs)
 static void test_trial_memory(void **state)
 {
     (void)state;
-    size_t beyond = trial_beyond_replay(128);
+    size_t beyond = trial_beyond_replay(128, 0);
     assert_true(beyond < 60 * 1000 * 1000);
-    trial_beyond_replay(2048);
+    trial_beyond_replay(2048, 0);
+    trial_beyond_replay(128, 1);
 }
 
 int main(void)
