@@ -149,6 +149,7 @@ typedef struct {
     ckpt_writer writer;
     int epoch;        /* epochs completed */
     int64_t env_steps;
+    int written, deferred; /* checkpoints written; due ones that waited for the writer */
 } run_state;
 
 static void run_free(run_state *r)
@@ -280,6 +281,7 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
         /* a snapshot needs the writer idle: the last epoch waits for it, others defer */
         if (last) st = vx_ckpt_writer_join(&r->writer, e);
         int snap = !st && (last || (due && !vx_ckpt_writer_busy(&r->writer)));
+        if (due && !snap && !pending) r->deferred++;
         pending = due && !snap;
         vx_epoch_in in = {r->epoch, snap};
         vx_epoch_out out;
@@ -320,10 +322,17 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
         rep.checkpointed = snap;
         int stop = !st && on_epoch ? on_epoch(&rep, ctx) : 0;
         int started = 0;
-        if (!st && (snap || stop)) st = checkpoint(r, last || stop, &started, e);
+        if (!st && (snap || stop)) {
+            st = checkpoint(r, last || stop, &started, e);
+            r->written++;
+        }
         if (stop) break;
     }
     if (!st) st = vx_ckpt_writer_join(&r->writer, e);
+    if (!st && r->deferred)
+        vx_log(VX_LOG_INFO, "train: %d checkpoints written; %d fell due while the last was still "
+                            "being written and were taken at the next epoch end after it",
+               r->written, r->deferred);
     if (!st && ev.buy_hold.bars == 0) st = evaluate(r, &ev, e);
     if (!st) st = write_eval(c->run_dir, &ev, e);
     if (!st && final_eval) *final_eval = ev;
