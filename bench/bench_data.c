@@ -166,7 +166,7 @@ void vx_bench_print_json(FILE *f, const vx_bench_result *r, int n)
 {
     fprintf(f, "{\"results\": [\n");
     for (int i = 0; i < n; i++) {
-        int met = r[i].target <= 0 ? -1
+        int met = r[i].target <= 0       ? -1
                   : r[i].lower_is_better ? r[i].value <= r[i].target
                                          : r[i].value >= r[i].target;
         fprintf(f,

@@ -66,7 +66,9 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
         dqn_learner *d = NULL;
         if (!vx_replay_create(&rc, dev, &rep, &e) && !vx_replay_insert(rep, &t, N, s, &e) &&
             !dqn_learner_create(&dc, &cpu.L, &cpu.shape, cpu.online, rep, dev, s, &d, &e)) {
-            if (log) fprintf(log, "bench: GPU DQN update at batch %d%s\n", batches[k], dc.tf32 ? ", TF32" : "");
+            if (log)
+                fprintf(log, "bench: GPU DQN update at batch %d%s\n", batches[k],
+                        dc.tf32 ? ", TF32" : "");
             cudaEvent_t e0, e1;
             cudaEventCreate(&e0);
             cudaEventCreate(&e1);
@@ -88,7 +90,8 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
                     }
                 vx_bench_result *x = &out[n++];
                 memset(x, 0, sizeof *x);
-                snprintf(x->name, sizeof x->name, "gpu_dqn_update_b%d%s", batches[k], dc.tf32 ? "_tf32" : "");
+                snprintf(x->name, sizeof x->name, "gpu_dqn_update_b%d%s", batches[k],
+                         dc.tf32 ? "_tf32" : "");
                 snprintf(x->unit, sizeof x->unit, "us");
                 x->items = batches[k], x->seconds = ms[100] * 1e-3, x->value = ms[100] * 1e3;
                 x->target = batches[k] == 1024 ? 50 : 0;

@@ -75,13 +75,15 @@ int vx_bench_learn(vx_bench_result *out, int max, FILE *log)
     vx_err e;
     /* --- replay at 1 M: fill, then time sample(1024) + update(1024) ------------------------ */
     vx_replay_kind kinds[3] = {VX_REPLAY_PROPORTIONAL, VX_REPLAY_RANK, VX_REPLAY_UNIFORM};
-    const char *names[3] = {"per_proportional_1m", "per_rank_1m_between_sorts", "replay_uniform_1m"};
+    const char *names[3] = {"per_proportional_1m", "per_rank_1m_between_sorts",
+                            "replay_uniform_1m"};
     const char *kind_names[3] = {"proportional", "rank-based", "uniform"};
     const int rank_calls = 200;
     float *o = malloc(4096 * D * 4), *rw = malloc(4096 * 4), *td = malloc(B * 4);
     int32_t *a = calloc(4096 * 3, 4);
     uint8_t *f0 = calloc(4096, 1);
-    float *bo = malloc(B * D * 4), *bn = malloc(B * D * 4), *br = malloc(B * 4), *bw = malloc(B * 4);
+    float *bo = malloc(B * D * 4), *bn = malloc(B * D * 4), *br = malloc(B * 4),
+          *bw = malloc(B * 4);
     int32_t *ba = malloc(B * 12);
     uint8_t *bt = malloc(B), *bu = malloc(B), *bs = malloc(B);
     uint32_t *bi = malloc(B * 4), *bg = malloc(B * 4);
@@ -179,7 +181,8 @@ int vx_bench_learn(vx_bench_result *out, int max, FILE *log)
     vx_dqn d;
     if (!vx_dqn_create(&dc, &q, 1, &d, &e)) {
         size_t Bu = 256;
-        float *xo = malloc(Bu * D * 4), *xn = malloc(Bu * D * 4), *xr = malloc(Bu * 4), *xw = malloc(Bu * 4);
+        float *xo = malloc(Bu * D * 4), *xn = malloc(Bu * D * 4), *xr = malloc(Bu * 4),
+              *xw = malloc(Bu * 4);
         int32_t *xa = malloc(Bu * 12);
         uint8_t *xt = calloc(Bu, 1), *xu = calloc(Bu, 1), *xs = malloc(Bu);
         for (size_t i = 0; i < Bu * D; i++) xo[i] = vx_rng_uniform(&g), xn[i] = vx_rng_uniform(&g);

@@ -114,7 +114,8 @@ static int cpu_grid(vx_bench_result *out, int max, FILE *log, const size_t *caps
             }
             vx_replay_set_beta(r, 0.5, NULL, &e);
             for (int u = 0; u < 8; u++) {
-                for (size_t j = 0; j < 16384; j++) td[j] = (float)(0.01 + 3 * vx_rng_uniform_double(&g));
+                for (size_t j = 0; j < 16384; j++)
+                    td[j] = (float)(0.01 + 3 * vx_rng_uniform_double(&g));
                 vx_replay_sample(r, 16384, &b, NULL, &e);
                 vx_replay_update(r, bi, bg, td, 16384, NULL, &e);
             }

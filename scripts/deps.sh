@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages vixen's build and tests need, and returns at once when they are
-# already there. Called by `make run` and `make test`; safe to run by hand.
+# already there. Called by `make run` (what building and running need) and by `make test` as
+# `deps.sh test` (adding the tools only the tests use); safe to run by hand.
 set -euo pipefail
 
 packages=(cmake make gcc pkg-config libzstd-dev libcmocka-dev libxxhash-dev libopenblas-dev
     libyaml-dev libcjson-dev)
+# clang-format: scripts/format-check holds the sources to .clang-format.
+[ "${1:-}" = test ] && packages+=(clang-format)
 
 missing=()
 for p in "${packages[@]}"; do

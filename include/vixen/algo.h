@@ -36,23 +36,23 @@ extern "C" {
 
 /* The general settings of the run an algorithm may read. */
 typedef struct {
-    int envs;             /* N environments stepped together */
-    int steps_per_epoch;  /* T steps of each environment per epoch */
-    int epochs;           /* epochs planned (schedules anneal over them) */
-    int checkpoint_every; /* epochs between checkpoints */
-    uint64_t seed;        /* of everything random */
-    int gpu_graphs;       /* 0: launch kernel by kernel and synchronise (the reference path) */
-    int async_checkpoints;/* 1: checkpoints may be device snapshots written in the background */
+    int envs;              /* N environments stepped together */
+    int steps_per_epoch;   /* T steps of each environment per epoch */
+    int epochs;            /* epochs planned (schedules anneal over them) */
+    int checkpoint_every;  /* epochs between checkpoints */
+    uint64_t seed;         /* of everything random */
+    int gpu_graphs;        /* 0: launch kernel by kernel and synchronise (the reference path) */
+    int async_checkpoints; /* 1: checkpoints may be device snapshots written in the background */
 } vx_run_params;
 
 /* What an instance is created from. */
 typedef struct {
-    const void *settings;      /* the algorithm's own settings struct (settings_size bytes) */
+    const void *settings; /* the algorithm's own settings struct (settings_size bytes) */
     const vx_run_params *run;
-    vx_device *dev;            /* where it runs; NULL: the CPU */
-    vx_env *env;               /* the training environments, on dev; NULL: an instance that only
-                                * acts (evaluating a checkpoint) */
-    size_t mem_share;          /* device bytes it may plan for (0: what dev has available) */
+    vx_device *dev;   /* where it runs; NULL: the CPU */
+    vx_env *env;      /* the training environments, on dev; NULL: an instance that only
+                       * acts (evaluating a checkpoint) */
+    size_t mem_share; /* device bytes it may plan for (0: what dev has available) */
 } vx_algo_init;
 
 /* One metric column: a CSV column, the TensorBoard tag "train/<name>", and (fmt) a piece of the
@@ -69,10 +69,10 @@ typedef struct {
 } vx_epoch_in;
 
 typedef struct {
-    int64_t env_steps;       /* environment steps collected this epoch */
-    double episodes;         /* episodes that ended during them */
-    double return_sum;       /* the sum of those episodes' returns (reward units) */
-    double collect_s;        /* time spent collecting (device time on a GPU) */
+    int64_t env_steps;                  /* environment steps collected this epoch */
+    double episodes;                    /* episodes that ended during them */
+    double return_sum;                  /* the sum of those episodes' returns (reward units) */
+    double collect_s;                   /* time spent collecting (device time on a GPU) */
     double metric[VX_ALGO_MAX_METRICS]; /* the algorithm's metrics, in its table's order; NaN:
                                          * none this epoch */
 } vx_epoch_out;
@@ -115,8 +115,8 @@ typedef struct {
 
 /* The path of side file `name` of a checkpoint (its metadata "file.<name>" names it inside the
  * checkpoint folder); an error naming the checkpoint and field when missing. */
-static inline vx_status vx_ckpt_file(const vx_ckpt_view *ck, const char *name, char *path,
-                                     size_t n, vx_err *e)
+static inline vx_status vx_ckpt_file(const vx_ckpt_view *ck, const char *name, char *path, size_t n,
+                                     vx_err *e)
 {
     char key[64];
     snprintf(key, sizeof key, "file.%s", name);

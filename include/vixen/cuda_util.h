@@ -22,9 +22,9 @@ vx_status vx_cuda_device_describe(int device, char *buf, size_t n, vx_err *e);
  * written stream-major into host arrays (each n_streams × per_stream): raw words, uniform
  * floats, normals (double) and integers below `below_n`. Any output may be NULL. One device
  * thread per stream runs the same vx_rng code as the host. */
-vx_status vx_philox_fill_cuda(uint64_t seed, size_t n_streams, size_t per_stream,
-                              uint32_t below_n, uint32_t *words, float *uniforms,
-                              double *normals, uint32_t *below, vx_err *e);
+vx_status vx_philox_fill_cuda(uint64_t seed, size_t n_streams, size_t per_stream, uint32_t below_n,
+                              uint32_t *words, float *uniforms, double *normals, uint32_t *below,
+                              vx_err *e);
 
 #ifdef __cplusplus
 }

@@ -28,8 +28,8 @@ typedef struct {
 } vx_series;
 
 vx_status vx_series_reserve(vx_series *s, size_t cap, vx_err *e);
-vx_status vx_series_push(vx_series *s, int64_t ts, double o, double h, double l, double c,
-                         double v, vx_err *e);
+vx_status vx_series_push(vx_series *s, int64_t ts, double o, double h, double l, double c, double v,
+                         vx_err *e);
 void vx_series_free(vx_series *s);
 
 /* The per-bar rule every reader applies, so that all sources refuse the same things. Returns NULL
@@ -91,8 +91,8 @@ typedef struct {
     uint16_t schema;
     uint64_t start, end, limit;
     uint8_t stype_in, stype_out, ts_out;
-    size_t records;           /* all records, OHLCV or not */
-    size_t n_instruments;     /* distinct OHLCV instruments, at most VX_DBN_MAX_INSTRUMENTS */
+    size_t records;       /* all records, OHLCV or not */
+    size_t n_instruments; /* distinct OHLCV instruments, at most VX_DBN_MAX_INSTRUMENTS */
     vx_dbn_instrument instruments[64];
     size_t n_mappings;
     struct {
@@ -105,10 +105,10 @@ typedef struct {
 /* Decompresses if needed (streaming zstd, several frames), parses the metadata, and fills `out`
  * with the selected instrument's OHLCV bars. `info` (optional) receives the metadata and the
  * instruments seen. With `out` NULL it only scans. */
-vx_status vx_dbn_parse(const char *name, const uint8_t *bytes, size_t len,
-                       const vx_load_opts *opts, vx_series *out, vx_dbn_info *info, vx_err *e);
-vx_status vx_dbn_read(const char *path, const vx_load_opts *opts, vx_series *out,
-                      vx_dbn_info *info, vx_err *e);
+vx_status vx_dbn_parse(const char *name, const uint8_t *bytes, size_t len, const vx_load_opts *opts,
+                       vx_series *out, vx_dbn_info *info, vx_err *e);
+vx_status vx_dbn_read(const char *path, const vx_load_opts *opts, vx_series *out, vx_dbn_info *info,
+                      vx_err *e);
 /* Writes a DBN v3 OHLCV stream (zstd-compressed if `zstd_level` > 0), atomically. The schema is
  * chosen from the series' interval (1s, 1m, 1h, 1d). */
 vx_status vx_dbn_write(const char *path, const vx_series *s, int zstd_level, vx_err *e);
@@ -130,25 +130,24 @@ void vx_paths_free(char **paths, size_t n);
 
 typedef struct {
     uint64_t seed;
-    int days;              /* trading days (weekdays), 390 one-minute bars each */
-    double start_price;    /* 4000 */
-    double tick;           /* 0.25 */
-    double bar_vol;        /* unconditional per-bar log-return volatility, 4e-4 */
-    double garch_alpha;    /* 0.05 */
-    double garch_beta;     /* 0.93 */
-    double t_dof;          /* Student-t degrees of freedom of the shocks, 5 */
-    double intraday_u;     /* strength of the U-shaped intraday volatility profile, 1.5 */
-    double overnight_vol;  /* overnight gap volatility in bar_vol units, 8 */
-    double signal_strength;/* planted drift in units of the bar's volatility; 0 = random walk */
-    double signal_phi;     /* AR(1) coefficient of the planted signal, 0.97 */
-    double base_volume;    /* mean volume per bar, 1500 */
+    int days;               /* trading days (weekdays), 390 one-minute bars each */
+    double start_price;     /* 4000 */
+    double tick;            /* 0.25 */
+    double bar_vol;         /* unconditional per-bar log-return volatility, 4e-4 */
+    double garch_alpha;     /* 0.05 */
+    double garch_beta;      /* 0.93 */
+    double t_dof;           /* Student-t degrees of freedom of the shocks, 5 */
+    double intraday_u;      /* strength of the U-shaped intraday volatility profile, 1.5 */
+    double overnight_vol;   /* overnight gap volatility in bar_vol units, 8 */
+    double signal_strength; /* planted drift in units of the bar's volatility; 0 = random walk */
+    double signal_phi;      /* AR(1) coefficient of the planted signal, 0.97 */
+    double base_volume;     /* mean volume per bar, 1500 */
 } vx_synth_cfg;
 
 void vx_synth_default(vx_synth_cfg *cfg);
 /* `signal` (optional, n doubles) receives the planted signal in force at each bar: the bar's
  * expected log return is signal_strength · σ_t · signal[t-1]. */
-vx_status vx_synth_generate(const vx_synth_cfg *cfg, vx_series *out, double **signal,
-                            vx_err *e);
+vx_status vx_synth_generate(const vx_synth_cfg *cfg, vx_series *out, double **signal, vx_err *e);
 
 /* ---- features ------------------------------------------------------------------------------ */
 
@@ -179,9 +178,9 @@ typedef struct {
     const float *features; /* rows × F */
     char instrument[72];
     int64_t interval_ns;
-    char key[33];      /* the cache key (hex), "" when no cache was asked for */
+    char key[33]; /* the cache key (hex), "" when no cache was asked for */
     char source[512];
-    int from_cache;    /* 1 on a hit */
+    int from_cache; /* 1 on a hit */
     /* ownership, private */
     void *map_;
     size_t map_len_;

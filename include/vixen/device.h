@@ -16,7 +16,8 @@
  * Streams: a vx_stream is a cudaStream_t on a CUDA device and NULL on the CPU. Array arguments of
  * an object created on a device live in that device's memory (host memory for the CPU).
  *
- * NULL as a device means the process-wide CPU context (no budget): what tests and small tools use. */
+ * NULL as a device means the process-wide CPU context (no budget): what tests and small tools use.
+ */
 #ifndef VIXEN_DEVICE_H
 #define VIXEN_DEVICE_H
 
@@ -28,7 +29,8 @@
 extern "C" {
 #endif
 
-/* Device kinds. AUTO (only when opening) is the first CUDA device when one is present, else the CPU. */
+/* Device kinds. AUTO (only when opening) is the first CUDA device when one is present, else the
+ * CPU. */
 enum { VX_DEVICE_AUTO = 0, VX_DEVICE_CPU = 1, VX_DEVICE_CUDA = 2 };
 
 typedef struct vx_device vx_device;

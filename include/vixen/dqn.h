@@ -21,17 +21,17 @@ extern "C" {
 /* ---- the learner's settings and the CPU reference learner ------------------------------------ */
 
 typedef struct {
-    int loss;           /* VX_LOSS_MSE, VX_LOSS_HUBER (default), VX_LOSS_C51 */
-    double gamma;       /* 0.99 */
-    double huber_kappa; /* 1 */
-    int atoms;          /* C51 support size (51); 1 for the other losses */
-    double v_min, v_max;/* C51 support, −10 .. 10 */
-    int n_step;         /* 1 */
-    int target_every;   /* hard copy every C updates (1000) when tau is 0 */
-    double tau;         /* Polyak averaging weight per update; 0 = hard copies */
-    double grad_clip;   /* global-norm clip, 10; 0 = off */
-    int batch;          /* 256 */
-    int tf32;           /* GPU only: TF32 tensor-core GEMMs (0: float32, as the CPU) */
+    int loss;            /* VX_LOSS_MSE, VX_LOSS_HUBER (default), VX_LOSS_C51 */
+    double gamma;        /* 0.99 */
+    double huber_kappa;  /* 1 */
+    int atoms;           /* C51 support size (51); 1 for the other losses */
+    double v_min, v_max; /* C51 support, −10 .. 10 */
+    int n_step;          /* 1 */
+    int target_every;    /* hard copy every C updates (1000) when tau is 0 */
+    double tau;          /* Polyak averaging weight per update; 0 = hard copies */
+    double grad_clip;    /* global-norm clip, 10; 0 = off */
+    int batch;           /* 256 */
+    int tf32;            /* GPU only: TF32 tensor-core GEMMs (0: float32, as the CPU) */
     vx_adam_cfg adam;
 } vx_dqn_cfg;
 
@@ -72,8 +72,8 @@ void vx_dqn_update(vx_dqn *d, const vx_replay_batch *b, int B, vx_dqn_update_sta
 /* ε-greedy actions (dqn_act.h) for N observations with the weights `params` (NULL: the online
  * ones) at acting step `step`. ws must hold at least one row; eps = 0 is the greedy policy.
  * q_mean_out (may be NULL): the mean greedy Q. */
-void vx_dqn_act(vx_dqn *d, const float *params, vx_qnet_ws *ws, const float *obs, int N,
-                double eps, uint64_t seed, uint64_t step, int32_t *actions, double *q_mean_out);
+void vx_dqn_act(vx_dqn *d, const float *params, vx_qnet_ws *ws, const float *obs, int N, double eps,
+                uint64_t seed, uint64_t step, int32_t *actions, double *q_mean_out);
 
 /* Copies online → target. */
 void vx_dqn_sync_target(vx_dqn *d);
@@ -83,11 +83,11 @@ void vx_dqn_sync_target(vx_dqn *d);
 typedef struct {
     int n, N, D;
     double gamma;
-    int *count;      /* pending per env */
-    int *head;       /* ring start per env */
-    float *obs;      /* N × n × D */
-    int32_t *act;    /* N × n × VX_ACTION_BRANCHES */
-    float *rew;      /* N × n */
+    int *count;   /* pending per env */
+    int *head;    /* ring start per env */
+    float *obs;   /* N × n × D */
+    int32_t *act; /* N × n × VX_ACTION_BRANCHES */
+    float *rew;   /* N × n */
 } vx_nstep;
 
 typedef struct {
@@ -107,7 +107,7 @@ void vx_nstep_push(vx_nstep *s, const float *obs, const int32_t *actions, const 
                    vx_transition_buf *out);
 vx_transitions vx_tbuf_view(const vx_transition_buf *t);
 
-/* ---- the algorithm ---------------------------------------------------------------------------- */
+/* ---- the algorithm --------------------------------------------------------------------------- */
 
 /* Everything `dqn.*` and `replay.*` set. */
 typedef struct {
@@ -120,7 +120,7 @@ typedef struct {
     int rank_refresh;
     int updates_per_epoch; /* 0: envs · steps / batch · replay_ratio */
     double replay_ratio;
-    int warmup;            /* transitions stored before the first update */
+    int warmup; /* transitions stored before the first update */
     double eps_start, eps_end;
     int eps_decay_epochs;
     int overlap;   /* 1: the next epoch's rollout acts with the weights from before this epoch's

@@ -42,10 +42,10 @@ VX_HD static inline void vx_act_egreedy(const vx_loss_shape *s, const float *q, 
 /* One environment's n-step ring: its `n` slots of observation (D floats each), action and
  * reward, the count pending and the ring's head. */
 typedef struct {
-    int *count, *head;   /* this environment's */
-    float *obs;          /* n × D */
-    int32_t *act;        /* n × VX_ACTION_BRANCHES */
-    float *rew;          /* n */
+    int *count, *head; /* this environment's */
+    float *obs;        /* n × D */
+    int32_t *act;      /* n × VX_ACTION_BRANCHES */
+    float *rew;        /* n */
 } vx_nstep_ring;
 
 /* Where emitted transitions go: consecutive slots from these pointers. */

@@ -86,8 +86,8 @@ VX_HD static inline int vx_loss_argmax(const vx_loss_shape *s, const float *row,
 VX_HD static inline float vx_loss_dqn(const vx_loss_shape *s, int kind, float kappa, float gamma_m,
                                       const float *q_s, const float *q_next_online,
                                       const float *q_next_target, const int32_t *actions,
-                                      float reward, int terminated, float w, float scale,
-                                      float *dq, int out_dim, float *priority)
+                                      float reward, int terminated, float w, float scale, float *dq,
+                                      int out_dim, float *priority)
 {
     for (int i = 0; i < out_dim; i++) dq[i] = 0;
     float boot = 0;
@@ -146,9 +146,8 @@ VX_HD static inline void vx_loss_softmax(const float *x, int M, float *p)
  * Returns w · mean_d CE_d; *priority gets mean_d CE_d. `m` (atoms floats) is scratch. */
 VX_HD static inline float vx_loss_c51(const vx_loss_shape *s, float gamma_m, const float *q_s,
                                       const float *q_next_online, const float *q_next_target,
-                                      const int32_t *actions, float reward, int terminated,
-                                      float w, float scale, float *dq, int out_dim,
-                                      float *priority)
+                                      const int32_t *actions, float reward, int terminated, float w,
+                                      float scale, float *dq, int out_dim, float *priority)
 {
     int M = s->atoms;
     float m[VX_LOSS_MAX_ATOMS], p[VX_LOSS_MAX_ATOMS];

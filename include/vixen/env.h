@@ -21,15 +21,15 @@ extern "C" {
 #endif
 
 typedef struct {
-    int32_t max_contracts;  /* 4: exposure levels map to −4..4 contracts */
-    int32_t episode_len;    /* 390: one regular session of 1-minute bars */
-    double commission;      /* 2.25 $ per contract per side */
-    double slippage_ticks;  /* 1 */
-    double tick;            /* 0.25 (ES) */
-    double multiplier;      /* 50 (ES) */
-    double reward_scale;    /* 0: computed from the training rows (see vx_env_reward_scale) */
-    double drawdown_limit;  /* 0: 3 · reward_scale · sqrt(episode_len) */
-    double eval_fraction;   /* 0.2: the last 20% of rows are held out for evaluation */
+    int32_t max_contracts; /* 4: exposure levels map to −4..4 contracts */
+    int32_t episode_len;   /* 390: one regular session of 1-minute bars */
+    double commission;     /* 2.25 $ per contract per side */
+    double slippage_ticks; /* 1 */
+    double tick;           /* 0.25 (ES) */
+    double multiplier;     /* 50 (ES) */
+    double reward_scale;   /* 0: computed from the training rows (see vx_env_reward_scale) */
+    double drawdown_limit; /* 0: 3 · reward_scale · sqrt(episode_len) */
+    double eval_fraction;  /* 0.2: the last 20% of rows are held out for evaluation */
     uint64_t seed;
 } vx_env_cfg;
 

@@ -44,17 +44,17 @@ typedef struct {
 
 /* One environment's state. Plain data, copyable to and from the device. */
 typedef struct {
-    int64_t row;        /* current bar: the agent has seen its close */
-    int32_t pos;        /* contracts, signed */
-    int32_t last_change;/* contracts traded at the last step, signed */
-    int32_t steps;      /* steps into the episode */
-    int32_t time_in_pos;/* steps since the position last became non-zero or changed sign */
-    uint64_t episode;   /* episodes started by this environment (Philox counter) */
-    double cash;        /* $ relative to the episode start */
-    double avg_entry;   /* average entry price of the open position */
-    double realised;    /* $ realised this episode, commissions included */
-    double equity;      /* cash + pos · close · multiplier, at the current close */
-    double peak;        /* highest equity this episode */
+    int64_t row;         /* current bar: the agent has seen its close */
+    int32_t pos;         /* contracts, signed */
+    int32_t last_change; /* contracts traded at the last step, signed */
+    int32_t steps;       /* steps into the episode */
+    int32_t time_in_pos; /* steps since the position last became non-zero or changed sign */
+    uint64_t episode;    /* episodes started by this environment (Philox counter) */
+    double cash;         /* $ relative to the episode start */
+    double avg_entry;    /* average entry price of the open position */
+    double realised;     /* $ realised this episode, commissions included */
+    double equity;       /* cash + pos · close · multiplier, at the current close */
+    double peak;         /* highest equity this episode */
 } vx_env_state;
 
 /* round(x) half away from zero, identical on host and device */
@@ -173,10 +173,9 @@ VX_HD static inline void vx_env_observe_one(const vx_env_params *p, const vx_env
 /* One step of one environment for action (e, o, u). Writes the reward and the flags; on the end
  * of an episode writes the pre-reset observation into final_obs (when not NULL), resets, and
  * writes the new episode's first observation into obs. */
-VX_HD static inline void vx_env_step_one(const vx_env_params *p, vx_env_state *s,
-                                         uint64_t env_id, int32_t e, int32_t o, int32_t u,
-                                         float *obs, float *reward, uint8_t *terminated,
-                                         uint8_t *truncated, float *final_obs)
+VX_HD static inline void vx_env_step_one(const vx_env_params *p, vx_env_state *s, uint64_t env_id,
+                                         int32_t e, int32_t o, int32_t u, float *obs, float *reward,
+                                         uint8_t *terminated, uint8_t *truncated, float *final_obs)
 {
     int64_t t1 = s->row + 1;
     double bo = p->open[t1], bh = p->high[t1], bl = p->low[t1], bc = p->close[t1];

@@ -86,9 +86,9 @@ void vx_csv_log_close(vx_csv_log *w);
 /* ---- flat YAML: "section: {key: scalar or [scalars]}" into dotted keys ---------------------- */
 
 typedef struct {
-    char key[128];   /* "dqn.lr" */
-    char value[1024];/* a scalar, or a sequence joined with commas */
-    int line;        /* 1-based line of the key in the file */
+    char key[128];    /* "dqn.lr" */
+    char value[1024]; /* a scalar, or a sequence joined with commas */
+    int line;         /* 1-based line of the key in the file */
 } vx_kv;
 
 /* Reads a YAML file whose top level maps section names to maps of scalars or sequences of
@@ -114,7 +114,7 @@ typedef enum {
 } vx_key_type;
 
 typedef struct {
-    const char *name;         /* "lr": the key is "<section>.<name>" */
+    const char *name; /* "lr": the key is "<section>.<name>" */
     vx_key_type type;
     size_t off, size;         /* the field's offset in the bound struct; a string's (row's) size */
     double min, max;          /* numbers and list items */

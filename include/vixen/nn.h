@@ -37,13 +37,13 @@ extern "C" {
 #define VX_QNET_MAX_BRANCHES 4
 
 typedef struct {
-    int in_dim;                          /* VX_OBS_DIM */
-    int n_trunk;                         /* 2 */
-    int trunk[VX_QNET_MAX_TRUNK];        /* 256, 256 */
-    int head_hidden;                     /* 64: value and advantage hidden width */
-    int n_branches;                      /* VX_ACTION_BRANCHES */
-    int branch[VX_QNET_MAX_BRANCHES];    /* 9, 3, 3: the environment's action levels */
-    int atoms;                           /* 1 (DQN) or 51 (C51) */
+    int in_dim;                       /* VX_OBS_DIM */
+    int n_trunk;                      /* 2 */
+    int trunk[VX_QNET_MAX_TRUNK];     /* 256, 256 */
+    int head_hidden;                  /* 64: value and advantage hidden width */
+    int n_branches;                   /* VX_ACTION_BRANCHES */
+    int branch[VX_QNET_MAX_BRANCHES]; /* 9, 3, 3: the environment's action levels */
+    int atoms;                        /* 1 (DQN) or 51 (C51) */
 } vx_qnet_cfg;
 
 /* The trading environment's network: its observation in, its three action branches out. */
@@ -78,8 +78,8 @@ typedef struct vx_qnet vx_qnet;
 
 /* Activations for forward passes of up to max_batch rows, and for the backward pass of up to
  * backward_batch rows (0: forward only — a target or acting network needs no gradients). */
-vx_status vx_qnet_create(const vx_qnet_layout *L, int max_batch, int backward_batch,
-                         vx_device *dev, vx_qnet **out, vx_err *e);
+vx_status vx_qnet_create(const vx_qnet_layout *L, int max_batch, int backward_batch, vx_device *dev,
+                         vx_qnet **out, vx_err *e);
 void vx_qnet_free(vx_qnet *q);
 /* TF32 tensor-core GEMMs on a GPU (ignored on the CPU); off by default and in parity tests. */
 vx_status vx_qnet_set_tf32(vx_qnet *q, int on, vx_err *e);
@@ -91,12 +91,12 @@ const float *vx_qnet_output(const vx_qnet *q);
 /* Backward through the last forward of the first B rows (same params and x): dq is B × out_dim;
  * grads (n_params floats) are overwritten. The trunk's gradient is scaled by 1/(branches + 1),
  * as in the BDQ reference. */
-vx_status vx_qnet_backward(vx_qnet *q, const float *params, const float *x, int B,
-                           const float *dq, float *grads, vx_stream s, vx_err *e);
+vx_status vx_qnet_backward(vx_qnet *q, const float *params, const float *x, int B, const float *dq,
+                           float *grads, vx_stream s, vx_err *e);
 /* Device bytes the network reserved. */
 size_t vx_qnet_reserved(const vx_qnet *q);
 
-/* ---- the CPU reference ------------------------------------------------------------------------ */
+/* ---- the CPU reference ----------------------------------------------------------------------- */
 
 /* Activations of one forward pass, kept for the backward pass. Sized for up to max_batch rows. */
 typedef struct {
@@ -142,7 +142,7 @@ vx_status vx_adam_create(const vx_adam_cfg *cfg, size_t n, vx_adam *out, vx_err 
 void vx_adam_free(vx_adam *a);
 void vx_adam_step(vx_adam *a, float *params, const float *grads);
 
-/* ---- the optimizer on a device ----------------------------------------------------------------- */
+/* ---- the optimizer on a device --------------------------------------------------------------- */
 
 /* Global-norm clipping then Adam over one flat vector, on a device; every scalar (the norm, the
  * step count) in the device's memory, so a step can be captured in a CUDA graph. */

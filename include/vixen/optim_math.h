@@ -23,7 +23,8 @@ VX_HD static inline vx_adam_step_k vx_adam_constants(double lr, double beta1, do
                                                      double eps, double wd, int64_t t)
 {
     vx_adam_step_k k;
-    k.lr = (float)lr, k.b1 = (float)beta1, k.b2 = (float)beta2, k.eps = (float)eps, k.wd = (float)wd;
+    k.lr = (float)lr, k.b1 = (float)beta1, k.b2 = (float)beta2, k.eps = (float)eps,
+    k.wd = (float)wd;
     k.c1 = (float)(1.0 / (1.0 - pow(beta1, (double)t)));
     k.c2 = (float)(1.0 / (1.0 - pow(beta2, (double)t)));
     return k;

@@ -18,8 +18,8 @@
 #include "vixen/hd.h"
 #include "vixen/philox.h"
 
-#define VX_REPLAY_FAN 16      /* children per priority-tree node: 16 doubles, two cache lines */
-#define VX_REPLAY_FAN_SHIFT 4 /* log2(VX_REPLAY_FAN) */
+#define VX_REPLAY_FAN 16        /* children per priority-tree node: 16 doubles, two cache lines */
+#define VX_REPLAY_FAN_SHIFT 4   /* log2(VX_REPLAY_FAN) */
 #define VX_REPLAY_MAX_LEVELS 10 /* 16^9 > 2^31, the largest capacity */
 /* The Philox stream of the sampling draws. Draw j of a sample call uses counter (draws so far + j)
  * on the CPU and on the GPU alike. */

@@ -22,8 +22,8 @@ extern "C" {
 #endif
 
 #define VX_TRAIN_MAX_FILES 16
-#define VX_ALGO_SLOTS 4              /* algorithms the registry can hold */
-#define VX_ALGO_SETTINGS_BYTES 2048  /* the largest settings struct of one */
+#define VX_ALGO_SLOTS 4             /* algorithms the registry can hold */
+#define VX_ALGO_SETTINGS_BYTES 2048 /* the largest settings struct of one */
 
 typedef struct {
     /* data: files (or, with none, the synthetic market) */
@@ -36,13 +36,13 @@ typedef struct {
     double synth_strength;
     vx_env_cfg env;
     /* the run */
-    int algo;            /* train.algo: the registry index of the algorithm */
+    int algo; /* train.algo: the registry index of the algorithm */
     int epochs, envs, steps_per_epoch;
     int eval_every, checkpoint_every;
     uint64_t seed;
-    int device;          /* VX_DEVICE_AUTO (the GPU when one is present), _CPU, _CUDA: what
-                          * `vixen train` opens; vx_train_run takes the device it is given */
-    int gpu_graphs;      /* 1: CUDA graphs; 0: kernel by kernel, synchronised (the reference) */
+    int device;            /* VX_DEVICE_AUTO (the GPU when one is present), _CPU, _CUDA: what
+                            * `vixen train` opens; vx_train_run takes the device it is given */
+    int gpu_graphs;        /* 1: CUDA graphs; 0: kernel by kernel, synchronised (the reference) */
     int async_checkpoints; /* 1: a GPU run's checkpoint is a device snapshot written by a
                             * background thread while training goes on */
     char run_dir[512];
@@ -120,8 +120,8 @@ typedef struct {
     double episodes;
     double env_steps_per_s, seconds, eta_seconds;
     int evaluated;
-    vx_eval_metrics eval;  /* valid when evaluated */
-    int checkpointed;      /* a checkpoint of this epoch was written or is being written */
+    vx_eval_metrics eval;     /* valid when evaluated */
+    int checkpointed;         /* a checkpoint of this epoch was written or is being written */
     const vx_metric *metrics; /* the algorithm's, with their values */
     int n_metrics;
     double metric[VX_ALGO_MAX_METRICS];

@@ -83,8 +83,7 @@ int vx_args_parse(const vx_cmd *c, int argc, char **argv, const char **pos, size
         pos[(*n_pos)++] = a;
     }
     if (*n_pos < c->min_pos) {
-        fprintf(stderr, "%s: missing argument %s (see --help)\n", c->cmd,
-                c->usage ? c->usage : "");
+        fprintf(stderr, "%s: missing argument %s (see --help)\n", c->cmd, c->usage ? c->usage : "");
         return 2;
     }
     return 0;

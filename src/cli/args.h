@@ -9,14 +9,14 @@
 #include <stddef.h>
 
 typedef struct {
-    const char *name;  /* without the dashes */
-    const char *arg;   /* value placeholder for help, NULL for a flag */
+    const char *name; /* without the dashes */
+    const char *arg;  /* value placeholder for help, NULL for a flag */
     const char *help;
-    const char **value;/* receives the value (options) */
-    int *flag;         /* set to 1 (flags) */
-    const char **list; /* repeatable options: each value appended here … */
-    int *n_list;       /* … counted here … */
-    int list_max;      /* … up to this many */
+    const char **value; /* receives the value (options) */
+    int *flag;          /* set to 1 (flags) */
+    const char **list;  /* repeatable options: each value appended here … */
+    int *n_list;        /* … counted here … */
+    int list_max;       /* … up to this many */
 } vx_opt;
 
 typedef struct {

@@ -72,8 +72,10 @@ int vx_cmd_bench(int argc, char **argv)
     const char *skip[MAX_SKIP + 2]; /* room for the two aliases after the user's */
     int n_skip = 0, learn_skip = 0, train_skip = 0;
     vx_opt opts[] = {
-        {"bars", "N", "bars for the data benchmarks (default 1000000)", &bars_s, NULL, NULL, NULL, 0},
-        {"envs", "N", "environments for the env benchmark (default 4096)", &envs_s, NULL, NULL, NULL, 0},
+        {"bars", "N", "bars for the data benchmarks (default 1000000)", &bars_s, NULL, NULL, NULL,
+         0},
+        {"envs", "N", "environments for the env benchmark (default 4096)", &envs_s, NULL, NULL,
+         NULL, 0},
         {"steps", "T", "steps for the env benchmark (default 1000)", &steps_s, NULL, NULL, NULL, 0},
         {"out", "FILE", "also write the JSON to FILE", &out, NULL, NULL, NULL, 0},
         {"only", "GROUP", "run this group alone (the groups are listed above)", &only, NULL, NULL,

@@ -173,12 +173,17 @@ static int cmd_inspect(int argc, char **argv)
         {"instrument", "ID|SYMBOL", "the instrument to read from multi-instrument DBN files",
          &instrument, NULL, NULL, NULL, 0},
         {"json", NULL, "one JSON object per argument", NULL, &json, NULL, NULL, 0},
-        {"bars", "N", "bars to list in the JSON output (default 10, -1 for all)", &bars, NULL, NULL, NULL, 0},
+        {"bars", "N", "bars to list in the JSON output (default 10, -1 for all)", &bars, NULL, NULL,
+         NULL, 0},
     };
-    vx_cmd c = {"vixen data inspect", "FILE...",
+    vx_cmd c = {"vixen data inspect",
+                "FILE...",
                 "Reads each file (or folder, as one series) and reports its bars, time range, "
                 "interval, gaps, instruments and whether it passes validation.",
-                opts, sizeof opts / sizeof *opts, 1, 4096};
+                opts,
+                sizeof opts / sizeof *opts,
+                1,
+                4096};
     const char **pos = malloc((size_t)argc * sizeof *pos + 1);
     size_t np;
     int rc = vx_args_parse(&c, argc, argv, pos, &np);
@@ -217,16 +222,21 @@ static int cmd_synth(int argc, char **argv)
 {
     const char *days = NULL, *seed = NULL, *strength = NULL, *out = NULL;
     vx_opt opts[] = {
-        {"days", "N", "trading days of 390 one-minute bars (default 20)", &days, NULL, NULL, NULL, 0},
+        {"days", "N", "trading days of 390 one-minute bars (default 20)", &days, NULL, NULL, NULL,
+         0},
         {"seed", "S", "random seed (default 1)", &seed, NULL, NULL, NULL, 0},
         {"strength", "K", "planted signal strength, 0 = random walk (default 0.15)", &strength,
          NULL, NULL, NULL, 0},
         {"out", "FILE", "output: .csv, .dbn or .dbn.zst (required)", &out, NULL, NULL, NULL, 0},
     };
-    vx_cmd c = {"vixen data synth", NULL,
+    vx_cmd c = {"vixen data synth",
+                NULL,
                 "Writes the synthetic market: GARCH(1,1) volatility, Student-t shocks, a U-shaped "
                 "session profile, 0.25 ticks and a planted AR(1) drift (docs/data.md).",
-                opts, sizeof opts / sizeof *opts, 0, 0};
+                opts,
+                sizeof opts / sizeof *opts,
+                0,
+                0};
     const char *pos[1];
     size_t np;
     int rc = vx_args_parse(&c, argc, argv, pos, &np);
@@ -280,10 +290,14 @@ static int cmd_features(int argc, char **argv)
         {"cache", "DIR", "the cache folder (default $VIXEN_CACHE_DIR or ~/.cache/vixen)", &cache,
          NULL, NULL, NULL, 0},
     };
-    vx_cmd c = {"vixen data features", "FILE...",
+    vx_cmd c = {"vixen data features",
+                "FILE...",
                 "Loads the bars, computes the 45 market features (docs/features.md) and writes "
                 "them to the feature cache, where training finds them under the same key.",
-                opts, sizeof opts / sizeof *opts, 1, 4096};
+                opts,
+                sizeof opts / sizeof *opts,
+                1,
+                4096};
     const char **pos = malloc((size_t)argc * sizeof *pos + 1);
     size_t np;
     int rc = vx_args_parse(&c, argc, argv, pos, &np);

@@ -27,18 +27,24 @@ int vx_cmd_env(int argc, char **argv)
     vx_opt opts[] = {
         {"envs", "N", "environments stepped at once (default 4096)", &envs_s, NULL, NULL, NULL, 0},
         {"steps", "T", "steps of every environment (default 2000)", &steps_s, NULL, NULL, NULL, 0},
-        {"days", "D", "days of synthetic market when no FILE is given (default 60)", &days_s,
-         NULL, NULL, NULL, 0},
-        {"seed", "S", "seed of the market and the episodes (default 1)", &seed_s, NULL, NULL, NULL, 0},
+        {"days", "D", "days of synthetic market when no FILE is given (default 60)", &days_s, NULL,
+         NULL, NULL, 0},
+        {"seed", "S", "seed of the market and the episodes (default 1)", &seed_s, NULL, NULL, NULL,
+         0},
         {"cache", "DIR", "feature cache folder for FILE inputs", &cache, NULL, NULL, NULL, 0},
-        {"instrument", "ID|SYMBOL", "instrument of multi-instrument DBN files", &instrument, NULL, NULL, NULL, 0},
+        {"instrument", "ID|SYMBOL", "instrument of multi-instrument DBN files", &instrument, NULL,
+         NULL, NULL, 0},
         {"json", NULL, "print the result as JSON", NULL, &json, NULL, NULL, 0},
     };
-    vx_cmd c = {"vixen env bench", "[FILE...]",
+    vx_cmd c = {"vixen env bench",
+                "[FILE...]",
                 "Steps N trading environments with uniformly random actions on one core and "
                 "reports env-steps per second (observation writes included) and the policy's "
                 "mean reward.",
-                opts, sizeof opts / sizeof *opts, 0, 4096};
+                opts,
+                sizeof opts / sizeof *opts,
+                0,
+                4096};
     const char **pos = malloc((size_t)argc * sizeof *pos + 1);
     size_t np;
     int rc = vx_args_parse(&c, argc - 1, argv + 1, pos, &np);

@@ -76,16 +76,20 @@ static int print_epoch(const vx_epoch_report *r, void *ctx)
     for (int i = 0; i < r->n_metrics && n < (int)sizeof line; i++) {
         if (!r->metrics[i].fmt || isnan(r->metric[i])) continue;
         n += snprintf(line + n, sizeof line - (size_t)n, " | ");
-        if (n < (int)sizeof line) n += snprintf(line + n, sizeof line - (size_t)n, r->metrics[i].fmt, r->metric[i]);
+        if (n < (int)sizeof line)
+            n += snprintf(line + n, sizeof line - (size_t)n, r->metrics[i].fmt, r->metric[i]);
     }
     if (n < (int)sizeof line) {
-        if (r->episodes > 0) n += snprintf(line + n, sizeof line - (size_t)n, " | episode return %.3g", r->episode_return);
+        if (r->episodes > 0)
+            n += snprintf(line + n, sizeof line - (size_t)n, " | episode return %.3g",
+                          r->episode_return);
         else n += snprintf(line + n, sizeof line - (size_t)n, " | episode return -");
     }
     if (r->evaluated && n < (int)sizeof line)
         n += snprintf(line + n, sizeof line - (size_t)n, " | eval Sharpe %.2f", r->eval.sharpe);
     fprintf(stderr, "%s | eta %s\n", line, eta);
-    if (g_interrupted) fprintf(stderr, "vixen: interrupted; writing a checkpoint, resume with --resume\n");
+    if (g_interrupted)
+        fprintf(stderr, "vixen: interrupted; writing a checkpoint, resume with --resume\n");
     return g_interrupted;
 }
 
@@ -95,7 +99,8 @@ int vx_cmd_train(int argc, char **argv)
     const char *sets[MAX_SETS];
     int n_sets = 0, keys = 0;
     vx_opt opts[] = {
-        {"config", "FILE", "settings file (YAML: section: {key: value})", &config, NULL, NULL, NULL, 0},
+        {"config", "FILE", "settings file (YAML: section: {key: value})", &config, NULL, NULL, NULL,
+         0},
         {"set", "KEY=VALUE", "override one setting (repeatable), e.g. --set dqn.lr=3e-4", NULL,
          NULL, sets, &n_sets, MAX_SETS},
         {"epochs", "N", "same as --set train.epochs=N", &epochs, NULL, NULL, NULL, 0},
@@ -106,13 +111,17 @@ int vx_cmd_train(int argc, char **argv)
          NULL, 0},
         {"keys", NULL, "list every setting and exit", NULL, &keys, NULL, NULL, 0},
     };
-    vx_cmd c = {"vixen train", "[FILE...]",
+    vx_cmd c = {"vixen train",
+                "[FILE...]",
                 "Trains an agent (train.algo: the branching dueling Double-DQN by default) on the "
                 "bars in FILE... (CSV or DBN, "
                 "through the feature cache), or on the synthetic market when none is given, and "
                 "evaluates it on the held-out bars. The run folder gets config.yaml, metrics.csv, "
                 "TensorBoard events, checkpoint/ and eval.{json,txt}.",
-                opts, sizeof opts / sizeof *opts, 0, VX_TRAIN_MAX_FILES + 1};
+                opts,
+                sizeof opts / sizeof *opts,
+                0,
+                VX_TRAIN_MAX_FILES + 1};
     const char **pos = malloc((size_t)argc * sizeof *pos + 1);
     size_t np;
     int rc = vx_args_parse(&c, argc, argv, pos, &np);
@@ -220,15 +229,21 @@ int vx_cmd_eval(int argc, char **argv)
     vx_opt opts[] = {
         {"data", "FILE", "evaluate on these bars instead (repeatable)", NULL, NULL, data, &n_data,
          VX_TRAIN_MAX_FILES},
-        {"config", "FILE", "settings (default: the run's config.yaml)", &config, NULL, NULL, NULL, 0},
-        {"set", "KEY=VALUE", "override one setting (repeatable)", NULL, NULL, sets, &n_sets, MAX_SETS},
+        {"config", "FILE", "settings (default: the run's config.yaml)", &config, NULL, NULL, NULL,
+         0},
+        {"set", "KEY=VALUE", "override one setting (repeatable)", NULL, NULL, sets, &n_sets,
+         MAX_SETS},
         {"json", NULL, "print JSON", NULL, &json, NULL, NULL, 0},
     };
-    vx_cmd c = {"vixen eval", "RUN|CHECKPOINT",
+    vx_cmd c = {"vixen eval",
+                "RUN|CHECKPOINT",
                 "Runs the greedy policy of a run (its last checkpoint) or of a checkpoint file on "
                 "the held-out bars, next to buy-and-hold and flat: PnL after costs, annualised "
                 "Sharpe, max drawdown, turnover, hit rate, trades.",
-                opts, sizeof opts / sizeof *opts, 1, 1};
+                opts,
+                sizeof opts / sizeof *opts,
+                1,
+                1};
     const char *pos[2];
     size_t np;
     int rc = vx_args_parse(&c, argc, argv, pos, &np);
@@ -252,7 +267,8 @@ int vx_cmd_eval(int argc, char **argv)
     vx_train_cfg_default(&cfg);
     vx_err e;
     vx_status lst;
-    if (config || stat(cfgpath, &sb) == 0) lst = vx_train_cfg_load(&cfg, config ? config : cfgpath, &e);
+    if (config || stat(cfgpath, &sb) == 0)
+        lst = vx_train_cfg_load(&cfg, config ? config : cfgpath, &e);
     else lst = load_config_from_checkpoint(&cfg, ckpt, &e); /* a checkpoint copied on its own */
     if (lst) {
         fprintf(stderr, "vixen: %s\n", e.msg);

@@ -43,21 +43,20 @@ static void progress_sink(const char *job, const char *unit, uint64_t done, uint
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: vixen COMMAND [SUBCOMMAND] [options]\n"
-            "\n"
-            "vixen trains reinforcement-learning trading agents on OHLCV futures bars.\n"
-            "\n"
-            "commands:\n"
-            "  train [FILE...]          train the DQN agent (synthetic market without FILE)\n"
-            "  eval RUN|CHECKPOINT      evaluate a policy on the held-out bars\n"
-            "  data inspect FILE...     bars, range, interval, gaps, instruments, validation\n"
-            "  data synth               write the synthetic market (CSV or DBN)\n"
-            "  data features FILE...    compute the 45 market features into the feature cache\n"
-            "  env bench                step N environments with a random policy, report speed\n"
-            "  bench                    the benchmark suite (JSON)\n"
-            "\n"
-            "Every command takes --help. Exit codes: 0 ok, 1 failure, 2 usage error.\n");
+    fprintf(f, "usage: vixen COMMAND [SUBCOMMAND] [options]\n"
+               "\n"
+               "vixen trains reinforcement-learning trading agents on OHLCV futures bars.\n"
+               "\n"
+               "commands:\n"
+               "  train [FILE...]          train the DQN agent (synthetic market without FILE)\n"
+               "  eval RUN|CHECKPOINT      evaluate a policy on the held-out bars\n"
+               "  data inspect FILE...     bars, range, interval, gaps, instruments, validation\n"
+               "  data synth               write the synthetic market (CSV or DBN)\n"
+               "  data features FILE...    compute the 45 market features into the feature cache\n"
+               "  env bench                step N environments with a random policy, report speed\n"
+               "  bench                    the benchmark suite (JSON)\n"
+               "\n"
+               "Every command takes --help. Exit codes: 0 ok, 1 failure, 2 usage error.\n");
 }
 
 int main(int argc, char **argv)

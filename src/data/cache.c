@@ -273,7 +273,8 @@ static int cache_try_load(const char *path, const char *key, vx_market *m, char 
         if (!xs) bad = "out of memory";
         else {
             XXH3_64bits_reset(xs);
-            for (int i = 0; i < 6; i++) XXH3_64bits_update(xs, (uint8_t *)map + h.off[i], h.n_bars * 8);
+            for (int i = 0; i < 6; i++)
+                XXH3_64bits_update(xs, (uint8_t *)map + h.off[i], h.n_bars * 8);
             XXH3_64bits_update(xs, (uint8_t *)map + h.off[6], h.rows * h.cols * sizeof(float));
             if (XXH3_64bits_digest(xs) != h.payload_hash) bad = "payload checksum mismatch";
             XXH3_freeState(xs);

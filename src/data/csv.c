@@ -25,7 +25,7 @@
 #include <string.h>
 
 enum { COL_TS, COL_DATE, COL_TIME, COL_OPEN, COL_HIGH, COL_LOW, COL_CLOSE, COL_VOLUME, NCOL };
-static const char *col_field[NCOL] = {"timestamp", "date", "time", "open",
+static const char *col_field[NCOL] = {"timestamp", "date", "time",  "open",
                                       "high",      "low",  "close", "volume"};
 
 typedef struct {
@@ -194,7 +194,8 @@ vx_status vx_csv_parse(const char *name, const char *text, size_t len, const vx_
     /* time columns: one full timestamp, or a date and a time, or a date alone, or time alone */
     int ts_col = -1, tm_col = -1;
     if (col[COL_TS] >= 0) ts_col = col[COL_TS];
-    else if (col[COL_DATE] >= 0 && col[COL_TIME] >= 0) ts_col = col[COL_DATE], tm_col = col[COL_TIME];
+    else if (col[COL_DATE] >= 0 && col[COL_TIME] >= 0)
+        ts_col = col[COL_DATE], tm_col = col[COL_TIME];
     else if (col[COL_DATE] >= 0) ts_col = col[COL_DATE];
     else if (col[COL_TIME] >= 0) ts_col = col[COL_TIME];
     if (ts_col < 0)
@@ -229,8 +230,8 @@ vx_status vx_csv_parse(const char *name, const char *text, size_t len, const vx_
         int k = split(line, l, sep, f, MAX_FIELDS);
         if (k < need) {
             if (k == 1 && trim(f[0]).n == 0) continue; /* a line of spaces */
-            return vx_err_line(e, VX_ERR_FORMAT, name, line_no, "",
-                               "expected %d fields, found %d", need, k);
+            return vx_err_line(e, VX_ERR_FORMAT, name, line_no, "", "expected %d fields, found %d",
+                               need, k);
         }
         /* timestamp */
         span tsf = f[ts_col];
@@ -242,10 +243,10 @@ vx_status vx_csv_parse(const char *name, const char *text, size_t len, const vx_
                     return vx_err_line(e, VX_ERR_FORMAT, name, line_no, col_field[COL_TS],
                                        "epoch time '%.*s' out of range", (int)tsf.n, tsf.p);
                 int64_t a = v < 0 ? -v : v;
-                epoch_mult = a < 100000000000ll       ? 1000000000
-                             : a < 100000000000000ll  ? 1000000
+                epoch_mult = a < 100000000000ll         ? 1000000000
+                             : a < 100000000000000ll    ? 1000000
                              : a < 100000000000000000ll ? 1000
-                                                       : 1;
+                                                        : 1;
                 ts_kind = TS_EPOCH;
             } else {
                 ts_kind = TS_CALENDAR;
@@ -253,8 +254,8 @@ vx_status vx_csv_parse(const char *name, const char *text, size_t len, const vx_
         }
         if (ts_kind == TS_EPOCH) {
             int64_t v;
-            if (parse_int64(tsf, &v) || (epoch_mult > 1 && (v > INT64_MAX / epoch_mult ||
-                                                             v < INT64_MIN / epoch_mult)))
+            if (parse_int64(tsf, &v) ||
+                (epoch_mult > 1 && (v > INT64_MAX / epoch_mult || v < INT64_MIN / epoch_mult)))
                 return vx_err_line(e, VX_ERR_FORMAT, name, line_no, col_field[COL_TS],
                                    "'%.*s' is not epoch time like the first row's", (int)tsf.n,
                                    tsf.p);
@@ -276,9 +277,10 @@ vx_status vx_csv_parse(const char *name, const char *text, size_t len, const vx_
             }
             if (vx_parse_datetime(buf, bl, &ts))
                 return vx_err_line(e, VX_ERR_FORMAT, name, line_no,
-                                   tm_col >= 0 ? "date" : col_field[ts_col == col[COL_TS] ? COL_TS
-                                                         : ts_col == col[COL_DATE] ? COL_DATE
-                                                                                   : COL_TIME],
+                                   tm_col >= 0 ? "date"
+                                               : col_field[ts_col == col[COL_TS]     ? COL_TS
+                                                           : ts_col == col[COL_DATE] ? COL_DATE
+                                                                                     : COL_TIME],
                                    "cannot read '%.*s' as a date/time (expected YYYY-MM-DD, "
                                    "YYYY-MM-DD HH:MM[:SS[.fff]], ISO 8601 with Z or offset, or "
                                    "epoch seconds/ms/us/ns)",
@@ -297,7 +299,8 @@ vx_status vx_csv_parse(const char *name, const char *text, size_t len, const vx_
         st = vx_series_push(out, ts, v[0], v[1], v[2], v[3], v[4], e);
         if (st) return st;
         if ((line_no & 0x3FFFF) == 0)
-            vx_progress_report("reading csv", "MB", (uint64_t)(p - text) >> 20, (uint64_t)len >> 20);
+            vx_progress_report("reading csv", "MB", (uint64_t)(p - text) >> 20,
+                               (uint64_t)len >> 20);
     }
     vx_progress_report("reading csv", "MB", (uint64_t)len >> 20, (uint64_t)len >> 20);
     if (out->n == 0)

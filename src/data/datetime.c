@@ -140,8 +140,8 @@ int64_t vx_eastern_offset_s(int64_t utc_s)
     /* weekday of March 1 and November 1: 1970-01-01 was a Thursday (4, with Sunday = 0) */
     int64_t mar1 = vx_days_from_civil(y, 3, 1), nov1 = vx_days_from_civil(y, 11, 1);
     int wd_mar1 = (int)(((mar1 % 7) + 7 + 4) % 7), wd_nov1 = (int)(((nov1 % 7) + 7 + 4) % 7);
-    int64_t dst_start_day = mar1 + (7 - wd_mar1) % 7 + 7; /* second Sunday */
-    int64_t dst_end_day = nov1 + (7 - wd_nov1) % 7;       /* first Sunday */
+    int64_t dst_start_day = mar1 + (7 - wd_mar1) % 7 + 7;            /* second Sunday */
+    int64_t dst_end_day = nov1 + (7 - wd_nov1) % 7;                  /* first Sunday */
     int64_t start_utc = dst_start_day * 86400 + 2 * 3600 + 5 * 3600; /* 02:00 EST */
     int64_t end_utc = dst_end_day * 86400 + 2 * 3600 + 4 * 3600;     /* 02:00 EDT */
     return (utc_s >= start_utc && utc_s < end_utc) ? -4 * 3600 : -5 * 3600;

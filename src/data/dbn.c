@@ -124,8 +124,7 @@ typedef struct {
 static vx_status meta_err(vx_err *e, const dbn_ctx *c, size_t off, const char *field,
                           const char *what)
 {
-    return vx_err_record(e, VX_ERR_FORMAT, c->name, -1, (int64_t)off, field,
-                         "metadata: %s", what);
+    return vx_err_record(e, VX_ERR_FORMAT, c->name, -1, (int64_t)off, field, "metadata: %s", what);
 }
 
 static void copy_sym(char *dst, size_t dn, const uint8_t *src, size_t sn)
@@ -179,8 +178,7 @@ static vx_status parse_metadata(dbn_ctx *c, vx_dbn_info *info, vx_err *e)
         if (c->sym_len == 0 || c->sym_len > 1024)
             return meta_err(e, c, 53, "symbol_cstr_len", "implausible symbol length");
     }
-    if (rd32(b + 108) != 0)
-        return meta_err(e, c, 108, "schema_definition_length", "must be 0");
+    if (rd32(b + 108) != 0) return meta_err(e, c, 108, "schema_definition_length", "must be 0");
     /* variable part: symbols, partial, not_found, mappings */
     size_t off = 112, end = c->rec_off, sl = c->sym_len;
     const char *sections[3] = {"symbols", "partial", "not_found"};
@@ -196,7 +194,8 @@ static vx_status parse_metadata(dbn_ctx *c, vx_dbn_info *info, vx_err *e)
     uint32_t nm = rd32(b + off);
     off += 4;
     for (uint32_t m = 0; m < nm; m++) {
-        if (off + sl + 4 > end) return meta_err(e, c, off, "mappings", "mapping runs past metadata");
+        if (off + sl + 4 > end)
+            return meta_err(e, c, off, "mappings", "mapping runs past metadata");
         const uint8_t *raw = b + off;
         off += sl;
         uint32_t ni = rd32(b + off);
@@ -268,16 +267,14 @@ static vx_status walk(const dbn_ctx *c, rec_fn fn, void *u, size_t *n_records, v
     while (off < c->n) {
         rec_no++;
         if (c->n - off < 16)
-            return vx_err_record(e, VX_ERR_FORMAT, c->name, (int64_t)rec_no, (int64_t)off,
-                                 "length", "truncated record header: %zu bytes left, 16 needed",
-                                 c->n - off);
+            return vx_err_record(e, VX_ERR_FORMAT, c->name, (int64_t)rec_no, (int64_t)off, "length",
+                                 "truncated record header: %zu bytes left, 16 needed", c->n - off);
         size_t len = (size_t)c->b[off] * 4;
         if (len == 0)
-            return vx_err_record(e, VX_ERR_FORMAT, c->name, (int64_t)rec_no, (int64_t)off,
-                                 "length", "record length 0 (corrupt stream)");
+            return vx_err_record(e, VX_ERR_FORMAT, c->name, (int64_t)rec_no, (int64_t)off, "length",
+                                 "record length 0 (corrupt stream)");
         if (len > c->n - off)
-            return vx_err_record(e, VX_ERR_FORMAT, c->name, (int64_t)rec_no, (int64_t)off,
-                                 "length",
+            return vx_err_record(e, VX_ERR_FORMAT, c->name, (int64_t)rec_no, (int64_t)off, "length",
                                  "record of %zu bytes runs past the end of the stream (%zu left)",
                                  len, c->n - off);
         uint8_t rt = c->b[off + 1];
@@ -326,8 +323,8 @@ typedef struct {
     vx_series *out;
     const mapping *sel; /* date-bounded intervals of the selected symbol, or NULL */
     size_t n_sel;
-    uint32_t id;        /* the selected id when sel == NULL */
-    uint8_t rtype;      /* first OHLCV rtype seen for the selection */
+    uint32_t id;   /* the selected id when sel == NULL */
+    uint8_t rtype; /* first OHLCV rtype seen for the selection */
     int64_t prev_ts;
     uint16_t schema;
 } fill_state;
@@ -351,10 +348,11 @@ static vx_status fill_rec(void *u, const uint8_t *r, size_t rec_no, size_t off, 
     else if (r[1] != s->rtype)
         return vx_err_record(e, VX_ERR_VALIDATION, name, (int64_t)rec_no, (int64_t)off, "rtype",
                              "bar type 0x%02x differs from the first bar's 0x%02x (mixed "
-                             "intervals)", r[1], s->rtype);
+                             "intervals)",
+                             r[1], s->rtype);
     if (ts > (uint64_t)INT64_MAX)
-        return vx_err_record(e, VX_ERR_VALIDATION, name, (int64_t)rec_no, (int64_t)off,
-                             "ts_event", "timestamp %llu out of range", (unsigned long long)ts);
+        return vx_err_record(e, VX_ERR_VALIDATION, name, (int64_t)rec_no, (int64_t)off, "ts_event",
+                             "timestamp %llu out of range", (unsigned long long)ts);
     static const char *pf[4] = {"open", "high", "low", "close"};
     double px[4];
     for (int k = 0; k < 4; k++) {
@@ -366,8 +364,8 @@ static vx_status fill_rec(void *u, const uint8_t *r, size_t rec_no, size_t off, 
     }
     uint64_t vol = rd64(r + 48);
     char why[160];
-    const char *bad = vx_bar_check(s->prev_ts, (int64_t)ts, px[0], px[1], px[2], px[3],
-                                   (double)vol, why, sizeof why);
+    const char *bad = vx_bar_check(s->prev_ts, (int64_t)ts, px[0], px[1], px[2], px[3], (double)vol,
+                                   why, sizeof why);
     if (bad) {
         if (strcmp(bad, "timestamp") == 0) bad = "ts_event";
         return vx_err_record(e, VX_ERR_VALIDATION, name, (int64_t)rec_no, (int64_t)off, bad, "%s",
@@ -385,9 +383,8 @@ static int all_digits(const char *s)
     return 1;
 }
 
-vx_status vx_dbn_parse(const char *name, const uint8_t *bytes, size_t len,
-                       const vx_load_opts *opts, vx_series *out, vx_dbn_info *info_out,
-                       vx_err *e)
+vx_status vx_dbn_parse(const char *name, const uint8_t *bytes, size_t len, const vx_load_opts *opts,
+                       vx_series *out, vx_dbn_info *info_out, vx_err *e)
 {
     vx_dbn_info info_local, *info = info_out ? info_out : &info_local;
     memset(info, 0, sizeof *info);
@@ -412,8 +409,8 @@ vx_status vx_dbn_parse(const char *name, const uint8_t *bytes, size_t len,
         for (size_t i = 0; i < info->n_instruments; i++)
             for (size_t m = 0; m < c.n_maps; m++)
                 if (c.maps[m].id == info->instruments[i].id) {
-                    snprintf(info->instruments[i].symbol, sizeof info->instruments[i].symbol,
-                             "%s", c.maps[m].raw);
+                    snprintf(info->instruments[i].symbol, sizeof info->instruments[i].symbol, "%s",
+                             c.maps[m].raw);
                     break;
                 }
     }
@@ -431,11 +428,10 @@ vx_status vx_dbn_parse(const char *name, const uint8_t *bytes, size_t len,
                 char list[400] = "";
                 size_t k = 0;
                 for (size_t i = 0; i < info->n_instruments && k < sizeof list - 40; i++)
-                    k += (size_t)snprintf(list + k, sizeof list - k, "%s%u%s%s%s", i ? ", " : "",
-                                          info->instruments[i].id,
-                                          info->instruments[i].symbol[0] ? " (" : "",
-                                          info->instruments[i].symbol,
-                                          info->instruments[i].symbol[0] ? ")" : "");
+                    k += (size_t)snprintf(
+                        list + k, sizeof list - k, "%s%u%s%s%s", i ? ", " : "",
+                        info->instruments[i].id, info->instruments[i].symbol[0] ? " (" : "",
+                        info->instruments[i].symbol, info->instruments[i].symbol[0] ? ")" : "");
                 st = vx_err_line(e, VX_ERR_ARG, name, -1, "instrument_id",
                                  "the file holds %zu%s instruments: %s; pick one with "
                                  "--instrument ID or SYMBOL",
@@ -499,8 +495,8 @@ vx_status vx_dbn_parse(const char *name, const uint8_t *bytes, size_t len,
     return st;
 }
 
-vx_status vx_dbn_read(const char *path, const vx_load_opts *opts, vx_series *out,
-                      vx_dbn_info *info, vx_err *e)
+vx_status vx_dbn_read(const char *path, const vx_load_opts *opts, vx_series *out, vx_dbn_info *info,
+                      vx_err *e)
 {
     uint8_t *data;
     size_t n;

@@ -44,7 +44,10 @@ static int put32(buf *w, uint32_t v)
     uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
     return put(w, b, 4);
 }
-static int put64(buf *w, uint64_t v) { return put32(w, (uint32_t)v) || put32(w, (uint32_t)(v >> 32)); }
+static int put64(buf *w, uint64_t v)
+{
+    return put32(w, (uint32_t)v) || put32(w, (uint32_t)(v >> 32));
+}
 static int put_sym(buf *w, const char *s)
 {
     char f[SYM_LEN] = {0};
@@ -96,8 +99,9 @@ vx_status vx_dbn_write(const char *path, const vx_series *s, int zstd_level, vx_
     while (!bad && w.n % 8) bad |= put8(&w, 0);
     if (!bad) {
         uint32_t len = (uint32_t)(w.n - 8);
-        memcpy(w.b + 4, (uint8_t[4]){(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
-                                     (uint8_t)(len >> 24)},
+        memcpy(w.b + 4,
+               (uint8_t[4]){(uint8_t)len, (uint8_t)(len >> 8), (uint8_t)(len >> 16),
+                            (uint8_t)(len >> 24)},
                4);
     }
     for (size_t i = 0; i < s->n && !bad; i++) {

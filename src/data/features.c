@@ -19,10 +19,10 @@ static const char *names[VX_OBS_DIM] = {
     "ret_1", "ret_2", "ret_3", "ret_5", "ret_10", "ret_15", "ret_30", "ret_60", "ret_120",
     "ret_240", "rv_20", "parkinson_20", "garman_klass_20", "atr_14", "body", "upper_wick",
     "lower_wick", "range", "rsi_14", "macd", "macd_hist", "stoch_14", "cci_20", "adx_14",
-    "di_diff_14", "bollinger_b", "bollinger_width", "dist_sma_20", "dist_sma_60",
-    "dist_sma_240", "dist_vwap", "range_pos_60", "range_pos_240", "volume_z_20",
-    "log_volume_z_240", "volume_vs_minute", "imbalance_20", "imbalance_60", "tod_sin", "tod_cos",
-    "dow_sin", "dow_cos", "session", "session_left", "ema_slope_20",
+    "di_diff_14", "bollinger_b", "bollinger_width", "dist_sma_20", "dist_sma_60", "dist_sma_240",
+    "dist_vwap", "range_pos_60", "range_pos_240", "volume_z_20", "log_volume_z_240",
+    "volume_vs_minute", "imbalance_20", "imbalance_60", "tod_sin", "tod_cos", "dow_sin", "dow_cos",
+    "session", "session_left", "ema_slope_20",
     /* agent features, filled by the environment */
     "exposure", "unrealised_pnl", "time_in_position", "realised_pnl", "drawdown",
     "exposure_change"};
@@ -105,8 +105,8 @@ vx_status vx_features_compute(const vx_series *s, vx_features *out, vx_err *e)
     out->x = vx_alloc_big(out->rows * VX_MARKET_FEATURES * sizeof(float));
     roll r2_20, r2_240, pk20, gk20, tp20, c20, c2_20, c60, c240, v20, v2_20, lv240, lv2_240;
     roll sv20, av20, sv60, av60;
-    roll *rolls[] = {&r2_20, &r2_240, &pk20,  &gk20, &tp20,  &c20,   &c2_20, &c60, &c240,
-                     &v20,   &v2_20,  &lv240, &lv2_240, &sv20, &av20, &sv60, &av60};
+    roll *rolls[] = {&r2_20, &r2_240, &pk20,  &gk20,    &tp20, &c20,  &c2_20, &c60, &c240,
+                     &v20,   &v2_20,  &lv240, &lv2_240, &sv20, &av20, &sv60,  &av60};
     int wins[] = {20, 240, 20, 20, 20, 20, 20, 60, 240, 20, 20, 240, 240, 20, 20, 60, 60};
     deque hh14, ll14, hh60, ll60, hh240, ll240;
     deque *dqs[] = {&hh14, &ll14, &hh60, &ll60, &hh240, &ll240};
@@ -114,7 +114,8 @@ vx_status vx_features_compute(const vx_series *s, vx_features *out, vx_err *e)
     double *ema20_hist = malloc(6 * sizeof(double));
     double *slot = malloc(1440 * sizeof(double));
     int ok = out->x && ema20_hist && slot;
-    for (size_t i = 0; i < sizeof rolls / sizeof *rolls; i++) ok &= roll_init(rolls[i], wins[i]) == 0;
+    for (size_t i = 0; i < sizeof rolls / sizeof *rolls; i++)
+        ok &= roll_init(rolls[i], wins[i]) == 0;
     for (int i = 0; i < NDQ; i++) ok &= dq_init(dqs[i], dqw[i], (i % 2) ? -1.0 : 1.0) == 0;
     vx_status st = VX_OK;
     if (!ok) {
@@ -186,7 +187,8 @@ vx_status vx_features_compute(const vx_series *s, vx_features *out, vx_err *e)
         dq_push(&hh240, (int64_t)t, h);
         dq_push(&ll240, (int64_t)t, l);
         /* New York clock: session VWAP, same-minute volume, time features */
-        int64_t utc_s = s->ts[t] >= 0 ? s->ts[t] / 1000000000 : -((-s->ts[t] + 999999999) / 1000000000);
+        int64_t utc_s =
+            s->ts[t] >= 0 ? s->ts[t] / 1000000000 : -((-s->ts[t] + 999999999) / 1000000000);
         int64_t loc = utc_s + vx_eastern_offset_s(utc_s);
         int64_t lday = loc >= 0 ? loc / 86400 : -((-loc + 86399) / 86400);
         int minute = (int)((loc - lday * 86400) / 60);

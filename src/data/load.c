@@ -40,8 +40,7 @@ static vx_status push_path(char ***v, size_t *n, size_t *cap, const char *p, vx_
     return VX_OK;
 }
 
-vx_status vx_paths_expand(const char *const *paths, size_t n, char ***out, size_t *out_n,
-                          vx_err *e)
+vx_status vx_paths_expand(const char *const *paths, size_t n, char ***out, size_t *out_n, vx_err *e)
 {
     char **v = NULL;
     size_t k = 0, cap = 0;
@@ -177,8 +176,8 @@ vx_status vx_series_load(const char *const *paths, size_t n_paths, const vx_load
             if (parts[i].interval_ns != parts[0].interval_ns && parts[i].n > 1 && parts[0].n > 1) {
                 st = vx_err_line(e, VX_ERR_VALIDATION, files[i], -1, "interval",
                                  "bar interval %lld s differs from %s's %lld s",
-                                 (long long)(parts[i].interval_ns / 1000000000),
-                                 files[0], (long long)(parts[0].interval_ns / 1000000000));
+                                 (long long)(parts[i].interval_ns / 1000000000), files[0],
+                                 (long long)(parts[0].interval_ns / 1000000000));
                 break;
             }
         snprintf(out->source, sizeof out->source, "%zu files, first %.400s", nf, parts[0].source);

@@ -37,8 +37,8 @@ vx_status vx_series_reserve(vx_series *s, size_t cap, vx_err *e)
     return VX_OK;
 }
 
-vx_status vx_series_push(vx_series *s, int64_t ts, double o, double h, double l, double c,
-                         double v, vx_err *e)
+vx_status vx_series_push(vx_series *s, int64_t ts, double o, double h, double l, double c, double v,
+                         vx_err *e)
 {
     if (s->n == s->cap) {
         vx_status st = vx_series_reserve(s, s->cap ? s->cap * 2 : 1024, e);

@@ -52,8 +52,7 @@ static double student_t(vx_rng *r, int dof)
 
 static double on_tick(double x, double tick) { return floor(x / tick + 0.5) * tick; }
 
-vx_status vx_synth_generate(const vx_synth_cfg *c, vx_series *out, double **signal_out,
-                            vx_err *e)
+vx_status vx_synth_generate(const vx_synth_cfg *c, vx_series *out, double **signal_out, vx_err *e)
 {
     if (c->days <= 0 || c->days > 100000)
         return vx_err_line(e, VX_ERR_ARG, "synth", -1, "days", "days must be in 1..100000");
@@ -113,8 +112,8 @@ vx_status vx_synth_generate(const vx_synth_cfg *c, vx_series *out, double **sign
                 lo = path[k] < lo ? path[k] : lo;
             }
             if (lo < c->tick) lo = c->tick, o = o < lo ? lo : o, cl = cl < lo ? lo : cl;
-            double vol = c->base_volume * u * exp(0.4 * vx_rng_normal(&r) - 0.08) *
-                         (0.6 + 0.4 * fabs(z));
+            double vol =
+                c->base_volume * u * exp(0.4 * vx_rng_normal(&r) - 0.08) * (0.6 + 0.4 * fabs(z));
             vol = floor(vol + 0.5);
             if (vol < 1) vol = 1;
             int64_t ts = (open_utc_s + m * 60) * 1000000000ll;

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- settings ----------------------------------------------------------------------------------- */
+/* ---- settings -------------------------------------------------------------------------------- */
 
 void vx_dqn_settings_default(vx_dqn_settings *s)
 {
@@ -80,7 +80,10 @@ static const char *const loss_names[] = {"mse", "huber", "c51", NULL};
 static const char *const replay_names[] = {"uniform", "proportional", "rank", NULL};
 
 #define F(field) offsetof(vx_dqn_settings, field), sizeof(((vx_dqn_settings *)0)->field)
-#define NUM(name, type, field, lo, hi, help) {name, type, F(field), lo, hi, NULL, 0, 0, -1, help}
+#define NUM(name, type, field, lo, hi, help)                                                       \
+    {                                                                                              \
+        name, type, F(field), lo, hi, NULL, 0, 0, -1, help                                         \
+    }
 static const vx_key dqn_keys[] = {
     {"loss", VX_KEY_ENUM, F(learner.loss), 0, 0, loss_names, 0, 0, -1, "mse, huber or c51"},
     NUM("gamma", VX_KEY_DBL, learner.gamma, 0, 1, "discount"),
@@ -89,12 +92,14 @@ static const vx_key dqn_keys[] = {
     NUM("atoms", VX_KEY_INT, learner.atoms, 2, VX_LOSS_MAX_ATOMS, "C51 atoms"),
     NUM("v_min", VX_KEY_DBL, learner.v_min, -1e9, 1e9, "C51 support low end"),
     NUM("v_max", VX_KEY_DBL, learner.v_max, -1e9, 1e9, "C51 support high end"),
-    NUM("target_every", VX_KEY_INT, learner.target_every, 1, 1e9, "hard target copy period (updates)"),
+    NUM("target_every", VX_KEY_INT, learner.target_every, 1, 1e9,
+        "hard target copy period (updates)"),
     NUM("tau", VX_KEY_DBL, learner.tau, 0, 1, "Polyak weight (0: hard copies)"),
     NUM("grad_clip", VX_KEY_DBL, learner.grad_clip, 0, 1e12, "global gradient-norm clip (0: off)"),
-    {"batch", VX_KEY_INT, F(learner.batch), 1, 1 << 20, NULL, 0, 0, offsetof(vx_dqn_settings, batch_set),
-     "batch size (unset: a GPU chooses it)"},
-    NUM("tf32", VX_KEY_INT, learner.tf32, 0, 1, "GPU: 1 for TF32 tensor-core GEMMs (0: float32, like the CPU)"),
+    {"batch", VX_KEY_INT, F(learner.batch), 1, 1 << 20, NULL, 0, 0,
+     offsetof(vx_dqn_settings, batch_set), "batch size (unset: a GPU chooses it)"},
+    NUM("tf32", VX_KEY_INT, learner.tf32, 0, 1,
+        "GPU: 1 for TF32 tensor-core GEMMs (0: float32, like the CPU)"),
     NUM("lr", VX_KEY_DBL, learner.adam.lr, 1e-12, 10, "Adam learning rate"),
     NUM("adam_beta1", VX_KEY_DBL, learner.adam.beta1, 0, 0.999999, "Adam beta1"),
     NUM("adam_beta2", VX_KEY_DBL, learner.adam.beta2, 0, 0.9999999, "Adam beta2"),
@@ -103,16 +108,20 @@ static const vx_key dqn_keys[] = {
     {"trunk", VX_KEY_INTLIST, offsetof(vx_dqn_settings, trunk), sizeof(int), 1, 65536, NULL,
      offsetof(vx_dqn_settings, n_trunk), VX_QNET_MAX_TRUNK, -1, "trunk widths, e.g. [256, 256]"},
     NUM("head_hidden", VX_KEY_INT, head_hidden, 1, 65536, "value/advantage hidden width"),
-    NUM("updates_per_epoch", VX_KEY_INT, updates_per_epoch, 0, 1e9, "updates per epoch (0: from the replay ratio)"),
-    NUM("replay_ratio", VX_KEY_DBL, replay_ratio, 1e-6, 1e6, "updates · batch / transitions collected"),
+    NUM("updates_per_epoch", VX_KEY_INT, updates_per_epoch, 0, 1e9,
+        "updates per epoch (0: from the replay ratio)"),
+    NUM("replay_ratio", VX_KEY_DBL, replay_ratio, 1e-6, 1e6,
+        "updates · batch / transitions collected"),
     NUM("warmup", VX_KEY_INT, warmup, 0, 1e9, "transitions stored before learning"),
     NUM("eps_start", VX_KEY_DBL, eps_start, 0, 1, "exploration at the start"),
     NUM("eps_end", VX_KEY_DBL, eps_end, 0, 1, "exploration after the decay"),
     NUM("eps_decay_epochs", VX_KEY_INT, eps_decay_epochs, 1, 1e9, "epochs of linear decay"),
-    NUM("overlap", VX_KEY_INT, overlap, 0, 1, "1: act with weights one epoch old, so the GPU collects while it trains"),
+    NUM("overlap", VX_KEY_INT, overlap, 0, 1,
+        "1: act with weights one epoch old, so the GPU collects while it trains"),
 };
 static const vx_key replay_keys[] = {
-    {"kind", VX_KEY_ENUM, F(replay_kind), 0, 0, replay_names, 0, 0, -1, "uniform, proportional or rank"},
+    {"kind", VX_KEY_ENUM, F(replay_kind), 0, 0, replay_names, 0, 0, -1,
+     "uniform, proportional or rank"},
     NUM("capacity", VX_KEY_I64, replay_capacity, 1, 2147483648.0, "transitions kept"),
     NUM("alpha", VX_KEY_DBL, replay_alpha, 0, 10, "priority exponent"),
     NUM("beta0", VX_KEY_DBL, beta0, 0, 1, "initial IS exponent (annealed to 1)"),
@@ -120,7 +129,8 @@ static const vx_key replay_keys[] = {
     NUM("rank_refresh", VX_KEY_INT, rank_refresh, 1, 1e9, "sample calls between rank sorts"),
 };
 static const vx_section dqn_section = {"dqn", dqn_keys, sizeof dqn_keys / sizeof *dqn_keys};
-static const vx_section replay_section = {"replay", replay_keys, sizeof replay_keys / sizeof *replay_keys};
+static const vx_section replay_section = {"replay", replay_keys,
+                                          sizeof replay_keys / sizeof *replay_keys};
 static const vx_section *const sections[] = {&dqn_section, &replay_section, NULL};
 
 static void settings_default(void *s) { vx_dqn_settings_default(s); }
@@ -153,16 +163,21 @@ static vx_status settings_check(const void *p, const vx_run_params *run, vx_err 
     return vx_replay_cfg_check(&rc, e);
 }
 
-/* ---- metrics ------------------------------------------------------------------------------------ */
+/* ---- metrics --------------------------------------------------------------------------------- */
 
 enum { M_UPDATES, M_LOSS, M_Q_MEAN, M_Q_MAX, M_GRAD_NORM, M_EPSILON, M_BETA, M_UPDATES_PER_S, N_M };
 static const vx_metric metrics[N_M] = {
-    {"updates", "%.0f updates", 0},  {"loss", "loss %.4g", 0}, {"q_mean", NULL, 0},
-    {"q_max", NULL, 0},              {"grad_norm", NULL, 0},   {"epsilon", "eps %.2f", 0},
-    {"beta", NULL, 0},               {"updates_per_s", "%.0f updates/s", 1},
+    {"updates", "%.0f updates", 0},
+    {"loss", "loss %.4g", 0},
+    {"q_mean", NULL, 0},
+    {"q_max", NULL, 0},
+    {"grad_norm", NULL, 0},
+    {"epsilon", "eps %.2f", 0},
+    {"beta", NULL, 0},
+    {"updates_per_s", "%.0f updates/s", 1},
 };
 
-/* ---- the instance ------------------------------------------------------------------------------- */
+/* ---- the instance ---------------------------------------------------------------------------- */
 
 typedef struct dqn_algo dqn_algo;
 
@@ -183,9 +198,9 @@ struct dqn_algo {
     dqn_backend *b;
     dqn_state *st;
     int K;
-    float *params;   /* host weights for the policy (and the starting weights) */
+    float *params; /* host weights for the policy (and the starting weights) */
     vx_qnet_ws act_ws;
-    replay_job job;  /* the replay file of the last save */
+    replay_job job; /* the replay file of the last save */
 };
 
 static void algo_free(vx_algo *a0)
@@ -221,10 +236,12 @@ static vx_status algo_create(const vx_algo_init *in, vx_algo **out, vx_err *e)
         a->ops = vx_device_backend(in->dev, "dqn");
         if (!a->ops && vx_device_kind(in->dev) == VX_DEVICE_CPU) a->ops = &vx_dqn_backend_cpu;
         if (!a->ops)
-            st = vx_err_set(e, VX_ERR_UNSUPPORTED, "dqn: no backend for %s", vx_device_name(in->dev));
+            st = vx_err_set(e, VX_ERR_UNSUPPORTED, "dqn: no backend for %s",
+                            vx_device_name(in->dev));
     }
     if (!st && a->ops) {
-        dqn_init bi = {&a->s, &a->run, &a->L, &a->shape, in->dev, in->env, a->params, in->mem_share};
+        dqn_init bi = {&a->s,   &a->run, &a->L,     &a->shape,
+                       in->dev, in->env, a->params, in->mem_share};
         st = a->ops->create(&bi, &a->b, &a->st, e);
         if (!st) {
             a->ops->resolved(a->b, &a->s);
@@ -260,8 +277,12 @@ static vx_status epoch(vx_algo *a0, const vx_epoch_in *in, vx_epoch_out *out, vx
     dqn_algo *a = (dqn_algo *)a0;
     if (!a->ops) return vx_err_set(e, VX_ERR_ARG, "dqn: this instance only acts");
     int ep = in->epoch;
-    dqn_plan p = {ep, vx_dqn_epsilon_at(&a->s, ep), vx_dqn_epsilon_at(&a->s, ep + 1),
-                  vx_dqn_beta_at(&a->s, &a->run, ep), a->K, in->snapshot,
+    dqn_plan p = {ep,
+                  vx_dqn_epsilon_at(&a->s, ep),
+                  vx_dqn_epsilon_at(&a->s, ep + 1),
+                  vx_dqn_beta_at(&a->s, &a->run, ep),
+                  a->K,
+                  in->snapshot,
                   a->s.overlap && ep + 1 < a->run.epochs};
     dqn_result r;
     memset(&r, 0, sizeof r);
@@ -284,7 +305,7 @@ static vx_status epoch(vx_algo *a0, const vx_epoch_in *in, vx_epoch_out *out, vx
     return VX_OK;
 }
 
-/* ---- the policy --------------------------------------------------------------------------------- */
+/* ---- the policy ------------------------------------------------------------------------------ */
 
 static vx_status act_greedy(void *ctx, const float *obs, int n, int32_t *actions, vx_err *e)
 {
@@ -295,8 +316,8 @@ static vx_status act_greedy(void *ctx, const float *obs, int n, int32_t *actions
         int rows = n - start < a->act_ws.max_batch ? n - start : a->act_ws.max_batch;
         vx_qnet_forward_ref(&a->L, a->params, obs + (size_t)start * D, rows, &a->act_ws);
         for (int r = 0; r < rows; r++) /* ε = 0: the draws never win */
-            vx_act_egreedy(&a->shape, a->act_ws.q + (size_t)r * O, 0, (uint64_t)(start + r), 0,
-                           0.0, actions + (size_t)(start + r) * VX_ACTION_BRANCHES, NULL);
+            vx_act_egreedy(&a->shape, a->act_ws.q + (size_t)r * O, 0, (uint64_t)(start + r), 0, 0.0,
+                           actions + (size_t)(start + r) * VX_ACTION_BRANCHES, NULL);
     }
     return VX_OK;
 }
@@ -313,10 +334,11 @@ static vx_status policy(vx_algo *a0, vx_policy *out, vx_err *e)
     return VX_OK;
 }
 
-/* ---- checkpoints -------------------------------------------------------------------------------- */
+/* ---- checkpoints ----------------------------------------------------------------------------- */
 
 /* online and target (2 tensors per dense layer each) and the ten other tensors save() adds */
-_Static_assert(2 * 2 * (VX_QNET_MAX_TRUNK + 2 + 2 * VX_QNET_MAX_BRANCHES) + 10 <= VX_ALGO_MAX_TENSORS,
+_Static_assert(2 * 2 * (VX_QNET_MAX_TRUNK + 2 + 2 * VX_QNET_MAX_BRANCHES) + 10 <=
+                   VX_ALGO_MAX_TENSORS,
                "a checkpoint's tensors must fit in vx_algo_state");
 
 /* The online and target weights tensor by tensor, as "online.trunk.0.weight", … (the names every
@@ -390,8 +412,8 @@ static vx_status save(vx_algo *a0, int final, vx_algo_state *o, vx_err *e)
     add(o, "env.episode_return", VX_DT_F64, 1, N, 0, 0, s->ep_ret);
     add(o, "nstep.count_head", VX_DT_I64, 2, 2, N, 0, s->nstep_count_head);
     add(o, "nstep.obs", VX_DT_F32, 3, N, n, VX_OBS_DIM, s->nstep_obs);
-    add(o, "nstep.actions", VX_DT_U8, 1, N * n * VX_ACTION_BRANCHES * (int64_t)sizeof(int32_t), 0, 0,
-        s->nstep_act);
+    add(o, "nstep.actions", VX_DT_U8, 1, N * n * VX_ACTION_BRANCHES * (int64_t)sizeof(int32_t), 0,
+        0, s->nstep_act);
     add(o, "nstep.rewards", VX_DT_F32, 2, N, n, 0, s->nstep_rew);
     /* counters: read by wait()'s completion on a GPU, so they are set here from the host side */
     meta(o, "updates", (long long)s->updates);
@@ -443,8 +465,8 @@ static vx_status restore(vx_algo *a0, const vx_ckpt_view *ck, int weights_only, 
     vx_status st = vx_safetensors_meta_int(ck->st, "params", 1, INT64_MAX, &np, e);
     if (!st && np != (int64_t)a->L.n_params)
         st = vx_err_line(e, VX_ERR_FORMAT, ck->st->path, -1, "params",
-                         "%lld parameters, but these settings make a network of %zu",
-                         (long long)np, a->L.n_params);
+                         "%lld parameters, but these settings make a network of %zu", (long long)np,
+                         a->L.n_params);
     if (!st) st = load_weights(ck, &a->L, "online", a->params, e);
     if (st || weights_only || !a->ops) return st;
     dqn_state *s = a->st;
@@ -461,8 +483,8 @@ static vx_status restore(vx_algo *a0, const vx_ckpt_view *ck, int weights_only, 
     if (!st) st = copy_tensor(ck, "nstep.count_head", VX_DT_I64, 2 * N, 8, s->nstep_count_head, e);
     if (!st) st = copy_tensor(ck, "nstep.obs", VX_DT_F32, N * n * VX_OBS_DIM, 4, s->nstep_obs, e);
     if (!st)
-        st = copy_tensor(ck, "nstep.actions", VX_DT_U8, N * n * VX_ACTION_BRANCHES * sizeof(int32_t),
-                         1, s->nstep_act, e);
+        st = copy_tensor(ck, "nstep.actions", VX_DT_U8,
+                         N * n * VX_ACTION_BRANCHES * sizeof(int32_t), 1, s->nstep_act, e);
     if (!st) st = copy_tensor(ck, "nstep.rewards", VX_DT_F32, N * n, 4, s->nstep_rew, e);
     for (size_t i = 0; !st && i < 2 * N; i++) /* pending counts 0..n, ring heads 0..n−1 */
         if (s->nstep_count_head[i] < 0 || s->nstep_count_head[i] > (int64_t)(i < N ? n : n - 1))

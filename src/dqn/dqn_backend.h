@@ -47,20 +47,20 @@ typedef struct {
 } dqn_state;
 
 typedef struct {
-    int epoch;      /* 0-based */
-    double eps;     /* ε of this epoch's rollout */
-    double next_eps;/* ε of the next one (collected ahead with overlap) */
+    int epoch;       /* 0-based */
+    double eps;      /* ε of this epoch's rollout */
+    double next_eps; /* ε of the next one (collected ahead with overlap) */
     double beta;
-    int K;          /* updates once the buffer is warm */
-    int snapshot;   /* the run checkpoints after this epoch */
-    int ahead;      /* the next epoch's rollout may start during this one */
+    int K;        /* updates once the buffer is warm */
+    int snapshot; /* the run checkpoints after this epoch */
+    int ahead;    /* the next epoch's rollout may start during this one */
 } dqn_plan;
 
 typedef struct {
     double collect_s, learn_s; /* device time on a GPU */
     double return_sum, episodes;
     int64_t env_steps;
-    int updates;               /* 0: still warming up */
+    int updates; /* 0: still warming up */
     double loss, q_mean, q_max, grad_norm;
 } dqn_result;
 

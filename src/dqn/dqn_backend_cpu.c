@@ -104,9 +104,8 @@ static vx_status cpu_create(const dqn_init *in, dqn_backend **out, dqn_state **s
     if (!b->act_params || !b->obs || !b->next_obs || !b->final_obs || !b->merged || !b->rew ||
         !b->act || !b->te || !b->tr || !b->ep_ret || !b->b_obs || !b->b_next || !b->b_rew ||
         !b->b_w || !b->b_act || !b->b_te || !b->b_tr || !b->b_steps || !b->b_idx || !b->b_gen ||
-        !s->online || !s->target || !s->adam_m || !s->adam_v || !s->acting || !s->env ||
-        !s->obs || !s->ep_ret || !s->nstep_count_head || !s->nstep_obs || !s->nstep_act ||
-        !s->nstep_rew) {
+        !s->online || !s->target || !s->adam_m || !s->adam_v || !s->acting || !s->env || !s->obs ||
+        !s->ep_ret || !s->nstep_count_head || !s->nstep_obs || !s->nstep_act || !s->nstep_rew) {
         cpu_free(b);
         return vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
     }
@@ -142,8 +141,8 @@ static vx_status collect(dqn_backend *b, double eps, double *ret_sum, double *ep
     for (int step = 0; step < b->run.steps_per_epoch; step++) {
         vx_dqn_act(&b->dqn, params, &b->act_ws, b->obs, (int)N, eps, b->run.seed, b->act_step++,
                    b->act, NULL);
-        vx_status st = vx_env_step(b->env, b->act, b->next_obs, b->rew, b->te, b->tr,
-                                   b->final_obs, NULL, e);
+        vx_status st =
+            vx_env_step(b->env, b->act, b->next_obs, b->rew, b->te, b->tr, b->final_obs, NULL, e);
         if (st) return st;
         for (size_t i = 0; i < N; i++) {
             int ended = b->te[i] | b->tr[i];
@@ -169,8 +168,8 @@ static vx_status learn(dqn_backend *b, int K, double beta, dqn_result *r, vx_err
     size_t size = vx_replay_size(b->replay);
     if ((int64_t)size < b->s.warmup || (int64_t)size < b->s.learner.batch) return VX_OK;
     int B = b->s.learner.batch;
-    vx_replay_batch rb = {b->b_obs, b->b_next, b->b_act, b->b_rew, b->b_te, b->b_tr,
-                          b->b_steps, b->b_w, b->b_idx, b->b_gen};
+    vx_replay_batch rb = {b->b_obs, b->b_next,  b->b_act, b->b_rew, b->b_te,
+                          b->b_tr,  b->b_steps, b->b_w,   b->b_idx, b->b_gen};
     vx_status st = vx_replay_set_beta(b->replay, beta, NULL, e);
     double loss = 0, q = 0, norm = 0, q_max = 0;
     for (int k = 0; k < K && !st; k++) {
@@ -192,8 +191,7 @@ static vx_status cpu_epoch(dqn_backend *b, const dqn_plan *p, dqn_result *r, vx_
 {
     uint64_t t0 = vx_now_ns();
     vx_status st = VX_OK;
-    if (!b->collected_ahead)
-        st = collect(b, p->eps, &r->return_sum, &r->episodes, e);
+    if (!b->collected_ahead) st = collect(b, p->eps, &r->return_sum, &r->episodes, e);
     b->collected_ahead = 0;
     r->env_steps = (int64_t)vx_env_count(b->env) * b->run.steps_per_epoch;
     r->collect_s = vx_seconds_since(t0);
@@ -216,7 +214,7 @@ static vx_status cpu_weights(dqn_backend *b, float *host, vx_err *e)
 
 static vx_status cpu_save(dqn_backend *b, int final, int *detached, vx_err *e)
 {
-    (void)final;
+    (void) final;
     dqn_state *s = &b->st;
     size_t N = vx_env_count(b->env), n = (size_t)b->ns.n, np = b->dqn.L.n_params;
     size_t D = VX_OBS_DIM;
@@ -269,7 +267,8 @@ static vx_status cpu_restore(dqn_backend *b, vx_err *e)
     memcpy(b->obs, s->obs, N * D * 4);
     memcpy(b->ep_ret, s->ep_ret, N * 8);
     for (size_t i = 0; i < N; i++)
-        b->ns.count[i] = (int)s->nstep_count_head[i], b->ns.head[i] = (int)s->nstep_count_head[N + i];
+        b->ns.count[i] = (int)s->nstep_count_head[i],
+        b->ns.head[i] = (int)s->nstep_count_head[N + i];
     memcpy(b->ns.obs, s->nstep_obs, N * n * D * 4);
     memcpy(b->ns.act, s->nstep_act, N * n * VX_ACTION_BRANCHES * sizeof(int32_t));
     memcpy(b->ns.rew, s->nstep_rew, N * n * 4);
@@ -292,7 +291,6 @@ static vx_status cpu_load_replay(dqn_backend *b, const char *path, uint64_t *ins
 static size_t cpu_reserved(const dqn_backend *b) { return vx_replay_reserved(b->replay); }
 
 const dqn_backend_ops vx_dqn_backend_cpu = {
-    "cpu",        cpu_create,      cpu_free,     cpu_resolved,    cpu_describe,
-    cpu_epoch,    cpu_weights,     cpu_save,     cpu_wait,        cpu_save_replay,
-    cpu_restore,  cpu_load_replay, cpu_reserved,
+    "cpu",    cpu_create, cpu_free,        cpu_resolved, cpu_describe,    cpu_epoch,    cpu_weights,
+    cpu_save, cpu_wait,   cpu_save_replay, cpu_restore,  cpu_load_replay, cpu_reserved,
 };

@@ -45,24 +45,24 @@ struct dqn_backend {
     vx_replay *replay;
     dqn_learner *learner;
     dqn_rollout *roll;
-    float *act_params;     /* device: the weights acting reads */
-    int in_flight;         /* the next epoch's rollout was started during this one */
-    int ahead_ep;          /* which epoch that rollout is */
-    int planned;           /* the last epoch queued a snapshot's copies */
-    int async;             /* checkpoints are device snapshots (the replay snapshot is reserved) */
-    int eager;             /* the reference path: kernel by kernel, synchronised */
+    float *act_params; /* device: the weights acting reads */
+    int in_flight;     /* the next epoch's rollout was started during this one */
+    int ahead_ep;      /* which epoch that rollout is */
+    int planned;       /* the last epoch queued a snapshot's copies */
+    int async;         /* checkpoints are device snapshots (the replay snapshot is reserved) */
+    int eager;         /* the reference path: kernel by kernel, synchronised */
     int collected_ahead;
     cudaEvent_t snap, snap_collect, snap_learn;
     cudaEvent_t c0[2], c1[2], l0, l1; /* timing: rollouts (by epoch parity), updates */
-    double *ep_host;       /* pinned: 2 doubles per parity, the rollouts' episode statistics */
-    uint64_t *step_host;   /* pinned: the acting counter's copy (the host keeps its own) */
-    int64_t *adam_t_host;  /* pinned: Adam's step count's copy (likewise) */
+    double *ep_host;      /* pinned: 2 doubles per parity, the rollouts' episode statistics */
+    uint64_t *step_host;  /* pinned: the acting counter's copy (the host keeps its own) */
+    int64_t *adam_t_host; /* pinned: Adam's step count's copy (likewise) */
     int updates_since_sort;
     int K;
     /* the host's bookkeeping */
     uint64_t act_step, inserted;
     int64_t adam_t;
-    dqn_state st;          /* pinned buffers */
+    dqn_state st; /* pinned buffers */
     char chose[160];
 };
 
@@ -86,8 +86,9 @@ static size_t bytes_per_row(const vx_qnet_layout *L)
         f += (size_t)c->head_hidden + (size_t)c->branch[d] * (size_t)c->atoms;
     f += (size_t)L->out_dim;
     size_t Htop = c->n_trunk ? (size_t)c->trunk[c->n_trunk - 1] : (size_t)c->in_dim;
-    size_t bwd = (size_t)c->atoms + 2 * hmax +
-                 (size_t)(c->n_branches + 1) * ((size_t)c->atoms + amax + (size_t)c->head_hidden + Htop);
+    size_t bwd =
+        (size_t)c->atoms + 2 * hmax +
+        (size_t)(c->n_branches + 1) * ((size_t)c->atoms + amax + (size_t)c->head_hidden + Htop);
     size_t batch = 2 * (size_t)c->in_dim * 4 + VX_ACTION_BRANCHES * 4 + 4 + 3 + 4 + 8;
     return (3 * f + bwd) * 4 + batch + 2 * (size_t)L->out_dim * 4 + 16;
 }
@@ -139,8 +140,9 @@ static void choose_batch(dqn_backend *b, size_t share)
     if (B > 4 * B0) s->learner.adam.lr = lr0 * fmin((double)B / B0, LR_SCALE_MAX);
     snprintf(b->chose, sizeof b->chose, "batch %d chosen (%s; %.1f GB share, %zu B per row)", B,
              why, share / 1e9, bytes_per_row(&b->L));
-    vx_log(VX_LOG_INFO, "dqn: batch %d chosen on the GPU (configured %d; %s; %.1f GB share, %zu B "
-                        "per row); learning rate %g%s",
+    vx_log(VX_LOG_INFO,
+           "dqn: batch %d chosen on the GPU (configured %d; %s; %.1f GB share, %zu B "
+           "per row); learning rate %g%s",
            B, B0, why, share / 1e9, bytes_per_row(&b->L), s->learner.adam.lr,
            B > 4 * B0 ? " (scaled with the batch past 4x the configured one, at most 8x)" : "");
 }
@@ -153,8 +155,8 @@ static void cuda_free_backend(dqn_backend *b)
     dqn_rollout_free(b->roll);
     dqn_learner_free(b->learner);
     vx_replay_free(b->replay);
-    cudaEvent_t *ev[] = {&b->snap, &b->snap_collect, &b->snap_learn, &b->c0[0], &b->c0[1],
-                         &b->c1[0], &b->c1[1], &b->l0, &b->l1};
+    cudaEvent_t *ev[] = {&b->snap,  &b->snap_collect, &b->snap_learn, &b->c0[0], &b->c0[1],
+                         &b->c1[0], &b->c1[1],        &b->l0,         &b->l1};
     for (size_t i = 0; i < sizeof ev / sizeof *ev; i++)
         if (*ev[i]) cudaEventDestroy(*ev[i]);
     vx_cuda_stream_destroy(b->learn);
@@ -220,17 +222,24 @@ static vx_status cuda_create(const dqn_init *in, dqn_backend **out, dqn_state **
     st = vx_replay_create(&rc, in->dev, &b->replay, e);
     if (st) goto fail;
     {
-        dqn_rollout_cfg ro = {b->run.steps_per_epoch, b->s.learner.n_step, b->s.learner.gamma,
-                              b->run.seed, &b->L, &b->shape, b->act_params, b->s.learner.tf32};
+        dqn_rollout_cfg ro = {b->run.steps_per_epoch,
+                              b->s.learner.n_step,
+                              b->s.learner.gamma,
+                              b->run.seed,
+                              &b->L,
+                              &b->shape,
+                              b->act_params,
+                              b->s.learner.tf32};
         st = dqn_rollout_create(&ro, in->env, b->collect, &b->roll, e);
     }
     if (st) goto fail;
-    if (!b->s.batch_set) choose_batch(b, in->mem_share ? in->mem_share : vx_device_available(in->dev));
+    if (!b->s.batch_set)
+        choose_batch(b, in->mem_share ? in->mem_share : vx_device_available(in->dev));
     st = dqn_learner_create(&b->s.learner, &b->L, &b->shape, in->init_params, b->replay, in->dev,
                             b->learn, &b->learner, e);
     if (st) goto fail;
-    VX_CUDA_CHECK(cudaMemcpyAsync(b->act_params, in->init_params, np * 4, cudaMemcpyHostToDevice,
-                                  b->learn));
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(b->act_params, in->init_params, np * 4, cudaMemcpyHostToDevice, b->learn));
     VX_CUDA_CHECK(cudaStreamSynchronize(b->learn));
     if (!vx_replay_on_device(b->replay)) {
         vx_log(VX_LOG_WARN, "dqn: the replay buffer is on the CPU (see the warning above); "
@@ -242,8 +251,9 @@ static vx_status cuda_create(const dqn_init *in, dqn_backend **out, dqn_state **
         vx_err why;
         if (vx_replay_snap_reserve(b->replay, &why) == VX_OK) b->async = 1;
         else
-            vx_log(VX_LOG_WARN, "dqn: no room for a device snapshot of the replay buffer (%s); "
-                                "checkpoints are written in place, pausing training",
+            vx_log(VX_LOG_WARN,
+                   "dqn: no room for a device snapshot of the replay buffer (%s); "
+                   "checkpoints are written in place, pausing training",
                    why.msg);
     }
     b->K = vx_dqn_updates_per_epoch(&b->s, &b->run);
@@ -303,8 +313,8 @@ fail:
 static vx_status snap_collection(dqn_backend *b, vx_err *e)
 {
     dqn_state *s = &b->st;
-    dqn_rollout_state rs = {s->obs, s->ep_ret, s->nstep_count_head, s->nstep_obs, s->nstep_act,
-                            s->nstep_rew, b->step_host};
+    dqn_rollout_state rs = {s->obs,       s->ep_ret,    s->nstep_count_head, s->nstep_obs,
+                            s->nstep_act, s->nstep_rew, b->step_host};
     vx_status st = vx_env_copy_states(b->env, s->env, b->collect, e);
     if (!st) st = dqn_rollout_copy_state(b->roll, &rs, b->collect, e);
     if (st) goto fail;
@@ -456,7 +466,7 @@ static vx_status cuda_save(dqn_backend *b, int final, int *detached, vx_err *e)
 {
     vx_status st = vx_cuda_enter(b->dev, e);
     if (st) return st;
-    if (b->planned) { /* queued during the epoch: epoch e's state while e + 1 runs */
+    if (b->planned) {                /* queued during the epoch: epoch e's state while e + 1 runs */
         if (final && b->in_flight) { /* nothing may stay in flight; this rollout is not saved */
             VX_CUDA_CHECK(cudaStreamSynchronize(b->collect));
             b->in_flight = 0;
@@ -502,8 +512,8 @@ static vx_status cuda_restore(dqn_backend *b, vx_err *e)
     const dqn_state *s = &b->st;
     vx_status st = vx_cuda_enter(b->dev, e);
     if (st) return st;
-    dqn_rollout_state rs = {s->obs, s->ep_ret, s->nstep_count_head, s->nstep_obs, s->nstep_act,
-                            s->nstep_rew, b->step_host};
+    dqn_rollout_state rs = {s->obs,       s->ep_ret,    s->nstep_count_head, s->nstep_obs,
+                            s->nstep_act, s->nstep_rew, b->step_host};
     *b->step_host = s->act_step;
     *b->adam_t_host = s->adam_t;
     st = dqn_learner_load_state(b->learner, s->online, s->target, s->adam_m, s->adam_v,
@@ -539,7 +549,7 @@ static size_t cuda_reserved(const dqn_backend *b)
 }
 
 extern "C" const dqn_backend_ops vx_dqn_backend_cuda = {
-    "cuda",        cuda_create,      cuda_free_backend, cuda_resolved,    cuda_describe,
-    cuda_epoch,    cuda_weights,     cuda_save,         cuda_wait,        cuda_save_replay,
-    cuda_restore,  cuda_load_replay, cuda_reserved,
+    "cuda",       cuda_create,      cuda_free_backend, cuda_resolved, cuda_describe,
+    cuda_epoch,   cuda_weights,     cuda_save,         cuda_wait,     cuda_save_replay,
+    cuda_restore, cuda_load_replay, cuda_reserved,
 };

@@ -47,8 +47,9 @@ vx_status vx_dqn_cfg_check(const vx_dqn_cfg *cfg, vx_err *e)
     if (!(cfg->gamma >= 0 && cfg->gamma <= 1) || cfg->n_step < 1 || cfg->n_step > 64 ||
         cfg->batch < 1 || !(cfg->tau >= 0 && cfg->tau <= 1) ||
         (cfg->tau == 0 && cfg->target_every < 1) || cfg->grad_clip < 0 || !(cfg->huber_kappa > 0))
-        return vx_err_set(e, VX_ERR_ARG, "dqn: need gamma in [0,1], n_step 1..64, batch >= 1, "
-                                         "tau in [0,1] (or target_every >= 1), clip >= 0");
+        return vx_err_set(e, VX_ERR_ARG,
+                          "dqn: need gamma in [0,1], n_step 1..64, batch >= 1, "
+                          "tau in [0,1] (or target_every >= 1), clip >= 0");
     if (cfg->loss == VX_LOSS_C51 &&
         (cfg->atoms < 2 || cfg->atoms > VX_LOSS_MAX_ATOMS || !(cfg->v_max > cfg->v_min)))
         return vx_err_set(e, VX_ERR_ARG, "dqn: C51 needs 2..%d atoms and dqn.v_max > dqn.v_min",
@@ -77,8 +78,8 @@ vx_status vx_dqn_layout(const vx_dqn_cfg *cfg, const vx_qnet_cfg *net, vx_qnet_l
     return VX_OK;
 }
 
-vx_status vx_dqn_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg *qcfg, uint64_t seed,
-                        vx_dqn *d, vx_err *e)
+vx_status vx_dqn_create(const vx_dqn_cfg *cfg, const vx_qnet_cfg *qcfg, uint64_t seed, vx_dqn *d,
+                        vx_err *e)
 {
     memset(d, 0, sizeof *d);
     vx_status st = vx_dqn_layout(cfg, qcfg, &d->L, &d->shape, e);
@@ -125,14 +126,14 @@ void vx_dqn_update(vx_dqn *d, const vx_replay_batch *b, int B, vx_dqn_update_sta
         float *dq = d->dq + (size_t)i * O;
         if (d->cfg.loss == VX_LOSS_C51)
             loss += vx_loss_c51(&d->shape, gm, qs, d->ws_next.q + (size_t)i * O,
-                                d->ws_target.q + (size_t)i * O, b->actions + (size_t)i * VX_ACTION_BRANCHES,
-                                b->rewards[i], b->terminated[i], b->weights[i], scale, dq, O,
-                                &d->priority[i]);
+                                d->ws_target.q + (size_t)i * O,
+                                b->actions + (size_t)i * VX_ACTION_BRANCHES, b->rewards[i],
+                                b->terminated[i], b->weights[i], scale, dq, O, &d->priority[i]);
         else
             loss += vx_loss_dqn(&d->shape, d->cfg.loss, (float)d->cfg.huber_kappa, gm, qs,
                                 d->ws_next.q + (size_t)i * O, d->ws_target.q + (size_t)i * O,
-                                b->actions + (size_t)i * VX_ACTION_BRANCHES, b->rewards[i], b->terminated[i],
-                                b->weights[i], scale, dq, O, &d->priority[i]);
+                                b->actions + (size_t)i * VX_ACTION_BRANCHES, b->rewards[i],
+                                b->terminated[i], b->weights[i], scale, dq, O, &d->priority[i]);
         pr += d->priority[i];
         for (int k = 0; k < d->shape.n_branches; k++) {
             float q = vx_loss_q(&d->shape, qs, k, b->actions[(size_t)i * VX_ACTION_BRANCHES + k]);
@@ -160,8 +161,8 @@ void vx_dqn_update(vx_dqn *d, const vx_replay_batch *b, int B, vx_dqn_update_sta
     }
 }
 
-void vx_dqn_act(vx_dqn *d, const float *params, vx_qnet_ws *ws, const float *obs, int N,
-                double eps, uint64_t seed, uint64_t step, int32_t *actions, double *q_mean_out)
+void vx_dqn_act(vx_dqn *d, const float *params, vx_qnet_ws *ws, const float *obs, int N, double eps,
+                uint64_t seed, uint64_t step, int32_t *actions, double *q_mean_out)
 {
     const vx_qnet_layout *L = &d->L;
     int D = L->cfg.in_dim, O = L->out_dim, K = d->shape.n_branches;
@@ -211,8 +212,8 @@ vx_status vx_tbuf_reserve(vx_transition_buf *t, size_t cap, int D, vx_err *e)
     t->rewards = malloc(cap * sizeof(float));
     t->actions = malloc(cap * VX_ACTION_BRANCHES * sizeof(int32_t));
     t->terminated = malloc(cap), t->truncated = malloc(cap), t->steps = malloc(cap);
-    if (!t->obs || !t->next_obs || !t->rewards || !t->actions || !t->terminated ||
-        !t->truncated || !t->steps) {
+    if (!t->obs || !t->next_obs || !t->rewards || !t->actions || !t->terminated || !t->truncated ||
+        !t->steps) {
         vx_tbuf_free(t);
         return vx_err_set(e, VX_ERR_NOMEM, "transition buffer: out of memory");
     }
@@ -230,8 +231,8 @@ void vx_tbuf_free(vx_transition_buf *t)
 
 vx_transitions vx_tbuf_view(const vx_transition_buf *t)
 {
-    vx_transitions v = {t->obs, t->next_obs, t->actions, t->rewards, t->terminated, t->truncated,
-                        t->steps};
+    vx_transitions v = {t->obs,        t->next_obs,  t->actions, t->rewards,
+                        t->terminated, t->truncated, t->steps};
     return v;
 }
 
@@ -244,13 +245,12 @@ void vx_nstep_push(vx_nstep *s, const float *obs, const int32_t *actions, const 
         size_t slot = (size_t)i * n, o = out->n;
         vx_nstep_ring ring = {s->count + i, s->head + i, s->obs + slot * D,
                               s->act + slot * VX_ACTION_BRANCHES, s->rew + slot};
-        vx_nstep_out dst = {out->obs + o * D,      out->next_obs + o * D,
-                            out->actions + o * VX_ACTION_BRANCHES, out->rewards + o,
-                            out->terminated + o,   out->truncated + o,
-                            out->steps + o};
-        out->n += (size_t)vx_nstep_push_one(ring, n, D, s->gamma, obs + (size_t)i * D,
-                                            actions + (size_t)i * VX_ACTION_BRANCHES, rewards[i],
-                                            terminated[i], truncated[i],
-                                            next_obs + (size_t)i * D, dst);
+        vx_nstep_out dst = {
+            out->obs + o * D, out->next_obs + o * D, out->actions + o * VX_ACTION_BRANCHES,
+            out->rewards + o, out->terminated + o,   out->truncated + o,
+            out->steps + o};
+        out->n += (size_t)vx_nstep_push_one(
+            ring, n, D, s->gamma, obs + (size_t)i * D, actions + (size_t)i * VX_ACTION_BRANCHES,
+            rewards[i], terminated[i], truncated[i], next_obs + (size_t)i * D, dst);
     }
 }

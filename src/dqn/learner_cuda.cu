@@ -26,10 +26,10 @@ struct dqn_learner {
     vx_replay *replay;
     cudaStream_t s, side;
     vx_mem mem;
-    vx_qnet *qs, *qt;  /* qs: online on [s; s′] (2B rows, one pass); qt: target on s′ */
+    vx_qnet *qs, *qt; /* qs: online on [s; s′] (2B rows, one pass); qt: target on s′ */
     vx_optim *opt;
     float *online, *target, *grads, *dq, *loss, *prio;
-    float *obs2;       /* the sampled s and s′ rows back to back: b.obs = obs2, b.next_obs = + B·D */
+    float *obs2; /* the sampled s and s′ rows back to back: b.obs = obs2, b.next_obs = + B·D */
     vx_replay_batch b;
     float2 *qstat;
     dqn_learner_acc *acc, *acc_host;
@@ -69,8 +69,8 @@ static __global__ void loss_kernel(vx_loss_shape shape, int kind, float kappa, d
                               b.terminated[i], b.weights[i], scale, dq + r, O, &prio[i]);
 }
 
-extern "C" vx_status dqn_loss_cuda(const vx_loss_shape *shape, int kind, double kappa,
-                                   double gamma, const float *q_s, const float *q_next_online,
+extern "C" vx_status dqn_loss_cuda(const vx_loss_shape *shape, int kind, double kappa, double gamma,
+                                   const float *q_s, const float *q_next_online,
                                    const float *q_next_target, int out_dim,
                                    const vx_replay_batch *b, int B, float *dq, float *loss,
                                    float *priority, cudaStream_t s, vx_err *e)
@@ -275,7 +275,8 @@ fail:
 extern "C" vx_status dqn_learner_stats_fetch(dqn_learner *d, vx_err *e)
 {
     vx_status st = VX_OK;
-    VX_CUDA_CHECK(cudaMemcpyAsync(d->acc_host, d->acc, sizeof *d->acc, cudaMemcpyDeviceToHost, d->s));
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(d->acc_host, d->acc, sizeof *d->acc, cudaMemcpyDeviceToHost, d->s));
     VX_CUDA_CHECK(cudaMemsetAsync(d->acc, 0, sizeof *d->acc, d->s));
     VX_CUDA_CHECK(cudaEventRecord(d->acc_ready, d->s));
 fail:
@@ -300,8 +301,8 @@ extern "C" size_t dqn_learner_reserved(const dqn_learner *d)
            vx_optim_reserved(d->opt);
 }
 
-extern "C" vx_status dqn_learner_copy_state(dqn_learner *d, float *online, float *target,
-                                            float *m, float *v, int64_t *adam_t, vx_err *e)
+extern "C" vx_status dqn_learner_copy_state(dqn_learner *d, float *online, float *target, float *m,
+                                            float *v, int64_t *adam_t, vx_err *e)
 {
     vx_status st = vx_cuda_enter(d->dev, e);
     size_t b = d->L.n_params * 4;

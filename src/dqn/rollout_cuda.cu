@@ -47,12 +47,12 @@ struct dqn_rollout {
     int32_t *act;
     uint8_t *te, *tr;
     dev_nstep ns;
-    int64_t *count_head;                            /* 2 × N: the checkpoint's form of count/head */
+    int64_t *count_head; /* 2 × N: the checkpoint's form of count/head */
     double *ep_ret, *ret_sum, *ep_count, *ep_stats; /* ep_stats: sum, count */
     double *eps;
     unsigned long long *step;
-    dev_trans raw, packed;      /* raw: T·N·n slots; packed (n > 1 only) */
-    uint32_t *flags, *pos;      /* n > 1 */
+    dev_trans raw, packed; /* raw: T·N·n slots; packed (n > 1 only) */
+    uint32_t *flags, *pos; /* n > 1 */
     unsigned long long *count, *count_host;
     void *cub_tmp;
     size_t cub_tmp_n;
@@ -66,8 +66,8 @@ static __global__ void act_kernel(vx_loss_shape shape, const float *q, int O, in
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
-    vx_act_egreedy(&shape, q + (size_t)i * O, seed, (uint64_t)i, *step, *eps, actions + (size_t)i * A,
-                   NULL);
+    vx_act_egreedy(&shape, q + (size_t)i * O, seed, (uint64_t)i, *step, *eps,
+                   actions + (size_t)i * A, NULL);
 }
 
 extern "C" vx_status dqn_act_cuda(const vx_loss_shape *shape, const float *q, int out_dim, int N,
@@ -102,8 +102,8 @@ static __global__ void emit_kernel(int N, int n, int t, double gamma, const floa
     size_t slot = (size_t)i * n, base = ((size_t)t * N + i) * n;
     vx_nstep_ring ring = {ns.count + i, ns.head + i, ns.obs + slot * D, ns.act + slot * A,
                           ns.rew + slot};
-    vx_nstep_out o = {out.obs + base * D,  out.next_obs + base * D, out.actions + base * A,
-                      out.rewards + base,  out.term + base,         out.trunc + base,
+    vx_nstep_out o = {out.obs + base * D, out.next_obs + base * D, out.actions + base * A,
+                      out.rewards + base, out.term + base,         out.trunc + base,
                       out.steps + base};
     const float *nx = (ended ? final_obs : next_obs) + (size_t)i * D;
     int emit = vx_nstep_push_one(ring, n, D, gamma, obs + (size_t)i * D, act + (size_t)i * A,
@@ -190,8 +190,9 @@ extern "C" vx_status dqn_rollout_create(const dqn_rollout_cfg *cfg, vx_env *env,
 {
     *out = NULL;
     if (cfg->steps < 1 || cfg->n_step < 1 || cfg->n_step > 255)
-        return vx_err_set(e, VX_ERR_ARG, "rollout: steps %d and n_step %d must be positive (n ≤ 255)",
-                          cfg->steps, cfg->n_step);
+        return vx_err_set(e, VX_ERR_ARG,
+                          "rollout: steps %d and n_step %d must be positive (n ≤ 255)", cfg->steps,
+                          cfg->n_step);
     vx_device *dev = vx_env_device(env);
     vx_status st = vx_cuda_enter(dev, e);
     if (st) return st;
@@ -236,7 +237,8 @@ extern "C" vx_status dqn_rollout_create(const dqn_rollout_cfg *cfg, vx_env *env,
         if (!st) st = vx_mem_alloc(m, slots * 4, &r->flags, e);
         if (!st) st = vx_mem_alloc(m, slots * 4, &r->pos, e);
         if (st) goto fail;
-        VX_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(NULL, r->cub_tmp_n, r->flags, r->pos, (int)slots));
+        VX_CUDA_CHECK(
+            cub::DeviceScan::ExclusiveSum(NULL, r->cub_tmp_n, r->flags, r->pos, (int)slots));
         st = vx_mem_alloc(m, r->cub_tmp_n, &r->cub_tmp, e);
     }
     if (!st) st = vx_mem_alloc(m, 8, &r->count, e);
@@ -295,9 +297,10 @@ static vx_status rollout_body(dqn_rollout *r, vx_err *e)
                                       cudaMemcpyDeviceToDevice, r->s));
     if (n > 1) {
         size_t tmp = r->cub_tmp_n;
-        VX_CUDA_CHECK(cub::DeviceScan::ExclusiveSum(r->cub_tmp, tmp, r->flags, r->pos, (int)slots, r->s));
-        pack_kernel<<<(unsigned)((slots * D + 255) / 256), 256, 0, r->s>>>(slots, r->flags, r->pos,
-                                                                           r->raw, r->packed, r->count);
+        VX_CUDA_CHECK(
+            cub::DeviceScan::ExclusiveSum(r->cub_tmp, tmp, r->flags, r->pos, (int)slots, r->s));
+        pack_kernel<<<(unsigned)((slots * D + 255) / 256), 256, 0, r->s>>>(
+            slots, r->flags, r->pos, r->raw, r->packed, r->count);
         VX_CUDA_LAUNCH_CHECK(r->s);
         VX_CUDA_CHECK(cudaMemcpyAsync(r->count_host, r->count, 8, cudaMemcpyDeviceToHost, r->s));
     }
@@ -332,7 +335,8 @@ fail:
 extern "C" void dqn_rollout_staged(dqn_rollout *r, vx_transitions *out, size_t *n)
 {
     const dev_trans *t = r->n > 1 ? &r->packed : &r->raw;
-    *out = (vx_transitions){t->obs, t->next_obs, t->actions, t->rewards, t->term, t->trunc, t->steps};
+    *out =
+        (vx_transitions){t->obs, t->next_obs, t->actions, t->rewards, t->term, t->trunc, t->steps};
     *n = r->n > 1 ? (size_t)*r->count_host : (size_t)r->T * (size_t)r->N;
 }
 
@@ -350,13 +354,16 @@ extern "C" vx_status dqn_rollout_copy_state(dqn_rollout *r, const dqn_rollout_st
     size_t N = (size_t)r->N, n = (size_t)r->n;
     if (st) return st;
     ring_to64_kernel<<<(unsigned)((N + 127) / 128), 128, 0, s>>>(r->ns.count, r->ns.head, r->N,
-                                                                r->count_head);
+                                                                 r->count_head);
     VX_CUDA_LAUNCH_CHECK(s);
     VX_CUDA_CHECK(cudaMemcpyAsync(x->obs, r->obs[0], N * D * 4, cudaMemcpyDeviceToHost, s));
     VX_CUDA_CHECK(cudaMemcpyAsync(x->ep_ret, r->ep_ret, N * 8, cudaMemcpyDeviceToHost, s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(x->count_head, r->count_head, 2 * N * 8, cudaMemcpyDeviceToHost, s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(x->ring_obs, r->ns.obs, N * n * D * 4, cudaMemcpyDeviceToHost, s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(x->ring_act, r->ns.act, N * n * A * 4, cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(x->count_head, r->count_head, 2 * N * 8, cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(x->ring_obs, r->ns.obs, N * n * D * 4, cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(x->ring_act, r->ns.act, N * n * A * 4, cudaMemcpyDeviceToHost, s));
     VX_CUDA_CHECK(cudaMemcpyAsync(x->ring_rew, r->ns.rew, N * n * 4, cudaMemcpyDeviceToHost, s));
     VX_CUDA_CHECK(cudaMemcpyAsync(x->act_step, r->step, 8, cudaMemcpyDeviceToHost, s));
 fail:
@@ -371,12 +378,15 @@ extern "C" vx_status dqn_rollout_load_state(dqn_rollout *r, const dqn_rollout_st
     if (st) return st;
     VX_CUDA_CHECK(cudaMemcpyAsync(r->obs[0], x->obs, N * D * 4, cudaMemcpyHostToDevice, s));
     VX_CUDA_CHECK(cudaMemcpyAsync(r->ep_ret, x->ep_ret, N * 8, cudaMemcpyHostToDevice, s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(r->count_head, x->count_head, 2 * N * 8, cudaMemcpyHostToDevice, s));
-    ring_from64_kernel<<<(unsigned)((N + 127) / 128), 128, 0, s>>>(r->count_head, r->N,
-                                                                  r->ns.count, r->ns.head);
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(r->count_head, x->count_head, 2 * N * 8, cudaMemcpyHostToDevice, s));
+    ring_from64_kernel<<<(unsigned)((N + 127) / 128), 128, 0, s>>>(r->count_head, r->N, r->ns.count,
+                                                                   r->ns.head);
     VX_CUDA_LAUNCH_CHECK(s);
-    VX_CUDA_CHECK(cudaMemcpyAsync(r->ns.obs, x->ring_obs, N * n * D * 4, cudaMemcpyHostToDevice, s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(r->ns.act, x->ring_act, N * n * A * 4, cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(r->ns.obs, x->ring_obs, N * n * D * 4, cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(r->ns.act, x->ring_act, N * n * A * 4, cudaMemcpyHostToDevice, s));
     VX_CUDA_CHECK(cudaMemcpyAsync(r->ns.rew, x->ring_rew, N * n * 4, cudaMemcpyHostToDevice, s));
     VX_CUDA_CHECK(cudaMemcpyAsync(r->step, x->act_step, 8, cudaMemcpyHostToDevice, s));
     VX_CUDA_CHECK(cudaStreamSynchronize(s));

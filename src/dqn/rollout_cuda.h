@@ -21,10 +21,10 @@ extern "C" {
 typedef struct dqn_rollout dqn_rollout;
 
 typedef struct {
-    int steps;        /* T */
-    int n_step;       /* n */
+    int steps;  /* T */
+    int n_step; /* n */
     double gamma;
-    uint64_t seed;    /* the acting draws' key */
+    uint64_t seed; /* the acting draws' key */
     const vx_qnet_layout *layout;
     const vx_loss_shape *shape;
     const float *act_params; /* device, n_params floats: the weights acting reads */

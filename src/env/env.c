@@ -70,8 +70,8 @@ vx_status vx_env_params_make(const vx_env_cfg *cfg, const vx_market *m, vx_split
     if (hi - lo < (int64_t)cfg->episode_len + 2)
         return vx_err_set(e, VX_ERR_ARG,
                           "env: the %s split has %lld bars, fewer than one episode (%d) + 2",
-                          split == VX_SPLIT_TRAIN ? "training" : "evaluation",
-                          (long long)(hi - lo), cfg->episode_len);
+                          split == VX_SPLIT_TRAIN ? "training" : "evaluation", (long long)(hi - lo),
+                          cfg->episode_len);
     vx_env_params *p = out;
     /* rows index the feature matrix; the price arrays are offset to the same rows */
     p->features = m->features;
@@ -107,8 +107,7 @@ vx_status vx_env_create(const vx_env_cfg *cfg, const vx_market *m, vx_split spli
     const vx_env_backend *ops = (const vx_env_backend *)vx_device_backend(dev, "env");
     if (!ops && vx_device_kind(dev) == VX_DEVICE_CPU) ops = &vx_env_cpu_ops;
     if (!ops)
-        return vx_err_set(e, VX_ERR_ARG, "env: no environment backend for %s",
-                          vx_device_name(dev));
+        return vx_err_set(e, VX_ERR_ARG, "env: no environment backend for %s", vx_device_name(dev));
     vx_env_params p;
     vx_status st = vx_env_params_make(cfg, m, split, &p, e);
     if (st) return st;

@@ -53,8 +53,7 @@ static vx_status cpu_observe(void *impl, float *obs, vx_stream s, vx_err *e)
 {
     (void)s, (void)e;
     env_cpu *c = impl;
-    for (size_t i = 0; i < c->n; i++)
-        vx_env_observe_one(&c->p, &c->s[i], obs + i * VX_OBS_DIM);
+    for (size_t i = 0; i < c->n; i++) vx_env_observe_one(&c->p, &c->s[i], obs + i * VX_OBS_DIM);
     return VX_OK;
 }
 

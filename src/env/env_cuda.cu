@@ -24,8 +24,8 @@
 
 typedef struct {
     vx_device *dev;
-    vx_mem mem;  /* every block below */
-    size_t n;    /* N */
+    vx_mem mem;                   /* every block below */
+    size_t n;                     /* N */
     vx_env_params p;              /* pointers into device memory */
     vx_env_state *states;         /* device, N */
     unsigned long long *bad;      /* device: actions refused so far */
@@ -79,9 +79,9 @@ fail:
     return st;
 }
 
-static vx_status launch_step(const env_cuda *c, const int32_t *actions, float *obs,
-                             float *rewards, uint8_t *terminated, uint8_t *truncated,
-                             float *final_obs, cudaStream_t s, vx_err *e)
+static vx_status launch_step(const env_cuda *c, const int32_t *actions, float *obs, float *rewards,
+                             uint8_t *terminated, uint8_t *truncated, float *final_obs,
+                             cudaStream_t s, vx_err *e)
 {
     vx_status st = VX_OK;
     step_kernel<<<blocks_for(c->n), BLOCK, 0, s>>>(c->p, c->states, c->n, actions, obs, rewards,
@@ -99,8 +99,9 @@ static vx_status enter(const env_cuda *c, vx_stream s, const char *what, vx_err 
     vx_status st = vx_cuda_enter(c->dev, e);
     if (st) return st;
     if (!s)
-        return vx_err_set(e, VX_ERR_ARG, "env.%s: CUDA environments need a stream of %s (NULL "
-                                         "would be the legacy default stream)",
+        return vx_err_set(e, VX_ERR_ARG,
+                          "env.%s: CUDA environments need a stream of %s (NULL "
+                          "would be the legacy default stream)",
                           what, vx_device_name(c->dev));
     return VX_OK;
 }
@@ -144,10 +145,9 @@ static vx_status cuda_create(const vx_env_params *p, const vx_market *m, const v
     if (!st) st = vx_mem_alloc_host(&c->mem, sizeof(unsigned long long), &c->bad_host, e);
     if (!st) st = vx_cuda_stream_create(dev, &c->setup, e);
     if (st) goto fail;
-    VX_CUDA_CHECK(cudaMemcpyAsync(c->states, init, n * sizeof(vx_env_state),
-                                  cudaMemcpyHostToDevice, c->setup));
-    VX_CUDA_CHECK(cudaMemcpyAsync(features, p->features,
-                                  rows * VX_MARKET_FEATURES * sizeof(float),
+    VX_CUDA_CHECK(cudaMemcpyAsync(c->states, init, n * sizeof(vx_env_state), cudaMemcpyHostToDevice,
+                                  c->setup));
+    VX_CUDA_CHECK(cudaMemcpyAsync(features, p->features, rows * VX_MARKET_FEATURES * sizeof(float),
                                   cudaMemcpyHostToDevice, c->setup));
     for (int k = 0; k < 4; k++)
         VX_CUDA_CHECK(cudaMemcpyAsync(ohlc + (size_t)k * rows, src[k], rows * sizeof(double),
@@ -182,8 +182,8 @@ static vx_status cuda_step(void *impl, const int32_t *actions, float *obs, float
     env_cuda *c = (env_cuda *)impl;
     vx_status st = enter(c, s, "step", e);
     if (st) return st;
-    return launch_step(c, actions, obs, rewards, terminated, truncated, final_obs,
-                       (cudaStream_t)s, e);
+    return launch_step(c, actions, obs, rewards, terminated, truncated, final_obs, (cudaStream_t)s,
+                       e);
 }
 
 static vx_status cuda_copy_states(void *impl, vx_env_state *host, vx_stream s, vx_err *e)
@@ -234,6 +234,6 @@ fail:
 static size_t cuda_reserved(const void *impl) { return ((const env_cuda *)impl)->mem.bytes; }
 
 const vx_env_backend vx_env_cuda_ops = {
-    "cuda",           cuda_create, cuda_free,        cuda_observe,  cuda_step, cuda_copy_states,
-    cuda_load_states, cuda_sync,   cuda_bad_actions, cuda_reserved,
+    "cuda",           cuda_create,      cuda_free, cuda_observe,     cuda_step,
+    cuda_copy_states, cuda_load_states, cuda_sync, cuda_bad_actions, cuda_reserved,
 };

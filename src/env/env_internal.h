@@ -47,7 +47,7 @@ struct vx_env {
     vx_device *dev;       /* never NULL: NULL at creation is vx_device_cpu() */
     vx_env_params params; /* host view: pointers into the market */
     size_t n;
-    vx_stream last;       /* the stream of the last queued call: what synchronous calls wait for */
+    vx_stream last; /* the stream of the last queued call: what synchronous calls wait for */
 };
 
 /* env_cpu.c: the reference, used on CPU contexts. */

@@ -38,7 +38,8 @@ vx_status vx_csv_log_row(vx_csv_log *w, const double *v, vx_err *e)
 {
     for (int i = 0; i < w->n_cols; i++) fprintf(w->f, "%s%.9g", i ? "," : "", v[i]);
     fputc('\n', w->f);
-    if (fflush(w->f) != 0) return vx_err_set(e, VX_ERR_IO, "metrics: write failed: %s", strerror(errno));
+    if (fflush(w->f) != 0)
+        return vx_err_set(e, VX_ERR_IO, "metrics: write failed: %s", strerror(errno));
     return VX_OK;
 }
 

@@ -131,12 +131,15 @@ vx_status vx_safetensors_read(const char *path, vx_safetensors *s, vx_err *e)
         }
         t->dtype = (vx_dtype)k;
         t->ndim = cJSON_GetArraySize(sh);
-        for (int d = 0; d < t->ndim; d++) t->shape[d] = (int64_t)cJSON_GetArrayItem(sh, d)->valuedouble;
-        double b0 = cJSON_GetArrayItem(of, 0)->valuedouble, b1 = cJSON_GetArrayItem(of, 1)->valuedouble;
+        for (int d = 0; d < t->ndim; d++)
+            t->shape[d] = (int64_t)cJSON_GetArrayItem(sh, d)->valuedouble;
+        double b0 = cJSON_GetArrayItem(of, 0)->valuedouble,
+               b1 = cJSON_GetArrayItem(of, 1)->valuedouble;
         size_t want = count_of(t) * dt_size[k];
         if (b0 < 0 || b1 < b0 || b1 > (double)data_len || (size_t)(b1 - b0) != want) {
-            st = vx_err_record(e, VX_ERR_FORMAT, path, -1, 8, it->string,
-                               "data_offsets [%.0f, %.0f] do not fit the file or the shape", b0, b1);
+            st =
+                vx_err_record(e, VX_ERR_FORMAT, path, -1, 8, it->string,
+                              "data_offsets [%.0f, %.0f] do not fit the file or the shape", b0, b1);
             break;
         }
         t->data = data + (size_t)b0;

@@ -152,9 +152,7 @@ vx_status vx_settings_set(const vx_settings *s, const char *key0, const char *va
         break;
     }
     case VX_KEY_INTLIST:
-    case VX_KEY_STRLIST:
-        st = set_list(k, base, key, value, where, e);
-        break;
+    case VX_KEY_STRLIST: st = set_list(k, base, key, value, where, e); break;
     }
     if (!st && k->flag_off >= 0) *(int *)(base + k->flag_off) = 1;
     return st;
@@ -208,7 +206,8 @@ vx_status vx_settings_write(const vx_settings *s, FILE *f)
             case VX_KEY_ENUM: fprintf(f, "%s", k->names[*(const int *)p]); break;
             case VX_KEY_INTLIST:
                 fputc('[', f);
-                for (int j2 = 0; j2 < count; j2++) fprintf(f, "%s%d", j2 ? ", " : "", ((const int *)p)[j2]);
+                for (int j2 = 0; j2 < count; j2++)
+                    fprintf(f, "%s%d", j2 ? ", " : "", ((const int *)p)[j2]);
                 fputc(']', f);
                 break;
             case VX_KEY_STRLIST:

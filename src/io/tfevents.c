@@ -81,7 +81,8 @@ vx_status vx_tfevents_open(vx_tfevents *w, const char *dir, vx_err *e)
     snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%lld.vixen", dir,
              (long long)time(NULL));
     w->f = fopen(w->path, "ab");
-    if (!w->f) return vx_err_line(e, VX_ERR_IO, w->path, -1, "", "cannot create: %s", strerror(errno));
+    if (!w->f)
+        return vx_err_line(e, VX_ERR_IO, w->path, -1, "", "cannot create: %s", strerror(errno));
     uint8_t b[64];
     size_t n = event_head(b, 0);
     const char *v = "brain.Event:2";
@@ -92,8 +93,7 @@ vx_status vx_tfevents_open(vx_tfevents *w, const char *dir, vx_err *e)
     return write_record(w, b, n, e);
 }
 
-vx_status vx_tfevents_scalar(vx_tfevents *w, const char *tag, int64_t step, double value,
-                             vx_err *e)
+vx_status vx_tfevents_scalar(vx_tfevents *w, const char *tag, int64_t step, double value, vx_err *e)
 {
     size_t tl = strlen(tag);
     if (tl > 200) tl = 200;

@@ -86,7 +86,8 @@ vx_status vx_yaml_read_flat(const char *path, vx_kv **out, size_t *n_out, vx_err
                 kv[n].line = key_line;
                 kv[n].value[0] = '\0';
                 if (state == VALUE) {
-                    if (ev.data.scalar.length >= sizeof kv[n].value) st = fail(e, path, &ev, "value too long");
+                    if (ev.data.scalar.length >= sizeof kv[n].value)
+                        st = fail(e, path, &ev, "value too long");
                     else snprintf(kv[n].value, sizeof kv[n].value, "%s", v);
                     state = KEY;
                 }
@@ -105,7 +106,9 @@ vx_status vx_yaml_read_flat(const char *path, vx_kv **out, size_t *n_out, vx_err
             }
             break;
         case YAML_SEQUENCE_END_EVENT: state = KEY; break;
-        case YAML_ALIAS_EVENT: st = fail(e, path, &ev, "anchors and aliases are not supported"); break;
+        case YAML_ALIAS_EVENT:
+            st = fail(e, path, &ev, "anchors and aliases are not supported");
+            break;
         default: break;
         }
         yaml_event_delete(&ev);

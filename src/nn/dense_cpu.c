@@ -19,7 +19,11 @@ static vx_status dc_create(vx_device *dev, size_t workspace, void **impl, vx_err
 
 static void dc_free(void *impl) { (void)impl; }
 static void dc_set_tf32(void *impl, int on) { (void)impl, (void)on; }
-static size_t dc_reserved(const void *impl) { (void)impl; return 0; }
+static size_t dc_reserved(const void *impl)
+{
+    (void)impl;
+    return 0;
+}
 
 static vx_status dc_forward(void *impl, const vx_dense *d, const float *P, const float *x, int B,
                             float *y, int relu, vx_stream s, vx_err *e)
@@ -38,5 +42,5 @@ static vx_status dc_backward(void *impl, const vx_dense *d, const float *P, cons
     return VX_OK;
 }
 
-const vx_dense_ops vx_dense_cpu_ops = {dc_create,  dc_free,    dc_set_tf32,
+const vx_dense_ops vx_dense_cpu_ops = {dc_create,   dc_free,    dc_set_tf32,
                                        dc_reserved, dc_forward, dc_backward};

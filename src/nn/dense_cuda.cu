@@ -26,7 +26,7 @@
 enum { K_FWD, K_FWD_RELU, K_WGRAD, K_DGRAD, K_FWD_PLAIN, K_WGRAD_PLAIN };
 
 typedef struct {
-    size_t key_w;   /* the layer, by its weight offset and shape */
+    size_t key_w; /* the layer, by its weight offset and shape */
     int in, out;
     int B, kind;
     unsigned align; /* the A, B and C pointers' alignments, 8 bits each (bytes, up to 16) */
@@ -125,9 +125,12 @@ static plan *get_plan(dense_cuda *c, const vx_dense *d, int B, int kind, const v
                                                   : CUBLASLT_EPILOGUE_DEFAULT;
     cublasComputeType_t ct = c->tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     int ok = cublasLtMatmulDescCreate(&p->op, ct, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
-    ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == 0;
-    ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == 0;
-    ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi) == 0;
+    ok = ok &&
+         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == 0;
+    ok = ok &&
+         cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == 0;
+    ok = ok && cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                              sizeof epi) == 0;
     if (kind == K_FWD || kind == K_FWD_RELU || kind == K_FWD_PLAIN) {
         /* W: out × in (ld out); X: in × B; Y: out × B */
         ok = ok && cublasLtMatrixLayoutCreate(&p->a, CUDA_R_32F, d->out, d->in, d->out) == 0;
@@ -148,14 +151,14 @@ static plan *get_plan(dense_cuda *c, const vx_dense *d, int B, int kind, const v
     ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0;
     ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                     &c->ws_n, sizeof c->ws_n) == 0;
-    ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
-                                                    &aa, sizeof aa) == 0;
-    ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                                                    &ab, sizeof ab) == 0;
-    ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
-                                                    &ac, sizeof ac) == 0;
-    ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
-                                                    &ac, sizeof ac) == 0;
+    ok = ok && cublasLtMatmulPreferenceSetAttribute(
+                   pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa) == 0;
+    ok = ok && cublasLtMatmulPreferenceSetAttribute(
+                   pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, &ab, sizeof ab) == 0;
+    ok = ok && cublasLtMatmulPreferenceSetAttribute(
+                   pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &ac, sizeof ac) == 0;
+    ok = ok && cublasLtMatmulPreferenceSetAttribute(
+                   pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &ac, sizeof ac) == 0;
     cublasLtMatmulHeuristicResult_t r;
     int found = 0;
     if (ok) {
@@ -166,13 +169,15 @@ static plan *get_plan(dense_cuda *c, const vx_dense *d, int B, int kind, const v
                                            sizeof dummy);
         }
         ok = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &r,
-                                            &found) == 0 && found > 0;
+                                            &found) == 0 &&
+             found > 0;
     }
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (ok) p->algo = r.algo;
     else if (kind == K_FWD || kind == K_FWD_RELU || kind == K_WGRAD)
-        vx_log(VX_LOG_INFO, "dense: no fused cuBLASLt kernel for a %d x %d layer at batch %d (%s); "
-                            "GEMM and a separate kernel instead",
+        vx_log(VX_LOG_INFO,
+               "dense: no fused cuBLASLt kernel for a %d x %d layer at batch %d (%s); "
+               "GEMM and a separate kernel instead",
                d->in, d->out, B, kind == K_WGRAD ? "bias gradient" : "bias epilogue");
     p->ok = ok;
     return p;
@@ -199,12 +204,14 @@ static vx_status plain_missing(const dense_cuda *c, const vx_dense *d, int B, vx
     if (c->n == MAX_PLANS)
         return vx_err_set(e, VX_ERR_ARG, "dense: more than %d GEMM shapes through one context",
                           MAX_PLANS);
-    return vx_err_set(e, VX_ERR_CUDA, "dense: cuBLASLt has no float32 GEMM for a %d x %d layer "
-                                      "at batch %d",
+    return vx_err_set(e, VX_ERR_CUDA,
+                      "dense: cuBLASLt has no float32 GEMM for a %d x %d layer "
+                      "at batch %d",
                       d->in, d->out, B);
 }
 
-static __global__ void bias_relu_kernel(float *y, const float *bias, size_t rows, int cols, int relu)
+static __global__ void bias_relu_kernel(float *y, const float *bias, size_t rows, int cols,
+                                        int relu)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows * (size_t)cols) return;
@@ -230,14 +237,16 @@ static vx_status dg_forward(void *impl, const vx_dense *d, const float *P, const
     vx_status st = VX_OK;
     size_t n = (size_t)B * d->out;
     /* the bias is read in 16-byte vectors too: the layout (nn.h) aligns every tensor */
-    plan *p = align_of(P + d->b) == 16 ? get_plan(c, d, B, relu ? K_FWD_RELU : K_FWD, P + d->w, x, y)
-                                        : NULL;
+    plan *p = align_of(P + d->b) == 16
+                  ? get_plan(c, d, B, relu ? K_FWD_RELU : K_FWD, P + d->w, x, y)
+                  : NULL;
     if (p && p->ok) return run(c, p, P + d->b, P + d->w, x, y, 0.0f, s, e);
     p = get_plan(c, d, B, K_FWD_PLAIN, P + d->w, x, y);
     if (!p || !p->ok) return plain_missing(c, d, B, e);
     st = run(c, p, NULL, P + d->w, x, y, 0.0f, s, e);
     if (st) return st;
-    bias_relu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(y, P + d->b, (size_t)B, d->out, relu);
+    bias_relu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(y, P + d->b, (size_t)B, d->out,
+                                                                 relu);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;

@@ -8,8 +8,8 @@
 #include <string.h>
 
 /* y = x W + b (B × out), then ReLU if relu */
-static inline void VX_NAME(dense_fwd)(const vx_dense *d, const VX_T *p, const VX_T *x, int B, VX_T *y,
-                               int relu)
+static inline void VX_NAME(dense_fwd)(const vx_dense *d, const VX_T *p, const VX_T *x, int B,
+                                      VX_T *y, int relu)
 {
     VX_GEMM(CblasRowMajor, CblasNoTrans, CblasNoTrans, B, d->out, d->in, 1, x, d->in, p + d->w,
             d->out, 0, y, d->out);
@@ -29,7 +29,7 @@ static inline void VX_NAME(dense_fwd)(const vx_dense *d, const VX_T *p, const VX
 /* Given dy (B × out, already masked by the ReLU derivative): dW = xᵀ dy, db = Σ_rows dy, and,
  * when dx is not NULL, dx (+)= dy Wᵀ (accumulating if accumulate). */
 static inline void VX_NAME(dense_bwd)(const vx_dense *d, const VX_T *p, const VX_T *x, int B,
-                               const VX_T *dy, VX_T *g, VX_T *dx, int accumulate)
+                                      const VX_T *dy, VX_T *g, VX_T *dx, int accumulate)
 {
     VX_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, d->in, d->out, B, 1, x, d->in, dy, d->out, 0,
             g + d->w, d->out);
@@ -38,8 +38,8 @@ static inline void VX_NAME(dense_bwd)(const vx_dense *d, const VX_T *p, const VX
     for (int r = 0; r < B; r++)
         for (int j = 0; j < d->out; j++) db[j] += dy[(size_t)r * d->out + j];
     if (dx)
-        VX_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, d->in, d->out, 1, dy, d->out,
-                p + d->w, d->out, accumulate ? 1 : 0, dx, d->in);
+        VX_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, d->in, d->out, 1, dy, d->out, p + d->w,
+                d->out, accumulate ? 1 : 0, dx, d->in);
 }
 
 /* Zero the gradient where the forward output (after ReLU) was zero. */

@@ -46,8 +46,9 @@ vx_status vx_qnet_layout_make(const vx_qnet_cfg *c, vx_qnet_layout *L, vx_err *e
     if (c->in_dim < 1 || c->n_trunk < 0 || c->n_trunk > VX_QNET_MAX_TRUNK || c->head_hidden < 1 ||
         c->n_branches < 1 || c->n_branches > VX_QNET_MAX_BRANCHES || c->atoms < 1 ||
         c->atoms > 1024)
-        return vx_err_set(e, VX_ERR_ARG, "qnet: invalid shape (in %d, trunk layers %d, head %d, "
-                                         "branches %d, atoms %d)",
+        return vx_err_set(e, VX_ERR_ARG,
+                          "qnet: invalid shape (in %d, trunk layers %d, head %d, "
+                          "branches %d, atoms %d)",
                           c->in_dim, c->n_trunk, c->head_hidden, c->n_branches, c->atoms);
     for (int l = 0; l < c->n_trunk; l++)
         if (c->trunk[l] < 1 || c->trunk[l] > 65536)
@@ -130,7 +131,8 @@ void vx_qnet_init(const vx_qnet_layout *L, uint64_t seed, float *params)
         float *w = params + d[k]->w;
         if (is_output) { /* Xavier (Glorot) uniform */
             double lim = sqrt(6.0 / (d[k]->in + d[k]->out));
-            for (size_t i = 0; i < n_w; i++) w[i] = (float)((2 * vx_rng_uniform_double(&r) - 1) * lim);
+            for (size_t i = 0; i < n_w; i++)
+                w[i] = (float)((2 * vx_rng_uniform_double(&r) - 1) * lim);
         } else { /* He (Kaiming) normal for ReLU */
             double sd = sqrt(2.0 / d[k]->in);
             for (size_t i = 0; i < n_w; i++) w[i] = (float)(vx_rng_normal(&r) * sd);
@@ -156,11 +158,13 @@ const void *vx_nn_backend(vx_device *dev, const char *component, const void *cpu
 {
     const void *ops = vx_device_backend(dev, component);
     if (!ops && vx_device_kind(dev) == VX_DEVICE_CPU) ops = cpu_ops;
-    if (!ops) vx_err_set(e, VX_ERR_UNSUPPORTED, "%s: no implementation for %s", component, vx_device_name(dev));
+    if (!ops)
+        vx_err_set(e, VX_ERR_UNSUPPORTED, "%s: no implementation for %s", component,
+                   vx_device_name(dev));
     return ops;
 }
 
-/* ---- the dense context ------------------------------------------------------------------------- */
+/* ---- the dense context ----------------------------------------------------------------------- */
 
 struct vx_dense_ctx {
     const vx_dense_ops *ops;
@@ -207,7 +211,8 @@ vx_status vx_dense_backward(vx_dense_ctx *c, const vx_dense *d, const float *P, 
     return c->ops->backward(c->impl, d, P, x, B, dy, g, dx, accumulate, s, e);
 }
 
-/* ---- the network --------------------------------------------------------------------------------- */
+/* ---- the network
+ * --------------------------------------------------------------------------------- */
 
 struct vx_qnet {
     const vx_qnet_ops *ops;
@@ -215,8 +220,8 @@ struct vx_qnet {
     int max_batch, backward_batch;
 };
 
-vx_status vx_qnet_create(const vx_qnet_layout *L, int max_batch, int backward_batch,
-                         vx_device *dev, vx_qnet **out, vx_err *e)
+vx_status vx_qnet_create(const vx_qnet_layout *L, int max_batch, int backward_batch, vx_device *dev,
+                         vx_qnet **out, vx_err *e)
 {
     *out = NULL;
     if (max_batch < 1 || backward_batch < 0 || backward_batch > max_batch)
@@ -244,7 +249,10 @@ void vx_qnet_free(vx_qnet *q)
     free(q);
 }
 
-vx_status vx_qnet_set_tf32(vx_qnet *q, int on, vx_err *e) { return q->ops->set_tf32(q->impl, on, e); }
+vx_status vx_qnet_set_tf32(vx_qnet *q, int on, vx_err *e)
+{
+    return q->ops->set_tf32(q->impl, on, e);
+}
 
 vx_status vx_qnet_forward(vx_qnet *q, const float *params, const float *x, int B, vx_stream s,
                           vx_err *e)
@@ -256,8 +264,8 @@ vx_status vx_qnet_forward(vx_qnet *q, const float *params, const float *x, int B
 
 const float *vx_qnet_output(const vx_qnet *q) { return q->ops->output(q->impl); }
 
-vx_status vx_qnet_backward(vx_qnet *q, const float *params, const float *x, int B,
-                           const float *dq, float *grads, vx_stream s, vx_err *e)
+vx_status vx_qnet_backward(vx_qnet *q, const float *params, const float *x, int B, const float *dq,
+                           float *grads, vx_stream s, vx_err *e)
 {
     if (B < 1 || B > q->backward_batch)
         return vx_err_set(e, VX_ERR_ARG, "qnet: backward batch %d outside 1..%d", B,
@@ -267,7 +275,8 @@ vx_status vx_qnet_backward(vx_qnet *q, const float *params, const float *x, int 
 
 size_t vx_qnet_reserved(const vx_qnet *q) { return q->ops->reserved(q->impl); }
 
-/* ---- the optimizer ------------------------------------------------------------------------------- */
+/* ---- the optimizer
+ * ------------------------------------------------------------------------------- */
 
 struct vx_optim {
     const vx_optim_ops *ops;

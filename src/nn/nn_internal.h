@@ -24,15 +24,15 @@ typedef struct {
 } vx_dense_ops;
 
 typedef struct {
-    vx_status (*create)(const vx_qnet_layout *L, int max_batch, int backward_batch,
-                        vx_device *dev, void **impl, vx_err *e);
+    vx_status (*create)(const vx_qnet_layout *L, int max_batch, int backward_batch, vx_device *dev,
+                        void **impl, vx_err *e);
     void (*free)(void *impl);
     vx_status (*set_tf32)(void *impl, int on, vx_err *e);
     vx_status (*forward)(void *impl, const float *params, const float *x, int B, vx_stream s,
                          vx_err *e);
     const float *(*output)(const void *impl);
-    vx_status (*backward)(void *impl, const float *params, const float *x, int B,
-                          const float *dq, float *grads, vx_stream s, vx_err *e);
+    vx_status (*backward)(void *impl, const float *params, const float *x, int B, const float *dq,
+                          float *grads, vx_stream s, vx_err *e);
     size_t (*reserved)(const void *impl);
 } vx_qnet_ops;
 
@@ -55,7 +55,6 @@ extern const vx_optim_ops vx_optim_cpu_ops;
 /* The device's implementation of a component, or the CPU's for a CPU device; NULL (with e) when
  * the device has none. */
 const void *vx_nn_backend(vx_device *dev, const char *component, const void *cpu_ops, vx_err *e);
-
 
 #ifdef __cplusplus
 }

@@ -24,9 +24,9 @@ typedef struct {
     size_t n;
     vx_mem mem;
     float *m, *v;
-    double *norm;     /* the last step's norm before clipping */
-    long long *t;     /* steps taken */
-    double *scratch;  /* NORM_BLOCKS partial sums, then two arrival counters (zeroed once) */
+    double *norm;    /* the last step's norm before clipping */
+    long long *t;    /* steps taken */
+    double *scratch; /* NORM_BLOCKS partial sums, then two arrival counters (zeroed once) */
 } optim_cuda;
 
 static unsigned blocks_for(size_t n) { return (unsigned)((n + 255) / 256); }
@@ -141,11 +141,10 @@ static vx_status oc_step(void *impl, float *params, float *grads, vx_stream vs, 
     unsigned *arrived = (unsigned *)(o->scratch + NORM_BLOCKS);
     sumsq_kernel<<<NORM_BLOCKS, 256, 0, s>>>(grads, o->n, o->scratch, arrived, o->norm);
     VX_CUDA_LAUNCH_CHECK(s);
-    adam_kernel<<<blocks_for(o->n), 256, 0, s>>>(params, grads, o->m, o->v, o->n, o->t,
-                                                 (unsigned *)(o->scratch + NORM_BLOCKS + 1),
-                                                 o->max_norm > 0 ? o->norm : NULL, o->max_norm,
-                                                 o->cfg.lr, o->cfg.beta1, o->cfg.beta2,
-                                                 o->cfg.eps, o->cfg.weight_decay);
+    adam_kernel<<<blocks_for(o->n), 256, 0, s>>>(
+        params, grads, o->m, o->v, o->n, o->t, (unsigned *)(o->scratch + NORM_BLOCKS + 1),
+        o->max_norm > 0 ? o->norm : NULL, o->max_norm, o->cfg.lr, o->cfg.beta1, o->cfg.beta2,
+        o->cfg.eps, o->cfg.weight_decay);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -182,5 +181,5 @@ fail:
 
 static size_t oc_reserved(const void *impl) { return ((const optim_cuda *)impl)->mem.bytes; }
 
-extern "C" const vx_optim_ops vx_optim_cuda_ops = {oc_create,     oc_free,       oc_step,    oc_norm,
-                                                   oc_copy_state, oc_load_state, oc_reserved};
+extern "C" const vx_optim_ops vx_optim_cuda_ops = {
+    oc_create, oc_free, oc_step, oc_norm, oc_copy_state, oc_load_state, oc_reserved};

@@ -143,7 +143,8 @@ void vx_adam_step(vx_adam *a, float *p, const float *g)
     for (size_t i = 0; i < a->n; i++) vx_adam_elem(&k, &p[i], &a->m[i], &a->v[i], g[i]);
 }
 
-/* ---- the network object on the CPU ---------------------------------------------------------------- */
+/* ---- the network object on the CPU
+ * ---------------------------------------------------------------- */
 
 typedef struct {
     vx_qnet_layout L;
@@ -199,12 +200,17 @@ static vx_status cq_backward(void *impl, const float *params, const float *x, in
     return VX_OK;
 }
 
-static size_t cq_reserved(const void *impl) { (void)impl; return 0; }
+static size_t cq_reserved(const void *impl)
+{
+    (void)impl;
+    return 0;
+}
 
-const vx_qnet_ops vx_qnet_cpu_ops = {cq_create,   cq_free,     cq_set_tf32, cq_forward,
-                                     cq_output,   cq_backward, cq_reserved};
+const vx_qnet_ops vx_qnet_cpu_ops = {cq_create, cq_free,     cq_set_tf32, cq_forward,
+                                     cq_output, cq_backward, cq_reserved};
 
-/* ---- the optimizer object on the CPU: vx_grad_clip then vx_adam_step ------------------------------ */
+/* ---- the optimizer object on the CPU: vx_grad_clip then vx_adam_step
+ * ------------------------------ */
 
 typedef struct {
     vx_adam adam;
@@ -266,7 +272,11 @@ static vx_status co_load_state(void *impl, const float *m, const float *v, const
     return VX_OK;
 }
 
-static size_t co_reserved(const void *impl) { (void)impl; return 0; }
+static size_t co_reserved(const void *impl)
+{
+    (void)impl;
+    return 0;
+}
 
 const vx_optim_ops vx_optim_cpu_ops = {co_create,     co_free,       co_step,    co_norm,
                                        co_copy_state, co_load_state, co_reserved};

@@ -34,8 +34,8 @@ typedef struct {
     float *q;
     float *dv, *dh, *dh2;                                           /* backward, trunk level */
     float *dv_b[HEADS], *da_b[HEADS], *dhid_h[HEADS], *dh_h[HEADS]; /* backward, per head */
-    vx_dense_ctx *main;       /* the trunk's GEMMs, on the caller's stream */
-    vx_dense_ctx *hd[HEADS];  /* head h (0: value, 1 + d: branch d) */
+    vx_dense_ctx *main;      /* the trunk's GEMMs, on the caller's stream */
+    vx_dense_ctx *hd[HEADS]; /* head h (0: value, 1 + d: branch d) */
     cudaStream_t hs[HEADS];
     cudaEvent_t fork, done[HEADS], dv_done[HEADS];
 } qnet_cuda;
@@ -78,8 +78,9 @@ static vx_status qc_create(const vx_qnet_layout *L, int max_batch, int bwd_batch
     for (int d = 0; d < c->n_branches; d++)
         fwd += (size_t)c->head_hidden + (size_t)c->branch[d] * (size_t)c->atoms;
     fwd += (size_t)L->out_dim;
-    if (Bb) bwd = (size_t)c->atoms + 2 * Hmax +
-                  (size_t)q->heads * ((size_t)c->atoms + Amax + (size_t)c->head_hidden + Htop);
+    if (Bb)
+        bwd = (size_t)c->atoms + 2 * Hmax +
+              (size_t)q->heads * ((size_t)c->atoms + Amax + (size_t)c->head_hidden + Htop);
     float *p = NULL;
     int train = bwd_batch > 0;
     st = vx_mem_alloc(&q->mem, (B * fwd + Bb * bwd) * sizeof(float), &p, e);
@@ -141,8 +142,8 @@ static size_t qc_reserved(const void *impl)
 static unsigned blocks_for(size_t n) { return (unsigned)((n + 255) / 256); }
 
 /* One thread per (row, atom) of a branch: the mean over actions, then Q. */
-static __global__ void dueling_kernel(const float *v, const float *a, float *q, int B, int n,
-                                      int Z, int out_dim, int offset)
+static __global__ void dueling_kernel(const float *v, const float *a, float *q, int B, int n, int Z,
+                                      int out_dim, int offset)
 {
     size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (size_t)B * Z) return;
@@ -184,7 +185,8 @@ static vx_status qc_forward(void *impl, const float *P, const float *x, int B, v
         cudaStream_t hs = q->hs[1 + d];
         size_t n = (size_t)B * Z;
         st = vx_dense_forward(q->hd[1 + d], &L->adv1[d], P, h, B, q->a1[d], 1, hs, e);
-        if (!st) st = vx_dense_forward(q->hd[1 + d], &L->adv2[d], P, q->a1[d], B, q->a[d], 0, hs, e);
+        if (!st)
+            st = vx_dense_forward(q->hd[1 + d], &L->adv2[d], P, q->a1[d], B, q->a[d], 0, hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->done[0], 0));
         dueling_kernel<<<blocks_for(n), 256, 0, hs>>>(q->v, q->a[d], q->q, B, c->branch[d], Z,
@@ -254,16 +256,15 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         cudaStream_t hs = q->hs[1 + d];
         size_t n = (size_t)B * Z;
         VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->fork, 0));
-        dueling_bwd_kernel<<<blocks_for(n), 256, 0, hs>>>(dq, q->dv_b[d], q->da_b[d], B,
-                                                         c->branch[d], Z, L->out_dim,
-                                                         L->out_offset[d]);
+        dueling_bwd_kernel<<<blocks_for(n), 256, 0, hs>>>(
+            dq, q->dv_b[d], q->da_b[d], B, c->branch[d], Z, L->out_dim, L->out_offset[d]);
         VX_CUDA_LAUNCH_CHECK(hs);
         VX_CUDA_CHECK(cudaEventRecord(q->dv_done[d], hs));
         st = vx_dense_backward(q->hd[1 + d], &L->adv2[d], P, q->a1[d], B, q->da_b[d], g,
                                q->dhid_h[1 + d], 0, hs, e);
         if (st) goto fail;
         relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, hs>>>(q->dhid_h[1 + d], q->a1[d],
-                                                                    (size_t)B * Hh);
+                                                                     (size_t)B * Hh);
         VX_CUDA_LAUNCH_CHECK(hs);
         st = vx_dense_backward(q->hd[1 + d], &L->adv1[d], P, top, B, q->dhid_h[1 + d], g,
                                q->dh_h[1 + d], 0, hs, e);
@@ -280,13 +281,16 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
             VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->dv_done[d], 0));
             pv.p[d] = q->dv_b[d];
         }
-        sum_parts_kernel<<<blocks_for((size_t)B * Z), 256, 0, hs>>>(pv, K, (size_t)B * Z, 1.0f, q->dv);
+        sum_parts_kernel<<<blocks_for((size_t)B * Z), 256, 0, hs>>>(pv, K, (size_t)B * Z, 1.0f,
+                                                                    q->dv);
         VX_CUDA_LAUNCH_CHECK(hs);
         st = vx_dense_backward(q->hd[0], &L->value2, P, q->v1, B, q->dv, g, q->dhid_h[0], 0, hs, e);
         if (st) goto fail;
-        relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, hs>>>(q->dhid_h[0], q->v1, (size_t)B * Hh);
+        relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, hs>>>(q->dhid_h[0], q->v1,
+                                                                     (size_t)B * Hh);
         VX_CUDA_LAUNCH_CHECK(hs);
-        st = vx_dense_backward(q->hd[0], &L->value1, P, top, B, q->dhid_h[0], g, q->dh_h[0], 0, hs, e);
+        st = vx_dense_backward(q->hd[0], &L->value1, P, top, B, q->dhid_h[0], g, q->dh_h[0], 0, hs,
+                               e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaEventRecord(q->done[0], hs));
     }
@@ -315,5 +319,5 @@ fail:
     return st;
 }
 
-extern "C" const vx_qnet_ops vx_qnet_cuda_ops = {qc_create,   qc_free,     qc_set_tf32, qc_forward,
-                                                 qc_output,   qc_backward, qc_reserved};
+extern "C" const vx_qnet_ops vx_qnet_cuda_ops = {qc_create, qc_free,     qc_set_tf32, qc_forward,
+                                                 qc_output, qc_backward, qc_reserved};

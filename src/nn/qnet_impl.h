@@ -17,7 +17,7 @@ typedef struct {
 } VX_NAME(acts);
 
 static void VX_NAME(forward)(const vx_qnet_layout *L, const VX_T *p, const VX_T *x, int B,
-                             VX_NAME(acts) *s)
+                             VX_NAME(acts) * s)
 {
     const vx_qnet_cfg *c = &L->cfg;
     const VX_T *h = x;
@@ -46,18 +46,19 @@ static void VX_NAME(forward)(const vx_qnet_layout *L, const VX_T *p, const VX_T 
 }
 
 static void VX_NAME(backward)(const vx_qnet_layout *L, const VX_T *p, const VX_T *x, int B,
-                              const VX_T *dq, VX_NAME(acts) *s, VX_T *g)
+                              const VX_T *dq, VX_NAME(acts) * s, VX_T *g)
 {
     const vx_qnet_cfg *c = &L->cfg;
     int Z = c->atoms, Hh = c->head_hidden, Hmax = 0, Amax = 0;
     for (int l = 0; l < c->n_trunk; l++) Hmax = c->trunk[l] > Hmax ? c->trunk[l] : Hmax;
     if (Hmax < c->in_dim) Hmax = c->in_dim; /* as vx_qnet_ws_create sized it */
-    for (int d = 0; d < c->n_branches; d++) Amax = c->branch[d] * Z > Amax ? c->branch[d] * Z : Amax;
-    VX_T *dv = s->scratch;                    /* B × Z */
-    VX_T *da = dv + (size_t)B * Z;            /* B × n_d·Z */
-    VX_T *dhid = da + (size_t)B * Amax;       /* B × Hh */
-    VX_T *dh = dhid + (size_t)B * Hh;         /* B × H: gradient at the trunk's output */
-    VX_T *dh2 = dh + (size_t)B * Hmax;        /* B × H: ping-pong for the trunk */
+    for (int d = 0; d < c->n_branches; d++)
+        Amax = c->branch[d] * Z > Amax ? c->branch[d] * Z : Amax;
+    VX_T *dv = s->scratch;              /* B × Z */
+    VX_T *da = dv + (size_t)B * Z;      /* B × n_d·Z */
+    VX_T *dhid = da + (size_t)B * Amax; /* B × Hh */
+    VX_T *dh = dhid + (size_t)B * Hh;   /* B × H: gradient at the trunk's output */
+    VX_T *dh2 = dh + (size_t)B * Hmax;  /* B × H: ping-pong for the trunk */
     const VX_T *top = c->n_trunk ? s->trunk[c->n_trunk - 1] : x;
     /* dueling aggregation: dV = Σ_d Σ_a dQ, dA_d[a] = dQ_d[a] − mean_a' dQ_d[a'] */
     memset(dv, 0, sizeof(VX_T) * (size_t)B * Z);

@@ -75,8 +75,8 @@ vx_status vx_replay_header_read(FILE *f, const char *path, const vx_replay_cfg *
         h->format != VX_REPLAY_FORMAT)
         return vx_err_record(e, VX_ERR_FORMAT, path, -1, 0, "magic", "not a vixen replay file");
     if (h->kind != (uint32_t)cfg->kind || h->capacity != cfg->capacity ||
-        h->obs_dim != (uint32_t)cfg->obs_dim || h->size > h->capacity ||
-        h->cursor >= h->capacity || h->order_n > h->size)
+        h->obs_dim != (uint32_t)cfg->obs_dim || h->size > h->capacity || h->cursor >= h->capacity ||
+        h->order_n > h->size)
         return vx_err_record(e, VX_ERR_ARG, path, -1, 8, "kind",
                              "saved buffer (kind %u, capacity %llu, obs %u) does not match this "
                              "one (kind %d, capacity %zu, obs %d)",

@@ -136,8 +136,7 @@ static void set_priority(vx_replay *r, size_t i, double p)
     if (r->cfg.kind == VX_REPLAY_PROPORTIONAL) tree_set(b, i, pow(p, r->cfg.alpha));
 }
 
-static vx_status cpu_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_stream s,
-                            vx_err *e)
+static vx_status cpu_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_stream s, vx_err *e)
 {
     (void)s;
     cpu_buf *b = cb(r);
@@ -146,8 +145,8 @@ static vx_status cpu_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_
         for (int j = 0; j < VX_ACTION_BRANCHES; j++) {
             int32_t a = t->actions[k * VX_ACTION_BRANCHES + j];
             if (a < 0 || a > 255)
-                return vx_err_set(e, VX_ERR_ARG, "replay: transition %zu action %d out of range",
-                                  k, a);
+                return vx_err_set(e, VX_ERR_ARG, "replay: transition %zu action %d out of range", k,
+                                  a);
         }
     for (size_t k = 0; k < n; k++) {
         size_t i = b->cursor;
@@ -319,7 +318,8 @@ static vx_status cpu_sample(vx_replay *r, size_t B, vx_replay_batch *out, vx_str
         const slot_meta *m = &b->meta[i];
         memcpy(out->obs + j * D, b->obs + i * D, D * sizeof(float));
         memcpy(out->next_obs + j * D, b->next_obs + i * D, D * sizeof(float));
-        for (int k = 0; k < VX_ACTION_BRANCHES; k++) out->actions[j * VX_ACTION_BRANCHES + k] = m->action[k];
+        for (int k = 0; k < VX_ACTION_BRANCHES; k++)
+            out->actions[j * VX_ACTION_BRANCHES + k] = m->action[k];
         out->rewards[j] = m->reward;
         out->terminated[j] = m->term;
         out->truncated[j] = m->trunc;
@@ -537,8 +537,8 @@ vx_status vx_replay_raw_commit(vx_replay *r, const vx_replay_raw *raw, vx_err *e
     if (r->ops != &vx_replay_cpu_ops)
         return vx_err_set(e, VX_ERR_ARG, "replay: raw commit to a buffer that is not on the CPU");
     if (raw->size > r->cfg.capacity || raw->cursor >= r->cfg.capacity)
-        return vx_err_set(e, VX_ERR_ARG, "replay: import of %zu slots into capacity %zu",
-                          raw->size, r->cfg.capacity);
+        return vx_err_set(e, VX_ERR_ARG, "replay: import of %zu slots into capacity %zu", raw->size,
+                          r->cfg.capacity);
     cpu_buf *b = cb(r);
     size_t old = b->size;
     b->size = raw->size, b->cursor = raw->cursor, b->inserted = raw->inserted;

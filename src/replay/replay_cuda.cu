@@ -64,8 +64,8 @@ __device__ static void recompute(const dev_tree t, int l, size_t node)
 
 static __global__ void insert_copy_kernel(vx_transitions t, size_t n, size_t start, size_t cap,
                                           int D, float *obs, float *next_obs, vx_slot_meta *meta,
-                                          double *prio, dev_tree tree, double alpha,
-                                          dev_state *ds, int proportional, size_t new_size)
+                                          double *prio, dev_tree tree, double alpha, dev_state *ds,
+                                          int proportional, size_t new_size)
 {
     size_t x = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (x == 0) ds->size = new_size; /* read by later kernels only, in stream order */
@@ -75,7 +75,8 @@ static __global__ void insert_copy_kernel(vx_transitions t, size_t n, size_t sta
     next_obs[i * D + d] = t.next_obs[x];
     if (d != 0) return;
     vx_slot_meta m = meta[i];
-    for (int b = 0; b < VX_ACTION_BRANCHES; b++) m.action[b] = (uint8_t)t.actions[k * VX_ACTION_BRANCHES + b];
+    for (int b = 0; b < VX_ACTION_BRANCHES; b++)
+        m.action[b] = (uint8_t)t.actions[k * VX_ACTION_BRANCHES + b];
     m.reward = t.rewards[k];
     m.term = t.terminated[k];
     m.trunc = t.truncated[k];
@@ -128,9 +129,9 @@ static __global__ void tree_level_kernel(dev_tree tree, int l, size_t n)
     if (node < n) recompute(tree, l, node);
 }
 
-static __global__ void sample_pick_kernel(size_t B, int proportional, uint64_t seed,
-                                          dev_tree tree, const vx_slot_meta *meta,
-                                          const dev_state *ds, vx_replay_batch out)
+static __global__ void sample_pick_kernel(size_t B, int proportional, uint64_t seed, dev_tree tree,
+                                          const vx_slot_meta *meta, const dev_state *ds,
+                                          vx_replay_batch out)
 {
     size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= B) return;
@@ -182,7 +183,8 @@ static __global__ void sample_pick_kernel(size_t B, int proportional, uint64_t s
     out.terminated[j] = m.term;
     out.truncated[j] = m.trunc;
     if (out.steps) out.steps[j] = m.steps;
-    for (int b = 0; b < VX_ACTION_BRANCHES; b++) out.actions[j * VX_ACTION_BRANCHES + b] = m.action[b];
+    for (int b = 0; b < VX_ACTION_BRANCHES; b++)
+        out.actions[j * VX_ACTION_BRANCHES + b] = m.action[b];
 }
 
 static __global__ void sample_gather_kernel(size_t B, int D, const float *obs,
@@ -230,10 +232,10 @@ static __global__ void update_mark_kernel(const uint32_t *index, const uint32_t 
 }
 
 static __global__ void update_leaf_kernel(const uint32_t *index, const uint32_t *gen,
-                                          const float *td, size_t n, double alpha,
-                                          double eps, int proportional, const vx_slot_meta *meta,
-                                          double *prio, const int *owner, unsigned char *win,
-                                          dev_tree tree, const dev_state *ds)
+                                          const float *td, size_t n, double alpha, double eps,
+                                          int proportional, const vx_slot_meta *meta, double *prio,
+                                          const int *owner, unsigned char *win, dev_tree tree,
+                                          const dev_state *ds)
 {
     size_t k = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (k >= n) return;
@@ -297,10 +299,9 @@ static __global__ void rank_mass_kernel(double *w, size_t n, double alpha)
 
 /* Rank-based draws: stratified u over the rank masses, the first rank whose cumulative mass
  * exceeds u (binary search), its slot from the sorted order. N: the order's length. */
-static __global__ void sample_rank_kernel(size_t B, double alpha, uint64_t seed,
-                                          const double *cdf, const uint32_t *order,
-                                          const vx_slot_meta *meta, const dev_state *ds,
-                                          vx_replay_batch out)
+static __global__ void sample_rank_kernel(size_t B, double alpha, uint64_t seed, const double *cdf,
+                                          const uint32_t *order, const vx_slot_meta *meta,
+                                          const dev_state *ds, vx_replay_batch out)
 {
     size_t j = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= B) return;
@@ -319,7 +320,8 @@ static __global__ void sample_rank_kernel(size_t B, double alpha, uint64_t seed,
     out.terminated[j] = m.term;
     out.truncated[j] = m.trunc;
     if (out.steps) out.steps[j] = m.steps;
-    for (int b = 0; b < VX_ACTION_BRANCHES; b++) out.actions[j * VX_ACTION_BRANCHES + b] = m.action[b];
+    for (int b = 0; b < VX_ACTION_BRANCHES; b++)
+        out.actions[j * VX_ACTION_BRANCHES + b] = m.action[b];
 }
 
 static __global__ void set_u64_kernel(unsigned long long *x, unsigned long long v) { *x = v; }
@@ -411,7 +413,8 @@ vx_status vx_rc_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_strea
     vx_transitions tt = *t;
     size_t skip = n > C ? n - C : 0;
     if (skip) {
-        tt.obs += skip * D, tt.next_obs += skip * D, tt.actions += skip * VX_ACTION_BRANCHES, tt.rewards += skip;
+        tt.obs += skip * D, tt.next_obs += skip * D, tt.actions += skip * VX_ACTION_BRANCHES,
+            tt.rewards += skip;
         tt.terminated += skip, tt.truncated += skip;
         if (tt.steps) tt.steps += skip;
     }
@@ -460,9 +463,9 @@ vx_status vx_rc_set_beta(vx_replay *r, double beta, vx_stream vs, vx_err *e)
 cudaError_t vx_rc_sort_scratch(size_t C, size_t *bytes)
 {
     size_t a = 0, s = 0;
-    cudaError_t rc = cub::DeviceRadixSort::SortPairsDescending(
-        NULL, a, (const double *)NULL, (double *)NULL, (const uint32_t *)NULL, (uint32_t *)NULL,
-        (int)C);
+    cudaError_t rc =
+        cub::DeviceRadixSort::SortPairsDescending(NULL, a, (const double *)NULL, (double *)NULL,
+                                                  (const uint32_t *)NULL, (uint32_t *)NULL, (int)C);
     if (!rc)
         rc = cub::DeviceScan::InclusiveSum(NULL, s, (const double *)NULL, (double *)NULL, (int)C);
     *bytes = a > s ? a : s;

@@ -248,8 +248,9 @@ vx_status vx_rc_snap(vx_replay *r, vx_stream vs, vx_err *e)
                           "replay: the buffer moved to the CPU, which has no snapshot (save it "
                           "with vx_replay_save)");
     if (__atomic_load_n(&sn->busy, __ATOMIC_ACQUIRE))
-        return vx_err_set(e, VX_ERR_ARG, "replay: snap while vx_replay_snap_save is writing the "
-                                         "last snapshot");
+        return vx_err_set(e, VX_ERR_ARG,
+                          "replay: snap while vx_replay_snap_save is writing the "
+                          "last snapshot");
     if (!sn->done) {
         st = snap_alloc(r, e);
         if (st) return st;
@@ -279,15 +280,16 @@ vx_status vx_rc_snap_save(vx_replay *r, const char *path, vx_err *e)
     vx_status st = vx_cuda_enter(r->dev, e);
     if (st) return st;
     if (!sn->taken)
-        return vx_err_set(e, VX_ERR_ARG, "replay: snap_save without a snapshot (vx_replay_snap "
-                                         "first)");
+        return vx_err_set(e, VX_ERR_ARG,
+                          "replay: snap_save without a snapshot (vx_replay_snap "
+                          "first)");
     __atomic_store_n(&sn->busy, 1, __ATOMIC_RELEASE);
     cudaError_t rc = cudaStreamWaitEvent(sn->io.s, sn->done, 0);
     if (rc) {
         st = vx_err_set(e, VX_ERR_CUDA, "replay: snap_save: %s", cudaGetErrorString(rc));
     } else {
-        rc_image im = {sn->obs, sn->next_obs, sn->meta, sn->prio, sn->ds,
-                       sn->size, sn->cursor, sn->inserted};
+        rc_image im = {sn->obs, sn->next_obs, sn->meta,   sn->prio,
+                       sn->ds,  sn->size,     sn->cursor, sn->inserted};
         st = write_image(&sn->cfg, &sn->io, &im, path, e);
     }
     __atomic_store_n(&sn->busy, 0, __ATOMIC_RELEASE);

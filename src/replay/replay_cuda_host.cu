@@ -167,7 +167,7 @@ static vx_status rc_create(vx_replay *r, vx_err *e)
 #undef DEV_ALLOC
     /* the pinned halves save and load stream through: the largest array, at most IO_CHUNK each */
     size_t io_n = C * D * sizeof(float) > C * sizeof(vx_slot_meta) ? C * D * sizeof(float)
-                                                                    : C * sizeof(vx_slot_meta);
+                                                                   : C * sizeof(vx_slot_meta);
     io_n = io_n < IO_CHUNK ? (io_n + 15) / 16 * 16 : IO_CHUNK;
     if (!ast) ast = vx_rc_stager_create(&b->io, &b->mem, io_n, b->ps, &ae);
     if (!ast && !rc) rc = vx_rc_init_device(r, b->ps);
@@ -240,8 +240,7 @@ vx_status vx_rc_insert_cpu(vx_replay *r, const vx_transitions *t, size_t n, cuda
     return vx_replay_insert(b->cpu, &h, n, NULL, e);
 }
 
-vx_status vx_rc_sample_cpu(vx_replay *r, size_t B, vx_replay_batch *out, cudaStream_t s,
-                           vx_err *e)
+vx_status vx_rc_sample_cpu(vx_replay *r, size_t B, vx_replay_batch *out, cudaStream_t s, vx_err *e)
 {
     rc_buf *b = rcb(r);
     size_t D = (size_t)r->cfg.obs_dim;
@@ -367,8 +366,13 @@ static vx_status rc_prob(vx_replay *r, size_t i, double *out, vx_err *e)
 
 /* Registered by device_open.c for CUDA contexts. */
 extern "C" const vx_replay_ops vx_replay_cuda_ops = {
-    "cuda",       rc_create,      rc_free,   rc_on_device, rc_size,
-    rc_reserved,  vx_rc_insert,   vx_rc_set_beta, vx_rc_sample, vx_rc_rank_refresh_entry,
-    vx_rc_update, rc_stats,       rc_prob,   vx_rc_save,   vx_rc_load,
-    vx_rc_snap,   vx_rc_snap_save, vx_rc_snap_reserve,
+    "cuda",          rc_create,
+    rc_free,         rc_on_device,
+    rc_size,         rc_reserved,
+    vx_rc_insert,    vx_rc_set_beta,
+    vx_rc_sample,    vx_rc_rank_refresh_entry,
+    vx_rc_update,    rc_stats,
+    rc_prob,         vx_rc_save,
+    vx_rc_load,      vx_rc_snap,
+    vx_rc_snap_save, vx_rc_snap_reserve,
 };

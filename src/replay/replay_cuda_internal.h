@@ -51,10 +51,10 @@ typedef struct {
 
 /* The rows and counters a save file is made from: the live buffer's or a snapshot's. */
 typedef struct {
-    const float *obs, *next_obs;  /* device, size × D */
-    const vx_slot_meta *meta;     /* device, capacity */
-    const double *prio;           /* device, size */
-    const dev_state *ds;          /* device */
+    const float *obs, *next_obs; /* device, size × D */
+    const vx_slot_meta *meta;    /* device, capacity */
+    const double *prio;          /* device, size */
+    const dev_state *ds;         /* device */
     size_t size, cursor;
     uint64_t inserted;
 } rc_image;
@@ -65,7 +65,7 @@ typedef struct {
     vx_slot_meta *meta;
     double *prio;
     dev_state *ds;
-    rc_stager io; /* snap_save's staging and stream */
+    rc_stager io;     /* snap_save's staging and stream */
     cudaEvent_t done; /* recorded after the copies */
     int taken;
     int busy; /* a snap_save is writing (atomic) */
@@ -134,8 +134,7 @@ cudaError_t vx_rc_quiesce(rc_buf *b);
 vx_status vx_rc_fall_back(vx_replay *r, const char *why, vx_err *e);
 vx_status vx_rc_insert_cpu(vx_replay *r, const vx_transitions *t, size_t n, cudaStream_t s,
                            vx_err *e);
-vx_status vx_rc_sample_cpu(vx_replay *r, size_t B, vx_replay_batch *out, cudaStream_t s,
-                           vx_err *e);
+vx_status vx_rc_sample_cpu(vx_replay *r, size_t B, vx_replay_batch *out, cudaStream_t s, vx_err *e);
 vx_status vx_rc_update_cpu(vx_replay *r, const uint32_t *index, const uint32_t *gen,
                            const float *td, size_t n, cudaStream_t s, vx_err *e);
 

@@ -78,9 +78,12 @@ vx_status vx_ckpt_write(const ckpt_job *j, vx_err *e)
     vx_meta *m = calloc(nm, sizeof *m);
     if (!m) return vx_err_set(e, VX_ERR_NOMEM, "checkpoint: out of memory");
     size_t k = 0;
-    snprintf(m[k].key, sizeof m[k].key, "format"), snprintf(m[k++].value, sizeof m[0].value, VX_CKPT_FORMAT);
-    snprintf(m[k].key, sizeof m[k].key, "algo"), snprintf(m[k++].value, sizeof m[0].value, "%s", j->algo);
-    snprintf(m[k].key, sizeof m[k].key, "epoch"), snprintf(m[k++].value, sizeof m[0].value, "%d", j->epoch);
+    snprintf(m[k].key, sizeof m[k].key, "format"),
+        snprintf(m[k++].value, sizeof m[0].value, VX_CKPT_FORMAT);
+    snprintf(m[k].key, sizeof m[k].key, "algo"),
+        snprintf(m[k++].value, sizeof m[0].value, "%s", j->algo);
+    snprintf(m[k].key, sizeof m[k].key, "epoch"),
+        snprintf(m[k++].value, sizeof m[0].value, "%d", j->epoch);
     snprintf(m[k].key, sizeof m[k].key, "env_steps");
     snprintf(m[k++].value, sizeof m[0].value, "%lld", (long long)j->env_steps);
     /* the resolved configuration travels with the weights */
@@ -172,7 +175,8 @@ vx_status vx_ckpt_open(const char *dir, const char *algo, vx_safetensors *s, int
     int64_t ep = 0;
     if (fmt && strncmp(fmt, "vixen-dqn-", 10) == 0)
         st = vx_err_line(e, VX_ERR_FORMAT, path, -1, "format",
-                         "written by an earlier vixen (%s): it can be evaluated but not resumed", fmt);
+                         "written by an earlier vixen (%s): it can be evaluated but not resumed",
+                         fmt);
     else if (!fmt || strcmp(fmt, VX_CKPT_FORMAT) != 0)
         st = vx_err_line(e, VX_ERR_FORMAT, path, -1, "format",
                          "not a resumable vixen checkpoint (%s; this version writes %s)",

@@ -22,15 +22,15 @@ typedef struct {
     char dir[1100];   /* <run>/checkpoint */
     vx_algo_state st; /* the algorithm's (tensors point into its buffers) */
     char algo[32];
-    int epoch;        /* epochs completed */
+    int epoch; /* epochs completed */
     int64_t env_steps;
-    char *config;     /* the resolved config as YAML (owned) */
+    char *config; /* the resolved config as YAML (owned) */
 } ckpt_job;
 
 typedef struct {
     pthread_t thread;
-    int running;       /* a thread was started and not joined */
-    atomic_int done;   /* it has finished (join will not block) */
+    int running;     /* a thread was started and not joined */
+    atomic_int done; /* it has finished (join will not block) */
     ckpt_job job;
     vx_status status;
     vx_err err;

@@ -13,13 +13,18 @@
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
 
 #define F(field) offsetof(vx_train_cfg, field), sizeof(((vx_train_cfg *)0)->field)
-#define NUM(name, type, field, lo, hi, help) {name, type, F(field), lo, hi, NULL, 0, 0, -1, help}
+#define NUM(name, type, field, lo, hi, help)                                                       \
+    {                                                                                              \
+        name, type, F(field), lo, hi, NULL, 0, 0, -1, help                                         \
+    }
 static const vx_key data_keys[] = {
     {"files", VX_KEY_STRLIST, offsetof(vx_train_cfg, files), sizeof(((vx_train_cfg *)0)->files[0]),
      0, 0, NULL, offsetof(vx_train_cfg, n_files), VX_TRAIN_MAX_FILES, -1,
      "bar files or folders (none: the synthetic market)"},
-    {"instrument", VX_KEY_STR, F(instrument), 0, 0, NULL, 0, 0, -1, "instrument id or symbol for multi-instrument DBN"},
-    {"cache", VX_KEY_STR, F(cache_dir), 0, 0, NULL, 0, 0, -1, "feature cache folder (empty: the default)"},
+    {"instrument", VX_KEY_STR, F(instrument), 0, 0, NULL, 0, 0, -1,
+     "instrument id or symbol for multi-instrument DBN"},
+    {"cache", VX_KEY_STR, F(cache_dir), 0, 0, NULL, 0, 0, -1,
+     "feature cache folder (empty: the default)"},
     NUM("synth_days", VX_KEY_INT, synth_days, 2, 100000, "days of synthetic market"),
     NUM("synth_seed", VX_KEY_U64, synth_seed, 0, 1e18, "seed of the synthetic market"),
     NUM("synth_strength", VX_KEY_DBL, synth_strength, 0, 10, "planted signal strength"),
@@ -44,30 +49,44 @@ static const vx_key train_keys[] = {
     {"algo", VX_KEY_ENUM, F(algo), 0, 0, vx_algo_names, 0, 0, -1, "the learning algorithm"},
     NUM("epochs", VX_KEY_INT, epochs, 1, 1e9, "epochs"),
     NUM("envs", VX_KEY_INT, envs, 1, 1 << 24, "environments stepped at once"),
-    NUM("steps_per_epoch", VX_KEY_INT, steps_per_epoch, 1, 1e7, "steps of each environment per epoch"),
+    NUM("steps_per_epoch", VX_KEY_INT, steps_per_epoch, 1, 1e7,
+        "steps of each environment per epoch"),
     NUM("eval_every", VX_KEY_INT, eval_every, 0, 1e9, "epochs between evaluations (0: end only)"),
     NUM("checkpoint_every", VX_KEY_INT, checkpoint_every, 1, 1e9, "epochs between checkpoints"),
     NUM("seed", VX_KEY_U64, seed, 0, 1e18, "seed of everything random"),
-    {"device", VX_KEY_ENUM, F(device), 0, 0, device_names, 0, 0, -1, "auto (the GPU when present), cpu or cuda"},
-    NUM("gpu_graphs", VX_KEY_INT, gpu_graphs, 0, 1, "1: CUDA graphs; 0: kernel by kernel, synchronised (the reference path)"),
-    NUM("async_checkpoints", VX_KEY_INT, async_checkpoints, 0, 1, "1: GPU checkpoints written in the background while training goes on"),
+    {"device", VX_KEY_ENUM, F(device), 0, 0, device_names, 0, 0, -1,
+     "auto (the GPU when present), cpu or cuda"},
+    NUM("gpu_graphs", VX_KEY_INT, gpu_graphs, 0, 1,
+        "1: CUDA graphs; 0: kernel by kernel, synchronised (the reference path)"),
+    NUM("async_checkpoints", VX_KEY_INT, async_checkpoints, 0, 1,
+        "1: GPU checkpoints written in the background while training goes on"),
     {"run_dir", VX_KEY_STR, F(run_dir), 0, 0, NULL, 0, 0, -1, "the run folder"},
 };
 static const vx_section data_section = {"data", data_keys, sizeof data_keys / sizeof *data_keys};
 static const vx_section env_section = {"env", env_keys, sizeof env_keys / sizeof *env_keys};
-static const vx_section train_section = {"train", train_keys, sizeof train_keys / sizeof *train_keys};
+static const vx_section train_section = {"train", train_keys,
+                                         sizeof train_keys / sizeof *train_keys};
 
 /* Keys that moved when the run stopped knowing about the DQN: old name, new name. */
 static const char *const renamed[] = {
-    "net.trunk", "dqn.trunk",
-    "net.head_hidden", "dqn.head_hidden",
-    "train.updates_per_epoch", "dqn.updates_per_epoch",
-    "train.replay_ratio", "dqn.replay_ratio",
-    "train.warmup", "dqn.warmup",
-    "train.eps_start", "dqn.eps_start",
-    "train.eps_end", "dqn.eps_end",
-    "train.eps_decay_epochs", "dqn.eps_decay_epochs",
-    "train.overlap", "dqn.overlap",
+    "net.trunk",
+    "dqn.trunk",
+    "net.head_hidden",
+    "dqn.head_hidden",
+    "train.updates_per_epoch",
+    "dqn.updates_per_epoch",
+    "train.replay_ratio",
+    "dqn.replay_ratio",
+    "train.warmup",
+    "dqn.warmup",
+    "train.eps_start",
+    "dqn.eps_start",
+    "train.eps_end",
+    "dqn.eps_end",
+    "train.eps_decay_epochs",
+    "dqn.eps_decay_epochs",
+    "train.overlap",
+    "dqn.overlap",
     NULL,
 };
 

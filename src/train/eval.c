@@ -25,7 +25,8 @@ static vx_status run_policy(const vx_market *m, const vx_env_cfg *cfg, const vx_
     if (st) return st;
     const vx_env_params *p = vx_env_params_get(env);
     int L = p->episode_len - 1; /* one spare step: no episode ends inside the walk */
-    for (size_t k = 0; k < E && !st; k++) st = vx_env_reset_to(env, k, p->row_lo + (int64_t)k * L, e);
+    for (size_t k = 0; k < E && !st; k++)
+        st = vx_env_reset_to(env, k, p->row_lo + (int64_t)k * L, e);
     float *obs = malloc(E * VX_OBS_DIM * sizeof(float));
     float *rew = malloc(E * sizeof(float));
     int32_t *act = malloc(E * VX_ACTION_BRANCHES * sizeof(int32_t));
@@ -113,7 +114,8 @@ vx_status vx_eval_run(const vx_market *m, const vx_env_cfg *env_cfg, const vx_po
     out->last_row = lo + (int64_t)E * L;
     vx_status st = VX_OK;
     if (pol) st = run_policy(m, &c, pol, POLICY_AGENT, E, &out->agent, out->bars_per_year, e);
-    if (!st) st = run_policy(m, &c, NULL, POLICY_BUY_HOLD, E, &out->buy_hold, out->bars_per_year, e);
+    if (!st)
+        st = run_policy(m, &c, NULL, POLICY_BUY_HOLD, E, &out->buy_hold, out->bars_per_year, e);
     if (!st) st = run_policy(m, &c, NULL, POLICY_FLAT, E, &out->flat, out->bars_per_year, e);
     return st;
 }
@@ -147,8 +149,9 @@ static void jrow(FILE *f, const char *name, const vx_eval_metrics *x, int last)
 
 void vx_eval_json(FILE *f, const vx_eval_report *r)
 {
-    fprintf(f, "{\n  \"episodes\": %zu, \"first_row\": %lld, \"last_row\": %lld, "
-               "\"bars_per_year\": %.6g, \"reward_scale\": %.6g,\n",
+    fprintf(f,
+            "{\n  \"episodes\": %zu, \"first_row\": %lld, \"last_row\": %lld, "
+            "\"bars_per_year\": %.6g, \"reward_scale\": %.6g,\n",
             r->episodes, (long long)r->first_row, (long long)r->last_row, r->bars_per_year,
             r->reward_scale);
     if (r->agent.bars > 0) jrow(f, "agent", &r->agent, 0);

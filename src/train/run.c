@@ -52,7 +52,7 @@ double vx_epoch_metric(const vx_epoch_report *r, const char *name)
     return NAN;
 }
 
-/* ---- metrics columns: the run's and the algorithm's ------------------------------------------- */
+/* ---- metrics columns: the run's and the algorithm's ------------------------------------------ */
 
 #define MAX_COLS (12 + VX_ALGO_MAX_METRICS)
 
@@ -65,8 +65,8 @@ typedef struct {
 /* epoch, env_steps, the algorithm's results, the episode and evaluation figures, then the
  * timings (env_steps_per_s, the algorithm's, seconds): rows of runs that should agree compare
  * equal up to the timing columns at the end. */
-static const char *const run_results[] = {"episode_return", "episode_pnl", "episodes",
-                                          "eval_sharpe",    "eval_pnl",    "eval_max_drawdown",
+static const char *const run_results[] = {"episode_return", "episode_pnl",  "episodes",
+                                          "eval_sharpe",    "eval_pnl",     "eval_max_drawdown",
                                           "eval_turnover",  "eval_hit_rate"};
 
 static void columns_make(columns *c, const vx_algo_ops *a)
@@ -135,7 +135,7 @@ static char *config_text(const vx_train_cfg *c)
     return buf;
 }
 
-/* ---- the run ------------------------------------------------------------------------------------ */
+/* ---- the run --------------------------------------------------------------------------------- */
 
 typedef struct {
     vx_train_cfg cfg; /* resolved: the algorithm's slot holds what it chose */
@@ -145,9 +145,9 @@ typedef struct {
     vx_env *env;
     vx_algo *algo;
     char ckpt_dir[1100];
-    char *config;     /* cfg as YAML */
+    char *config; /* cfg as YAML */
     ckpt_writer writer;
-    int epoch;        /* epochs completed */
+    int epoch; /* epochs completed */
     int64_t env_steps;
     int written, deferred; /* checkpoints written; due ones that waited for the writer */
 } run_state;
@@ -307,10 +307,12 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
         rep.n_metrics = r->ops->n_metrics;
         memcpy(rep.metric, out.metric, sizeof rep.metric);
         rep.seconds = vx_seconds_since(t0);
-        rep.eta_seconds = vx_seconds_since(run_start) / (r->epoch - first_epoch) * (c->epochs - r->epoch);
+        rep.eta_seconds =
+            vx_seconds_since(run_start) / (r->epoch - first_epoch) * (c->epochs - r->epoch);
         double row[MAX_COLS];
         for (int i = 0; i < cols.n; i++)
-            row[i] = cols.algo[i] >= 0 ? out.metric[cols.algo[i]] : run_value(cols.name[i], &rep, scale);
+            row[i] =
+                cols.algo[i] >= 0 ? out.metric[cols.algo[i]] : run_value(cols.name[i], &rep, scale);
         st = vx_csv_log_row(&csv, row, e);
         for (int i = 1; i < cols.n && !st; i++) {
             if (isnan(row[i])) continue;
@@ -330,8 +332,9 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
     }
     if (!st) st = vx_ckpt_writer_join(&r->writer, e);
     if (!st && r->deferred)
-        vx_log(VX_LOG_INFO, "train: %d checkpoints written; %d fell due while the last was still "
-                            "being written and were taken at the next epoch end after it",
+        vx_log(VX_LOG_INFO,
+               "train: %d checkpoints written; %d fell due while the last was still "
+               "being written and were taken at the next epoch end after it",
                r->written, r->deferred);
     if (!st && ev.buy_hold.bars == 0) st = evaluate(r, &ev, e);
     if (!st) st = write_eval(c->run_dir, &ev, e);
@@ -342,7 +345,7 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
     return st;
 }
 
-/* ---- evaluating a checkpoint -------------------------------------------------------------------- */
+/* ---- evaluating a checkpoint ----------------------------------------------------------------- */
 
 vx_status vx_eval_checkpoint(const vx_train_cfg *c, const char *ckpt_path, const vx_market *m,
                              vx_eval_report *out, vx_err *e)

@@ -12,23 +12,23 @@
 #include <cuda_runtime.h>
 #include "vixen/util.h"
 
-#define VX_CUDA_CHECK(call)                                                                    \
-    do {                                                                                       \
-        cudaError_t vx_rc_ = (call);                                                           \
-        if (vx_rc_ != cudaSuccess) {                                                           \
-            st = vx_err_set(e, VX_ERR_CUDA, "%s:%d: %s failed: %s", __FILE__, __LINE__, #call, \
-                            cudaGetErrorString(vx_rc_));                                       \
-            goto fail;                                                                         \
-        }                                                                                      \
+#define VX_CUDA_CHECK(call)                                                                        \
+    do {                                                                                           \
+        cudaError_t vx_rc_ = (call);                                                               \
+        if (vx_rc_ != cudaSuccess) {                                                               \
+            st = vx_err_set(e, VX_ERR_CUDA, "%s:%d: %s failed: %s", __FILE__, __LINE__, #call,     \
+                            cudaGetErrorString(vx_rc_));                                           \
+            goto fail;                                                                             \
+        }                                                                                          \
     } while (0)
 
 #ifdef VX_DEBUG_SYNC
-#define VX_CUDA_LAUNCH_CHECK(stream)                                                           \
-    do {                                                                                       \
-        cudaStreamCaptureStatus vx_cs_ = cudaStreamCaptureStatusNone;                          \
-        VX_CUDA_CHECK(cudaGetLastError());                                                     \
-        VX_CUDA_CHECK(cudaStreamIsCapturing((stream), &vx_cs_));                               \
-        if (vx_cs_ == cudaStreamCaptureStatusNone) VX_CUDA_CHECK(cudaStreamSynchronize(stream)); \
+#define VX_CUDA_LAUNCH_CHECK(stream)                                                               \
+    do {                                                                                           \
+        cudaStreamCaptureStatus vx_cs_ = cudaStreamCaptureStatusNone;                              \
+        VX_CUDA_CHECK(cudaGetLastError());                                                         \
+        VX_CUDA_CHECK(cudaStreamIsCapturing((stream), &vx_cs_));                                   \
+        if (vx_cs_ == cudaStreamCaptureStatusNone) VX_CUDA_CHECK(cudaStreamSynchronize(stream));   \
     } while (0)
 #else
 #define VX_CUDA_LAUNCH_CHECK(stream) VX_CUDA_CHECK(cudaGetLastError())

@@ -35,7 +35,7 @@ vx_device *vx_device_alloc(int kind, int index)
     return d;
 }
 
-/* ---- the CPU kind ------------------------------------------------------------------------------ */
+/* ---- the CPU kind ---------------------------------------------------------------------------- */
 
 static vx_status cpu_alloc(vx_device *d, size_t bytes, void **out, vx_err *e)
 {
@@ -104,8 +104,7 @@ static void cpu_fill(vx_device *d, size_t budget)
     d->budget = budget ? budget : avail / 20 * 19;
     d->ops = &cpu_ops;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    snprintf(d->name, sizeof d->name, "cpu (%ld cores, %.1f GiB)", cores,
-             d->total / 1073741824.0);
+    snprintf(d->name, sizeof d->name, "cpu (%ld cores, %.1f GiB)", cores, d->total / 1073741824.0);
 }
 
 void openblas_set_num_threads(int n); /* OpenBLAS's own setter (cblas.h does not declare it) */
@@ -209,7 +208,7 @@ const void *vx_device_backend(const vx_device *d, const char *component)
     return NULL;
 }
 
-/* ---- accounts ---------------------------------------------------------------------------------- */
+/* ---- accounts -------------------------------------------------------------------------------- */
 
 void vx_mem_init(vx_mem *m, vx_device *dev, const char *owner)
 {
@@ -229,8 +228,7 @@ static vx_status charge(vx_mem *m, size_t bytes, int host, vx_err *e)
                         "%s: %.1f MB more would exceed the memory budget of %s (%.1f MB, %.1f MB "
                         "reserved)",
                         m->owner, bytes / 1e6, d->name, d->budget / 1e6, d->reserved / 1e6);
-    else if (host)
-        d->host += bytes;
+    else if (host) d->host += bytes;
     else {
         d->reserved += bytes;
         if (d->reserved > d->peak) d->peak = d->reserved;

@@ -100,8 +100,8 @@ static vx_status cuda_copy(vx_device *d, void *dst, const void *src, size_t n, i
     cudaStream_t s = NULL;
     vx_status st = vx_cuda_stream_create(d, &s, e);
     if (st) return st;
-    VX_CUDA_CHECK(cudaMemcpyAsync(dst, src, n, to_device ? cudaMemcpyHostToDevice
-                                                         : cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(dst, src, n,
+                                  to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, s));
     VX_CUDA_CHECK(cudaStreamSynchronize(s));
 fail:
     vx_cuda_stream_destroy(s);
@@ -170,8 +170,8 @@ extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **o
     }
     d->total = total_b;
     d->budget = cfg->budget ? cfg->budget : free_b / 20 * 19;
-    snprintf(d->name, sizeof d->name, "cuda:%d %.80s, sm_%d%d, %d SMs, %.1f GiB", cfg->index, p.name,
-             p.major, p.minor, p.multiProcessorCount, total_b / 1073741824.0);
+    snprintf(d->name, sizeof d->name, "cuda:%d %.80s, sm_%d%d, %d SMs, %.1f GiB", cfg->index,
+             p.name, p.major, p.minor, p.multiProcessorCount, total_b / 1073741824.0);
     *out = d;
     return VX_OK;
 fail:

@@ -15,16 +15,20 @@
 #include "../nn/nn_internal.h"
 #include "../replay/replay_internal.h"
 
-int vx_cuda_device_count(void); /* philox_cuda.cu */
-extern const vx_dense_ops vx_dense_cuda_ops;         /* nn/dense_cuda.cu */
-extern const vx_qnet_ops vx_qnet_cuda_ops;           /* nn/qnet_cuda.cu */
-extern const vx_optim_ops vx_optim_cuda_ops;         /* nn/optim_cuda.cu */
-extern const vx_replay_ops vx_replay_cuda_ops;       /* replay/replay_cuda_host.cu */
-extern const dqn_backend_ops vx_dqn_backend_cuda;    /* dqn/dqn_backend_cuda.cu */
+int vx_cuda_device_count(void);                   /* philox_cuda.cu */
+extern const vx_dense_ops vx_dense_cuda_ops;      /* nn/dense_cuda.cu */
+extern const vx_qnet_ops vx_qnet_cuda_ops;        /* nn/qnet_cuda.cu */
+extern const vx_optim_ops vx_optim_cuda_ops;      /* nn/optim_cuda.cu */
+extern const vx_replay_ops vx_replay_cuda_ops;    /* replay/replay_cuda_host.cu */
+extern const dqn_backend_ops vx_dqn_backend_cuda; /* dqn/dqn_backend_cuda.cu */
 
 static const vx_backend_entry cuda_backends[] = {
-    {"env", &vx_env_cuda_ops},   {"replay", &vx_replay_cuda_ops}, {"dense", &vx_dense_cuda_ops},
-    {"qnet", &vx_qnet_cuda_ops}, {"optim", &vx_optim_cuda_ops},   {"dqn", &vx_dqn_backend_cuda},
+    {"env", &vx_env_cuda_ops},
+    {"replay", &vx_replay_cuda_ops},
+    {"dense", &vx_dense_cuda_ops},
+    {"qnet", &vx_qnet_cuda_ops},
+    {"optim", &vx_optim_cuda_ops},
+    {"dqn", &vx_dqn_backend_cuda},
     {NULL, NULL},
 };
 #endif
@@ -52,7 +56,8 @@ vx_status vx_device_open(const vx_device_cfg *cfg, vx_device **out, vx_err *e)
     if (!st) (*out)->backends = cuda_backends;
     return st;
 #else
-    return vx_err_set(e, VX_ERR_ARG, "device: cuda asked for, but this build of vixen has no CUDA "
-                                     "(rebuild with nvcc present)");
+    return vx_err_set(e, VX_ERR_ARG,
+                      "device: cuda asked for, but this build of vixen has no CUDA "
+                      "(rebuild with nvcc present)");
 #endif
 }

@@ -1,7 +1,7 @@
 /* file.c — whole-file reads, atomic writes (temporary name + rename), mkdir -p.
  *
  * Nothing vixen writes is ever half there: readers of a path see the old file or the new one. */
-#define _DEFAULT_SOURCE /* MADV_HUGEPAGE */
+#define _DEFAULT_SOURCE   /* MADV_HUGEPAGE */
 #define _XOPEN_SOURCE 700 /* nftw */
 #include "vixen/util.h"
 
@@ -88,7 +88,8 @@ void vx_atomic_abort(vx_atomic_file *af)
 vx_status vx_mkdirs(const char *path, vx_err *e)
 {
     char buf[1024];
-    if (strlen(path) >= sizeof buf) return vx_err_line(e, VX_ERR_ARG, path, -1, "", "path too long");
+    if (strlen(path) >= sizeof buf)
+        return vx_err_line(e, VX_ERR_ARG, path, -1, "", "path too long");
     snprintf(buf, sizeof buf, "%s", path);
     for (char *p = buf + 1; *p; p++) {
         if (*p != '/') continue;

@@ -78,12 +78,14 @@ extern "C" vx_status vx_philox_fill_cuda(uint64_t seed, size_t n_streams, size_t
     if (below) VX_CUDA_CHECK(cudaMalloc(&db, total * sizeof *db));
     VX_CUDA_CHECK(launch_philox_fill(s, seed, n_streams, per, below_n, dw, du, dn, db));
     VX_CUDA_LAUNCH_CHECK(s);
-    if (words) VX_CUDA_CHECK(cudaMemcpyAsync(words, dw, total * sizeof *dw, cudaMemcpyDeviceToHost, s));
+    if (words)
+        VX_CUDA_CHECK(cudaMemcpyAsync(words, dw, total * sizeof *dw, cudaMemcpyDeviceToHost, s));
     if (uniforms)
         VX_CUDA_CHECK(cudaMemcpyAsync(uniforms, du, total * sizeof *du, cudaMemcpyDeviceToHost, s));
     if (normals)
         VX_CUDA_CHECK(cudaMemcpyAsync(normals, dn, total * sizeof *dn, cudaMemcpyDeviceToHost, s));
-    if (below) VX_CUDA_CHECK(cudaMemcpyAsync(below, db, total * sizeof *db, cudaMemcpyDeviceToHost, s));
+    if (below)
+        VX_CUDA_CHECK(cudaMemcpyAsync(below, db, total * sizeof *db, cudaMemcpyDeviceToHost, s));
     VX_CUDA_CHECK(cudaStreamSynchronize(s));
 fail:
     if (s) cudaStreamDestroy(s);

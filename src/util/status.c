@@ -97,10 +97,8 @@ vx_status vx_err_record(vx_err *e, vx_status s, const char *file, int64_t record
     if (record >= 0 && offset >= 0)
         snprintf(where, sizeof where, "record %lld (byte %lld)", (long long)record,
                  (long long)offset);
-    else if (record >= 0)
-        snprintf(where, sizeof where, "record %lld", (long long)record);
-    else if (offset >= 0)
-        snprintf(where, sizeof where, "byte %lld", (long long)offset);
+    else if (record >= 0) snprintf(where, sizeof where, "record %lld", (long long)record);
+    else if (offset >= 0) snprintf(where, sizeof where, "byte %lld", (long long)offset);
     va_list ap;
     va_start(ap, fmt);
     format_ctx(e, where, fmt, ap);

@@ -64,8 +64,8 @@ static void progress_print(vx_progress *p, uint64_t done, int final)
     vx_format_duration(el, tb, sizeof tb);
     if (p->total > 0) {
         double frac = (double)done / (double)p->total;
-        double eta = rate > 0 ? (double)(p->total - (done < p->total ? done : p->total)) / rate
-                              : -1;
+        double eta =
+            rate > 0 ? (double)(p->total - (done < p->total ? done : p->total)) / rate : -1;
         vx_format_duration(final ? 0 : eta, eb, sizeof eb);
         fprintf(p->out, "%s%s %5.1f%% %llu/%llu %s, %s%s/s, elapsed %s, eta %s%s",
                 p->tty ? "\r\033[K" : "", p->label, 100.0 * frac, (unsigned long long)done,
@@ -73,8 +73,7 @@ static void progress_print(vx_progress *p, uint64_t done, int final)
                 (p->tty && !final) ? "" : "\n");
     } else {
         fprintf(p->out, "%s%s %llu %s, %s%s/s, elapsed %s%s", p->tty ? "\r\033[K" : "", p->label,
-                (unsigned long long)done, p->unit, rb, p->unit, tb,
-                (p->tty && !final) ? "" : "\n");
+                (unsigned long long)done, p->unit, rb, p->unit, tb, (p->tty && !final) ? "" : "\n");
     }
     fflush(p->out);
     p->printed = 1;

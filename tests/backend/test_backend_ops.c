@@ -36,12 +36,12 @@ static void result_free(result *r)
 
 typedef struct {
     const char *name;
-    double tol;   /* relative L2 of the float outputs; raw outputs must be equal */
-    int a, b, c;  /* the case's settings, meaning set by its runner */
+    double tol;  /* relative L2 of the float outputs; raw outputs must be equal */
+    int a, b, c; /* the case's settings, meaning set by its runner */
     void (*run)(vx_device *dev, uint64_t seed, int a, int b, int c, result *out);
 } test_case;
 
-/* ---- device memory helpers ---------------------------------------------------------------------- */
+/* ---- device memory helpers ------------------------------------------------------------------- */
 
 static void *dev_copy(vx_mem *m, const void *host, size_t n)
 {
@@ -85,7 +85,7 @@ static vx_dense dense_of(int in, int out, size_t *np)
     return d;
 }
 
-/* ---- dense: a = in, b = out, c = batch; forward with and without ReLU ------------------------- */
+/* ---- dense: a = in, b = out, c = batch; forward with and without ReLU ------------------------ */
 
 static void run_dense(vx_device *dev, uint64_t seed, int in, int out, int B, result *r)
 {
@@ -96,7 +96,8 @@ static void run_dense(vx_device *dev, uint64_t seed, int in, int out, int B, res
     vx_mem m;
     vx_mem_init(&m, dev, "test");
     float *dP = dev_copy(&m, P, np * 4), *dxx = dev_copy(&m, x, (size_t)B * in * 4);
-    float *dyr = dev_copy(&m, NULL, (size_t)B * out * 4), *dyl = dev_copy(&m, NULL, (size_t)B * out * 4);
+    float *dyr = dev_copy(&m, NULL, (size_t)B * out * 4),
+          *dyl = dev_copy(&m, NULL, (size_t)B * out * 4);
     float *ddy = dev_copy(&m, dy, (size_t)B * out * 4), *dg = dev_copy(&m, NULL, np * 4);
     float *ddx = dev_copy(&m, dx0, (size_t)B * in * 4);
     vx_dense_ctx *c;
@@ -125,7 +126,7 @@ static void run_dense_case(vx_device *dev, uint64_t seed, int a, int b, int c, r
     run_dense(dev, seed, a, b, c, r);
 }
 
-/* ---- the Q-network: a = atoms, b = batch ------------------------------------------------------- */
+/* ---- the Q-network: a = atoms, b = batch ----------------------------------------------------- */
 
 static void run_qnet(vx_device *dev, uint64_t seed, int atoms, int B, int c, result *r)
 {
@@ -142,7 +143,8 @@ static void run_qnet(vx_device *dev, uint64_t seed, int atoms, int B, int c, res
     vx_qnet_init(&L, seed, P);
     vx_mem m;
     vx_mem_init(&m, dev, "test");
-    float *dP = dev_copy(&m, P, np * 4), *dx = dev_copy(&m, x, nx * 4), *ddq = dev_copy(&m, dq, nq * 4);
+    float *dP = dev_copy(&m, P, np * 4), *dx = dev_copy(&m, x, nx * 4),
+          *ddq = dev_copy(&m, dq, nq * 4);
     float *dg = dev_copy(&m, NULL, np * 4);
     float *zero = calloc(np, 4);
     if (vx_device_upload(dev, dg, zero, np * 4, &e)) fail_msg("%s", e.msg); /* the padding */
@@ -157,7 +159,7 @@ static void run_qnet(vx_device *dev, uint64_t seed, int atoms, int B, int c, res
     free(P), free(x), free(dq), free(zero);
 }
 
-/* ---- the optimizer: a = clip on (norm above max_norm), b = weight decay on; 3 steps ------------- */
+/* ---- the optimizer: a = clip on (norm above max_norm), b = weight decay on; 3 steps ---------- */
 
 static void run_optim(vx_device *dev, uint64_t seed, int clip, int wd, int c, result *r)
 {
@@ -191,7 +193,7 @@ static void run_optim(vx_device *dev, uint64_t seed, int clip, int wd, int c, re
     free(p);
 }
 
-/* ---- the environments: a = N, b = steps (random actions); every output bit for bit ------------- */
+/* ---- the environments: a = N, b = steps (random actions); every output bit for bit ----------- */
 
 static void run_env(vx_device *dev, uint64_t seed, int N, int T, int c, result *r)
 {
@@ -260,13 +262,19 @@ static void run_replay(vx_device *dev, uint64_t seed, int kind, int B, int c, re
     for (size_t i = 0; i < n * A; i++) a[i] = (int32_t)(i % 3);
     vx_mem m;
     vx_mem_init(&m, dev, "test");
-    vx_transitions t = {dev_copy(&m, o, n * D * 4), dev_copy(&m, o, n * D * 4), dev_copy(&m, a, n * A * 4),
-                        dev_copy(&m, rw, n * 4), dev_copy(&m, fl, n), dev_copy(&m, fl, n), NULL};
-    vx_replay_batch b = {dev_copy(&m, NULL, (size_t)B * D * 4), dev_copy(&m, NULL, (size_t)B * D * 4),
-                         dev_copy(&m, NULL, (size_t)B * A * 4), dev_copy(&m, NULL, (size_t)B * 4),
-                         dev_copy(&m, NULL, (size_t)B), dev_copy(&m, NULL, (size_t)B),
-                         dev_copy(&m, NULL, (size_t)B), dev_copy(&m, NULL, (size_t)B * 4),
-                         dev_copy(&m, NULL, (size_t)B * 4), dev_copy(&m, NULL, (size_t)B * 4)};
+    vx_transitions t = {dev_copy(&m, o, n * D * 4),
+                        dev_copy(&m, o, n * D * 4),
+                        dev_copy(&m, a, n * A * 4),
+                        dev_copy(&m, rw, n * 4),
+                        dev_copy(&m, fl, n),
+                        dev_copy(&m, fl, n),
+                        NULL};
+    vx_replay_batch b = {
+        dev_copy(&m, NULL, (size_t)B * D * 4), dev_copy(&m, NULL, (size_t)B * D * 4),
+        dev_copy(&m, NULL, (size_t)B * A * 4), dev_copy(&m, NULL, (size_t)B * 4),
+        dev_copy(&m, NULL, (size_t)B),         dev_copy(&m, NULL, (size_t)B),
+        dev_copy(&m, NULL, (size_t)B),         dev_copy(&m, NULL, (size_t)B * 4),
+        dev_copy(&m, NULL, (size_t)B * 4),     dev_copy(&m, NULL, (size_t)B * 4)};
     float *td = randn((size_t)B, seed, 12, 2.0);
     float *dtd = dev_copy(&m, td, (size_t)B * 4);
     r->raw[0] = malloc((size_t)B * 8), r->nraw[0] = (size_t)B * 8;
@@ -332,11 +340,14 @@ static void compare_on(vx_device *dev, const char *label)
         }
         int raw_equal = 1;
         for (int i = 0; i < 2 && ref.raw[i]; i++)
-            raw_equal &= ref.nraw[i] == got.nraw[i] && memcmp(ref.raw[i], got.raw[i], ref.nraw[i]) == 0;
+            raw_equal &=
+                ref.nraw[i] == got.nraw[i] && memcmp(ref.raw[i], got.raw[i], ref.nraw[i]) == 0;
         int ok = worst <= c->tol && raw_equal;
         printf("%-8s %-28s max rel L2 %.2e (tolerance %.0e)%s  %s\n", label, c->name, worst, c->tol,
                raw_equal ? "" : ", exact outputs differ", ok ? "ok" : "FAIL");
-        if (!ok) fail_msg("%s on %s: %.3e > %.0e or exact outputs differ", c->name, label, worst, c->tol);
+        if (!ok)
+            fail_msg("%s on %s: %.3e > %.0e or exact outputs differ", c->name, label, worst,
+                     c->tol);
         result_free(&ref);
         result_free(&got);
     }

@@ -43,7 +43,8 @@ static void test_inspect_json_fixtures(void **state)
         assert_int_equal(count_lines(out), 1);
         assert_non_null(strstr(out, versions[i]));
         assert_non_null(strstr(out, "\"valid\": true"));
-        assert_non_null(strstr(out, "{\"instrument_id\": 5482, \"symbol\": \"ESH1\", \"bars\": 2}"));
+        assert_non_null(
+            strstr(out, "{\"instrument_id\": 5482, \"symbol\": \"ESH1\", \"bars\": 2}"));
         assert_non_null(strstr(out, "{\"ts_ns\": 1609160400000000000, \"time\": "
                                     "\"2020-12-28T13:00:00Z\", \"open\": 372025, \"high\": 372150, "
                                     "\"low\": 372025, \"close\": 372100, \"volume\": 353}"));
@@ -79,9 +80,11 @@ static void test_corrupt_inputs_one_line_error_no_cache(void **state)
     for (int i = 40; i < 80; i++) damaged[i] ^= 0xA5;
     const char *h = "timestamp,open,high,low,close,volume\n";
     char nan_csv[256], hl_csv[256], unsorted[256], dup[256];
-    snprintf(nan_csv, sizeof nan_csv, "%s2024-01-02 10:00,1,2,1,2,5\n2024-01-02 10:01,1,2,1,NaN,5\n", h);
+    snprintf(nan_csv, sizeof nan_csv,
+             "%s2024-01-02 10:00,1,2,1,2,5\n2024-01-02 10:01,1,2,1,NaN,5\n", h);
     snprintf(hl_csv, sizeof hl_csv, "%s2024-01-02 10:00,1,2,3,2,5\n", h);
-    snprintf(unsorted, sizeof unsorted, "%s2024-01-02 10:01,1,2,1,2,5\n2024-01-02 10:00,1,2,1,2,5\n", h);
+    snprintf(unsorted, sizeof unsorted,
+             "%s2024-01-02 10:01,1,2,1,2,5\n2024-01-02 10:00,1,2,1,2,5\n", h);
     snprintf(dup, sizeof dup, "%s2024-01-02 10:01,1,2,1,2,5\n2024-01-02 10:01,1,2,1,2,5\n", h);
     const char *missing = "timestamp,open,high,close,volume\n2024-01-02,1,2,1,5\n";
     corrupt cases[] = {
@@ -93,7 +96,8 @@ static void test_corrupt_inputs_one_line_error_no_cache(void **state)
         {"damaged.dbn.zst", damaged, zn, "byte", "field 'zstd'"},
         {"nan.csv", (const uint8_t *)nan_csv, strlen(nan_csv), "line 3", "field 'close'"},
         {"highlow.csv", (const uint8_t *)hl_csv, strlen(hl_csv), "line 2", "field 'high'"},
-        {"unsorted.csv", (const uint8_t *)unsorted, strlen(unsorted), "line 3", "field 'timestamp'"},
+        {"unsorted.csv", (const uint8_t *)unsorted, strlen(unsorted), "line 3",
+         "field 'timestamp'"},
         {"dup.csv", (const uint8_t *)dup, strlen(dup), "line 3", "field 'timestamp'"},
         {"missing.csv", (const uint8_t *)missing, strlen(missing), "line 1", "field 'low'"},
         {"empty.csv", (const uint8_t *)"", 0, "", "empty file"},
@@ -142,9 +146,9 @@ static void test_usage_errors(void **state)
     assert_int_equal(vixen("nonsense"), 2);
     assert_int_equal(vixen("data nonsense"), 2);
     assert_int_equal(vixen(""), 2);
-    const char *helps[] = {"--help", "data inspect --help", "data synth --help",
-                           "data features --help", "env bench --help", "bench --help",
-                           "train --help", "eval --help"};
+    const char *helps[] = {
+        "--help",           "data inspect --help", "data synth --help", "data features --help",
+        "env bench --help", "bench --help",        "train --help",      "eval --help"};
     for (size_t i = 0; i < sizeof helps / sizeof *helps; i++) {
         assert_int_equal(vixen(helps[i]), 0);
         assert_non_null(strstr(out, "usage: vixen"));
@@ -250,8 +254,9 @@ static void test_train_and_eval_commands(void **state)
      * config) and gives the same numbers */
     static char saved[sizeof out];
     memcpy(saved, out, sizeof out);
-    snprintf(args, sizeof args, "mkdir -p %s/lone/ckpt && cp %s/r/checkpoint/latest.safetensors %s/lone/ckpt/",
-             dir, dir, dir);
+    snprintf(args, sizeof args,
+             "mkdir -p %s/lone/ckpt && cp %s/r/checkpoint/latest.safetensors %s/lone/ckpt/", dir,
+             dir, dir);
     assert_int_equal(system(args), 0);
     snprintf(args, sizeof args, "eval %s/lone/ckpt/latest.safetensors --json", dir);
     assert_int_equal(vixen(args), 0);

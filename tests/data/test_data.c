@@ -20,7 +20,8 @@ static vx_status parse(const char *text, vx_series *s, vx_err *e)
 static int64_t ns(int y, int mo, int d, int h, int mi, int sec)
 {
     return ((int64_t)vx_days_from_civil(y, (unsigned)mo, (unsigned)d) * 86400 + h * 3600 + mi * 60 +
-            sec) * 1000000000ll;
+            sec) *
+           1000000000ll;
 }
 
 static void test_csv_basic_and_extra_columns(void **state)
@@ -61,8 +62,7 @@ static void test_csv_timestamp_formats(void **state)
         {"date,time,open,high,low,close,volume\n2024-03-01,09:31:00,1,2,1,2,5\n",
          ns(2024, 3, 1, 9, 31, 0)},
         {"timestamp,open,high,low,close,volume\n1709285400,1,2,1,2,5\n", 1709285400000000000ll},
-        {"timestamp,open,high,low,close,volume\n1709285400123,1,2,1,2,5\n",
-         1709285400123000000ll},
+        {"timestamp,open,high,low,close,volume\n1709285400123,1,2,1,2,5\n", 1709285400123000000ll},
         {"timestamp,open,high,low,close,volume\n1709285400123456789,1,2,1,2,5\n",
          1709285400123456789ll},
         {"\xEF\xBB\xBF\"Timestamp\",\"OPEN\",\"High\",\"low\",\"Close\",\"VOLUME\"\r\n"
@@ -163,7 +163,8 @@ static void test_csv_rejects_bad_input(void **state)
         assert_int_equal(e.line, cases[i].line);
         assert_string_equal(e.field, cases[i].field);
         assert_string_equal(e.file, "t.csv");
-        if (!strstr(e.msg, cases[i].words)) fail_msg("case %zu: '%s' lacks '%s'", i, e.msg, cases[i].words);
+        if (!strstr(e.msg, cases[i].words))
+            fail_msg("case %zu: '%s' lacks '%s'", i, e.msg, cases[i].words);
         assert_null(strchr(e.msg, '\n'));
         assert_true(strncmp(e.msg, "t.csv: ", 7) == 0);
     }

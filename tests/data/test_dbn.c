@@ -76,10 +76,9 @@ static void test_fixtures_exact(void **state)
         assert_int_equal(s.n, 2);
         assert_int_equal(s.ts[0], TS1);
         assert_int_equal(s.ts[1], TS2);
-        int64_t raw[2][4] = {{372025000000000ll, 372150000000000ll, 372025000000000ll,
-                              372100000000000ll},
-                             {372100000000000ll, 372150000000000ll, 372100000000000ll,
-                              372150000000000ll}};
+        int64_t raw[2][4] = {
+            {372025000000000ll, 372150000000000ll, 372025000000000ll, 372100000000000ll},
+            {372100000000000ll, 372150000000000ll, 372100000000000ll, 372150000000000ll}};
         for (int k = 0; k < 2; k++) {
             double px[4] = {s.open[k], s.high[k], s.low[k], s.close[k]};
             for (int f = 0; f < 4; f++) {
@@ -136,12 +135,12 @@ static void test_corrupt_streams(void **state)
     size_t n;
     uint8_t *b = plain_v2(&n), *c = malloc(n);
     /* truncated inside the second record */
-    check_err(b, 353 + 56 + 20, (expect){"truncated", VX_ERR_FORMAT, 2, 409, "length",
-                                         "runs past the end"});
-    check_err(b, 353 + 56 + 10, (expect){"short header", VX_ERR_FORMAT, 2, 409, "length",
-                                         "truncated record header"});
-    check_err(b, 300, (expect){"short metadata", VX_ERR_FORMAT, -1, 4, "length",
-                               "runs past the end"});
+    check_err(b, 353 + 56 + 20,
+              (expect){"truncated", VX_ERR_FORMAT, 2, 409, "length", "runs past the end"});
+    check_err(b, 353 + 56 + 10,
+              (expect){"short header", VX_ERR_FORMAT, 2, 409, "length", "truncated record header"});
+    check_err(b, 300,
+              (expect){"short metadata", VX_ERR_FORMAT, -1, 4, "length", "runs past the end"});
     memcpy(c, b, n), c[0] = 'X';
     check_err(c, n, (expect){"magic", VX_ERR_FORMAT, -1, 0, "magic", "bad magic"});
     memcpy(c, b, n), c[3] = 4;
@@ -367,7 +366,8 @@ static void test_damaged_streams_never_crash(void **state)
         int kind = (int)vx_rng_below(&r, 4);
         if (kind == 0) len = vx_rng_below(&r, (uint32_t)n);
         int flips = 1 + (int)vx_rng_below(&r, 8);
-        for (int f = 0; f < flips && kind != 0; f++) c[vx_rng_below(&r, (uint32_t)n)] ^= (uint8_t)(1 + vx_rng_below(&r, 255));
+        for (int f = 0; f < flips && kind != 0; f++)
+            c[vx_rng_below(&r, (uint32_t)n)] ^= (uint8_t)(1 + vx_rng_below(&r, 255));
         if (kind == 3) put32(c + 4, vx_rng_u32(&r) % (uint32_t)(n + 64));
         vx_series s;
         vx_err err;

@@ -31,7 +31,8 @@ static void test_features_range_and_shape(void **state)
         }
     /* no feature is dead: each one moves on real-looking data */
     for (int k = 0; k < VX_MARKET_FEATURES; k++)
-        if (!(sum_abs[k] > 0)) fail_msg("feature %d (%s) is identically zero", k, vx_feature_name(k));
+        if (!(sum_abs[k] > 0))
+            fail_msg("feature %d (%s) is identically zero", k, vx_feature_name(k));
     assert_string_equal(vx_feature_name(0), "ret_1");
     assert_string_equal(vx_feature_name(45), "exposure");
     vx_features_free(&f);
@@ -111,8 +112,8 @@ static void test_features_scale_free(void **state)
     vx_err e;
     assert_int_equal(vx_series_reserve(&m, s.n, &e), VX_OK);
     for (size_t i = 0; i < s.n; i++)
-        vx_series_push(&m, s.ts[i], s.open[i] / 64, s.high[i] / 64, s.low[i] / 64,
-                       s.close[i] / 64, s.volume[i] * 8, NULL);
+        vx_series_push(&m, s.ts[i], s.open[i] / 64, s.high[i] / 64, s.low[i] / 64, s.close[i] / 64,
+                       s.volume[i] * 8, NULL);
     vx_features a, b;
     assert_int_equal(vx_features_compute(&s, &a, &e), VX_OK);
     assert_int_equal(vx_features_compute(&m, &b, &e), VX_OK);
@@ -148,7 +149,7 @@ static void test_features_known_values(void **state)
     assert_float_equal(x[39], cos(6.283185307179586 * 570 / 1440.0), 1e-6);
     assert_float_equal(x[40], sin(6.283185307179586 * 3 / 7.0), 1e-6);
     assert_float_equal(x[42], 1.0, 0);
-    assert_float_equal(x[43], 1.0, 1e-6); /* the whole session left */
+    assert_float_equal(x[43], 1.0, 1e-6);                           /* the whole session left */
     x = f.x + (390 + 389 - VX_FEATURE_WARMUP) * VX_MARKET_FEATURES; /* 15:59 */
     assert_float_equal(x[43], 1.0 / 390, 1e-6);
     /* the session VWAP resets: at the first bar of a session the close sits near it */

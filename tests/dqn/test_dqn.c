@@ -30,7 +30,8 @@ static void test_expected_value_target_by_hand(void **state)
     int32_t a[3] = {2, 1, 0};
     float dq[5], pr;
     /* y = 0.5 + 0.9 · (4 + 6)/2 = 5; δ = (0.5 − 5, 3 − 5) = (−4.5, −2) */
-    float l = vx_loss_dqn(&s, VX_LOSS_MSE, 1, 0.9f, qs, qn, qt, a, 0.5f, 0, 2.0f, 0.25f, dq, 5, &pr);
+    float l =
+        vx_loss_dqn(&s, VX_LOSS_MSE, 1, 0.9f, qs, qn, qt, a, 0.5f, 0, 2.0f, 0.25f, dq, 5, &pr);
     assert_float_equal(l, 2.0f * (0.5f * 20.25f + 0.5f * 4.0f) / 2, 1e-5);
     assert_float_equal(pr, (4.5f + 2.0f) / 2, 1e-6);
     float want[5] = {0, 0, 2.0f * 0.5f * -4.5f * 0.25f, 0, 2.0f * 0.5f * -2.0f * 0.25f};
@@ -185,7 +186,8 @@ static vx_replay_batch bandit_batch(bandit *b, vx_rng *g)
         b->rew[i] = (b->act[i * 3] == 0) + (b->act[i * 3 + 1] == 0) + (b->act[i * 3 + 2] == 0);
         b->te[i] = 1, b->tu[i] = 0, b->st[i] = 1, b->w[i] = 1;
     }
-    vx_replay_batch rb = {b->obs, b->next, b->act, b->rew, b->te, b->tu, b->st, b->w, b->idx, b->gen};
+    vx_replay_batch rb = {b->obs, b->next, b->act, b->rew, b->te,
+                          b->tu,  b->st,   b->w,   b->idx, b->gen};
     return rb;
 }
 

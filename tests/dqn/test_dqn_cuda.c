@@ -57,10 +57,12 @@ static void one_update(int loss)
     float *w = malloc(B * 4);
     int32_t *a = malloc((size_t)B * 12);
     uint8_t *te = malloc(B), *tu = malloc(B), *sp = malloc(B);
-    for (int i = 0; i < B * D; i++) obs[i] = (float)vx_rng_normal(&g), nx[i] = (float)vx_rng_normal(&g);
+    for (int i = 0; i < B * D; i++)
+        obs[i] = (float)vx_rng_normal(&g), nx[i] = (float)vx_rng_normal(&g);
     for (int i = 0; i < B; i++) {
         rw[i] = (float)vx_rng_normal(&g), w[i] = 0.2f + 0.8f * vx_rng_uniform(&g);
-        a[i * VX_ACTION_BRANCHES] = (int32_t)vx_rng_below(&g, 9), a[i * VX_ACTION_BRANCHES + 1] = (int32_t)vx_rng_below(&g, 3);
+        a[i * VX_ACTION_BRANCHES] = (int32_t)vx_rng_below(&g, 9),
+              a[i * VX_ACTION_BRANCHES + 1] = (int32_t)vx_rng_below(&g, 3);
         a[i * VX_ACTION_BRANCHES + 2] = (int32_t)vx_rng_below(&g, 3);
         te[i] = i % 11 == 0, tu[i] = i % 7 == 0, sp[i] = (uint8_t)(1 + i % 3);
     }
@@ -68,9 +70,16 @@ static void one_update(int loss)
     float *d_on = dup_dev(d.online, np * 4), *d_tg = dup_dev(d.target, np * 4);
     float *old = malloc(np * 4);
     memcpy(old, d.online, np * 4);
-    vx_replay_batch db = {dup_dev(obs, (size_t)B * D * 4), dup_dev(nx, (size_t)B * D * 4),
-                          dup_dev(a, (size_t)B * 12), dup_dev(rw, B * 4), dup_dev(te, B),
-                          dup_dev(tu, B), dup_dev(sp, B), dup_dev(w, B * 4), NULL, NULL};
+    vx_replay_batch db = {dup_dev(obs, (size_t)B * D * 4),
+                          dup_dev(nx, (size_t)B * D * 4),
+                          dup_dev(a, (size_t)B * 12),
+                          dup_dev(rw, B * 4),
+                          dup_dev(te, B),
+                          dup_dev(tu, B),
+                          dup_dev(sp, B),
+                          dup_dev(w, B * 4),
+                          NULL,
+                          NULL};
     /* CPU */
     vx_replay_batch hb = {obs, nx, a, rw, te, tu, sp, w, NULL, NULL};
     vx_dqn_update_stats cs;
@@ -115,7 +124,8 @@ static void one_update(int loss)
     gloss /= B;
     float *dcpu = malloc(np * 4), *dgpu = malloc(np * 4);
     for (size_t i = 0; i < np; i++) dcpu[i] = d.online[i] - old[i], dgpu[i] = gw[i] - old[i];
-    double e_loss = fabs(gloss - cs.loss) / fabs(cs.loss), e_norm = fabs(norm - cs.grad_norm) / cs.grad_norm;
+    double e_loss = fabs(gloss - cs.loss) / fabs(cs.loss),
+           e_norm = fabs(norm - cs.grad_norm) / cs.grad_norm;
     double e_pr = rel_l2(gp, d.priority, (size_t)B), e_g = rel_l2(gg, d.grads, np);
     double e_step = rel_l2(dgpu, dcpu, np), e_w = rel_l2(gw, d.online, np);
     printf("%s: loss %.6g vs %.6g (%.1e), grad norm %.6g vs %.6g (%.1e), priorities %.1e, "
@@ -171,11 +181,17 @@ static void test_graph_equals_eager(void **state)
     for (size_t i = 0; i < N * D; i++) o[i] = (float)vx_rng_normal(&g);
     for (size_t i = 0; i < N; i++) {
         r[i] = (float)vx_rng_normal(&g);
-        a[i * VX_ACTION_BRANCHES] = (int32_t)vx_rng_below(&g, 9), a[i * VX_ACTION_BRANCHES + 1] = (int32_t)vx_rng_below(&g, 3);
+        a[i * VX_ACTION_BRANCHES] = (int32_t)vx_rng_below(&g, 9),
+              a[i * VX_ACTION_BRANCHES + 1] = (int32_t)vx_rng_below(&g, 3);
         a[i * VX_ACTION_BRANCHES + 2] = (int32_t)vx_rng_below(&g, 3);
     }
-    vx_transitions t = {dup_dev(o, N * D * 4), dup_dev(o, N * D * 4), dup_dev(a, N * 12),
-                        dup_dev(r, N * 4), dup_dev(f, N), dup_dev(f, N), NULL};
+    vx_transitions t = {dup_dev(o, N * D * 4),
+                        dup_dev(o, N * D * 4),
+                        dup_dev(a, N * 12),
+                        dup_dev(r, N * 4),
+                        dup_dev(f, N),
+                        dup_dev(f, N),
+                        NULL};
     vx_replay_cfg rc;
     vx_replay_cfg_default(&rc, VX_REPLAY_PROPORTIONAL, 32768);
     vx_device *dev = g_dev;
@@ -190,8 +206,10 @@ static void test_graph_equals_eager(void **state)
     CK(cudaStreamSynchronize(s1));
     CK(cudaStreamSynchronize(s2));
     dqn_learner *g1, *g2;
-    assert_int_equal(dqn_learner_create(&dc, &cpu.L, &cpu.shape, cpu.online, r1, dev, s1, &g1, &e), VX_OK);
-    assert_int_equal(dqn_learner_create(&dc, &cpu.L, &cpu.shape, cpu.online, r2, dev, s2, &g2, &e), VX_OK);
+    assert_int_equal(dqn_learner_create(&dc, &cpu.L, &cpu.shape, cpu.online, r1, dev, s1, &g1, &e),
+                     VX_OK);
+    assert_int_equal(dqn_learner_create(&dc, &cpu.L, &cpu.shape, cpu.online, r2, dev, s2, &g2, &e),
+                     VX_OK);
     for (int k = 0; k < 60; k++) {
         vx_status st = dqn_learner_update(g1, 0, &e);
         if (st) fail_msg("graph update %d: %s", k, e.msg);

@@ -42,10 +42,12 @@ static vx_eval_report run(const char *dir, double strength, int epochs)
     vx_err e;
     vx_status st = vx_train_run(&c, g_dev, 0, NULL, NULL, &r, &e);
     if (st) fail_msg("%s", e.msg);
-    printf("[%s%s] strength %.2f, %d epochs: agent Sharpe %.2f (PnL %.0f, turnover %.3f), buy-and-hold "
+    printf("[%s%s] strength %.2f, %d epochs: agent Sharpe %.2f (PnL %.0f, turnover %.3f), "
+           "buy-and-hold "
            "%.2f, flat %.2f\n",
-           g_dev ? "cuda" : "cpu", g_auto_batch ? ", batch chosen by the GPU" : "", strength, epochs, r.agent.sharpe, r.agent.total_pnl, r.agent.turnover,
-           r.buy_hold.sharpe, r.flat.sharpe);
+           g_dev ? "cuda" : "cpu", g_auto_batch ? ", batch chosen by the GPU" : "", strength,
+           epochs, r.agent.sharpe, r.agent.total_pnl, r.agent.turnover, r.buy_hold.sharpe,
+           r.flat.sharpe);
     return r;
 }
 
@@ -104,9 +106,11 @@ int main(int argc, char **argv)
     const struct CMUnitTest gpu_only[] = {
         cmocka_unit_test(test_learns_a_strong_signal_at_the_chosen_batch),
     };
-    int failed = cmocka_run_group_tests_name(g_dev ? "learning (cuda)" : "learning", tests, NULL,
-                                             NULL);
-    if (g_dev) failed += cmocka_run_group_tests_name("learning (cuda, chosen batch)", gpu_only, NULL, NULL);
+    int failed =
+        cmocka_run_group_tests_name(g_dev ? "learning (cuda)" : "learning", tests, NULL, NULL);
+    if (g_dev)
+        failed +=
+            cmocka_run_group_tests_name("learning (cuda, chosen batch)", gpu_only, NULL, NULL);
     vx_device_close(g_dev);
     return failed;
 }

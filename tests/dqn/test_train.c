@@ -112,7 +112,8 @@ static void test_config_yaml_roundtrip_and_errors(void **state)
     vx_train_cfg_write(&d, fb);
     fclose(fa), fclose(fb);
     assert_string_equal(a, b);
-    assert_true(((vx_dqn_settings *)vx_train_algo_settings(&d, "dqn"))->learner.adam.lr == 0.000123);
+    assert_true(((vx_dqn_settings *)vx_train_algo_settings(&d, "dqn"))->learner.adam.lr ==
+                0.000123);
     assert_string_equal(d.files[0], "x y.csv");
     assert_string_equal(d.instrument, "ES\"H1");
     th_rmtree(dir);
@@ -162,8 +163,12 @@ static void test_run_folder_and_exact_resume(void **state)
     tiny(&c, a);
     assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, &ra, &e), VX_OK);
     /* the checkpoint names its replay file, of its own epoch; no other is left beside it */
-    const char *files[] = {"config.yaml", "metrics.csv", "eval.json", "eval.txt",
-                           "checkpoint/latest.safetensors", "checkpoint/replay-00000004.bin"};
+    const char *files[] = {"config.yaml",
+                           "metrics.csv",
+                           "eval.json",
+                           "eval.txt",
+                           "checkpoint/latest.safetensors",
+                           "checkpoint/replay-00000004.bin"};
     for (int i = 0; i < 6; i++) {
         char p[256];
         struct stat sb;
@@ -202,7 +207,8 @@ static void test_run_folder_and_exact_resume(void **state)
         const vx_tensor *y = vx_safetensors_get(&sb, x->name, x->dtype, cnt, &e);
         assert_non_null(y);
         size_t bytes = cnt * (x->dtype == VX_DT_U8 ? 1 : x->dtype == VX_DT_F32 ? 4 : 8);
-        if (memcmp(x->data, y->data, bytes) != 0) fail_msg("tensor %s differs after resume", x->name);
+        if (memcmp(x->data, y->data, bytes) != 0)
+            fail_msg("tensor %s differs after resume", x->name);
     }
     assert_string_equal(vx_safetensors_meta(&sa, "updates"), vx_safetensors_meta(&sb, "updates"));
     const char *cfg_text = vx_safetensors_meta(&sa, "config");
@@ -247,7 +253,8 @@ static void test_eval_baselines_by_hand(void **state)
         want += 4 * 50 * (cl[s + L] - (o[s + 1] + 0.25)) - 4 * 2.25;
     }
     /* rewards are float32 per bar: allow their rounding */
-    assert_true(fabs(r.buy_hold.total_pnl - want) < 1e-5 * vx_env_reward_scale(&m, tlo, thi, 50, 4) * r.buy_hold.bars);
+    assert_true(fabs(r.buy_hold.total_pnl - want) <
+                1e-5 * vx_env_reward_scale(&m, tlo, thi, 50, 4) * r.buy_hold.bars);
     assert_true(r.buy_hold.trades == (double)r.episodes);
     assert_true(r.buy_hold.turnover * r.buy_hold.bars == 4.0 * (double)r.episodes);
     double years = (double)(m.ts[m.n_bars - 1] - m.ts[0]) / (365.25 * 86400e9);

@@ -103,8 +103,8 @@ static float *weights_of(const char *run_dir, size_t *n)
 static void run(vx_train_cfg *c, int resume, trace *t)
 {
     vx_err e;
-    vx_status st = vx_train_run(c, c->device == VX_DEVICE_CPU ? NULL : g_dev, resume, record, t,
-                                NULL, &e);
+    vx_status st =
+        vx_train_run(c, c->device == VX_DEVICE_CPU ? NULL : g_dev, resume, record, t, NULL, &e);
     if (st) fail_msg("%s", e.msg);
 }
 
@@ -208,7 +208,8 @@ static void cpu_vs_gpu(int n_step, int epochs)
     for (int i = 0; i < g.n; i++) {
         assert_int_equal(g.steps[i], h.steps[i]);
         assert_true(g.episodes[i] == h.episodes[i]);
-        if (g.episodes[i] > 0) assert_true(fabs(g.ret[i] - h.ret[i]) <= 1e-9 * (1 + fabs(h.ret[i])));
+        if (g.episodes[i] > 0)
+            assert_true(fabs(g.ret[i] - h.ret[i]) <= 1e-9 * (1 + fabs(h.ret[i])));
         if (isnan(h.loss[i])) {
             assert_true(isnan(g.loss[i]));
             continue;
@@ -271,7 +272,8 @@ static void test_checkpoints_resume_on_either_path(void **state)
     assert_memory_equal(w1, w2, n1 * 4);
     assert_int_equal(a.steps[5], r.steps[2]);
     printf("GPU run stopped at epoch 3 and resumed: final weights equal the uninterrupted run's "
-           "(%zu floats), env steps %lld\n", n1, (long long)r.steps[2]);
+           "(%zu floats), env steps %lld\n",
+           n1, (long long)r.steps[2]);
     /* the same checkpoint resumes on the CPU */
     snprintf(cmd, sizeof cmd, "cp -r %s/. %s/", d2, d3);
     assert_int_equal(system(cmd), 0);
@@ -344,7 +346,8 @@ static void test_200_epochs_do_not_grow(void **state)
            m.used[0] / 1e6, m.used[1] / 1e6, m.rss[0], m.rss[1]);
     assert_true(m.used[0] > 0);
     assert_true(m.used[1] <= m.used[0]);
-    assert_true(m.rss[1] - m.rss[0] <= 1024); /* 1 MB: stdio and allocator slack, not a leak per epoch */
+    assert_true(m.rss[1] - m.rss[0] <=
+                1024); /* 1 MB: stdio and allocator slack, not a leak per epoch */
     th_rmtree(d);
 }
 
@@ -390,7 +393,8 @@ static void test_two_trainings_share_a_device(void **state)
     }
     two_cfgs(j, together);
     pthread_t th[2];
-    for (int k = 0; k < 2; k++) assert_int_equal(pthread_create(&th[k], NULL, train_thread, &j[k]), 0);
+    for (int k = 0; k < 2; k++)
+        assert_int_equal(pthread_create(&th[k], NULL, train_thread, &j[k]), 0);
     for (int k = 0; k < 2; k++) pthread_join(th[k], NULL);
     for (int k = 0; k < 2; k++) {
         if (j[k].st) fail_msg("together %d: %s", k, j[k].e.msg);

@@ -63,10 +63,10 @@ static void test_order_sizing_and_fills(void **state)
     assert_int_equal(vx_env_target(1, 10), -8); /* −7.5 rounds away from zero */
     assert_int_equal(vx_env_target(3, 10), -3); /* −2.5 */
     assert_int_equal(vx_env_target(5, 10), 3);
-    assert_int_equal(vx_env_order_qty(0, 4, 0), 1);  /* 4/3 -> 1 */
-    assert_int_equal(vx_env_order_qty(0, 4, 1), 3);  /* 8/3 -> 3 */
+    assert_int_equal(vx_env_order_qty(0, 4, 0), 1); /* 4/3 -> 1 */
+    assert_int_equal(vx_env_order_qty(0, 4, 1), 3); /* 8/3 -> 3 */
     assert_int_equal(vx_env_order_qty(0, 4, 2), 4);
-    assert_int_equal(vx_env_order_qty(2, 3, 0), 1);  /* at least one contract */
+    assert_int_equal(vx_env_order_qty(2, 3, 0), 1); /* at least one contract */
     assert_int_equal(vx_env_order_qty(0, -5, 1), -3);
     assert_int_equal(vx_env_order_qty(-2, -2, 2), 0);
     vx_env_params p = {0};
@@ -82,8 +82,8 @@ static void test_order_sizing_and_fills(void **state)
     assert_true(fabs(px - (302.0 / 3 + 0.25)) < 1e-12);
 }
 
-static void step1(vx_env *env, int e, int o, int u, float *obs, float *r, uint8_t *te,
-                  uint8_t *tr, float *fin)
+static void step1(vx_env *env, int e, int o, int u, float *obs, float *r, uint8_t *te, uint8_t *tr,
+                  float *fin)
 {
     int32_t a[VX_ACTION_BRANCHES] = {e, o, u};
     vx_err err;
@@ -368,7 +368,8 @@ static void test_params_and_cpu_devices(void **state)
     assert_int_equal(m1.reserved - m0.reserved, 2 * n * sizeof(vx_env_state));
     /* the same starts, and the same steps */
     assert_memory_equal(vx_env_states(a), vx_env_states(b), n * sizeof(vx_env_state));
-    float *oa = malloc(n * D * 4), *ob = malloc(n * D * 4), *ra = malloc(n * 4), *rb = malloc(n * 4);
+    float *oa = malloc(n * D * 4), *ob = malloc(n * D * 4), *ra = malloc(n * 4),
+          *rb = malloc(n * 4);
     uint8_t *te = malloc(n), *tr = malloc(n);
     int32_t *act = random_actions(n, T, 12);
     assert_int_equal(vx_env_observe(a, oa, NULL, &e), VX_OK);
@@ -432,19 +433,20 @@ static void test_states_round_trip(void **state)
     assert_int_equal(vx_env_create(&c, &m, VX_SPLIT_TRAIN, n, NULL, &a, &e), VX_OK);
     assert_int_equal(vx_env_create(&c, &m, VX_SPLIT_TRAIN, n, NULL, &b, &e), VX_OK);
     int32_t *act = random_actions(n, 2 * T, 5), *other = random_actions(n, T / 2, 6);
-    float *oa = malloc(n * D * 4), *ob = malloc(n * D * 4), *ra = malloc(n * 4), *rb = malloc(n * 4);
+    float *oa = malloc(n * D * 4), *ob = malloc(n * D * 4), *ra = malloc(n * 4),
+          *rb = malloc(n * 4);
     float *fa = malloc(n * D * 4), *fb = malloc(n * D * 4);
     uint8_t *tea = malloc(n), *tra = malloc(n), *teb = malloc(n), *trb = malloc(n);
     vx_env_state *s1 = malloc(n * sizeof *s1), *s2 = malloc(n * sizeof *s2);
     for (size_t t = 0; t < T; t++) /* through episode ends: the episode counters move */
-        assert_int_equal(vx_env_step(a, act + t * n * VX_ACTION_BRANCHES, oa, ra, tea, tra, NULL,
-                                     NULL, &e),
-                         VX_OK);
+        assert_int_equal(
+            vx_env_step(a, act + t * n * VX_ACTION_BRANCHES, oa, ra, tea, tra, NULL, NULL, &e),
+            VX_OK);
     /* b elsewhere: only the states loaded into it will make it a's twin */
     for (size_t t = 0; t < T / 2; t++)
-        assert_int_equal(vx_env_step(b, other + t * n * VX_ACTION_BRANCHES, ob, rb, teb, trb, NULL,
-                                     NULL, &e),
-                         VX_OK);
+        assert_int_equal(
+            vx_env_step(b, other + t * n * VX_ACTION_BRANCHES, ob, rb, teb, trb, NULL, NULL, &e),
+            VX_OK);
     assert_true(memcmp(vx_env_states(a), vx_env_states(b), n * sizeof(vx_env_state)) != 0);
     assert_int_equal(vx_env_get_states(a, s1, &e), VX_OK);
     assert_memory_equal(s1, vx_env_states(a), n * sizeof *s1);

@@ -96,7 +96,7 @@ static void test_cpu_and_gpu_step_alike(void **state)
     assert_memory_equal(vx_env_states(cpu), sg, N * sizeof *sg);
     printf("%zu envs x %zu steps: identical; %zu episodes ended (%zu stop-outs)\n", N, T, ended,
            stopped);
-    assert_true(ended > N);  /* episodes of 390 steps: every env went through resets */
+    assert_true(ended > N);   /* episodes of 390 steps: every env went through resets */
     assert_true(stopped > 0); /* and the stop-out path ran */
     /* a bad action is counted and leaves that environment alone */
     act[0] = 9;
@@ -111,7 +111,8 @@ static void test_cpu_and_gpu_step_alike(void **state)
     assert_memory_equal(&s0, &sg[0], sizeof s0);
     CK(cudaStreamSynchronize(st));
     CK(cudaStreamDestroy(st));
-    cudaFree(d_obs), cudaFree(d_fin), cudaFree(d_rew), cudaFree(d_te), cudaFree(d_tr), cudaFree(d_act);
+    cudaFree(d_obs), cudaFree(d_fin), cudaFree(d_rew), cudaFree(d_te), cudaFree(d_tr),
+        cudaFree(d_act);
     free(obs), free(fin), free(rew), free(gobs), free(gfin), free(grew), free(te), free(tr);
     free(gte), free(gtr), free(act), free(sg);
     vx_env_free(cpu);

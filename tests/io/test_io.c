@@ -290,12 +290,9 @@ static void test_settings(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_crc32c_known_answer),
-        cmocka_unit_test(test_safetensors_roundtrip),
-        cmocka_unit_test(test_tfevents_records),
-        cmocka_unit_test(test_csv_log_append),
-        cmocka_unit_test(test_yaml_flat),
-        cmocka_unit_test(test_settings),
+        cmocka_unit_test(test_crc32c_known_answer), cmocka_unit_test(test_safetensors_roundtrip),
+        cmocka_unit_test(test_tfevents_records),    cmocka_unit_test(test_csv_log_append),
+        cmocka_unit_test(test_yaml_flat),           cmocka_unit_test(test_settings),
     };
     return cmocka_run_group_tests_name("io", tests, NULL, NULL);
 }

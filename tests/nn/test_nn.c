@@ -83,7 +83,8 @@ static void test_init_statistics(void **state)
     /* He: the 256×256 trunk layer has sd sqrt(2/256) */
     double s = 0, s2 = 0;
     size_t n = 256 * 256;
-    for (size_t i = 0; i < n; i++) s += p[L.trunk[1].w + i], s2 += (double)p[L.trunk[1].w + i] * p[L.trunk[1].w + i];
+    for (size_t i = 0; i < n; i++)
+        s += p[L.trunk[1].w + i], s2 += (double)p[L.trunk[1].w + i] * p[L.trunk[1].w + i];
     double sd = sqrt(s2 / n - (s / n) * (s / n));
     assert_true(fabs(sd / sqrt(2.0 / 256) - 1) < 0.02);
     /* Xavier uniform on the first branch's output layer: within ±sqrt(6/(64+9)) */
@@ -118,7 +119,8 @@ static void check_gradients(int atoms)
     assert_int_equal(vx_qnet_layout_make(&cfg, &L, &e), VX_OK);
     const int B = 4;
     size_t np = L.n_params, nq = (size_t)B * L.out_dim;
-    double *p = malloc(np * 8), *g = calloc(np, 8), *x = malloc((size_t)B * cfg.in_dim * 8); /* padding: 0 */
+    double *p = malloc(np * 8), *g = calloc(np, 8),
+           *x = malloc((size_t)B * cfg.in_dim * 8); /* padding: 0 */
     double *c = malloc(nq * 8), *q = malloc(nq * 8);
     fill_random(p, np, 1 + atoms, 0.5);
     for (size_t i = 0; i < np; i++) p[i] += 0.05; /* biases away from ReLU kinks */
@@ -141,9 +143,12 @@ static void check_gradients(int atoms)
         double an = i < trunk_end ? g[i] * (cfg.n_branches + 1) : g[i];
         double err = fabs(fd - an) / fmax(1e-6, fabs(fd) + fabs(an));
         if (err > worst) worst = err;
-        if (err > 1e-5) fail_msg("atoms %d, parameter %zu: analytic %.10g, finite difference %.10g", atoms, i, an, fd);
+        if (err > 1e-5)
+            fail_msg("atoms %d, parameter %zu: analytic %.10g, finite difference %.10g", atoms, i,
+                     an, fd);
     }
-    printf("gradient check, atoms %d: %zu parameters, worst relative error %.2e\n", atoms, np, worst);
+    printf("gradient check, atoms %d: %zu parameters, worst relative error %.2e\n", atoms, np,
+           worst);
     free(p), free(g), free(x), free(c), free(q);
 }
 

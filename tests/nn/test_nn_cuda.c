@@ -41,7 +41,8 @@ static void forward_parity(int atoms)
     float *p = malloc(L.n_params * 4), *x = malloc((size_t)B * D * 4), *out = malloc(nq * 4);
     vx_qnet_init(&L, 5 + (uint64_t)atoms, p);
     vx_rng g = vx_rng_make(8, 0, 0);
-    for (size_t i = 0; i < L.n_params; i++) p[i] += 0.01f * (float)vx_rng_normal(&g); /* biases too */
+    for (size_t i = 0; i < L.n_params; i++)
+        p[i] += 0.01f * (float)vx_rng_normal(&g); /* biases too */
     for (int i = 0; i < B * D; i++) x[i] = (float)vx_rng_normal(&g);
     vx_qnet_ws ws;
     assert_int_equal(vx_qnet_ws_create(&L, B, &ws, &e), VX_OK);
@@ -145,7 +146,8 @@ static void test_actions_match_cpu(void **state)
                 float best = row[cpu[i * A + b]], other = row[gpu[i * A + b]];
                 if (fabsf(best - other) > 1e-4f * (fabsf(best) + 1)) differ++;
             }
-        printf("eps %.1f: actions equal but for near ties (%d real differences)\n", epss[k], differ);
+        printf("eps %.1f: actions equal but for near ties (%d real differences)\n", epss[k],
+               differ);
         assert_int_equal(differ, 0);
     }
     vx_qnet_free(q);

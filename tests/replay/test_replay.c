@@ -91,7 +91,8 @@ static void batch_make(batch *x, size_t B)
     x->obs = malloc(B * D * 4), x->next = malloc(B * D * 4), x->rew = malloc(B * 4);
     x->w = malloc(B * 4), x->act = malloc(B * 12), x->te = malloc(B), x->tu = malloc(B);
     x->steps = malloc(B), x->idx = malloc(B * 4), x->gen = malloc(B * 4);
-    x->b = (vx_replay_batch){x->obs, x->next, x->act, x->rew, x->te, x->tu, x->steps, x->w, x->idx, x->gen};
+    x->b = (vx_replay_batch){x->obs, x->next,  x->act, x->rew, x->te,
+                             x->tu,  x->steps, x->w,   x->idx, x->gen};
 }
 
 static void batch_free(batch *x)

@@ -43,7 +43,8 @@ static void dbatch_make(dbatch *x, size_t B)
     CK(cudaMalloc((void **)&x->st, B));
     CK(cudaMalloc((void **)&x->idx, B * 4));
     CK(cudaMalloc((void **)&x->gen, B * 4));
-    x->b = (vx_replay_batch){x->obs, x->next, x->act, x->rew, x->te, x->tu, x->st, x->w, x->idx, x->gen};
+    x->b = (vx_replay_batch){x->obs, x->next, x->act, x->rew, x->te,
+                             x->tu,  x->st,   x->w,   x->idx, x->gen};
 }
 
 static void dbatch_free(dbatch *x)
@@ -103,8 +104,8 @@ static vx_replay_cfg cfg_of(vx_replay_kind k, size_t cap)
 }
 
 /* Sets slots [0, n) to priorities |td| via device update with stamps `gen`. */
-static void dev_update(vx_replay *r, const uint32_t *idx, const uint32_t *gen,
-                       const float *td, size_t n)
+static void dev_update(vx_replay *r, const uint32_t *idx, const uint32_t *gen, const float *td,
+                       size_t n)
 {
     uint32_t *di, *dg;
     float *dt;
@@ -269,7 +270,8 @@ static void equivalence(vx_replay_kind kind)
     float *w = malloc(B * 4);
     dbatch x;
     dbatch_make(&x, B);
-    float *hw = malloc(B * 4), *ho = malloc(B * D * 4), *hn = malloc(B * D * 4), *hr = malloc(B * 4);
+    float *hw = malloc(B * 4), *ho = malloc(B * D * 4), *hn = malloc(B * D * 4),
+          *hr = malloc(B * 4);
     int32_t *ha = malloc(B * 12);
     uint8_t *ht = malloc(B), *hu = malloc(B), *hs = malloc(B);
     uint32_t *hi = malloc(B * 4), *hg = malloc(B * 4);
@@ -466,8 +468,9 @@ static void check_sample_valid(vx_replay *r, size_t size, int k_of_slot_is_slot)
 static void test_fallbacks(void **state)
 {
     (void)state;
-    if (getenv("VX_SKIP_FAULT_INJECTION")) skip(); /* under compute-sanitizer: its report would
-                                                     * list the injected launch failure */
+    if (getenv("VX_SKIP_FAULT_INJECTION"))
+        skip(); /* under compute-sanitizer: its report would
+                 * list the injected launch failure */
     vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, 2000);
     vx_replay *r;
     vx_err e;

@@ -73,7 +73,7 @@ static void test_rng_uniform_and_normal_moments(void **state)
         ns += z, ns2 += z * z, ns4 += z * z * z * z;
     }
     double mean = s / n, var = s2 / n - mean * mean;
-    assert_true(fabs(mean - 0.5) < 0.005);          /* sd of the mean: 0.00065 */
+    assert_true(fabs(mean - 0.5) < 0.005); /* sd of the mean: 0.00065 */
     assert_true(fabs(var - 1.0 / 12.0) < 0.002);
     assert_true(mn < 1e-4 && mx > 1 - 1e-4);
     double zm = ns / n, zv = ns2 / n - zm * zm, kurt = (ns4 / n) / (zv * zv);
@@ -255,7 +255,7 @@ static void test_device_accounts_and_budget(void **state)
     vx_mem_init(&b, d, "second");
     char *p = NULL, *q = NULL, *r = NULL;
     assert_int_equal(vx_mem_alloc(&a, 600, &p, &e), VX_OK);
-    memset(p, 1, 600); /* really usable */
+    memset(p, 1, 600);                                            /* really usable */
     assert_int_equal(vx_mem_alloc_host(&a, 5000, &r, &e), VX_OK); /* host staging: not budgeted */
     assert_int_equal(vx_device_available(d), 400);
     assert_int_equal(vx_mem_alloc(&b, 401, &q, &e), VX_ERR_NOMEM);
@@ -297,7 +297,8 @@ static void test_device_open_kinds(void **state)
     vx_device *d;
     vx_err e;
     assert_int_equal(vx_device_open(&c, &d, &e), VX_OK);
-    assert_int_equal(vx_device_kind(d), vx_device_cuda_count() > 0 ? VX_DEVICE_CUDA : VX_DEVICE_CPU);
+    assert_int_equal(vx_device_kind(d),
+                     vx_device_cuda_count() > 0 ? VX_DEVICE_CUDA : VX_DEVICE_CPU);
     vx_device_close(d);
     if (vx_device_cuda_count() == 0) {
         c.kind = VX_DEVICE_CUDA;
