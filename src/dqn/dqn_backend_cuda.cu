@@ -97,11 +97,12 @@ static size_t bytes_per_row(const vx_qnet_layout *L)
  * part of the epoch's update time is a tenth of the sample-bound part (larger batches then buy
  * little), kept to at least MIN_UPDATES updates per epoch (learning needs steps, not only
  * samples), to a quarter of the memory share this learner may plan for (the device context's
- * budget less what others reserved, or what the caller gave it — never the device's free memory),
- * and never below the configured batch. The learning rate grows linearly with the batch past 4×
- * the configured one, up to 8× the configured rate: linear scaling is a rule for SGD, and Adam's
- * step does not grow with the batch the same way, so the guard keeps a laptop-sized configuration
- * (batch 64) from reaching rates of 1e-2.
+ * budget less what others reserved, or what the caller gave it — never the device's free memory;
+ * the other three quarters hold the replay buffer, the environments and the cuBLASLt workspaces,
+ * at most 32 MB for the trunk), and never below the configured batch. The learning rate grows
+ * linearly with the batch past 4× the configured one, up to 8× the configured rate: linear scaling
+ * is a rule for SGD, and Adam's step does not grow with the batch the same way, so the guard keeps
+ * a laptop-sized configuration (batch 64) from reaching rates of 1e-2.
  *
  * MIN_UPDATES was 32 until measured (2026-12-01, the CPU path, the learning test's strong-signal
  * market, 8 epochs, seeds 1–4): batch 512 at 43 updates per epoch gave held-out Sharpe −16.4,

@@ -19,8 +19,14 @@
 
 #define HEADS (VX_QNET_MAX_BRANCHES + 1)
 /* cuBLASLt workspace per dense context: the trunk's weight gradients may split their long
- * reduction over the batch (split-K), which needs room; forward GEMMs need little */
-#define WS_TRAIN_MAIN ((size_t)4 << 20)
+ * reduction over the batch (split-K), which needs room that grows with the batch; the heads' and
+ * forward GEMMs need little. Measured (2026-12-01, H200, gpu_dqn_update, µs at batch 1024 / 4096,
+ * two runs each): trunk 1 MB 222 / 429–438, 4 MB 213 / 417–422, 8 MB 212 / 438–440, 32 MB 208–210 /
+ * 396–416 (TF32 at 4096: 331, 329, 331, 300); the heads' 1 MB → 8 MB changed nothing. So 8 KB per
+ * row of the backward batch, between 4 and 32 MB. */
+#define WS_TRAIN_MAIN_PER_ROW ((size_t)8 << 10)
+#define WS_TRAIN_MAIN_MIN ((size_t)4 << 20)
+#define WS_TRAIN_MAIN_MAX ((size_t)32 << 20)
 #define WS_TRAIN_HEAD ((size_t)1 << 20)
 #define WS_FORWARD ((size_t)1 << 20)
 #define WS_FORWARD_HEAD ((size_t)256 << 10)
@@ -84,7 +90,10 @@ static vx_status qc_create(const vx_qnet_layout *L, int max_batch, int bwd_batch
     float *p = NULL;
     int train = bwd_batch > 0;
     st = vx_mem_alloc(&q->mem, (B * fwd + Bb * bwd) * sizeof(float), &p, e);
-    if (!st) st = vx_dense_ctx_create(dev, train ? WS_TRAIN_MAIN : WS_FORWARD, &q->main, e);
+    size_t ws_main = Bb * WS_TRAIN_MAIN_PER_ROW;
+    if (ws_main < WS_TRAIN_MAIN_MIN) ws_main = WS_TRAIN_MAIN_MIN;
+    if (ws_main > WS_TRAIN_MAIN_MAX) ws_main = WS_TRAIN_MAIN_MAX;
+    if (!st) st = vx_dense_ctx_create(dev, train ? ws_main : WS_FORWARD, &q->main, e);
     for (int h = 0; h < q->heads && !st; h++) {
         st = vx_dense_ctx_create(dev, train ? WS_TRAIN_HEAD : WS_FORWARD_HEAD, &q->hd[h], e);
         if (!st) st = vx_cuda_stream_create(dev, &q->hs[h], e);
