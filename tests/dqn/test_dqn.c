@@ -1,6 +1,7 @@
 /* test_dqn.c — the Double-DQN target and losses by hand, termination versus truncation, the C51
- * projection (mass kept, l = u handled), C51 gradients by finite differences, n-step returns
- * across episode ends, target sync, ε-greedy acting, and a learner that learns a bandit. */
+ * projection (mass kept, l = u handled), C51 gradients by finite differences and against the
+ * online-argmax target, n-step returns across episode ends, an update's priorities against a
+ * float64 γ^m target, target sync, ε-greedy acting, and a learner that learns a bandit. */
 #include "helpers.h"
 #include "vixen/dqn.h"
 #include "vixen/philox.h"
@@ -113,6 +114,27 @@ static void test_c51_gradient_and_shared_target(void **state)
     float mean = 0;
     for (int i = 0; i < 5; i++) mean += m[i] * (float)(i - 2);
     assert_float_equal(mean, 0.1f + 0.5f * boot, 1e-5);
+
+    /* the gradient is w · (1/K) · (softmax(q_s) − m) with m projected from the target network's
+     * distributions at the ONLINE network's argmax (Double DQN). The draws above make the online
+     * and target argmaxes differ in some branch, so a target-network argmax gives another m. */
+    int differs = 0;
+    for (int d = 0; d < 2; d++) differs |= vx_loss_argmax(&s, qn, d) != vx_loss_argmax(&s, qt, d);
+    assert_true(differs);
+    float mo[5] = {0};
+    for (int d = 0; d < 2; d++) {
+        vx_loss_softmax(qt + s.offset[d] + vx_loss_argmax(&s, qn, d) * 5, 5, p);
+        vx_loss_project(&s, p, 0.3f, 0.9f, 0.5f, mo);
+    }
+    vx_loss_c51(&s, 0.9f, qs, qn, qt, a, 0.3f, 0, 0.7f, 1.0f, dq, O, &pr);
+    for (int d = 0; d < 2; d++) {
+        int j = s.offset[d] + a[d] * 5;
+        double mx = qs[j], den = 0;
+        for (int i = 1; i < 5; i++) mx = qs[j + i] > mx ? qs[j + i] : mx;
+        for (int i = 0; i < 5; i++) den += exp(qs[j + i] - mx);
+        for (int i = 0; i < 5; i++)
+            assert_float_equal(dq[j + i], 0.7 * 0.5 * (exp(qs[j + i] - mx) / den - mo[i]), 1e-6);
+    }
 }
 
 static void test_nstep_across_episode_end(void **state)
@@ -236,6 +258,66 @@ static void test_learner_learns_a_bandit_and_syncs(void **state)
     }
 }
 
+/* One update's new priorities against a float64 target built here: y = r + γ^m · mean_k
+ * Q⁻(s', argmax_a Q(s', a)_k) (no bootstrap when terminated), priority = mean_k |y − Q(s, a_k)|,
+ * with m the sample's own n-step count. γ = 0.9 and m = 1, 3, 2 (terminated), 5: bootstrapping with
+ * γ instead of γ^m moves the two live multi-step targets by 0.17 and 0.31 of the bootstrap; the
+ * target network is perturbed away from the online one, so an argmax taken from it (or an
+ * evaluation by the online one) changes them too. */
+static void test_update_bootstraps_with_gamma_to_the_m(void **state)
+{
+    (void)state;
+    vx_dqn_cfg c;
+    vx_dqn_cfg_default(&c);
+    c.loss = VX_LOSS_MSE;
+    c.gamma = 0.9;
+    c.batch = 4;
+    vx_qnet_cfg q;
+    small_qcfg(&q);
+    vx_dqn d;
+    vx_err e;
+    assert_int_equal(vx_dqn_create(&c, &q, 7, &d, &e), VX_OK);
+    vx_rng g = vx_rng_make(9, 0, 0);
+    for (size_t i = 0; i < d.L.n_params; i++) d.target[i] += 0.05f * (float)vx_rng_normal(&g);
+    enum { B = 4, D = 6, K = 3 };
+    float obs[B * D], next[B * D], rew[B] = {0.5f, -0.25f, 1.0f, 0.125f}, w[B] = {1, 1, 1, 1};
+    int32_t act[B * 3] = {0, 1, 2, 8, 0, 1, 4, 2, 0, 3, 1, 1};
+    uint8_t te[B] = {0, 0, 1, 0}, tu[B] = {0}, steps[B] = {1, 3, 2, 5};
+    uint32_t idx[B], gen[B];
+    for (int i = 0; i < B * D; i++)
+        obs[i] = (float)vx_rng_normal(&g), next[i] = (float)vx_rng_normal(&g);
+    /* the three networks' outputs before the update changes anything */
+    vx_qnet_ws ws;
+    assert_int_equal(vx_qnet_ws_create(&d.L, B, &ws, &e), VX_OK);
+    int O = d.L.out_dim;
+    float *qs = malloc((size_t)3 * B * O * sizeof(float)), *qn = qs + B * O, *qt = qn + B * O;
+    vx_qnet_forward_ref(&d.L, d.online, obs, B, &ws);
+    memcpy(qs, ws.q, (size_t)B * O * sizeof(float));
+    vx_qnet_forward_ref(&d.L, d.online, next, B, &ws);
+    memcpy(qn, ws.q, (size_t)B * O * sizeof(float));
+    vx_qnet_forward_ref(&d.L, d.target, next, B, &ws);
+    memcpy(qt, ws.q, (size_t)B * O * sizeof(float));
+    double want[B];
+    for (int i = 0; i < B; i++) {
+        double boot = 0, pr = 0;
+        for (int k = 0; k < K; k++) {
+            int astar = vx_loss_argmax(&d.shape, qn + i * O, k);
+            boot += vx_loss_q(&d.shape, qt + i * O, k, astar) / K;
+        }
+        double y = rew[i] + (te[i] ? 0.0 : pow(0.9, steps[i]) * boot);
+        for (int k = 0; k < K; k++)
+            pr += fabs(y - vx_loss_q(&d.shape, qs + i * O, k, act[i * 3 + k]));
+        want[i] = pr / K;
+    }
+    vx_replay_batch rb = {obs, next, act, rew, te, tu, steps, w, idx, gen};
+    vx_dqn_update_stats st;
+    vx_dqn_update(&d, &rb, B, &st);
+    for (int i = 0; i < B; i++) assert_float_equal(d.priority[i], want[i], 1e-5 * (1 + want[i]));
+    free(qs);
+    vx_qnet_ws_free(&ws);
+    vx_dqn_free(&d);
+}
+
 static void test_polyak_and_act(void **state)
 {
     (void)state;
@@ -292,6 +374,7 @@ int main(void)
         cmocka_unit_test(test_c51_gradient_and_shared_target),
         cmocka_unit_test(test_nstep_across_episode_end),
         cmocka_unit_test(test_learner_learns_a_bandit_and_syncs),
+        cmocka_unit_test(test_update_bootstraps_with_gamma_to_the_m),
         cmocka_unit_test(test_polyak_and_act),
     };
     return cmocka_run_group_tests_name("dqn", tests, NULL, NULL);

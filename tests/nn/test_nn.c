@@ -260,6 +260,36 @@ static void test_adam_three_steps(void **state)
     assert_int_equal(vx_adam_create(&c, 2, &a, &e), VX_ERR_ARG);
 }
 
+/* Decoupled weight decay (Loshchilov & Hutter): p ← p − lr · (m̂/(√v̂ + ε) + wd·p), the decay
+ * pulling p toward 0. A flipped sign or a decay applied to the gradient (L2) instead of the
+ * weight gives other numbers; parameter 2 has zero gradients, so only the decay moves it:
+ * exactly p·(1 − lr·wd) a step. */
+static void test_adam_weight_decay(void **state)
+{
+    (void)state;
+    const double lr = 0.1, wd = 0.05;
+    vx_adam_cfg c = {.lr = lr, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8, .weight_decay = wd};
+    vx_adam a;
+    vx_err e;
+    assert_int_equal(vx_adam_create(&c, 3, &a, &e), VX_OK);
+    float p[3] = {1.0f, -2.0f, 4.0f};
+    const float grads[3][3] = {{0.5f, -1.0f, 0}, {-0.25f, 2.0f, 0}, {1.0f, 0.0f, 0}};
+    double m[3] = {0}, v[3] = {0}, q[3] = {1.0, -2.0, 4.0};
+    for (int t = 1; t <= 3; t++) {
+        for (int i = 0; i < 3; i++) {
+            double g = grads[t - 1][i];
+            m[i] = 0.9 * m[i] + 0.1 * g;
+            v[i] = 0.999 * v[i] + 0.001 * g * g;
+            double mh = m[i] / (1 - pow(0.9, t)), vh = v[i] / (1 - pow(0.999, t));
+            q[i] -= lr * (mh / (sqrt(vh) + 1e-8) + wd * q[i]);
+        }
+        vx_adam_step(&a, p, grads[t - 1]);
+        for (int i = 0; i < 3; i++) assert_float_equal(p[i], q[i], 2e-6);
+    }
+    assert_float_equal(p[2], 4.0 * pow(1 - lr * wd, 3), 1e-6); /* 4 · 0.995³ = 3.940299 */
+    vx_adam_free(&a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -270,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_dueling_and_float_matches_double),
         cmocka_unit_test(test_grad_clip),
         cmocka_unit_test(test_adam_three_steps),
+        cmocka_unit_test(test_adam_weight_decay),
     };
     return cmocka_run_group_tests_name("nn", tests, NULL, NULL);
 }
