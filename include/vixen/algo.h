@@ -151,6 +151,10 @@ typedef struct vx_algo_ops {
     vx_status (*epoch)(vx_algo *a, const vx_epoch_in *in, vx_epoch_out *out, vx_err *e);
     /* The greedy policy as of now (on a GPU this copies the weights to the host once). */
     vx_status (*policy)(vx_algo *a, vx_policy *out, vx_err *e);
+    /* The tensors (and metadata) the last policy() acts with, for a checkpoint that is only ever
+     * evaluated (checkpoint/best.safetensors): restore(weights_only = 1) reads them back. Host
+     * memory, valid until the next call; it changes nothing in training. */
+    vx_status (*policy_state)(vx_algo *a, vx_algo_state *out, vx_err *e);
     /* The state for a checkpoint after the epoch just run. final: the run ends (or stops) here, so
      * nothing may stay in flight. */
     vx_status (*save)(vx_algo *a, int final, vx_algo_state *out, vx_err *e);

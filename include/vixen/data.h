@@ -145,8 +145,9 @@ typedef struct {
 } vx_synth_cfg;
 
 void vx_synth_default(vx_synth_cfg *cfg);
-/* `signal` (optional, n doubles) receives the planted signal in force at each bar: the bar's
- * expected log return is signal_strength · σ_t · signal[t-1]. */
+/* `signal` (optional, n doubles, malloc'd) receives the planted signal in force at each bar:
+ * bar t's expected log return is signal_strength · σ_t · signal[t] (signal[t] is the AR(1)
+ * state drawn after bar t − 1, s_{t−1} in synth.c's notation). */
 vx_status vx_synth_generate(const vx_synth_cfg *cfg, vx_series *out, double **signal, vx_err *e);
 
 /* ---- features ------------------------------------------------------------------------------ */
@@ -181,7 +182,12 @@ typedef struct {
     char key[33]; /* the cache key (hex), "" when no cache was asked for */
     char source[512];
     int from_cache; /* 1 on a hit */
+    /* a synthetic market's planted signal by bar (vx_synth_generate), for the oracle baseline;
+     * NULL for real data */
+    const double *signal;
+    double signal_strength;
     /* ownership, private */
+    double *signal_;
     void *map_;
     size_t map_len_;
     vx_series series_;

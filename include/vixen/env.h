@@ -29,11 +29,18 @@ typedef struct {
     double multiplier;     /* 50 (ES) */
     double reward_scale;   /* 0: computed from the training rows (see vx_env_reward_scale) */
     double drawdown_limit; /* 0: 3 · reward_scale · sqrt(episode_len) */
-    double eval_fraction;  /* 0.2: the last 20% of rows are held out for evaluation */
+    /* the splits, by time (vx_env_split_rows): training, then validation, then test */
+    double val_fraction;  /* 0.15 of the rows (0: no validation split) */
+    double test_fraction; /* 0.15 of the rows: the test region (all folds' test blocks) */
+    int32_t gap;          /* 240 (VX_FEATURE_WARMUP): rows left out between two splits, so no
+                           * feature of one split looks back into the one before */
+    int32_t folds;        /* 1: one split; K: walk-forward, the test region cut into K blocks */
+    int32_t fold;         /* 1..folds: which block is the test split (0: the last) */
     uint64_t seed;
 } vx_env_cfg;
 
-typedef enum { VX_SPLIT_TRAIN, VX_SPLIT_EVAL } vx_split;
+typedef enum { VX_SPLIT_TRAIN, VX_SPLIT_VAL, VX_SPLIT_TEST } vx_split;
+const char *vx_split_name(vx_split s); /* "train", "validation", "test" */
 
 void vx_env_cfg_default(vx_env_cfg *c);
 
@@ -42,9 +49,17 @@ void vx_env_cfg_default(vx_env_cfg *c);
 double vx_env_reward_scale(const vx_market *m, int64_t row_lo, int64_t row_hi, double multiplier,
                            int32_t max_contracts);
 
-/* Row ranges of the two splits, by time: training first, evaluation last. */
-void vx_env_split_rows(const vx_market *m, double eval_fraction, vx_split split, int64_t *lo,
+/* The rows [lo, hi) of one split of m's R feature rows, by time. The test region is the last
+ * ⌊test_fraction·R⌋ rows, cut into `folds` consecutive blocks; fold k's test split is block k,
+ * its validation split the ⌊val_fraction·R⌋ rows ending `gap` rows before that block, and its
+ * training split every row from the first up to `gap` rows before the validation split (an
+ * expanding window: later folds train on more). With one fold: train | gap | val | gap | test.
+ * A split may come out empty (hi ≤ lo) when the fractions leave it no rows. */
+void vx_env_split_rows(const vx_market *m, const vx_env_cfg *c, vx_split split, int64_t *lo,
                        int64_t *hi);
+/* Checks the split settings and that each split of m (validation only when val_fraction > 0)
+ * holds at least `min_rows` rows; the error names the split and its size. */
+vx_status vx_env_check_splits(const vx_market *m, const vx_env_cfg *c, int64_t min_rows, vx_err *e);
 
 /* The parameters of environments over one split of `m` (host pointers into the market): the
  * settings checked, the split's rows, the reward scale and drawdown limit resolved. What every
@@ -97,9 +112,11 @@ vx_status vx_env_bad_actions(vx_env *env, uint64_t *count, vx_err *e);
 
 /* The live states of a CPU environment (NULL on other devices). */
 const vx_env_state *vx_env_states(const vx_env *env);
-/* Restarts environment i's episode at `row` of its split (evaluation walks the held-out bars in
- * order). The row must leave a whole episode before the split's end. CPU environments only. */
-vx_status vx_env_reset_to(vx_env *env, size_t i, int64_t row, vx_err *e);
+/* Restarts environment i with a flat book at `row` of its split, for an episode of `steps` steps
+ * (1..episode_len): it ends, truncated, at row + steps, as a full episode ends after
+ * episode_len (evaluation walks a split in order this way). row + steps must stay inside the
+ * split. CPU environments only. */
+vx_status vx_env_reset_to(vx_env *env, size_t i, int64_t row, int32_t steps, vx_err *e);
 
 #ifdef __cplusplus
 }

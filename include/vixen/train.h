@@ -1,10 +1,12 @@
 /* train.h — a training run, whatever the algorithm: its settings, its run folder, its epochs,
- * checkpoints and resume, and the held-out evaluation.
+ * validation, checkpoints and resume, and the one evaluation on the test split.
  *
  * A run is one folder: config.yaml (every setting, resolved), metrics.csv, TensorBoard event
  * files, checkpoint/latest.safetensors (the algorithm's tensors and the run's counters) with the
- * side files it names (checkpoint/replay-<epoch>.bin), and eval.json / eval.txt. The algorithm is
- * found by name (train.algo) among those algo.h registers; the run never depends on which. */
+ * side files it names (checkpoint/replay-<epoch>.bin), checkpoint/best.safetensors (the weights
+ * that did best on the validation split), eval.json / eval.txt (the test split) and report.html.
+ * The algorithm is found by name (train.algo) among those algo.h registers; the run never
+ * depends on which. */
 #ifndef VIXEN_TRAIN_H
 #define VIXEN_TRAIN_H
 
@@ -15,6 +17,7 @@
 #include "vixen/data.h"
 #include "vixen/device.h"
 #include "vixen/env.h"
+#include "vixen/eval.h"
 #include "vixen/util.h"
 
 #ifdef __cplusplus
@@ -38,7 +41,10 @@ typedef struct {
     /* the run */
     int algo; /* train.algo: the registry index of the algorithm */
     int epochs, envs, steps_per_epoch;
-    int eval_every, checkpoint_every;
+    int eval_every;   /* epochs between validations (0: none; the test split is only at the end) */
+    int patience;     /* stop after this many validations without a better one (0: never) */
+    int max_revisits; /* warn when training steps exceed this many times the training bars */
+    int checkpoint_every;
     uint64_t seed;
     int device;            /* VX_DEVICE_AUTO (the GPU when one is present), _CPU, _CUDA: what
                             * `vixen train` opens; vx_train_run takes the device it is given */
@@ -78,38 +84,14 @@ void vx_train_run_params(const vx_train_cfg *c, vx_run_params *out);
 /* Opens the market a config names (the cache when files are given, else the synthetic one). */
 vx_status vx_train_open_market(const vx_train_cfg *c, vx_market *m, vx_err *e);
 
-/* ---- evaluation ---------------------------------------------------------------------------- */
+/* ---- evaluation (eval.h) ------------------------------------------------------------------- */
 
-typedef struct {
-    double total_pnl;    /* $ after costs */
-    double pnl_per_bar;  /* $ */
-    double sharpe;       /* annualised: mean/sd of per-bar PnL · sqrt(bars per year) */
-    double max_drawdown; /* $, on the equity curve through all held-out bars */
-    double turnover;     /* contracts traded per bar */
-    double hit_rate;     /* share of bars with a position that made money */
-    double trades;       /* steps that traded */
-    double bars;
-} vx_eval_metrics;
-
-typedef struct {
-    vx_eval_metrics agent, buy_hold, flat;
-    size_t episodes;
-    int64_t first_row, last_row;
-    double bars_per_year;
-    double reward_scale; /* $ of one reward unit: a full position's typical one-bar PnL */
-} vx_eval_report;
-
-/* The policy (or only the baselines when pol is NULL) on the held-out bars, walked in order:
- * consecutive episodes from the split's start, without the stop-out, at the training reward
- * scale. */
-vx_status vx_eval_run(const vx_market *m, const vx_env_cfg *env_cfg, const vx_policy *pol,
-                      vx_eval_report *out, vx_err *e);
-void vx_eval_print(FILE *f, const vx_eval_report *r);
-void vx_eval_json(FILE *f, const vx_eval_report *r);
 /* The greedy policy of a checkpoint (its algorithm from its metadata, its settings from c) on
- * the held-out bars of m, on the CPU. */
+ * split `split` of m, on the CPU; opts as for vx_eval_run. out->checkpoint names the file and the
+ * epoch it holds. Free out with vx_eval_report_free. */
 vx_status vx_eval_checkpoint(const vx_train_cfg *c, const char *ckpt_path, const vx_market *m,
-                             vx_eval_report *out, vx_err *e);
+                             vx_split split, const vx_eval_opts *opts, vx_eval_report *out,
+                             vx_err *e);
 
 /* ---- training ------------------------------------------------------------------------------ */
 
@@ -119,8 +101,9 @@ typedef struct {
     double episode_return; /* mean over episodes that ended this epoch (NaN: none) */
     double episodes;
     double env_steps_per_s, seconds, eta_seconds;
-    int evaluated;
-    vx_eval_metrics eval;     /* valid when evaluated */
+    int validated;            /* the policy was evaluated on the validation split */
+    vx_eval_metrics val;      /* its figures, when validated (period_pnl not kept) */
+    int best;                 /* it is the best so far: checkpoint/best.safetensors holds it */
     int checkpointed;         /* a checkpoint of this epoch was written or is being written */
     const vx_metric *metrics; /* the algorithm's, with their values */
     int n_metrics;
@@ -135,11 +118,24 @@ double vx_epoch_metric(const vx_epoch_report *r, const char *name);
 typedef int (*vx_epoch_fn)(const vx_epoch_report *r, void *ctx);
 
 /* Trains from scratch into c->run_dir, or (resume) continues the run there from its checkpoint
- * up to c->epochs, on `dev` (NULL: the CPU). On return the run folder holds the last checkpoint
- * and an evaluation of the policy at that point; `final_eval` (optional) receives it. Several
- * runs may share one device from several threads. */
+ * up to c->epochs, on `dev` (NULL: the CPU). Every eval_every epochs the policy is evaluated on
+ * the validation split; the best so far (by Sharpe ratio) is kept as checkpoint/best.safetensors,
+ * and with patience > 0 the run stops after that many validations without a better one. At the
+ * end, once, the chosen checkpoint (the best, or the last when nothing was validated) is
+ * evaluated on the test split next to the baselines and the agent's in-sample row; the run
+ * folder gets eval.json and eval.txt, and `final_eval` (optional; free it with
+ * vx_eval_report_free) receives that report. Several runs may share one device from several
+ * threads. */
 vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epoch_fn on_epoch,
                        void *ctx, vx_eval_report *final_eval, vx_err *e);
+
+/* Walk-forward: `folds` runs of c, fold k in <run_dir>/fold-<k> training on an expanding window
+ * and tested once on the k-th block of the test region (split.folds, vx_env_split_rows); then
+ * `all` (free it with vx_eval_report_free) holds the report over every fold's test block, and
+ * <run_dir> gets config.yaml, walk_forward.txt and walk_forward.json (each fold's report and the
+ * whole). With resume, finished folds are re-evaluated, a stopped one resumed. */
+vx_status vx_train_walk_forward(const vx_train_cfg *c, vx_device *dev, int folds, int resume,
+                                vx_epoch_fn on_epoch, void *ctx, vx_eval_report *all, vx_err *e);
 
 #ifdef __cplusplus
 }

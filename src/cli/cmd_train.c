@@ -85,8 +85,9 @@ static int print_epoch(const vx_epoch_report *r, void *ctx)
                           r->episode_return);
         else n += snprintf(line + n, sizeof line - (size_t)n, " | episode return -");
     }
-    if (r->evaluated && n < (int)sizeof line)
-        n += snprintf(line + n, sizeof line - (size_t)n, " | eval Sharpe %.2f", r->eval.sharpe);
+    if (r->validated && n < (int)sizeof line)
+        n += snprintf(line + n, sizeof line - (size_t)n, " | val Sharpe %.2f ± %.2f%s",
+                      r->val.sharpe, r->val.sharpe_se, r->best ? " (best)" : "");
     fprintf(stderr, "%s | eta %s\n", line, eta);
     if (g_interrupted)
         fprintf(stderr, "vixen: interrupted; writing a checkpoint, resume with --resume\n");
@@ -96,6 +97,7 @@ static int print_epoch(const vx_epoch_report *r, void *ctx)
 int vx_cmd_train(int argc, char **argv)
 {
     const char *config = NULL, *run = NULL, *resume = NULL, *epochs = NULL, *device = NULL;
+    const char *folds = NULL;
     const char *sets[MAX_SETS];
     int n_sets = 0, keys = 0;
     vx_opt opts[] = {
@@ -109,15 +111,19 @@ int vx_cmd_train(int argc, char **argv)
         {"run", "DIR", "the run folder (default runs/<date>-<time>)", &run, NULL, NULL, NULL, 0},
         {"resume", "DIR", "continue the run in DIR from its last checkpoint", &resume, NULL, NULL,
          NULL, 0},
+        {"folds", "K", "walk-forward over K folds (same as --set split.folds=K)", &folds, NULL,
+         NULL, NULL, 0},
         {"keys", NULL, "list every setting and exit", NULL, &keys, NULL, NULL, 0},
     };
     vx_cmd c = {"vixen train",
                 "[FILE...]",
                 "Trains an agent (train.algo: the branching dueling Double-DQN by default) on the "
-                "bars in FILE... (CSV or DBN, "
-                "through the feature cache), or on the synthetic market when none is given, and "
-                "evaluates it on the held-out bars. The run folder gets config.yaml, metrics.csv, "
-                "TensorBoard events, checkpoint/ and eval.{json,txt}.",
+                "bars in FILE... (CSV or DBN, through the feature cache), or on the synthetic "
+                "market when none is given. Bars split by time into train, validation and test "
+                "(split.*): the agent is validated every train.eval_every epochs, the best is "
+                "kept, and that one is evaluated once on the test split next to baselines. The "
+                "run folder gets config.yaml, metrics.csv, TensorBoard events, checkpoint/ "
+                "(latest and best) and eval.{json,txt}.",
                 opts,
                 sizeof opts / sizeof *opts,
                 0,
@@ -157,6 +163,10 @@ int vx_cmd_train(int argc, char **argv)
         fprintf(stderr, "vixen: %s\n", e.msg);
         rc = VX_EXIT_USAGE;
     }
+    if (!rc && folds && vx_train_cfg_set(&cfg, "split.folds", folds, "--folds", &e)) {
+        fprintf(stderr, "vixen: %s\n", e.msg);
+        rc = VX_EXIT_USAGE;
+    }
     if (!rc) rc = set_files(&cfg, pos, np);
     free(pos);
     if (rc) return rc;
@@ -181,14 +191,19 @@ int vx_cmd_train(int argc, char **argv)
             cfg.epochs, cfg.envs, cfg.steps_per_epoch);
     signal(SIGINT, on_sigint);
     vx_eval_report r;
-    vx_status st = vx_train_run(&cfg, dev, resume != NULL, print_epoch, NULL, &r, &e);
+    int walk = cfg.env.folds > 1 && cfg.env.fold == 0;
+    vx_status st = walk ? vx_train_walk_forward(&cfg, dev, cfg.env.folds, resume != NULL,
+                                                print_epoch, NULL, &r, &e)
+                        : vx_train_run(&cfg, dev, resume != NULL, print_epoch, NULL, &r, &e);
     signal(SIGINT, SIG_DFL);
     vx_device_close(dev);
     if (st) {
         fprintf(stderr, "vixen: %s\n", e.msg);
         return VX_EXIT_FAIL;
     }
+    if (walk) printf("walk-forward, all %d folds' test blocks: ", cfg.env.folds);
     vx_eval_print(stdout, &r);
+    vx_eval_report_free(&r);
     printf("run folder: %s\n", cfg.run_dir);
     return VX_EXIT_OK;
 }
@@ -223,10 +238,16 @@ static vx_status load_config_from_checkpoint(vx_train_cfg *cfg, const char *ckpt
 
 int vx_cmd_eval(int argc, char **argv)
 {
-    const char *config = NULL;
+    const char *config = NULL, *split_name = NULL, *which = NULL;
     const char *sets[MAX_SETS], *data[VX_TRAIN_MAX_FILES];
     int n_sets = 0, n_data = 0, json = 0;
     vx_opt opts[] = {
+        {"split", "train|validation|test", "the split to evaluate (default test)", &split_name,
+         NULL, NULL, NULL, 0},
+        {"checkpoint", "best|latest",
+         "a run's checkpoint to evaluate (default best: the validation's choice, when there is "
+         "one)",
+         &which, NULL, NULL, NULL, 0},
         {"data", "FILE", "evaluate on these bars instead (repeatable)", NULL, NULL, data, &n_data,
          VX_TRAIN_MAX_FILES},
         {"config", "FILE", "settings (default: the run's config.yaml)", &config, NULL, NULL, NULL,
@@ -237,9 +258,11 @@ int vx_cmd_eval(int argc, char **argv)
     };
     vx_cmd c = {"vixen eval",
                 "RUN|CHECKPOINT",
-                "Runs the greedy policy of a run (its last checkpoint) or of a checkpoint file on "
-                "the held-out bars, next to buy-and-hold and flat: PnL after costs, annualised "
-                "Sharpe, max drawdown, turnover, hit rate, trades.",
+                "Runs the greedy policy of a run's checkpoint (the best on validation, else the "
+                "latest) or of a checkpoint file on one split (the test split unless --split), "
+                "next to buy-and-hold, flat, momentum, ridge and (synthetic markets) the oracle, "
+                "with the agent's in-sample row: PnL gross, costs and net, annualised Sharpe with "
+                "its standard error, max drawdown, turnover, hit rate, trades.",
                 opts,
                 sizeof opts / sizeof *opts,
                 1,
@@ -248,6 +271,20 @@ int vx_cmd_eval(int argc, char **argv)
     size_t np;
     int rc = vx_args_parse(&c, argc, argv, pos, &np);
     if (rc) return rc == 1 ? VX_EXIT_OK : VX_EXIT_USAGE;
+    vx_split split = VX_SPLIT_TEST;
+    if (split_name) {
+        if (!strcmp(split_name, "train")) split = VX_SPLIT_TRAIN;
+        else if (!strcmp(split_name, "validation") || !strcmp(split_name, "val"))
+            split = VX_SPLIT_VAL;
+        else if (strcmp(split_name, "test") != 0) {
+            fprintf(stderr, "vixen: --split: train, validation or test, not '%s'\n", split_name);
+            return VX_EXIT_USAGE;
+        }
+    }
+    if (which && strcmp(which, "best") != 0 && strcmp(which, "latest") != 0) {
+        fprintf(stderr, "vixen: --checkpoint: best or latest, not '%s'\n", which);
+        return VX_EXIT_USAGE;
+    }
     char ckpt[1100], cfgpath[1100];
     struct stat sb;
     if (stat(pos[0], &sb) != 0) {
@@ -255,9 +292,15 @@ int vx_cmd_eval(int argc, char **argv)
         return VX_EXIT_FAIL;
     }
     if (S_ISDIR(sb.st_mode)) {
-        snprintf(ckpt, sizeof ckpt, "%s/checkpoint/latest.safetensors", pos[0]);
+        snprintf(ckpt, sizeof ckpt, "%s/checkpoint/best.safetensors", pos[0]);
+        if ((which && !strcmp(which, "latest")) || (!which && stat(ckpt, &sb) != 0))
+            snprintf(ckpt, sizeof ckpt, "%s/checkpoint/latest.safetensors", pos[0]);
         snprintf(cfgpath, sizeof cfgpath, "%s/config.yaml", pos[0]);
     } else {
+        if (which) {
+            fprintf(stderr, "vixen: --checkpoint picks a run's checkpoint; %s is a file\n", pos[0]);
+            return VX_EXIT_USAGE;
+        }
         snprintf(ckpt, sizeof ckpt, "%s", pos[0]);
         const char *slash = strrchr(pos[0], '/');
         int dl = slash ? (int)(slash - pos[0]) : 1;
@@ -279,16 +322,21 @@ int vx_cmd_eval(int argc, char **argv)
     if (rc) return rc;
     vx_market m;
     vx_eval_report r;
+    memset(&r, 0, sizeof r);
+    vx_eval_opts o = {1, NULL, split != VX_SPLIT_TRAIN};
     vx_status st = vx_train_open_market(&cfg, &m, &e);
     if (!st) {
-        st = vx_eval_checkpoint(&cfg, ckpt, &m, &r, &e);
+        st = vx_env_check_splits(&m, &cfg.env, (int64_t)cfg.env.episode_len + 2, &e);
+        if (!st) st = vx_eval_checkpoint(&cfg, ckpt, &m, split, &o, &r, &e);
         vx_market_close(&m);
     }
     if (st) {
+        vx_eval_report_free(&r);
         fprintf(stderr, "vixen: %s\n", e.msg);
         return VX_EXIT_FAIL;
     }
     if (json) vx_eval_json(stdout, &r);
     else vx_eval_print(stdout, &r);
+    vx_eval_report_free(&r);
     return VX_EXIT_OK;
 }

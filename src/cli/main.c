@@ -49,7 +49,7 @@ static void usage(FILE *f)
                "\n"
                "commands:\n"
                "  train [FILE...]          train the DQN agent (synthetic market without FILE)\n"
-               "  eval RUN|CHECKPOINT      evaluate a policy on the held-out bars\n"
+               "  eval RUN|CHECKPOINT      evaluate a policy on the test split, next to baselines\n"
                "  data inspect FILE...     bars, range, interval, gaps, instruments, validation\n"
                "  data synth               write the synthetic market (CSV or DBN)\n"
                "  data features FILE...    compute the 45 market features into the feature cache\n"

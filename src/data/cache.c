@@ -380,5 +380,6 @@ void vx_market_close(vx_market *m)
     if (m->map_) munmap(m->map_, m->map_len_);
     vx_series_free(&m->series_);
     vx_features_free(&m->features_);
+    free(m->signal_);
     memset(m, 0, sizeof *m);
 }

@@ -380,6 +380,16 @@ static void meta(vx_algo_state *o, const char *key, long long v)
     o->n_meta++;
 }
 
+static vx_status policy_state(vx_algo *a0, vx_algo_state *o, vx_err *e)
+{
+    (void)e;
+    dqn_algo *a = (dqn_algo *)a0;
+    memset(o, 0, sizeof *o);
+    add_weights(o, &a->L, "online", a->params); /* what policy() copied, and acts with */
+    meta(o, "params", (long long)a->L.n_params);
+    return VX_OK;
+}
+
 static vx_status write_replay(void *ctx, const char *path, vx_err *e)
 {
     replay_job *j = ctx;
@@ -531,6 +541,7 @@ const vx_algo_ops vx_algo_dqn = {
     describe,
     epoch,
     policy,
+    policy_state,
     save,
     restore,
     reserved,

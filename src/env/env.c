@@ -23,8 +23,17 @@ void vx_env_cfg_default(vx_env_cfg *c)
     c->slippage_ticks = 1;
     c->tick = 0.25;
     c->multiplier = 50;
-    c->eval_fraction = 0.2;
+    c->val_fraction = 0.15;
+    c->test_fraction = 0.15;
+    c->gap = VX_FEATURE_WARMUP;
+    c->folds = 1;
+    c->fold = 0;
     c->seed = 1;
+}
+
+const char *vx_split_name(vx_split s)
+{
+    return s == VX_SPLIT_TRAIN ? "train" : s == VX_SPLIT_VAL ? "validation" : "test";
 }
 
 double vx_env_reward_scale(const vx_market *m, int64_t row_lo, int64_t row_hi, double multiplier,
@@ -43,13 +52,53 @@ double vx_env_reward_scale(const vx_market *m, int64_t row_lo, int64_t row_hi, d
     return scale > 0 ? scale : 1.0;
 }
 
-void vx_env_split_rows(const vx_market *m, double eval_fraction, vx_split split, int64_t *lo,
+void vx_env_split_rows(const vx_market *m, const vx_env_cfg *c, vx_split split, int64_t *lo,
                        int64_t *hi)
 {
-    int64_t rows = (int64_t)m->rows;
-    int64_t cut = rows - (int64_t)floor(eval_fraction * (double)rows);
-    if (split == VX_SPLIT_TRAIN) *lo = 0, *hi = cut;
-    else *lo = cut, *hi = rows;
+    int64_t R = (int64_t)m->rows, K = c->folds > 0 ? c->folds : 1;
+    int64_t k = c->fold >= 1 && c->fold <= K ? c->fold : K;
+    int64_t T = (int64_t)floor(c->test_fraction * (double)R);
+    int64_t V = (int64_t)floor(c->val_fraction * (double)R);
+    /* block k of the test region: integer cuts, so the K blocks tile it exactly */
+    int64_t test_lo = R - T + (k - 1) * T / K, test_hi = R - T + k * T / K;
+    int64_t val_hi = V > 0 ? test_lo - c->gap : test_lo, val_lo = val_hi - V;
+    int64_t train_hi = (V > 0 ? val_lo : test_lo) - c->gap;
+    if (split == VX_SPLIT_TRAIN) *lo = 0, *hi = train_hi;
+    else if (split == VX_SPLIT_VAL) *lo = val_lo, *hi = val_hi;
+    else *lo = test_lo, *hi = test_hi;
+    if (*lo < 0) *lo = 0;
+}
+
+static vx_status check_split_settings(const vx_env_cfg *c, vx_err *e)
+{
+    if (!(c->val_fraction >= 0 && c->test_fraction > 0 && c->val_fraction + c->test_fraction < 1))
+        return vx_err_set(e, VX_ERR_ARG,
+                          "split: need val >= 0, test > 0 and val + test < 1 (got %g and %g)",
+                          c->val_fraction, c->test_fraction);
+    if (c->gap < 0) return vx_err_set(e, VX_ERR_ARG, "split: gap must be >= 0");
+    if (c->folds < 1 || c->fold < 0 || c->fold > c->folds)
+        return vx_err_set(e, VX_ERR_ARG, "split: need folds >= 1 and fold in 0..folds (got %d, %d)",
+                          c->folds, c->fold);
+    return VX_OK;
+}
+
+vx_status vx_env_check_splits(const vx_market *m, const vx_env_cfg *c, int64_t min_rows, vx_err *e)
+{
+    vx_status st = check_split_settings(c, e);
+    if (st) return st;
+    for (int s = VX_SPLIT_TRAIN; s <= VX_SPLIT_TEST; s++) {
+        if (s == VX_SPLIT_VAL && c->val_fraction == 0) continue;
+        int64_t lo, hi;
+        vx_env_split_rows(m, c, (vx_split)s, &lo, &hi);
+        if (hi - lo < min_rows)
+            return vx_err_set(e, VX_ERR_ARG,
+                              "split: the %s split%s has %lld rows of %zu, fewer than %lld "
+                              "(make the market longer, or change split.val, split.test, "
+                              "split.gap, split.folds)",
+                              vx_split_name((vx_split)s), c->folds > 1 ? " of this fold" : "",
+                              (long long)(hi > lo ? hi - lo : 0), m->rows, (long long)min_rows);
+    }
+    return VX_OK;
 }
 
 vx_status vx_env_params_make(const vx_env_cfg *cfg, const vx_market *m, vx_split split,
@@ -62,16 +111,18 @@ vx_status vx_env_params_make(const vx_env_cfg *cfg, const vx_market *m, vx_split
     if (!(cfg->tick > 0) || !(cfg->multiplier > 0) || cfg->commission < 0 ||
         cfg->slippage_ticks < 0)
         return vx_err_set(e, VX_ERR_ARG, "env: tick and multiplier must be > 0, costs >= 0");
-    if (!(cfg->eval_fraction >= 0 && cfg->eval_fraction < 1))
-        return vx_err_set(e, VX_ERR_ARG, "env: eval_fraction must be in [0, 1)");
+    vx_status st = check_split_settings(cfg, e);
+    if (st) return st;
     int64_t lo, hi, tlo, thi;
-    vx_env_split_rows(m, cfg->eval_fraction, split, &lo, &hi);
-    vx_env_split_rows(m, cfg->eval_fraction, VX_SPLIT_TRAIN, &tlo, &thi);
+    vx_env_split_rows(m, cfg, split, &lo, &hi);
+    vx_env_split_rows(m, cfg, VX_SPLIT_TRAIN, &tlo, &thi);
+    if (thi - tlo < 2) /* the reward scale comes from it, whatever the split */
+        return vx_err_set(e, VX_ERR_ARG, "env: the train split has %lld rows",
+                          (long long)(thi > tlo ? thi - tlo : 0));
     if (hi - lo < (int64_t)cfg->episode_len + 2)
         return vx_err_set(e, VX_ERR_ARG,
-                          "env: the %s split has %lld bars, fewer than one episode (%d) + 2",
-                          split == VX_SPLIT_TRAIN ? "training" : "evaluation", (long long)(hi - lo),
-                          cfg->episode_len);
+                          "env: the %s split has %lld rows, fewer than one episode (%d) + 2",
+                          vx_split_name(split), (long long)(hi - lo), cfg->episode_len);
     vx_env_params *p = out;
     /* rows index the feature matrix; the price arrays are offset to the same rows */
     p->features = m->features;

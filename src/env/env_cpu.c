@@ -135,17 +135,22 @@ const vx_env_state *vx_env_states(const vx_env *env)
     return env->ops == &vx_env_cpu_ops ? ((const env_cpu *)env->impl)->s : NULL;
 }
 
-vx_status vx_env_reset_to(vx_env *env, size_t i, int64_t row, vx_err *e)
+vx_status vx_env_reset_to(vx_env *env, size_t i, int64_t row, int32_t steps, vx_err *e)
 {
     if (env->ops != &vx_env_cpu_ops)
         return vx_err_set(e, VX_ERR_ARG, "env: reset_to needs CPU environments (these are on %s)",
                           vx_device_name(env->dev));
     env_cpu *c = env->impl;
     const vx_env_params *p = &c->p;
-    if (i >= c->n || row < p->row_lo || row > p->row_hi - 1 - p->episode_len)
-        return vx_err_set(e, VX_ERR_ARG, "env: cannot start environment %zu at row %lld", i,
-                          (long long)row);
+    if (i >= c->n || steps < 1 || steps > p->episode_len || row < p->row_lo ||
+        row + steps > p->row_hi - 1)
+        return vx_err_set(e, VX_ERR_ARG,
+                          "env: cannot start environment %zu at row %lld for %d steps (split rows "
+                          "%lld..%lld)",
+                          i, (long long)row, steps, (long long)p->row_lo, (long long)p->row_hi);
     vx_env_reset(p, &c->s[i], i);
     c->s[i].row = row;
+    /* the step count is not observed: starting it late only moves the truncation earlier */
+    c->s[i].steps = p->episode_len - steps;
     return VX_OK;
 }

@@ -74,7 +74,7 @@ vx_status vx_ckpt_write(const ckpt_job *j, vx_err *e)
         st = s->files[f].write(s->files[f].ctx, path, e);
     }
     if (st) return st;
-    size_t nm = 5 + s->n_meta + s->n_files;
+    size_t nm = 8 + s->n_meta + s->n_files;
     vx_meta *m = calloc(nm, sizeof *m);
     if (!m) return vx_err_set(e, VX_ERR_NOMEM, "checkpoint: out of memory");
     size_t k = 0;
@@ -97,12 +97,20 @@ vx_status vx_ckpt_write(const ckpt_job *j, vx_err *e)
         snprintf(m[k].key, sizeof m[k].key, "file.%s", s->files[f].name);
         snprintf(m[k].value, sizeof m[k].value, "%s", names[f]);
     }
-    snprintf(path, sizeof path, "%s/%s", j->dir, VX_CKPT_FILE);
+    if (j->best) {
+        snprintf(m[k].key, sizeof m[k].key, "kind");
+        snprintf(m[k++].value, sizeof m[0].value, "best");
+        snprintf(m[k].key, sizeof m[k].key, "val_sharpe");
+        snprintf(m[k++].value, sizeof m[0].value, "%.17g", j->val_sharpe);
+        snprintf(m[k].key, sizeof m[k].key, "val_sharpe_se");
+        snprintf(m[k++].value, sizeof m[0].value, "%.17g", j->val_sharpe_se);
+    }
+    snprintf(path, sizeof path, "%s/%s", j->dir, j->best ? VX_CKPT_BEST : VX_CKPT_FILE);
     st = vx_safetensors_write(path, s->tensors, s->n_tensors, m, k, e);
     free(m);
     if (st) return st;
     fsync_dir(j->dir);
-    prune(j->dir, names, s->n_files, 0);
+    if (!j->best) prune(j->dir, names, s->n_files, 0);
     return VX_OK;
 }
 
@@ -161,6 +169,21 @@ void vx_ckpt_clean(const char *dir)
         return; /* an unreadable checkpoint: leave everything for the user to look at */
     }
     prune(dir, keep, n, 1);
+}
+
+int vx_ckpt_best(const char *dir, int *epoch, double *val_sharpe)
+{
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s", dir, VX_CKPT_BEST);
+    if (access(path, F_OK) != 0) return 0;
+    vx_safetensors s;
+    if (vx_safetensors_read(path, &s, NULL) != VX_OK) return 0;
+    int64_t ep = 0;
+    const char *v = vx_safetensors_meta(&s, "val_sharpe");
+    int ok = v && vx_safetensors_meta_int(&s, "epoch", 0, 1000000000, &ep, NULL) == VX_OK;
+    if (ok) *epoch = (int)ep, *val_sharpe = strtod(v, NULL);
+    vx_safetensors_free(&s);
+    return ok;
 }
 
 vx_status vx_ckpt_open(const char *dir, const char *algo, vx_safetensors *s, int *epoch,

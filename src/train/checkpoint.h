@@ -17,6 +17,7 @@
 
 #define VX_CKPT_FORMAT "vixen-run-1"
 #define VX_CKPT_FILE "latest.safetensors"
+#define VX_CKPT_BEST "best.safetensors" /* weights only: the validation's best, for evaluation */
 
 typedef struct {
     char dir[1100];   /* <run>/checkpoint */
@@ -25,6 +26,10 @@ typedef struct {
     int epoch; /* epochs completed */
     int64_t env_steps;
     char *config; /* the resolved config as YAML (owned) */
+    /* a best checkpoint (file VX_CKPT_BEST, no side files, nothing pruned) when set, with the
+     * validation figures in its metadata */
+    int best;
+    double val_sharpe, val_sharpe_se;
 } ckpt_job;
 
 typedef struct {
@@ -48,6 +53,9 @@ vx_status vx_ckpt_writer_join(ckpt_writer *w, vx_err *e);
 /* Removes what a crash may have left in the checkpoint folder: temporary files, and side files
  * the committed checkpoint does not name. */
 void vx_ckpt_clean(const char *dir);
+/* The best checkpoint's epoch and validation Sharpe ratio, when <dir>/best.safetensors exists
+ * (returns 0 when it does not or cannot be read). */
+int vx_ckpt_best(const char *dir, int *epoch, double *val_sharpe);
 /* Reads <dir>/latest.safetensors of a run and checks it is a resumable checkpoint of `algo`;
  * its epoch and env_steps counters. */
 vx_status vx_ckpt_open(const char *dir, const char *algo, vx_safetensors *st, int *epoch,

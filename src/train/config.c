@@ -40,7 +40,13 @@ static const vx_key env_keys[] = {
     NUM("multiplier", VX_KEY_DBL, multiplier, 1e-12, 1e9, "$ per point"),
     NUM("reward_scale", VX_KEY_DBL, reward_scale, 0, 1e12, "$ per reward unit (0: from data)"),
     NUM("drawdown_limit", VX_KEY_DBL, drawdown_limit, 0, 1e15, "$ stop-out (0: 3 session sds)"),
-    NUM("eval_fraction", VX_KEY_DBL, eval_fraction, 0.01, 0.9, "held-out share of bars"),
+};
+static const vx_key split_keys[] = {
+    NUM("val", VX_KEY_DBL, val_fraction, 0, 0.9, "validation share of rows (0: none)"),
+    NUM("test", VX_KEY_DBL, test_fraction, 0.01, 0.9, "test share of rows (all folds' blocks)"),
+    NUM("gap", VX_KEY_INT, gap, 0, 1e9, "rows left out between splits (>= the feature window)"),
+    NUM("folds", VX_KEY_INT, folds, 1, 1000, "walk-forward folds (1: one split)"),
+    NUM("fold", VX_KEY_INT, fold, 0, 1000, "the fold this run trains (0: the last)"),
 };
 #undef F
 #define F(field) offsetof(vx_train_cfg, field), sizeof(((vx_train_cfg *)0)->field)
@@ -51,7 +57,12 @@ static const vx_key train_keys[] = {
     NUM("envs", VX_KEY_INT, envs, 1, 1 << 24, "environments stepped at once"),
     NUM("steps_per_epoch", VX_KEY_INT, steps_per_epoch, 1, 1e7,
         "steps of each environment per epoch"),
-    NUM("eval_every", VX_KEY_INT, eval_every, 0, 1e9, "epochs between evaluations (0: end only)"),
+    NUM("eval_every", VX_KEY_INT, eval_every, 0, 1e9,
+        "epochs between validations (0: none; the test split is evaluated once, at the end)"),
+    NUM("patience", VX_KEY_INT, patience, 0, 1e9,
+        "stop after this many validations without a better one (0: never)"),
+    NUM("max_revisits", VX_KEY_INT, max_revisits, 0, 1e9,
+        "warn when training steps exceed this many per training bar (0: never)"),
     NUM("checkpoint_every", VX_KEY_INT, checkpoint_every, 1, 1e9, "epochs between checkpoints"),
     NUM("seed", VX_KEY_U64, seed, 0, 1e18, "seed of everything random"),
     {"device", VX_KEY_ENUM, F(device), 0, 0, device_names, 0, 0, -1,
@@ -64,6 +75,8 @@ static const vx_key train_keys[] = {
 };
 static const vx_section data_section = {"data", data_keys, sizeof data_keys / sizeof *data_keys};
 static const vx_section env_section = {"env", env_keys, sizeof env_keys / sizeof *env_keys};
+static const vx_section split_section = {"split", split_keys,
+                                         sizeof split_keys / sizeof *split_keys};
 static const vx_section train_section = {"train", train_keys,
                                          sizeof train_keys / sizeof *train_keys};
 
@@ -87,6 +100,8 @@ static const char *const renamed[] = {
     "dqn.eps_decay_epochs",
     "train.overlap",
     "dqn.overlap",
+    "env.eval_fraction", /* the held-out share, before validation and test were separate */
+    "split.test",
     NULL,
 };
 
@@ -96,6 +111,7 @@ static void bind(vx_settings *s, vx_train_cfg *c, int only)
     memset(s, 0, sizeof *s);
     vx_settings_bind(s, &data_section, c);
     vx_settings_bind(s, &env_section, &c->env);
+    vx_settings_bind(s, &split_section, &c->env);
     vx_settings_bind(s, &train_section, c);
     for (int i = 0; i < vx_algo_count(); i++) {
         if (only >= 0 && i != only) continue;
@@ -117,6 +133,8 @@ void vx_train_cfg_default(vx_train_cfg *c)
     c->envs = 128;
     c->steps_per_epoch = 100;
     c->eval_every = 10;
+    c->patience = 0;
+    c->max_revisits = 25;
     c->checkpoint_every = 10;
     c->seed = 1;
     c->device = VX_DEVICE_AUTO;

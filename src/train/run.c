@@ -14,6 +14,7 @@
  * side files) and all randomness is counter-based Philox, so a resumed run computes what an
  * uninterrupted one would (tests check the final weights bit for bit). */
 #include "checkpoint.h"
+#include "eval_internal.h"
 #include "vixen/io.h"
 #include "vixen/train.h"
 
@@ -21,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 vx_status vx_train_open_market(const vx_train_cfg *c, vx_market *m, vx_err *e)
 {
@@ -39,10 +41,17 @@ vx_status vx_train_open_market(const vx_train_cfg *c, vx_market *m, vx_err *e)
     sc.seed = c->synth_seed;
     sc.signal_strength = c->synth_strength;
     vx_series s = {0};
-    vx_status st = vx_synth_generate(&sc, &s, NULL, e);
+    double *signal = NULL;
+    vx_status st = vx_synth_generate(&sc, &s, &signal, e);
     if (!st) st = vx_market_from_series(&s, m, e);
     vx_series_free(&s);
-    return st;
+    if (st) {
+        free(signal);
+        return st;
+    }
+    m->signal = m->signal_ = signal; /* the market owns it now */
+    m->signal_strength = sc.signal_strength;
+    return VX_OK;
 }
 
 double vx_epoch_metric(const vx_epoch_report *r, const char *name)
@@ -54,7 +63,7 @@ double vx_epoch_metric(const vx_epoch_report *r, const char *name)
 
 /* ---- metrics columns: the run's and the algorithm's ------------------------------------------ */
 
-#define MAX_COLS (12 + VX_ALGO_MAX_METRICS)
+#define MAX_COLS (16 + VX_ALGO_MAX_METRICS)
 
 typedef struct {
     const char *name[MAX_COLS];
@@ -65,9 +74,9 @@ typedef struct {
 /* epoch, env_steps, the algorithm's results, the episode and evaluation figures, then the
  * timings (env_steps_per_s, the algorithm's, seconds): rows of runs that should agree compare
  * equal up to the timing columns at the end. */
-static const char *const run_results[] = {"episode_return", "episode_pnl",  "episodes",
-                                          "eval_sharpe",    "eval_pnl",     "eval_max_drawdown",
-                                          "eval_turnover",  "eval_hit_rate"};
+static const char *const run_results[] = {
+    "episode_return", "episode_pnl",      "episodes",     "val_sharpe",   "val_sharpe_se",
+    "val_pnl",        "val_max_drawdown", "val_turnover", "val_hit_rate", "val_best"};
 
 static void columns_make(columns *c, const vx_algo_ops *a)
 {
@@ -87,7 +96,7 @@ static void columns_make(columns *c, const vx_algo_ops *a)
 
 static double run_value(const char *name, const vx_epoch_report *r, double scale)
 {
-    const vx_eval_metrics *v = &r->eval;
+    const vx_eval_metrics *v = &r->val;
     if (!strcmp(name, "epoch")) return r->epoch;
     if (!strcmp(name, "env_steps")) return (double)r->env_steps;
     if (!strcmp(name, "episode_return")) return r->episode_return;
@@ -95,12 +104,14 @@ static double run_value(const char *name, const vx_epoch_report *r, double scale
     if (!strcmp(name, "episodes")) return r->episodes;
     if (!strcmp(name, "env_steps_per_s")) return r->env_steps_per_s;
     if (!strcmp(name, "seconds")) return r->seconds;
-    if (!r->evaluated) return NAN;
-    if (!strcmp(name, "eval_sharpe")) return v->sharpe;
-    if (!strcmp(name, "eval_pnl")) return v->total_pnl;
-    if (!strcmp(name, "eval_max_drawdown")) return v->max_drawdown;
-    if (!strcmp(name, "eval_turnover")) return v->turnover;
-    return v->hit_rate; /* eval_hit_rate */
+    if (!r->validated) return NAN;
+    if (!strcmp(name, "val_sharpe")) return v->sharpe;
+    if (!strcmp(name, "val_sharpe_se")) return v->sharpe_se;
+    if (!strcmp(name, "val_pnl")) return v->net;
+    if (!strcmp(name, "val_max_drawdown")) return v->max_drawdown;
+    if (!strcmp(name, "val_turnover")) return v->turnover;
+    if (!strcmp(name, "val_best")) return r->best;
+    return v->hit_rate; /* val_hit_rate */
 }
 
 static vx_status write_eval(const char *dir, const vx_eval_report *r, vx_err *e)
@@ -150,6 +161,9 @@ typedef struct {
     int epoch; /* epochs completed */
     int64_t env_steps;
     int written, deferred; /* checkpoints written; due ones that waited for the writer */
+    int best_epoch;        /* the validation's best so far (0: none yet) */
+    double best_val;
+    int since_best; /* validations since it */
 } run_state;
 
 static void run_free(run_state *r)
@@ -185,11 +199,36 @@ static vx_status checkpoint(run_state *r, int final, int *started, vx_err *e)
     return st;
 }
 
-static vx_status evaluate(run_state *r, vx_eval_report *ev, vx_err *e)
+/* The policy as of now on the validation split; when it beats the best so far, it becomes
+ * checkpoint/best.safetensors. */
+static vx_status validate(run_state *r, vx_eval_metrics *val, int *best, vx_err *e)
 {
     vx_policy pol;
+    vx_eval_report ev;
+    memset(&ev, 0, sizeof ev);
     vx_status st = r->ops->policy(r->algo, &pol, e);
-    if (!st) st = vx_eval_run(&r->market, &r->cfg.env, &pol, ev, e);
+    if (!st) st = vx_eval_run(&r->market, &r->cfg.env, VX_SPLIT_VAL, &pol, NULL, &ev, e);
+    *val = ev.row[VX_EVAL_AGENT];
+    val->period_pnl = NULL; /* freed below with the report */
+    *best = !st && (r->best_epoch == 0 || val->sharpe > r->best_val);
+    if (*best) {
+        ckpt_job job;
+        memset(&job, 0, sizeof job);
+        st = r->ops->policy_state(r->algo, &job.st, e);
+        snprintf(job.dir, sizeof job.dir, "%s", r->ckpt_dir);
+        snprintf(job.algo, sizeof job.algo, "%s", r->ops->name);
+        job.epoch = r->epoch;
+        job.env_steps = r->env_steps;
+        job.config = r->config;
+        job.best = 1;
+        job.val_sharpe = val->sharpe;
+        job.val_sharpe_se = val->sharpe_se;
+        if (!st) st = vx_ckpt_write(&job, e);
+        if (!st) r->best_epoch = r->epoch, r->best_val = val->sharpe, r->since_best = 0;
+    } else if (!st) {
+        r->since_best++;
+    }
+    vx_eval_report_free(&ev);
     return st;
 }
 
@@ -208,9 +247,16 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
         return vx_err_line(e, VX_ERR_ARG, c->run_dir, -1, "",
                            "already holds a run; resume it (--resume) or pick another folder");
     vx_ckpt_clean(r->ckpt_dir);
+    snprintf(path, sizeof path, "%s/%s", r->ckpt_dir, VX_CKPT_BEST);
+    if (!resume) unlink(path); /* a best from an attempt that never checkpointed */
+    else if (vx_ckpt_best(r->ckpt_dir, &r->best_epoch, &r->best_val) && c->eval_every > 0)
+        r->since_best = -1; /* counted from the checkpoint's epoch below */
     st = vx_train_open_market(c, &r->market, e);
     if (st) return st;
     r->have_market = 1;
+    /* every split must hold an episode: the walks (eval.c) and the random starts need one */
+    st = vx_env_check_splits(&r->market, &c->env, (int64_t)c->env.episode_len + 2, e);
+    if (st) return st;
     vx_env_cfg ec = c->env;
     ec.seed = c->seed;
     st = vx_env_create(&ec, &r->market, VX_SPLIT_TRAIN, (size_t)c->envs, dev, &r->env, e);
@@ -236,6 +282,7 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
             vx_err_line(e, st, path, -1, "", "resume: %s", m);
         }
         if (st) return st;
+        if (r->since_best < 0) r->since_best = (r->epoch - r->best_epoch) / c->eval_every;
     } else { /* the resolved configuration, first */
         snprintf(path, sizeof path, "%s/config.yaml", c->run_dir);
         vx_atomic_file af;
@@ -251,9 +298,59 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
     return VX_OK;
 }
 
+/* The one evaluation on the test split: the best checkpoint (or, with none, the last one),
+ * with the baselines and its in-sample row, and the warnings a reader needs. */
+static vx_status final_test(run_state *r, vx_eval_report *ev, vx_err *e)
+{
+    const vx_train_cfg *c = &r->cfg;
+    vx_eval_opts o = {1, NULL, 1};
+    char path[1200];
+    vx_status st;
+    if (r->best_epoch > 0) {
+        snprintf(path, sizeof path, "%s/%s", r->ckpt_dir, VX_CKPT_BEST);
+        st = vx_eval_checkpoint(c, path, &r->market, VX_SPLIT_TEST, &o, ev, e);
+        if (!st)
+            snprintf(ev->checkpoint, sizeof ev->checkpoint,
+                     "best: epoch %d of %d, validation Sharpe %.2f (chosen on the validation "
+                     "split; the test split is evaluated once, here)",
+                     r->best_epoch, r->epoch, r->best_val);
+    } else {
+        vx_policy pol;
+        st = r->ops->policy(r->algo, &pol, e);
+        if (!st) st = vx_eval_run(&r->market, &c->env, VX_SPLIT_TEST, &pol, &o, ev, e);
+        if (!st)
+            snprintf(ev->checkpoint, sizeof ev->checkpoint,
+                     "last: epoch %d (nothing was validated: train.eval_every 0 or split.val 0)",
+                     r->epoch);
+    }
+    if (st) return st;
+    /* warnings: memorising the training bars, and seeing them too often */
+    const vx_eval_metrics *in = &ev->row[VX_EVAL_IN_SAMPLE];
+    if (ev->baselines.has_oracle && in->present) {
+        double oracle;
+        st = vx_eval_rule_sharpe(&r->market, &c->env, VX_SPLIT_TRAIN, VX_EVAL_ORACLE,
+                                 &ev->baselines, &oracle, e);
+        if (!st && in->sharpe > oracle)
+            vx_eval_warn(ev,
+                         "the agent's in-sample Sharpe (%.2f) beats the oracle's on the same "
+                         "training bars (%.2f): it has learned the noise of the training split",
+                         in->sharpe, oracle);
+    }
+    int64_t lo, hi;
+    vx_env_split_rows(&r->market, &c->env, VX_SPLIT_TRAIN, &lo, &hi);
+    double visits = (double)r->env_steps / (double)(hi - lo);
+    if (!st && c->max_revisits > 0 && visits > c->max_revisits)
+        vx_eval_warn(ev,
+                     "training took %.0f steps per training bar (train.max_revisits %d): "
+                     "results may rest on memorised bars",
+                     visits, c->max_revisits);
+    return st;
+}
+
 vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epoch_fn on_epoch,
                        void *ctx, vx_eval_report *final_eval, vx_err *e)
 {
+    if (final_eval) memset(final_eval, 0, sizeof *final_eval);
     vx_status st = vx_train_cfg_check(c, e);
     if (st) return st;
     run_state *r = calloc(1, sizeof *r);
@@ -270,10 +367,9 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
     }
     if (!st) st = vx_tfevents_open(&tb, c->run_dir, e);
     double scale = !st ? vx_env_params_get(r->env)->reward_scale : 1;
+    int validating = c->eval_every > 0 && c->env.val_fraction > 0;
     uint64_t run_start = vx_now_ns();
     int first_epoch = r->epoch, pending = 0;
-    vx_eval_report ev;
-    memset(&ev, 0, sizeof ev);
     while (!st && r->epoch < c->epochs) {
         uint64_t t0 = vx_now_ns();
         int last = r->epoch + 1 == c->epochs;
@@ -293,12 +389,12 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
         r->env_steps += out.env_steps;
         vx_epoch_report rep;
         memset(&rep, 0, sizeof rep);
-        if ((c->eval_every > 0 && r->epoch % c->eval_every == 0) || last) {
-            st = evaluate(r, &ev, e);
-            rep.evaluated = 1;
-            rep.eval = ev.agent;
+        if (validating && (r->epoch % c->eval_every == 0 || last)) {
+            st = validate(r, &rep.val, &rep.best, e);
+            rep.validated = 1;
         }
         if (st) break;
+        int patience_out = validating && c->patience > 0 && r->since_best >= c->patience;
         rep.epoch = r->epoch, rep.epochs = c->epochs, rep.env_steps = r->env_steps;
         rep.episodes = out.episodes;
         rep.episode_return = out.episodes > 0 ? out.return_sum / out.episodes : NAN;
@@ -317,12 +413,19 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
         for (int i = 1; i < cols.n && !st; i++) {
             if (isnan(row[i])) continue;
             char tag[64];
-            snprintf(tag, sizeof tag, "%s/%s", strncmp(cols.name[i], "eval_", 5) ? "train" : "eval",
+            snprintf(tag, sizeof tag, "%s/%s", strncmp(cols.name[i], "val_", 4) ? "train" : "val",
                      cols.name[i]);
             st = vx_tfevents_scalar(&tb, tag, r->epoch, row[i], e);
         }
         rep.checkpointed = snap;
         int stop = !st && on_epoch ? on_epoch(&rep, ctx) : 0;
+        if (!st && patience_out && !stop) {
+            vx_log(VX_LOG_INFO,
+                   "train: stopping early at epoch %d: %d validations without beating epoch %d's "
+                   "Sharpe %.2f (train.patience %d)",
+                   r->epoch, r->since_best, r->best_epoch, r->best_val, c->patience);
+            stop = 1;
+        }
         int started = 0;
         if (!st && (snap || stop)) {
             st = checkpoint(r, last || stop, &started, e);
@@ -336,9 +439,12 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
                "train: %d checkpoints written; %d fell due while the last was still "
                "being written and were taken at the next epoch end after it",
                r->written, r->deferred);
-    if (!st && ev.buy_hold.bars == 0) st = evaluate(r, &ev, e);
+    vx_eval_report ev;
+    memset(&ev, 0, sizeof ev);
+    if (!st) st = final_test(r, &ev, e);
     if (!st) st = write_eval(c->run_dir, &ev, e);
     if (!st && final_eval) *final_eval = ev;
+    else vx_eval_report_free(&ev);
     vx_csv_log_close(&csv);
     vx_tfevents_close(&tb);
     run_free(r);
@@ -348,8 +454,10 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
 /* ---- evaluating a checkpoint ----------------------------------------------------------------- */
 
 vx_status vx_eval_checkpoint(const vx_train_cfg *c, const char *ckpt_path, const vx_market *m,
-                             vx_eval_report *out, vx_err *e)
+                             vx_split split, const vx_eval_opts *opts, vx_eval_report *out,
+                             vx_err *e)
 {
+    memset(out, 0, sizeof *out);
     vx_safetensors s;
     vx_status st = vx_safetensors_read(ckpt_path, &s, e);
     if (st) return st;
@@ -375,7 +483,12 @@ vx_status vx_eval_checkpoint(const vx_train_cfg *c, const char *ckpt_path, const
     }
     vx_policy pol;
     if (!st) st = ops->policy(a, &pol, e);
-    if (!st) st = vx_eval_run(m, &c->env, &pol, out, e);
+    if (!st) st = vx_eval_run(m, &c->env, split, &pol, opts, out, e);
+    if (!st) {
+        const char *kind = vx_safetensors_meta(&s, "kind"), *ep = vx_safetensors_meta(&s, "epoch");
+        snprintf(out->checkpoint, sizeof out->checkpoint, "%s (%s, epoch %s)", ckpt_path,
+                 kind ? kind : "latest", ep ? ep : "?");
+    }
     if (a) ops->free(a);
     vx_safetensors_free(&s);
     return st;

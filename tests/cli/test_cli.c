@@ -6,7 +6,10 @@
 #include "bench.h"
 #include "helpers.h"
 
+#include <cjson/cJSON.h>
+
 #include <fcntl.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -226,6 +229,20 @@ static void test_synth_formats_and_env_bench(void **state)
     th_rmtree(dir);
 }
 
+/* A number inside parsed JSON at a path of object keys ("rows", "flat", "net"); NAN if absent. */
+static double jnum(const cJSON *o, const char *a, const char *b, const char *c)
+{
+    const char *path[3] = {a, b, c};
+    for (int i = 0; i < 3 && path[i] && o; i++) o = cJSON_GetObjectItemCaseSensitive(o, path[i]);
+    return cJSON_IsNumber(o) ? o->valuedouble : NAN;
+}
+
+static const char *jstr(const cJSON *o, const char *key)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(x) ? x->valuestring : "";
+}
+
 static void test_train_and_eval_commands(void **state)
 {
     (void)state;
@@ -233,23 +250,38 @@ static void test_train_and_eval_commands(void **state)
     th_tmpdir(dir, sizeof dir);
     const char *small = "--set data.synth_days=12 --set env.episode_len=60 --set train.envs=16 "
                         "--set train.steps_per_epoch=40 --set dqn.batch=32 --set net.trunk=32,32 "
-                        "--set net.head_hidden=16 --set train.warmup=200 --set train.eval_every=0";
-    snprintf(args, sizeof args, "train %s --epochs 2 --run %s/r", small, dir);
+                        "--set net.head_hidden=16 --set train.warmup=200";
+    snprintf(args, sizeof args, "train %s --set train.eval_every=0 --epochs 2 --run %s/r", small,
+             dir);
     assert_int_equal(vixen(args), 0);
     assert_non_null(strstr(err, "epoch 1/2"));
     assert_non_null(strstr(err, "epoch 2/2"));
-    assert_non_null(strstr(out, "held-out evaluation"));
+    assert_non_null(strstr(out, "test split: rows"));
+    assert_non_null(strstr(out, "checkpoint: last: epoch 2 (nothing was validated"));
     assert_non_null(strstr(out, "buy & hold"));
+    assert_non_null(strstr(out, "momentum"));
+    assert_non_null(strstr(out, "agent (train)"));
     /* resume to 3 epochs */
     snprintf(args, sizeof args, "train --resume %s/r --epochs 3", dir);
     assert_int_equal(vixen(args), 0);
     assert_non_null(strstr(err, "epoch 3/3"));
     assert_null(strstr(err, "epoch 2/3"));
-    /* eval of the run, as JSON */
+    /* eval of the run, as JSON: the split, standard errors, the baselines */
     snprintf(args, sizeof args, "eval %s/r --json", dir);
     assert_int_equal(vixen(args), 0);
-    assert_non_null(strstr(out, "\"agent\": {\"total_pnl\""));
-    assert_non_null(strstr(out, "\"flat\": {\"total_pnl\": 0,"));
+    cJSON *j = cJSON_Parse(out);
+    assert_non_null(j);
+    assert_string_equal(jstr(j, "split"), "test");
+    assert_true(jnum(j, "rows", "agent", "sharpe_se") > 0);
+    assert_true(jnum(j, "rows", "buy_hold", "sharpe_se") > 0);
+    assert_true(jnum(j, "rows", "flat", "net") == 0);
+    double g = jnum(j, "rows", "agent", "gross"), c = jnum(j, "rows", "agent", "costs");
+    assert_true(fabs(g - c - jnum(j, "rows", "agent", "net")) < 0.005); /* to the cent */
+    assert_false(isnan(jnum(j, "rows", "momentum", "sharpe")));
+    assert_false(isnan(jnum(j, "rows", "ridge", "sharpe")));
+    assert_false(isnan(jnum(j, "rows", "oracle", "sharpe")));
+    assert_non_null(strstr(jstr(j, "checkpoint"), "latest.safetensors (latest, epoch 3)"));
+    cJSON_Delete(j);
     /* a checkpoint copied away from its run folder still evaluates (its metadata holds the
      * config) and gives the same numbers */
     static char saved[sizeof out];
@@ -260,7 +292,50 @@ static void test_train_and_eval_commands(void **state)
     assert_int_equal(system(args), 0);
     snprintf(args, sizeof args, "eval %s/lone/ckpt/latest.safetensors --json", dir);
     assert_int_equal(vixen(args), 0);
-    assert_string_equal(out, saved);
+    char *a1 = strstr(saved, "\"rows\""), *a2 = strstr(out, "\"rows\"");
+    assert_non_null(a1);
+    assert_non_null(a2);
+    assert_string_equal(a1, a2); /* all but the checkpoint's path */
+    /* the validation split, and a run with validation: its best checkpoint */
+    snprintf(args, sizeof args, "eval %s/r --split validation", dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, "validation split: rows"));
+    snprintf(args, sizeof args, "train %s --set train.eval_every=1 --epochs 3 --run %s/v", small,
+             dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(err, "val Sharpe"));
+    assert_non_null(strstr(out, "checkpoint: best: epoch"));
+    snprintf(args, sizeof args, "eval %s/v", dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, "best.safetensors (best, epoch"));
+    snprintf(args, sizeof args, "eval %s/v --checkpoint latest --split train", dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, "train split: rows 0.."));
+    assert_non_null(strstr(out, "latest.safetensors (latest, epoch 3)"));
+    assert_int_equal(vixen("eval . --split sideways"), 2);
+    assert_non_null(strstr(err, "--split: train, validation or test"));
+    /* walk-forward over two folds */
+    snprintf(args, sizeof args,
+             "train %s --set train.eval_every=1 --set split.test=0.3 --folds 2 --epochs 1 "
+             "--run %s/w",
+             small, dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, "walk-forward, all 2 folds' test blocks"));
+    snprintf(yaml, sizeof yaml, "%s/w/walk_forward.json", dir);
+    size_t len;
+    char *wf = (char *)th_read(yaml, &len);
+    j = cJSON_ParseWithLength(wf, len);
+    assert_non_null(j);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "folds")), 2);
+    const cJSON *all = cJSON_GetObjectItem(j, "all");
+    double bars = jnum(all, "rows", "agent", "bars");
+    double b1 =
+        jnum(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "folds"), 0), "rows", "agent", "bars");
+    double b2 =
+        jnum(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "folds"), 1), "rows", "agent", "bars");
+    assert_true(bars == b1 + b2 && b1 > 0);
+    cJSON_Delete(j);
+    free(wf);
     /* bad settings */
     assert_int_equal(vixen("train --set dqn.lrr=1"), 2);
     assert_non_null(strstr(err, "unknown key 'dqn.lrr'"));

@@ -47,8 +47,9 @@ static vx_eval_report run(const char *dir, double strength, int epochs)
     printf("[%s%s] strength %.2f, %d epochs: agent Sharpe %.2f (PnL %.0f, turnover %.3f), "
            "buy-and-hold %.2f, flat %.2f\n",
            g_dev ? "cuda" : "cpu", g_auto_batch ? ", batch chosen by the GPU" : "", strength,
-           epochs, r.agent.sharpe, r.agent.total_pnl, r.agent.turnover, r.buy_hold.sharpe,
-           r.flat.sharpe);
+           epochs, r.row[VX_EVAL_AGENT].sharpe, r.row[VX_EVAL_AGENT].net,
+           r.row[VX_EVAL_AGENT].turnover, r.row[VX_EVAL_BUY_HOLD].sharpe,
+           r.row[VX_EVAL_FLAT].sharpe);
     return r;
 }
 
@@ -58,9 +59,10 @@ static void test_learns_a_strong_signal(void **state)
     char dir[64];
     th_tmpdir(dir, sizeof dir);
     vx_eval_report r = run(dir, 0.5, 8);
-    assert_true(r.agent.sharpe > r.buy_hold.sharpe + 10);
-    assert_true(r.agent.sharpe > r.flat.sharpe + 10);
-    assert_true(r.agent.total_pnl > 0);
+    assert_true(r.row[VX_EVAL_AGENT].sharpe > r.row[VX_EVAL_BUY_HOLD].sharpe + 10);
+    assert_true(r.row[VX_EVAL_AGENT].sharpe > r.row[VX_EVAL_FLAT].sharpe + 10);
+    assert_true(r.row[VX_EVAL_AGENT].net > 0);
+    vx_eval_report_free(&r);
     th_rmtree(dir);
 }
 
@@ -81,10 +83,11 @@ static void test_claims_no_edge_on_a_random_walk(void **state)
     char dir[64];
     th_tmpdir(dir, sizeof dir);
     vx_eval_report r = run(dir, 0.0, 20);
-    double per_bar = r.agent.pnl_per_bar / r.reward_scale;
+    double per_bar = r.row[VX_EVAL_AGENT].pnl_per_bar / r.reward_scale;
     printf("random walk: %.4f reward units per bar\n", per_bar);
-    assert_true(r.agent.sharpe <= 2.0);
+    assert_true(r.row[VX_EVAL_AGENT].sharpe <= 2.0);
     assert_true(per_bar >= -0.05 && per_bar <= 0.02);
+    vx_eval_report_free(&r);
     th_rmtree(dir);
 }
 

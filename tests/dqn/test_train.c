@@ -131,15 +131,22 @@ static void read_metrics(const char *dir, char *buf, size_t n)
     free(d);
 }
 
-/* the metrics without the last three (timing) columns */
+/* the metrics without the timing columns (from env_steps_per_s on) */
 static void strip_timing(char *csv)
 {
     char out[16384];
     size_t k = 0;
+    int keep = -1;
     for (char *line = strtok(csv, "\n"); line; line = strtok(NULL, "\n")) {
+        if (keep < 0) { /* the header: count the columns before env_steps_per_s */
+            const char *t = strstr(line, "env_steps_per_s");
+            assert_non_null(t);
+            keep = 0;
+            for (const char *q = line; q < t; q++) keep += *q == ',';
+        }
         int commas = 0, stop = (int)strlen(line);
         for (int i = 0; line[i]; i++)
-            if (line[i] == ',' && ++commas == 17) stop = i;
+            if (line[i] == ',' && ++commas == keep) stop = i;
         k += (size_t)snprintf(out + k, sizeof out - k, "%.*s\n", stop, line);
     }
     strcpy(csv, out);
@@ -168,8 +175,9 @@ static void test_run_folder_and_exact_resume(void **state)
                            "eval.json",
                            "eval.txt",
                            "checkpoint/latest.safetensors",
-                           "checkpoint/replay-00000004.bin"};
-    for (int i = 0; i < 6; i++) {
+                           "checkpoint/replay-00000004.bin",
+                           "checkpoint/best.safetensors"};
+    for (int i = 0; i < 7; i++) {
         char p[256];
         struct stat sb;
         snprintf(p, sizeof p, "%s/%s", a, files[i]);
@@ -178,7 +186,7 @@ static void test_run_folder_and_exact_resume(void **state)
     assert_int_equal(th_count_files(a), 6); /* those, the checkpoint folder, the events file */
     char ck[128];
     snprintf(ck, sizeof ck, "%s/checkpoint", a);
-    assert_int_equal(th_count_files(ck), 2);
+    assert_int_equal(th_count_files(ck), 3);
     /* a second fresh run into the same folder is refused */
     assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, NULL, &e), VX_ERR_ARG);
     assert_non_null(strstr(e.msg, "already holds a run"));
@@ -222,12 +230,248 @@ static void test_run_folder_and_exact_resume(void **state)
     strip_timing(ma);
     strip_timing(mb);
     assert_string_equal(ma, mb);
-    assert_true(ra.agent.sharpe == rb.agent.sharpe);
+    assert_true(ra.row[VX_EVAL_AGENT].sharpe == rb.row[VX_EVAL_AGENT].sharpe);
+    assert_string_equal(ra.checkpoint, rb.checkpoint);
+    vx_eval_report_free(&ra);
+    vx_eval_report_free(&rb);
     th_rmtree(a);
     th_rmtree(b);
 }
 
-static void test_eval_baselines_by_hand(void **state)
+/* ---- the evaluation walk, by hand ------------------------------------------------------------ */
+
+/* The trading day eval.h books a bar's PnL to: the UTC date of its timestamp + 2 h. */
+static int64_t day_of(const vx_market *m, int64_t row)
+{
+    return (m->ts[m->first_bar + (size_t)row] + 7200000000000ll) / 86400000000000ll;
+}
+
+/* Sharpe ratio and Lo's standard error of per-transition PnL summed by trading day (float64). */
+static void sharpe_by_hand(const vx_market *m, int64_t lo, const double *net, int64_t n, double *sr,
+                           double *se, size_t *days)
+{
+    double *d = calloc((size_t)n, sizeof *d);
+    size_t k = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (i > 0 && day_of(m, lo + i + 1) != day_of(m, lo + i)) k++;
+        d[k] += net[i];
+    }
+    *days = k + 1;
+    double mean = 0, var = 0;
+    for (size_t i = 0; i <= k; i++) mean += d[i];
+    mean /= (double)(k + 1);
+    for (size_t i = 0; i <= k; i++) var += (d[i] - mean) * (d[i] - mean);
+    double sd = sqrt(var / (double)k), x = mean / sd;
+    *sr = x * sqrt(252.0);
+    *se = sqrt((1 + x * x / 2) / (double)(k + 1)) * sqrt(252.0);
+    free(d);
+}
+
+/* The position a rule's exposure level asks for, in contracts (max 4). */
+static int lvl_pos(int lvl) { return lvl == 8 ? 4 : lvl == 0 ? -4 : 0; }
+
+/* Per-transition net PnL of a full-urgency market-order rule over rows [lo, hi), walked as
+ * episodes of L bars from flat, with the stop-out at `limit` ($ below the episode's peak). */
+static int64_t rule_by_hand(const vx_market *m, int64_t lo, int64_t hi, int L, double limit,
+                            int (*level)(const vx_market *, int64_t, const void *), const void *ctx,
+                            double *net, double *costs_out, int *stops)
+{
+    const double *o = m->open + m->first_bar, *c = m->close + m->first_bar;
+    int64_t n = hi - lo - 1;
+    double costs = 0;
+    *stops = 0;
+    for (int64_t s = 0; s < n; s += L) {
+        int64_t len = n - s < L ? n - s : L;
+        int pos = 0;
+        double eq = 0, peak = 0;
+        for (int64_t t = 0; t < len; t++) {
+            int64_t r = lo + s + t;
+            int q = lvl_pos(level(m, r, ctx)) - pos; /* urgency 2: the whole gap */
+            double fill = o[r + 1] + (q > 0 ? 0.25 : -0.25);
+            double gross = pos * (c[r + 1] - c[r]) * 50 + q * (c[r + 1] - o[r + 1]) * 50;
+            double cost = abs(q) * 2.25 + q * (fill - o[r + 1]) * 50;
+            net[s + t] = gross - cost;
+            costs += cost;
+            pos += q;
+            eq += gross - cost;
+            peak = eq > peak ? eq : peak;
+            if (peak - eq >= limit) { /* stop-out: the next bar starts a flat episode */
+                (*stops)++;
+                pos = 0, eq = 0, peak = 0;
+            }
+        }
+    }
+    *costs_out = costs;
+    return n;
+}
+
+static int long_level(const vx_market *m, int64_t r, const void *ctx)
+{
+    (void)m, (void)r, (void)ctx;
+    return 8;
+}
+
+static int momentum_level(const vx_market *m, int64_t r, const void *ctx)
+{
+    int k = *(const int *)ctx;
+    const double *c = m->close + m->first_bar;
+    return c[r] > c[r - k] ? 8 : c[r] < c[r - k] ? 0 : 4;
+}
+
+static vx_status act_long(void *ctx, const float *obs, int n, int32_t *a, vx_err *e)
+{
+    (void)ctx, (void)obs, (void)e;
+    for (int i = 0; i < n; i++) a[3 * i] = 8, a[3 * i + 1] = VX_ORDER_MARKET, a[3 * i + 2] = 2;
+    return VX_OK;
+}
+
+static void check_row(const vx_eval_metrics *x, const vx_market *m, int64_t lo, const double *net,
+                      int64_t n, double costs, int stops)
+{
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += net[i];
+    double sr, se;
+    size_t days;
+    sharpe_by_hand(m, lo, net, n, &sr, &se, &days);
+    assert_true(x->present);
+    assert_true(x->bars == (double)n); /* every bar of the split, none dropped */
+    assert_true(fabs(x->net - sum) < 1e-6 * (1 + fabs(sum)));
+    assert_true(fabs(x->costs - costs) < 1e-6 * (1 + costs));
+    assert_true(x->gross - x->costs == x->net); /* to the cent, and exactly */
+    assert_int_equal(x->n_periods, days);
+    assert_true(fabs(x->sharpe - sr) < 1e-9 * (1 + fabs(sr)));
+    assert_true(fabs(x->sharpe_se - se) < 1e-9 * se);
+    assert_true(x->stop_outs == stops);
+}
+
+/* The test split walked by buy-and-hold, an agent that always goes long, momentum and flat —
+ * against float64 walks written here from the documented rules: every bar booked, episodes of
+ * L bars from flat, the last one short, costs as commission + slippage against the open, the
+ * Sharpe ratio by trading day; then again with a stop-out that bites. */
+static void test_eval_walk_by_hand(void **state)
+{
+    (void)state;
+    vx_train_cfg c;
+    tiny(&c, "unused");
+    c.env.drawdown_limit = 1e12; /* first without stop-outs */
+    vx_market m;
+    vx_err e;
+    assert_int_equal(vx_train_open_market(&c, &m, &e), VX_OK);
+    int64_t lo, hi;
+    vx_env_split_rows(&m, &c.env, VX_SPLIT_TEST, &lo, &hi);
+    int L = c.env.episode_len;
+    vx_policy pol = {act_long, NULL};
+    vx_eval_opts o = {1, NULL, 1};
+    vx_eval_report r;
+    assert_int_equal(vx_eval_run(&m, &c.env, VX_SPLIT_TEST, &pol, &o, &r, &e), VX_OK);
+    assert_int_equal(r.first_row, lo);
+    assert_int_equal(r.last_row, hi);
+    assert_int_equal(r.episodes, (size_t)((hi - lo - 1 + L - 1) / L));
+    assert_true((hi - lo - 1) % L != 0); /* so the short last episode is exercised */
+    double *net = malloc((size_t)(hi - lo) * sizeof *net), costs;
+    int stops;
+    int64_t n = rule_by_hand(&m, lo, hi, L, 1e12, long_level, NULL, net, &costs, &stops);
+    check_row(&r.row[VX_EVAL_BUY_HOLD], &m, lo, net, n, costs, stops);
+    check_row(&r.row[VX_EVAL_AGENT], &m, lo, net, n, costs, stops); /* the policy path */
+    assert_true(r.row[VX_EVAL_BUY_HOLD].trades == (double)r.episodes);
+    assert_true(costs == (double)r.episodes * (4 * 2.25 + 4 * 0.25 * 50));
+    assert_true(r.row[VX_EVAL_AGENT].exposure_hist[8] == (double)n);
+    assert_true(r.row[VX_EVAL_AGENT].position_hist[8] == (double)n);
+    assert_true(r.row[VX_EVAL_IN_SAMPLE].present); /* the same policy on the training split */
+    int64_t tlo, thi;
+    vx_env_split_rows(&m, &c.env, VX_SPLIT_TRAIN, &tlo, &thi);
+    assert_true(r.row[VX_EVAL_IN_SAMPLE].bars == (double)(thi - tlo - 1));
+    const vx_eval_metrics *f = &r.row[VX_EVAL_FLAT];
+    assert_true(f->net == 0 && f->costs == 0 && f->trades == 0 && f->sharpe == 0);
+    /* momentum with the lookback the training split chose */
+    int k = r.baselines.momentum_k;
+    assert_true(k == 5 || k == 10 || k == 20 || k == 60 || k == 120 || k == 240);
+    n = rule_by_hand(&m, lo, hi, L, 1e12, momentum_level, &k, net, &costs, &stops);
+    check_row(&r.row[VX_EVAL_MOMENTUM], &m, lo, net, n, costs, stops);
+    assert_true(r.row[VX_EVAL_ORACLE].present); /* the synthetic market carries its signal */
+    assert_true(r.row[VX_EVAL_RIDGE].present);
+    vx_eval_report_free(&r);
+    /* a stop-out that bites: episodes end early and restart flat at the next bar */
+    c.env.drawdown_limit = 600;
+    assert_int_equal(vx_eval_run(&m, &c.env, VX_SPLIT_TEST, &pol, NULL, &r, &e), VX_OK);
+    n = rule_by_hand(&m, lo, hi, L, 600, long_level, NULL, net, &costs, &stops);
+    assert_true(stops > 0);
+    check_row(&r.row[VX_EVAL_AGENT], &m, lo, net, n, costs, stops);
+    vx_eval_report_free(&r);
+    free(net);
+    vx_market_close(&m);
+}
+
+/* Plain Gaussian elimination with partial pivoting, for the ridge check (n ≤ 46). */
+static void gauss_solve(double *a, double *b, int n)
+{
+    for (int i = 0; i < n; i++) {
+        int p = i;
+        for (int r = i + 1; r < n; r++)
+            if (fabs(a[r * n + i]) > fabs(a[p * n + i])) p = r;
+        for (int j = 0; j < n; j++) {
+            double t = a[i * n + j];
+            a[i * n + j] = a[p * n + j], a[p * n + j] = t;
+        }
+        double t = b[i];
+        b[i] = b[p], b[p] = t;
+        for (int r = i + 1; r < n; r++) {
+            double f = a[r * n + i] / a[i * n + i];
+            for (int j = i; j < n; j++) a[r * n + j] -= f * a[i * n + j];
+            b[r] -= f * b[i];
+        }
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        for (int j = i + 1; j < n; j++) b[i] -= a[i * n + j] * b[j];
+        b[i] /= a[i * n + i];
+    }
+}
+
+#define NP (VX_MARKET_FEATURES + 1)
+
+/* Ridge on rows [lo, hi): w for λ, by the normal equations in plain float64. */
+static void ridge_by_hand(const vx_market *m, double scale, int64_t lo, int64_t hi, double lambda,
+                          double *w)
+{
+    static double a[NP * NP];
+    memset(a, 0, sizeof a);
+    memset(w, 0, NP * sizeof *w);
+    const double *c = m->close + m->first_bar;
+    for (int64_t r = lo; r < hi; r++) {
+        double x[NP];
+        x[0] = 1;
+        for (int i = 0; i < VX_MARKET_FEATURES; i++)
+            x[i + 1] = m->features[(size_t)r * VX_MARKET_FEATURES + (size_t)i];
+        double y = (c[r + 1] - c[r]) * 50 * 4 / scale;
+        for (int i = 0; i < NP; i++) {
+            w[i] += x[i] * y;
+            for (int j = 0; j < NP; j++) a[i * NP + j] += x[i] * x[j];
+        }
+    }
+    double nn = (double)(hi - lo);
+    for (int i = 0; i < NP * NP; i++) a[i] /= nn;
+    for (int i = 0; i < NP; i++) w[i] /= nn;
+    for (int i = 1; i < NP; i++) a[i * NP + i] += lambda;
+    gauss_solve(a, w, NP);
+}
+
+static double mse_by_hand(const vx_market *m, double scale, int64_t lo, int64_t hi, const double *w)
+{
+    const double *c = m->close + m->first_bar;
+    double s = 0;
+    for (int64_t r = lo; r < hi; r++) {
+        double pred = w[0];
+        for (int i = 0; i < VX_MARKET_FEATURES; i++)
+            pred += w[i + 1] * m->features[(size_t)r * VX_MARKET_FEATURES + (size_t)i];
+        double y = (c[r + 1] - c[r]) * 50 * 4 / scale;
+        s += (y - pred) * (y - pred);
+    }
+    return s / (double)(hi - lo);
+}
+
+/* The ridge baseline: λ chosen by the squared error on the last fifth of the training rows (after
+ * a gap), then refitted on all of them — recomputed here with Gaussian elimination. */
+static void test_ridge_baseline_by_hand(void **state)
 {
     (void)state;
     vx_train_cfg c;
@@ -235,30 +479,23 @@ static void test_eval_baselines_by_hand(void **state)
     vx_market m;
     vx_err e;
     assert_int_equal(vx_train_open_market(&c, &m, &e), VX_OK);
-    vx_eval_report r;
-    assert_int_equal(vx_eval_run(&m, &c.env, NULL, &r, &e), VX_OK);
-    assert_true(r.flat.total_pnl == 0 && r.flat.sharpe == 0 && r.flat.trades == 0);
-    assert_true(r.agent.bars == 0);
-    /* buy and hold: each episode buys 4 at the next open + 1 tick, pays 4 × 2.25, and is marked
-     * at the close of its last bar */
-    int64_t lo, hi, tlo, thi;
-    vx_env_split_rows(&m, c.env.eval_fraction, VX_SPLIT_EVAL, &lo, &hi);
-    vx_env_split_rows(&m, c.env.eval_fraction, VX_SPLIT_TRAIN, &tlo, &thi);
-    int L = c.env.episode_len;
-    assert_int_equal(r.episodes, (size_t)((hi - lo - 2) / L));
-    double want = 0;
-    const double *o = m.open + m.first_bar, *cl = m.close + m.first_bar;
-    for (size_t k = 0; k < r.episodes; k++) {
-        int64_t s = lo + (int64_t)k * L;
-        want += 4 * 50 * (cl[s + L] - (o[s + 1] + 0.25)) - 4 * 2.25;
+    vx_baselines b;
+    assert_int_equal(vx_baselines_fit(&m, &c.env, &b, &e), VX_OK);
+    int64_t lo, hi;
+    vx_env_split_rows(&m, &c.env, VX_SPLIT_TRAIN, &lo, &hi);
+    hi -= 1; /* decision rows with a next bar */
+    double scale = vx_env_reward_scale(&m, lo, hi + 1, 50, 4);
+    int64_t cut = lo + (hi - lo) * 4 / 5;
+    const double lambdas[] = {1e-4, 1e-3, 1e-2, 1e-1, 1};
+    double best = INFINITY, best_l = 0, w[NP];
+    for (int i = 0; i < 5; i++) {
+        ridge_by_hand(&m, scale, lo, cut, lambdas[i], w);
+        double err = mse_by_hand(&m, scale, cut + c.env.gap, hi, w);
+        if (err < best) best = err, best_l = lambdas[i];
     }
-    /* rewards are float32 per bar: allow their rounding */
-    assert_true(fabs(r.buy_hold.total_pnl - want) <
-                1e-5 * vx_env_reward_scale(&m, tlo, thi, 50, 4) * r.buy_hold.bars);
-    assert_true(r.buy_hold.trades == (double)r.episodes);
-    assert_true(r.buy_hold.turnover * r.buy_hold.bars == 4.0 * (double)r.episodes);
-    double years = (double)(m.ts[m.n_bars - 1] - m.ts[0]) / (365.25 * 86400e9);
-    assert_true(fabs(r.bars_per_year - (double)(m.n_bars - 1) / years) < 1e-6);
+    assert_true(b.ridge_lambda == best_l);
+    ridge_by_hand(&m, scale, lo, hi, best_l, w);
+    for (int i = 0; i < NP; i++) assert_true(fabs(b.ridge_w[i] - w[i]) < 1e-8 * (1 + fabs(w[i])));
     vx_market_close(&m);
 }
 
@@ -268,7 +505,8 @@ int main(void)
         cmocka_unit_test(test_config_keys),
         cmocka_unit_test(test_config_yaml_roundtrip_and_errors),
         cmocka_unit_test(test_run_folder_and_exact_resume),
-        cmocka_unit_test(test_eval_baselines_by_hand),
+        cmocka_unit_test(test_eval_walk_by_hand),
+        cmocka_unit_test(test_ridge_baseline_by_hand),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);
 }

@@ -51,7 +51,9 @@ static void cfg_tiny(vx_env_cfg *c)
     c->multiplier = 50;
     c->reward_scale = 100;
     c->drawdown_limit = 1e9;
-    c->eval_fraction = 0;
+    c->val_fraction = 0; /* (almost) every row trains: these tests step one split */
+    c->test_fraction = 0.01;
+    c->gap = 0;
     c->seed = 3;
 }
 
@@ -219,7 +221,7 @@ static void run_random(const vx_market *m, uint64_t seed, vx_split split, size_t
     vx_err e;
     assert_int_equal(vx_env_create(&c, m, split, n, NULL, &env, &e), VX_OK);
     int64_t lo, hi;
-    vx_env_split_rows(m, c.eval_fraction, split, &lo, &hi);
+    vx_env_split_rows(m, &c, split, &lo, &hi);
     int32_t *a = malloc(n * VX_ACTION_BRANCHES * sizeof *a);
     float *fin = malloc(n * VX_OBS_DIM * sizeof *fin);
     uint8_t *te = malloc(n), *tr = malloc(n);
@@ -261,15 +263,14 @@ static void test_determinism_and_splits(void **state)
     assert_memory_equal(r1, r2, steps * n * 4);
     run_random(&m, 6, VX_SPLIT_TRAIN, n, steps, o2, r2);
     assert_true(memcmp(o1, o2, n * VX_OBS_DIM * 4) != 0);
-    run_random(&m, 5, VX_SPLIT_EVAL, n, steps, o2, r2); /* rows checked inside */
+    run_random(&m, 5, VX_SPLIT_TEST, n, steps, o2, r2); /* rows checked inside */
+    run_random(&m, 5, VX_SPLIT_VAL, n, steps, o2, r2);
     for (size_t i = 0; i < steps * n * VX_OBS_DIM; i++) assert_true(isfinite(o1[i]));
-    /* the split: the last 20% of rows */
     int64_t lo, hi;
-    vx_env_split_rows(&m, 0.2, VX_SPLIT_EVAL, &lo, &hi);
-    assert_int_equal(hi, (int64_t)m.rows);
-    assert_int_equal(lo, (int64_t)m.rows - (int64_t)floor(0.2 * (double)m.rows));
+    vx_env_cfg dc;
+    vx_env_cfg_default(&dc);
     /* the reward scale: multiplier · contracts · sd of close changes over the training rows */
-    vx_env_split_rows(&m, 0.2, VX_SPLIT_TRAIN, &lo, &hi);
+    vx_env_split_rows(&m, &dc, VX_SPLIT_TRAIN, &lo, &hi);
     double sum = 0, sum2 = 0;
     for (int64_t r = lo + 1; r < hi; r++) {
         double d = m.close[m.first_bar + r] - m.close[m.first_bar + r - 1];
@@ -279,6 +280,99 @@ static void test_determinism_and_splits(void **state)
     assert_true(fabs(vx_env_reward_scale(&m, lo, hi, 50, 4) - 200 * sd) < 1e-9 * 200 * sd);
     free(o1), free(o2), free(r1), free(r2);
     vx_market_close(&m);
+}
+
+/* The three splits by time, with gaps, and walk-forward folds: the rows computed here by hand
+ * from the documented layout (train | gap | val | gap | test; the test region cut into K blocks,
+ * fold k validating just before block k and training on everything before that). */
+static void test_splits_by_time(void **state)
+{
+    (void)state;
+    vx_series s;
+    th_synth(&s, 30, 4, 0.15);
+    vx_market m;
+    vx_err e;
+    assert_int_equal(vx_market_from_series(&s, &m, &e), VX_OK);
+    int64_t R = (int64_t)m.rows, lo, hi;
+    vx_env_cfg c;
+    vx_env_cfg_default(&c); /* val 0.15, test 0.15, gap 240 (the feature window), one fold */
+    assert_int_equal(c.gap, 240);
+    int64_t T = (int64_t)floor(0.15 * R), V = (int64_t)floor(0.15 * R);
+    vx_env_split_rows(&m, &c, VX_SPLIT_TEST, &lo, &hi);
+    assert_int_equal(lo, R - T);
+    assert_int_equal(hi, R);
+    vx_env_split_rows(&m, &c, VX_SPLIT_VAL, &lo, &hi);
+    assert_int_equal(hi, R - T - 240);
+    assert_int_equal(lo, R - T - 240 - V);
+    vx_env_split_rows(&m, &c, VX_SPLIT_TRAIN, &lo, &hi);
+    assert_int_equal(lo, 0);
+    assert_int_equal(hi, R - T - 240 - V - 240);
+    assert_int_equal(vx_env_check_splits(&m, &c, 392, &e), VX_OK);
+    /* no validation split: training runs up to one gap before the test split */
+    c.val_fraction = 0;
+    vx_env_split_rows(&m, &c, VX_SPLIT_TRAIN, &lo, &hi);
+    assert_int_equal(hi, R - T - 240);
+    /* three folds over a 30% test region: the blocks tile it, the window expands */
+    vx_env_cfg_default(&c);
+    c.test_fraction = 0.3;
+    c.folds = 3;
+    T = (int64_t)floor(0.3 * R);
+    int64_t prev_test_hi = R - T, prev_train_hi = -1;
+    for (int k = 1; k <= 3; k++) {
+        c.fold = k;
+        int64_t tlo, thi, vlo, vhi, rlo, rhi;
+        vx_env_split_rows(&m, &c, VX_SPLIT_TEST, &tlo, &thi);
+        vx_env_split_rows(&m, &c, VX_SPLIT_VAL, &vlo, &vhi);
+        vx_env_split_rows(&m, &c, VX_SPLIT_TRAIN, &rlo, &rhi);
+        assert_int_equal(tlo, prev_test_hi); /* consecutive blocks */
+        assert_int_equal(thi, R - T + k * T / 3);
+        assert_int_equal(vhi, tlo - 240);
+        assert_int_equal(vhi - vlo, V);
+        assert_int_equal(rhi, vlo - 240);
+        assert_int_equal(rlo, 0);
+        assert_true(rhi > prev_train_hi); /* later folds train on more */
+        prev_test_hi = thi, prev_train_hi = rhi;
+    }
+    assert_int_equal(prev_test_hi, R); /* the last block ends the market */
+    c.fold = 0;                        /* 0: the last fold */
+    vx_env_split_rows(&m, &c, VX_SPLIT_TEST, &lo, &hi);
+    assert_int_equal(hi, R);
+    assert_int_equal(lo, R - T + 2 * T / 3);
+    /* a split too small is an error naming it */
+    vx_env_cfg_default(&c);
+    c.val_fraction = 0.001;
+    assert_int_equal(vx_env_check_splits(&m, &c, 392, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "validation split"));
+    c.val_fraction = 0.6, c.test_fraction = 0.5;
+    assert_int_equal(vx_env_check_splits(&m, &c, 2, &e), VX_ERR_ARG);
+    vx_market_close(&m);
+}
+
+/* reset_to with a step count: the episode ends, truncated, after exactly that many steps. */
+static void test_reset_to_a_short_episode(void **state)
+{
+    (void)state;
+    tiny t;
+    tiny_make(&t, 12, 0);
+    vx_env_cfg c;
+    cfg_tiny(&c);
+    vx_env *env;
+    vx_err e;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_OK);
+    int32_t a[3] = {4, VX_ORDER_MARKET, 2};
+    float obs[VX_OBS_DIM], r;
+    uint8_t te, tr;
+    assert_int_equal(vx_env_reset_to(env, 0, 2, 3, &e), VX_OK);
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(vx_env_states(env)[0].row, 2 + k);
+        assert_int_equal(vx_env_step(env, a, obs, &r, &te, &tr, NULL, NULL, &e), VX_OK);
+        assert_int_equal(tr, k == 2);
+        assert_int_equal(te, 0);
+    }
+    assert_int_equal(vx_env_reset_to(env, 0, 2, c.episode_len + 1, &e), VX_ERR_ARG);
+    assert_int_equal(vx_env_reset_to(env, 0, 2, 0, &e), VX_ERR_ARG);
+    vx_env_free(env);
+    tiny_free(&t);
 }
 
 static void test_bad_arguments(void **state)
@@ -339,12 +433,12 @@ static void test_params_and_cpu_devices(void **state)
     const size_t n = 24, T = 500, D = VX_OBS_DIM;
     vx_env_params pt, pe;
     assert_int_equal(vx_env_params_make(&c, &m, VX_SPLIT_TRAIN, &pt, &e), VX_OK);
-    assert_int_equal(vx_env_params_make(&c, &m, VX_SPLIT_EVAL, &pe, &e), VX_OK);
+    assert_int_equal(vx_env_params_make(&c, &m, VX_SPLIT_TEST, &pe, &e), VX_OK);
     int64_t lo, hi;
-    vx_env_split_rows(&m, c.eval_fraction, VX_SPLIT_EVAL, &lo, &hi);
+    vx_env_split_rows(&m, &c, VX_SPLIT_TEST, &lo, &hi);
     assert_int_equal(pe.row_lo, lo);
     assert_int_equal(pe.row_hi, hi);
-    vx_env_split_rows(&m, c.eval_fraction, VX_SPLIT_TRAIN, &lo, &hi);
+    vx_env_split_rows(&m, &c, VX_SPLIT_TRAIN, &lo, &hi);
     assert_int_equal(pt.row_lo, lo);
     assert_int_equal(pt.row_hi, hi);
     double scale = vx_env_reward_scale(&m, lo, hi, c.multiplier, c.max_contracts);
@@ -472,7 +566,7 @@ static void test_states_round_trip(void **state)
     assert_int_equal(vx_env_load_states(b, s1, NULL, &e), VX_OK);
     assert_int_equal(vx_env_copy_states(b, s2, NULL, &e), VX_OK);
     assert_memory_equal(s1, s2, n * sizeof *s1);
-    assert_int_equal(vx_env_reset_to(a, n, 0, &e), VX_ERR_ARG); /* no environment n */
+    assert_int_equal(vx_env_reset_to(a, n, 0, 1, &e), VX_ERR_ARG); /* no environment n */
     free(act), free(other), free(oa), free(ob), free(ra), free(rb), free(fa), free(fb);
     free(tea), free(tra), free(teb), free(trb), free(s1), free(s2);
     vx_env_free(a);
@@ -487,6 +581,8 @@ int main(void)
         cmocka_unit_test(test_accounting_one_episode),
         cmocka_unit_test(test_limit_not_filled_and_stop_out),
         cmocka_unit_test(test_determinism_and_splits),
+        cmocka_unit_test(test_splits_by_time),
+        cmocka_unit_test(test_reset_to_a_short_episode),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_params_and_cpu_devices),
         cmocka_unit_test(test_states_round_trip),

@@ -39,7 +39,7 @@ static void test_cpu_and_gpu_step_alike(void **state)
     assert_ptr_equal(vx_env_device(gpu), dev);
     assert_memory_equal(vx_env_params_get(cpu), vx_env_params_get(gpu), sizeof(vx_env_params));
     assert_null(vx_env_states(gpu)); /* device memory: read through get_states */
-    assert_int_equal(vx_env_reset_to(gpu, 0, vx_env_params_get(gpu)->row_lo, &e), VX_ERR_ARG);
+    assert_int_equal(vx_env_reset_to(gpu, 0, vx_env_params_get(gpu)->row_lo, 1, &e), VX_ERR_ARG);
     vx_device_mem dm;
     vx_device_memory(dev, &dm);
     assert_true(vx_env_reserved(gpu) >= N * sizeof(vx_env_state) + m.rows * 4 * sizeof(double));

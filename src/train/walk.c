@@ -1,0 +1,114 @@
+/* walk.c — walk-forward evaluation: K runs of the same settings, fold k training on an
+ * expanding window and tested on the k-th block of the test region (vx_env_split_rows), each in
+ * its own run folder <run>/fold-<k>; then one report over the K test blocks in time order.
+ *
+ * Every fold is a whole run (validation, best checkpoint, one test evaluation). Resuming picks up
+ * where it stopped: a fold whose folder holds eval.json is finished and its chosen checkpoint is
+ * evaluated again (deterministic, and much cheaper than training); a fold with a checkpoint is
+ * resumed; the others start. */
+#include "vixen/io.h"
+#include "vixen/train.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int exists(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0;
+}
+
+/* A finished fold's test report, from its chosen checkpoint. */
+static vx_status reevaluate(const vx_train_cfg *c, vx_eval_report *out, vx_err *e)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/checkpoint/best.safetensors", c->run_dir);
+    if (!exists(path)) snprintf(path, sizeof path, "%s/checkpoint/latest.safetensors", c->run_dir);
+    vx_market m;
+    vx_status st = vx_train_open_market(c, &m, e);
+    if (st) return st;
+    vx_eval_opts o = {1, NULL, 1};
+    st = vx_eval_checkpoint(c, path, &m, VX_SPLIT_TEST, &o, out, e);
+    vx_market_close(&m);
+    return st;
+}
+
+static vx_status write_reports(const char *dir, const vx_eval_report *folds, int k,
+                               const vx_eval_report *all, vx_err *e)
+{
+    char path[1100];
+    vx_atomic_file af;
+    snprintf(path, sizeof path, "%s/walk_forward.txt", dir);
+    vx_status st = vx_atomic_open(&af, path, e);
+    if (st) return st;
+    for (int i = 0; i < k; i++) {
+        fprintf(af.f, "fold %d of %d: ", i + 1, k);
+        vx_eval_print(af.f, &folds[i]);
+        fprintf(af.f, "\n");
+    }
+    fprintf(af.f, "all %d folds' test blocks: ", k);
+    vx_eval_print(af.f, all);
+    st = vx_atomic_commit(&af, e);
+    if (st) return st;
+    snprintf(path, sizeof path, "%s/walk_forward.json", dir);
+    st = vx_atomic_open(&af, path, e);
+    if (st) return st;
+    fprintf(af.f, "{\"folds\": [\n");
+    for (int i = 0; i < k; i++) {
+        vx_eval_json(af.f, &folds[i]);
+        fprintf(af.f, "%s", i + 1 < k ? ",\n" : "");
+    }
+    fprintf(af.f, "],\n\"all\":\n");
+    vx_eval_json(af.f, all);
+    fprintf(af.f, "}\n");
+    return vx_atomic_commit(&af, e);
+}
+
+vx_status vx_train_walk_forward(const vx_train_cfg *c, vx_device *dev, int folds, int resume,
+                                vx_epoch_fn on_epoch, void *ctx, vx_eval_report *all, vx_err *e)
+{
+    memset(all, 0, sizeof *all);
+    if (folds < 2) return vx_err_set(e, VX_ERR_ARG, "walk-forward: need at least 2 folds");
+    vx_train_cfg *fc = malloc(sizeof *fc);
+    vx_eval_report *rep = calloc((size_t)folds, sizeof *rep);
+    if (!fc || !rep) {
+        free(fc), free(rep);
+        return vx_err_set(e, VX_ERR_NOMEM, "walk-forward: out of memory");
+    }
+    vx_status st = vx_mkdirs(c->run_dir, e);
+    if (!st && !resume) { /* the settings of the whole walk, for --resume */
+        char path[1100];
+        vx_atomic_file af;
+        snprintf(path, sizeof path, "%s/config.yaml", c->run_dir);
+        st = vx_atomic_open(&af, path, e);
+        if (!st && vx_train_cfg_write(c, af.f) != VX_OK) {
+            vx_atomic_abort(&af);
+            st = vx_err_set(e, VX_ERR_IO, "walk-forward: cannot write %s", path);
+        } else if (!st) {
+            st = vx_atomic_commit(&af, e);
+        }
+    }
+    for (int k = 1; k <= folds && !st; k++) {
+        *fc = *c;
+        fc->env.folds = folds;
+        fc->env.fold = k;
+        int n = snprintf(fc->run_dir, sizeof fc->run_dir, "%s/fold-%d", c->run_dir, k);
+        if (n >= (int)sizeof fc->run_dir) {
+            st = vx_err_set(e, VX_ERR_ARG, "walk-forward: run folder name too long");
+            break;
+        }
+        char done[1200], ckpt[1200];
+        snprintf(done, sizeof done, "%s/eval.json", fc->run_dir);
+        snprintf(ckpt, sizeof ckpt, "%s/checkpoint/latest.safetensors", fc->run_dir);
+        vx_log(VX_LOG_INFO, "walk-forward: fold %d of %d in %s", k, folds, fc->run_dir);
+        if (resume && exists(done)) st = reevaluate(fc, &rep[k - 1], e);
+        else st = vx_train_run(fc, dev, resume && exists(ckpt), on_epoch, ctx, &rep[k - 1], e);
+    }
+    if (!st) st = vx_eval_concat(rep, folds, all, e);
+    if (!st) st = write_reports(c->run_dir, rep, folds, all, e);
+    for (int k = 0; k < folds; k++) vx_eval_report_free(&rep[k]);
+    free(rep);
+    free(fc);
+    return st;
+}
