@@ -3,4 +3,5 @@
 #define VIXEN_DATA_TESTS_H
 int run_dbn_tests(void);
 int run_feature_tests(void);
+int run_feature_ref_tests(void);
 #endif

@@ -1,5 +1,6 @@
 /* test_data.c — CSV reading and writing, timestamps, validation, multi-file loading, and the
- * synthetic market. The DBN and feature groups live beside it (test_dbn.c, test_features.c). */
+ * synthetic market. The DBN and feature groups live beside it (test_dbn.c, test_features.c,
+ * test_features_ref.c). */
 #include "helpers.h"
 #include "data_tests.h"
 #include "../../src/data/data_internal.h"
@@ -403,5 +404,6 @@ int main(void)
     int failed = cmocka_run_group_tests_name("data_csv", tests, NULL, NULL);
     failed += run_dbn_tests();
     failed += run_feature_tests();
+    failed += run_feature_ref_tests();
     return failed ? 1 : 0;
 }
