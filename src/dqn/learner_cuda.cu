@@ -122,13 +122,33 @@ static __global__ void polyak_kernel(float *target, const float *online, size_t 
     if (i < n) target[i] = vx_polyak_elem(target[i], online[i], tau);
 }
 
-/* the sequence the graph holds */
-static vx_status update_body(dqn_learner *d, vx_err *e)
+/* A given batch (device memory) into the learner's batch arrays, in place of a sample. */
+static vx_status copy_batch(dqn_learner *d, const vx_replay_batch *b, vx_err *e)
+{
+    vx_status st = VX_OK;
+    size_t B = (size_t)d->cfg.batch, D = (size_t)d->L.cfg.in_dim;
+    cudaMemcpyKind k = cudaMemcpyDeviceToDevice;
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.obs, b->obs, B * D * 4, k, d->s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.next_obs, b->next_obs, B * D * 4, k, d->s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.actions, b->actions, B * VX_ACTION_BRANCHES * 4, k, d->s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.rewards, b->rewards, B * 4, k, d->s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.terminated, b->terminated, B, k, d->s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.truncated, b->truncated, B, k, d->s));
+    if (b->steps) VX_CUDA_CHECK(cudaMemcpyAsync(d->b.steps, b->steps, B, k, d->s));
+    else VX_CUDA_CHECK(cudaMemsetAsync(d->b.steps, 1, B, d->s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.weights, b->weights, B * 4, k, d->s));
+fail:
+    return st;
+}
+
+/* the sequence the graph holds; fixed (tests): learn from that batch instead of a sample, and
+ * leave the replay buffer alone */
+static vx_status update_body(dqn_learner *d, const vx_replay_batch *fixed, vx_err *e)
 {
     vx_status st = VX_OK;
     int B = d->cfg.batch, O = d->L.out_dim;
     size_t np = d->L.n_params;
-    st = vx_replay_sample(d->replay, (size_t)B, &d->b, d->s, e);
+    st = fixed ? copy_batch(d, fixed, e) : vx_replay_sample(d->replay, (size_t)B, &d->b, d->s, e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaEventRecord(d->fork, d->s));
     VX_CUDA_CHECK(cudaStreamWaitEvent(d->side, d->fork, 0));
@@ -146,7 +166,8 @@ static vx_status update_body(dqn_learner *d, vx_err *e)
     VX_CUDA_LAUNCH_CHECK(d->s);
     st = vx_qnet_backward(d->qs, d->online, d->b.obs, B, d->dq, d->grads, d->s, e);
     if (!st) st = vx_optim_step(d->opt, d->online, d->grads, d->s, e);
-    if (!st) st = vx_replay_update(d->replay, d->b.index, d->b.gen, d->prio, (size_t)B, d->s, e);
+    if (!st && !fixed)
+        st = vx_replay_update(d->replay, d->b.index, d->b.gen, d->prio, (size_t)B, d->s, e);
     if (st) goto fail;
     stats_kernel<<<1, 256, 0, d->s>>>(d->loss, d->qstat, B, d->shape.n_branches,
                                       vx_optim_norm(d->opt), d->acc);
@@ -251,12 +272,12 @@ extern "C" vx_status dqn_learner_update(dqn_learner *d, int eager, vx_err *e)
     vx_status st = vx_cuda_enter(d->dev, e);
     if (st) return st;
     if (eager) {
-        st = update_body(d, e);
+        st = update_body(d, NULL, e);
         return st ? st : after_update(d, e);
     }
     if (!d->exec) { /* capture on first use: the buffer is filled by then */
         VX_CUDA_CHECK(cudaStreamBeginCapture(d->s, cudaStreamCaptureModeThreadLocal));
-        st = update_body(d, e);
+        st = update_body(d, NULL, e);
         cudaError_t rc = cudaStreamEndCapture(d->s, &d->graph);
         if (st) goto fail;
         VX_CUDA_CHECK(rc);
@@ -269,6 +290,20 @@ fail:
         cudaGraphDestroy(d->graph);
         d->graph = NULL;
     }
+    return st;
+}
+
+extern "C" vx_status dqn_learner_update_batch(dqn_learner *d, const vx_replay_batch *b,
+                                              float *priority, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(d->dev, e);
+    if (!st) st = update_body(d, b, e);
+    if (st) return st;
+    if (priority)
+        VX_CUDA_CHECK(cudaMemcpyAsync(priority, d->prio, (size_t)d->cfg.batch * 4,
+                                      cudaMemcpyDeviceToDevice, d->s));
+    st = after_update(d, e);
+fail:
     return st;
 }
 

@@ -25,13 +25,20 @@ typedef struct {
     long long n;
 } dqn_learner_acc;
 
-/* params: the starting online weights (host; the target starts equal). s: the learner's stream. */
+/* params: the starting online weights (host; the target starts equal). s: the learner's stream.
+ * replay may be NULL for a learner driven only by dqn_learner_update_batch. */
 vx_status dqn_learner_create(const vx_dqn_cfg *cfg, const vx_qnet_layout *L,
                              const vx_loss_shape *shape, const float *params, vx_replay *replay,
                              vx_device *dev, cudaStream_t s, dqn_learner **out, vx_err *e);
 void dqn_learner_free(dqn_learner *d);
 /* One update: a graph launch (captured at the first), or (eager) its kernels one by one. */
 vx_status dqn_learner_update(dqn_learner *d, int eager, vx_err *e);
+/* For tests: one update (eager), as dqn_learner_update's, on the batch b (device memory, cfg.batch
+ * rows; index and gen unused; steps NULL means 1) instead of a sample, leaving the replay buffer
+ * alone. priority (device memory, cfg.batch floats; may be NULL) gets each row's new priority
+ * input, the |δ| part that would have gone to vx_replay_update. */
+vx_status dqn_learner_update_batch(dqn_learner *d, const vx_replay_batch *b, float *priority,
+                                   vx_err *e);
 /* Queues the accumulator's copy into pinned memory and its reset; stats_read waits for it. */
 vx_status dqn_learner_stats_fetch(dqn_learner *d, vx_err *e);
 vx_status dqn_learner_stats_read(dqn_learner *d, dqn_learner_acc *out, vx_err *e);

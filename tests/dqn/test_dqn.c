@@ -1,8 +1,11 @@
 /* test_dqn.c — the Double-DQN target and losses by hand, termination versus truncation, the C51
  * projection (mass kept, l = u handled), C51 gradients by finite differences and against the
  * online-argmax target, n-step returns across episode ends, an update's priorities against a
- * float64 γ^m target, target sync, ε-greedy acting, and a learner that learns a bandit. */
+ * float64 γ^m target, two whole updates (loss, norm, clip, Adam, every weight, priorities, target
+ * sync) against float64 ones worked out in dqn_ref64.c, ε-greedy acting, and a learner that
+ * learns a bandit. */
 #include "helpers.h"
+#include "dqn_ref64.h"
 #include "vixen/dqn.h"
 #include "vixen/philox.h"
 
@@ -318,6 +321,67 @@ static void test_update_bootstraps_with_gamma_to_the_m(void **state)
     vx_dqn_free(&d);
 }
 
+/* Two whole updates through vx_dqn_update on a tiny network (input 4, trunk [8, 8], heads 4,
+ * branches 9, 3, 3) against the same two updates worked out in float64 (dqn_ref64.c: the network
+ * through qnet_f64; the target, δ, Huber, dLoss/dQ, the norm, the clip and Adam written out
+ * there). The batch (dqn_ref64.c) holds live, truncated and terminated rows with n-step counts 1
+ * and 3, IS weights from 0.3 to 1, |δ| on both sides of κ = 0.5; the target network is drawn
+ * apart from the online one; Adam's ε (1e-3) is near the clipped gradients' size, so the clip
+ * shows in the step. With multi_step_clip the clip (0.15 against norms of 0.41 and 0.36) triggers
+ * in both updates; without it every count is 1 and the clip is off, which catches what only
+ * shows there (a clip applied although it is off).
+ *
+ * Tolerances: loss, norm, priorities and Adam's moments 1e-5 relative (float32 against float64
+ * on this network differs by about 1e-7); each weight within 1e-7 + 1e-5·|w| of the float64 one
+ * (its float32 rounding alone is 6e-8·|w|; the largest error seen is a tenth of this). The wrong
+ * programs move what they touch by 3e-3 relative or more. ref64_check says at each assertion
+ * which wrong programs it catches. */
+static void learner_update_by_hand(int multi_step_clip)
+{
+    vx_dqn_cfg c;
+    vx_qnet_cfg q;
+    ref64_batch bb;
+    ref64_case(multi_step_clip, &c, &q, &bb);
+    vx_dqn d;
+    vx_err e;
+    assert_int_equal(vx_dqn_create(&c, &q, 11, &d, &e), VX_OK);
+    ref64_target(&d.L, d.target);
+    ref64 r;
+    assert_int_equal(ref64_init(&r, &d.L, &c, d.online, d.target), 0);
+    vx_replay_batch b = ref64_view(&bb);
+    for (int u = 0; u < 2; u++) {
+        ref64_out o;
+        ref64_update(&r, &b, REF64_B, &o);
+        vx_dqn_update_stats st;
+        vx_dqn_update(&d, &b, REF64_B, &st);
+        ref64_seen seen = {d.online,   d.target, d.adam.m,     d.adam.v,
+                           d.priority, st.loss,  st.grad_norm, d.adam.t};
+        ref64_check("cpu", &r, &o, &seen, REF64_B, 1e-5, 1e-7);
+        /* the clipped gradient itself, left in d.grads by the in-place clip */
+        double gn = 0, worst = 0;
+        for (size_t i = 0; i < d.L.n_params; i++) {
+            gn += r.grads[i] * r.grads[i];
+            double err = fabs(d.grads[i] - r.grads[i]);
+            worst = err > worst ? err : worst;
+        }
+        assert_true(worst <= 1e-5 * sqrt(gn));
+    }
+    ref64_free(&r);
+    vx_dqn_free(&d);
+}
+
+static void test_update_by_hand_multi_step_clipped(void **state)
+{
+    (void)state;
+    learner_update_by_hand(1);
+}
+
+static void test_update_by_hand_one_step_unclipped(void **state)
+{
+    (void)state;
+    learner_update_by_hand(0);
+}
+
 static void test_polyak_and_act(void **state)
 {
     (void)state;
@@ -375,6 +439,8 @@ int main(void)
         cmocka_unit_test(test_nstep_across_episode_end),
         cmocka_unit_test(test_learner_learns_a_bandit_and_syncs),
         cmocka_unit_test(test_update_bootstraps_with_gamma_to_the_m),
+        cmocka_unit_test(test_update_by_hand_multi_step_clipped),
+        cmocka_unit_test(test_update_by_hand_one_step_unclipped),
         cmocka_unit_test(test_polyak_and_act),
     };
     return cmocka_run_group_tests_name("dqn", tests, NULL, NULL);

@@ -1,8 +1,11 @@
 /* test_dqn_cuda.c — one whole update on the GPU (three forwards, the loss, the backward, clipping,
  * Adam) from the same weights and batch as vx_dqn_update on the CPU: loss, priorities, gradients
- * and new weights agree to 1e-4 relative (float32 both, TF32 off), for Huber and C51.
- * Skipped (77) without a GPU. */
+ * and new weights agree to 1e-4 relative (float32 both, TF32 off), for Huber and C51; two updates
+ * of the CUDA learner itself on a fixed batch against the float64 reference (dqn_ref64.c) the
+ * CPU learner's test uses; the captured graph against the eager kernels. Skipped (77) without a
+ * GPU. */
 #include "helpers.h"
+#include "dqn_ref64.h"
 #include "vixen/cuda_util.h"
 #include "vixen/device.h"
 #include "vixen/dqn.h"
@@ -158,6 +161,94 @@ static void test_update_matches_cpu(void **state)
     one_update(VX_LOSS_C51);
 }
 
+/* The CUDA learner's own update (dqn_learner_update_batch: the one online pass over [s; s′], the
+ * target pass on the side stream, the loss kernel, the backward pass, the clip folded into the
+ * Adam kernel, the host's target copy) on the fixed batch of test_dqn's by-hand test, twice,
+ * against the same float64 reference (dqn_ref64.c), with the same assertions (ref64_check says
+ * what each catches). The learner starts from vx_dqn_create's online weights and the reference's
+ * target (loaded: the learner's target otherwise starts equal to the online weights).
+ *
+ * Tolerances: loss, norm, priorities and Adam's moments 1e-5 relative; each weight within
+ * 1e-6 + 1e-5·|w| (cuBLASLt float32, TF32 off, sums over at most 12 terms; the CPU learner
+ * meets a tenth of this). The wrong programs move weights by 1e-5 to 1e-2. */
+static void learner_by_hand(int multi_step_clip)
+{
+    vx_dqn_cfg c;
+    vx_qnet_cfg q;
+    ref64_batch bb;
+    ref64_case(multi_step_clip, &c, &q, &bb);
+    vx_dqn cpu; /* for the layout, the loss shape and the starting weights only */
+    vx_err e;
+    assert_int_equal(vx_dqn_create(&c, &q, 11, &cpu, &e), VX_OK);
+    ref64_target(&cpu.L, cpu.target);
+    size_t np = cpu.L.n_params;
+    const int B = REF64_B, D = REF64_D, A = VX_ACTION_BRANCHES;
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    dqn_learner *gl;
+    vx_status st = dqn_learner_create(&c, &cpu.L, &cpu.shape, cpu.online, NULL, g_dev, s, &gl, &e);
+    if (st) fail_msg("learner: %s", e.msg);
+    float *zero = calloc(np, 4);
+    int64_t t0 = 0;
+    assert_int_equal(dqn_learner_load_state(gl, cpu.online, cpu.target, zero, zero, &t0, 0, &e),
+                     VX_OK);
+    vx_replay_batch db = {dup_dev(bb.obs, (size_t)B * D * 4),
+                          dup_dev(bb.next_obs, (size_t)B * D * 4),
+                          dup_dev(bb.actions, (size_t)B * A * 4),
+                          dup_dev(bb.rewards, B * 4),
+                          dup_dev(bb.terminated, B),
+                          dup_dev(bb.truncated, B),
+                          dup_dev(bb.steps, B),
+                          dup_dev(bb.weights, B * 4),
+                          NULL,
+                          NULL};
+    float *d_pr;
+    CK(cudaMalloc((void **)&d_pr, B * 4));
+    ref64 r;
+    assert_int_equal(ref64_init(&r, &cpu.L, &c, cpu.online, cpu.target), 0);
+    vx_replay_batch hb = ref64_view(&bb);
+    float *on = malloc(np * 4), *tg = malloc(np * 4), *m = malloc(np * 4), *v = malloc(np * 4);
+    float pr[REF64_B];
+    for (int u = 0; u < 2; u++) {
+        ref64_out o;
+        ref64_update(&r, &hb, B, &o);
+        st = dqn_learner_update_batch(gl, &db, d_pr, &e);
+        if (st) fail_msg("update %d: %s", u, e.msg);
+        /* the statistics of this update alone: its mean loss and its norm before the clip */
+        assert_int_equal(dqn_learner_stats_fetch(gl, &e), VX_OK);
+        int64_t t = 0;
+        assert_int_equal(dqn_learner_copy_state(gl, on, tg, m, v, &t, &e), VX_OK);
+        CK(cudaMemcpyAsync(pr, d_pr, B * 4, cudaMemcpyDeviceToHost, s));
+        CK(cudaStreamSynchronize(s));
+        dqn_learner_acc acc;
+        assert_int_equal(dqn_learner_stats_read(gl, &acc, &e), VX_OK);
+        assert_int_equal(acc.n, 1);
+        ref64_seen seen = {on, tg, m, v, pr, acc.loss, acc.grad_norm, t};
+        ref64_check("cuda", &r, &o, &seen, B, 1e-5, 1e-6);
+    }
+    assert_int_equal(dqn_learner_updates(gl), 2);
+    ref64_free(&r);
+    free(on), free(tg), free(m), free(v), free(zero);
+    cudaFree(db.obs), cudaFree(db.next_obs), cudaFree(db.actions), cudaFree(db.rewards);
+    cudaFree(db.terminated), cudaFree(db.truncated), cudaFree(db.steps), cudaFree(db.weights);
+    cudaFree(d_pr);
+    dqn_learner_free(gl);
+    cudaStreamDestroy(s);
+    vx_dqn_free(&cpu);
+}
+
+static void test_learner_by_hand_multi_step_clipped(void **state)
+{
+    (void)state;
+    learner_by_hand(1);
+}
+
+static void test_learner_by_hand_one_step_unclipped(void **state)
+{
+    (void)state;
+    learner_by_hand(0);
+}
+
 /* Two learners from the same weights over two identically filled device buffers: one replays the
  * captured graph, the other issues the same kernels one by one. 60 updates (target copies every
  * 25): the weights are bit-identical. */
@@ -254,6 +345,8 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_update_matches_cpu),
+        cmocka_unit_test(test_learner_by_hand_multi_step_clipped),
+        cmocka_unit_test(test_learner_by_hand_one_step_unclipped),
         cmocka_unit_test(test_graph_equals_eager),
     };
     int failed = cmocka_run_group_tests_name("dqn_cuda", tests, NULL, NULL);
