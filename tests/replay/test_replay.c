@@ -1,10 +1,13 @@
 /* test_replay.c — the replay buffer's hard guarantees, each with a test: ring order, no index
  * beyond size and no empty slot, no zero-priority draw, clamping of non-finite priorities, no drift
- * of the total after 10 M updates, stale updates ignored, sampled frequencies matching P(i)
- * (chi-square), importance weights, save/restore to the same future (and to the same file bytes),
- * a smaller file loaded over a fuller buffer, refused bad files, the settings' checks naming the
- * field, replay_math.h's tree shape against what the CPU buffer allocates, and the CPU buffer on
- * its device (no snapshot; a budget that refuses it). */
+ * of the total after 10 M updates, stale updates ignored, sampled frequencies against P(i)
+ * computed here in float64 from the priorities (independent one-draw calls, and the stratified
+ * batches stratum by stratum, each with a chi-square whose null distribution holds and whose power
+ * against a 5% error in α is stated), importance weights against float64 (N·P_i)^−β / max_j w_j,
+ * save/restore to the same future (and to the same file bytes), a smaller file loaded over a
+ * fuller buffer, refused bad files, the settings' checks naming the field, replay_math.h's tree
+ * shape against what the CPU buffer allocates, and the CPU buffer on its device (no snapshot; a
+ * budget that refuses it). */
 #include "helpers.h"
 #include "vixen/philox.h"
 #include "vixen/replay.h"
@@ -164,71 +167,257 @@ static void set_all_priorities(vx_replay *r, size_t n, const float *td)
     free(idx), free(gen);
 }
 
-static double chi_square(vx_replay *r, size_t N, size_t draws, size_t B)
+/* ---- sampled frequencies against the test's own float64 model ---------------------------------
+ *
+ * The model is built from the priorities alone (p = |td| + ε, as an update defines them) and lays
+ * the slots on a "mass line" of total T, in the order the samplers walk it: proportional, slot
+ * order with mass p^α (the sum tree's leaves are the slots in order); rank, the test's own sort by
+ * descending priority with mass rank^−α (the cumulative masses run from rank 1); uniform, slot
+ * order with mass 1. P(i) = mass / Σ mass in plain float64. Nothing here reads the library's
+ * tree, its cumulative masses or vx_replay_prob (the last is checked against the model, not used
+ * by it).
+ *
+ * Priorities: 50 distinct values spread log-uniformly over three decades (0.1 .. 100) and given to
+ * the slots in a scrambled order (slot i gets step 17·i mod 50), so rank order is not slot order.
+ * The spread is what gives power against a wrong α: a relative error of δα in α moves
+ * log P(i) by δα·(log p_i − E_P[log p]), so the chi-square non-centrality grows with Var_P(log p).
+ */
+enum { NI = 50 };
+
+typedef struct {
+    uint32_t slot[NI]; /* the slot at position k of the mass line */
+    double mass[NI];   /* its unnormalised mass */
+    double total;      /* Σ mass, summed left to right */
+} mass_line;
+
+static void spread_priorities(float *td)
 {
-    size_t *count = calloc(N, sizeof *count);
-    batch x;
-    batch_make(&x, B);
-    vx_err e;
-    for (size_t c = 0; c < draws / B; c++) {
-        assert_int_equal(sample(r, B, 0.5, &x.b, &e), VX_OK);
-        for (size_t j = 0; j < B; j++) {
-            assert_true(x.idx[j] < N);
-            count[x.idx[j]]++;
-        }
-    }
-    double chi = 0;
-    for (size_t i = 0; i < N; i++) {
-        double want = (double)draws * prob(r, i);
-        chi += (count[i] - want) * (count[i] - want) / want;
-    }
-    free(count);
-    batch_free(&x);
-    return chi;
+    for (int i = 0; i < NI; i++) td[i] = (float)pow(10.0, -1 + 3.0 * ((17 * i) % NI) / (NI - 1));
 }
 
-static void test_frequencies_match_probabilities(void **state)
+static void model(vx_replay_kind kind, const float *td, double alpha, mass_line *m)
+{
+    double p[NI];
+    for (int i = 0; i < NI; i++) p[i] = fabs((double)td[i]) + 1e-6, m->slot[i] = (uint32_t)i;
+    if (kind == VX_REPLAY_RANK) /* insertion sort by descending priority (all distinct) */
+        for (int a = 1; a < NI; a++)
+            for (int b = a; b > 0 && p[m->slot[b]] > p[m->slot[b - 1]]; b--) {
+                uint32_t t = m->slot[b];
+                m->slot[b] = m->slot[b - 1], m->slot[b - 1] = t;
+            }
+    m->total = 0;
+    for (int k = 0; k < NI; k++) {
+        double v = kind == VX_REPLAY_UNIFORM        ? 1.0
+                   : kind == VX_REPLAY_PROPORTIONAL ? pow(p[m->slot[k]], alpha)
+                                                    : pow(k + 1.0, -alpha);
+        m->mass[k] = v;
+        m->total += v;
+    }
+}
+
+/* P[slot] under the model. */
+static void model_probs(const mass_line *m, double *P)
+{
+    for (int k = 0; k < NI; k++) P[m->slot[k]] = m->mass[k] / m->total;
+}
+
+/* The upper 1e-4 quantile of χ²(dof), Wilson–Hilferty: above the exact value by 0.18% at 49 dof
+ * (94.77 against 94.60) and by less at more, so the test is, if anything, slightly lenient. */
+static double chi2_crit_1e4(double dof)
+{
+    const double z = 3.7190164854556804; /* the standard normal's upper 1e-4 point */
+    double h = 2 / (9 * dof), c = 1 - h + z * sqrt(h);
+    return dof * c * c * c;
+}
+
+static vx_replay *make_alpha(vx_replay_kind kind, size_t cap, uint64_t seed, double alpha)
+{
+    vx_replay_cfg c;
+    vx_replay_cfg_default(&c, kind, cap);
+    c.obs_dim = D;
+    c.seed = seed;
+    c.alpha = alpha;
+    vx_replay *r;
+    vx_err e;
+    assert_int_equal(vx_replay_create(&c, NULL, &r, &e), VX_OK);
+    return r;
+}
+
+/* Every kind, n = 200,000 sample calls of ONE draw each, counts per slot against the float64 P.
+ *
+ * Why one draw per call: a call of B draws is stratified (draw j inside the j-th of B equal slices
+ * of the total mass), so the B draws of a call are not independent and the item counts are not
+ * multinomial; Pearson's statistic over them sits far below χ²(N − 1) (at 100 draws a call over
+ * these 50 slots it averages 14–19, where χ²(49) has mean 49) and loses its power. With one draw
+ * a call the single stratum is the whole mass, and the draw of each call comes from its own
+ * Philox block (counter = draws so far, which advances by one per call: replay_math.h), so the n
+ * draws are independent with P(i) each: counts are multinomial(n, P) and
+ * X² = Σ (c_i − nP_i)² / (nP_i) is χ²(49) under the null (every expected count is ≥ 260, far
+ * inside the asymptotic regime).
+ * Stratification itself, B > 1, is tested exactly in test_stratified_draws_per_stratum.
+ *
+ * Significance 1e-4 (critical value 94.8), fixed seeds: deterministic in CI.
+ * Power against a sampler using 0.95·α (α = 0.57 instead of 0.60; 0.665 instead of 0.70): the
+ * non-centrality λ = n Σ (P'_i − P_i)² / P_i is computed below from the model and printed — 387
+ * (proportional) and 363 (rank) — and the test asserts it stays above 300. At λ = 300 the
+ * statistic under that alternative is about 49 + 300 = 349 with a standard deviation near 36,
+ * and P(χ²'(49, 300) < 94.8) = 2e-21: detection is certain, not lucky. Across 100 other seeds
+ * X² averaged 48.7–50.0 with variance 92–106 per kind (χ²(49): 49 and 98); a buffer configured
+ * with 0.95·α gave 346–538 over 20 seeds. */
+static void test_draw_frequencies_match_float64(void **state)
 {
     (void)state;
-    const size_t N = 50;
-    float td[50];
-    vx_rng g = vx_rng_make(5, 0, 0);
-    for (size_t i = 0; i < N; i++) td[i] = (float)(0.05 + 3 * vx_rng_uniform_double(&g));
-    vx_replay_kind kinds[3] = {VX_REPLAY_UNIFORM, VX_REPLAY_PROPORTIONAL, VX_REPLAY_RANK};
+    const size_t n = 200000;
+    float td[NI];
+    spread_priorities(td);
+    const vx_replay_kind kinds[3] = {VX_REPLAY_UNIFORM, VX_REPLAY_PROPORTIONAL, VX_REPLAY_RANK};
+    const double alphas[3] = {0.6, 0.6, 0.7};
+    const char *names[3] = {"uniform", "proportional", "rank"};
+    batch x;
+    batch_make(&x, 1);
     for (int k = 0; k < 3; k++) {
-        vx_replay *r = make(kinds[k], 64, 9);
-        insert_n(r, N, 0);
-        set_all_priorities(r, N, td);
-        double sum = 0;
-        for (size_t i = 0; i < N; i++) sum += prob(r, i);
-        assert_true(fabs(sum - 1) < 1e-12);
-        if (kinds[k] == VX_REPLAY_PROPORTIONAL) {
-            double z = 0;
-            for (size_t i = 0; i < N; i++) z += pow(td[i] + 1e-6, 0.6);
-            assert_true(fabs(prob(r, 3) - pow(td[3] + 1e-6, 0.6) / z) < 1e-12);
+        vx_replay *r = make_alpha(kinds[k], 64, 9 + (uint64_t)k, alphas[k]);
+        insert_n(r, NI, 0);
+        set_all_priorities(r, NI, td);
+        mass_line m0, m1;
+        double P[NI], Palt[NI];
+        model(kinds[k], td, alphas[k], &m0);
+        model(kinds[k], td, 0.95 * alphas[k], &m1);
+        model_probs(&m0, P), model_probs(&m1, Palt);
+        size_t count[NI] = {0};
+        vx_err e;
+        assert_int_equal(vx_replay_set_beta(r, 0.5, NULL, &e), VX_OK);
+        for (size_t c = 0; c < n; c++) {
+            assert_int_equal(vx_replay_sample(r, 1, &x.b, NULL, &e), VX_OK);
+            assert_true(x.idx[0] < NI);
+            count[x.idx[0]]++;
         }
-        double chi = chi_square(r, N, 100000, 100);
-        printf("kind %d: chi-square %.1f over %zu cells (49 dof; p = 0.001 at 85.4)\n", k, chi, N);
-        assert_true(chi < 85.35);
+        double chi = 0, lambda = 0;
+        for (int i = 0; i < NI; i++) {
+            double want = (double)n * P[i];
+            chi += (count[i] - want) * (count[i] - want) / want;
+            lambda += (double)n * (Palt[i] - P[i]) * (Palt[i] - P[i]) / P[i];
+        }
+        double crit = chi2_crit_1e4(NI - 1);
+        printf("%s: X² %.1f, χ²(49), reject above %.1f (p = 1e-4); non-centrality against "
+               "0.95·α %.0f\n",
+               names[k], chi, crit, lambda);
+        if (kinds[k] != VX_REPLAY_UNIFORM) assert_true(lambda > 300); /* the design's power */
+        assert_true(chi < crit);
+        /* and the library's own account of P(i) agrees with the model */
+        for (size_t i = 0; i < NI; i++)
+            if (fabs(prob(r, i) - P[i]) > 1e-12 * P[i])
+                fail_msg("%s: vx_replay_prob(%zu) = %.17g, float64 model %.17g", names[k], i,
+                         prob(r, i), P[i]);
         vx_replay_free(r);
     }
-    /* and the test can fail: frequencies of the proportional sampler against uniform P */
-    vx_replay *r = make(VX_REPLAY_PROPORTIONAL, 64, 9);
-    insert_n(r, N, 0);
-    set_all_priorities(r, N, td);
-    size_t count[50] = {0};
-    batch x;
-    batch_make(&x, 100);
-    vx_err e;
-    for (int c = 0; c < 1000; c++) {
-        sample(r, 100, 0.5, &x.b, &e);
-        for (int j = 0; j < 100; j++) count[x.idx[j]]++;
-    }
-    double chi = 0;
-    for (size_t i = 0; i < N; i++) chi += (count[i] - 2000.0) * (count[i] - 2000.0) / 2000.0;
-    assert_true(chi > 85.35);
     batch_free(&x);
-    vx_replay_free(r);
+}
+
+/* Batches of B = 10 draws: each draw against the exact distribution of its own stratum.
+ *
+ * Draw j of a call lands at u = (j + U)·T/B (replay_math.h), so it can only reach the slots whose
+ * interval [c_{k−1}, c_k) on the mass line overlaps stratum j, [jT/B, (j+1)T/B), and reaches slot
+ * k with probability q_jk = |overlap| / (T/B). Over C calls, the draws of stratum j are C
+ * independent categorical(q_j) draws (each call's draw j has its own Philox counter), and the
+ * strata are independent of each other. So for each stratum Pearson's statistic over its cells is
+ * χ²(cells − 1), and the sum over strata is χ²(Σ (cells_j − 1)). Cells whose expected count C·q is
+ * under 5 (a slot that overlaps a stratum by a sliver) are pooled with their neighbour on the line
+ * (the pooling depends on q alone, not on the counts, so the null distribution holds). A draw in a
+ * slot that does not overlap its stratum at all is impossible under the null and fails at once.
+ *
+ * This is the test of the stratified path as training uses it (B > 1): a sampler that put draws
+ * in the wrong stratum, scaled u wrongly or ordered the line differently fails it; with the
+ * frequencies above it pins down the whole sampling distribution. Significance 1e-4, fixed seeds.
+ * Against 0.95·α the non-centrality over the same cells is printed — about 21,500 (proportional)
+ * and 124,000 (rank), asserted above 10,000, where a miss at 1e-4 has probability 0 to any
+ * precision that matters — and that alternative also puts thousands of draws outside the null's
+ * support (printed as expected impossible draws), each of which fails the test by itself. The
+ * strata magnify the error: a shift of a slot's position on the mass line by a fraction of a
+ * stratum moves whole probabilities between neighbouring slots. Across 100 other seeds X² averaged
+ * 48.7 and 49.7 (χ²(49) here: 50 slots and 9 inner stratum boundaries each splitting one, 59
+ * cells over 10 strata). */
+static void test_stratified_draws_per_stratum(void **state)
+{
+    (void)state;
+    enum { B = 10 };
+    const size_t C = 20000;
+    float td[NI];
+    spread_priorities(td);
+    const vx_replay_kind kinds[2] = {VX_REPLAY_PROPORTIONAL, VX_REPLAY_RANK};
+    const double alphas[2] = {0.6, 0.7};
+    const char *names[2] = {"proportional", "rank"};
+    batch x;
+    batch_make(&x, B);
+    for (int k = 0; k < 2; k++) {
+        vx_replay *r = make_alpha(kinds[k], 64, 31 + (uint64_t)k, alphas[k]);
+        insert_n(r, NI, 0);
+        set_all_priorities(r, NI, td);
+        static size_t count[B][NI];
+        memset(count, 0, sizeof count);
+        vx_err e;
+        assert_int_equal(vx_replay_set_beta(r, 0.5, NULL, &e), VX_OK);
+        for (size_t c = 0; c < C; c++) {
+            assert_int_equal(vx_replay_sample(r, B, &x.b, NULL, &e), VX_OK);
+            for (int j = 0; j < B; j++) {
+                assert_true(x.idx[j] < NI);
+                count[j][x.idx[j]]++;
+            }
+        }
+        mass_line m0, m1;
+        model(kinds[k], td, alphas[k], &m0);
+        model(kinds[k], td, 0.95 * alphas[k], &m1);
+        double chi = 0, lambda = 0, alt_outside = 0;
+        int dof = 0;
+        size_t impossible = 0;
+        for (int s = 0; s < B; s++) {
+            /* the stratum on each line (the alternative's line has its own total) */
+            double lo0 = s * m0.total / B, hi0 = (s + 1) * m0.total / B;
+            double lo1 = s * m1.total / B, hi1 = (s + 1) * m1.total / B;
+            double c0 = 0, c1 = 0;         /* left end of position k on each line */
+            double be = 0, bo = 0, ba = 0; /* the open cell: expected, observed, alternative */
+            double ce = 0, co = 0, ca = 0; /* the last closed cell */
+            int cells = 0;
+            for (int p = 0; p < NI; p++) {
+                uint32_t slot = m0.slot[p];
+                double q0 = (fmin(c0 + m0.mass[p], hi0) - fmax(c0, lo0)) / (m0.total / B);
+                double q1 = (fmin(c1 + m1.mass[p], hi1) - fmax(c1, lo1)) / (m1.total / B);
+                c0 += m0.mass[p], c1 += m1.mass[p];
+                q1 = q1 > 0 ? q1 : 0;
+                if (!(q0 > 0)) { /* outside the stratum */
+                    impossible += count[s][slot];
+                    alt_outside += (double)C * q1;
+                    continue;
+                }
+                be += (double)C * q0, bo += (double)count[s][slot], ba += (double)C * q1;
+                if (be >= 5) {
+                    if (cells) {
+                        chi += (co - ce) * (co - ce) / ce;
+                        lambda += (ca - ce) * (ca - ce) / ce;
+                    }
+                    ce = be, co = bo, ca = ba, cells++;
+                    be = bo = ba = 0;
+                }
+            }
+            /* a remainder under 5 joins the last cell (or is the only one) */
+            if (be > 0) {
+                if (cells) ce += be, co += bo, ca += ba;
+                else ce = be, co = bo, ca = ba, cells = 1;
+            }
+            chi += (co - ce) * (co - ce) / ce;
+            lambda += (ca - ce) * (ca - ce) / ce;
+            dof += cells - 1;
+        }
+        double crit = chi2_crit_1e4(dof);
+        printf("%s, B = %d, %zu calls: X² %.1f, χ²(%d), reject above %.1f (p = 1e-4); against "
+               "0.95·α: non-centrality %.0f and %.0f expected impossible draws\n",
+               names[k], B, C, chi, dof, crit, lambda, alt_outside);
+        if (impossible) fail_msg("%s: %zu draws outside their stratum", names[k], impossible);
+        assert_true(lambda > 10000); /* the design's power */
+        assert_true(chi < crit);
+        vx_replay_free(r);
+    }
+    batch_free(&x);
 }
 
 static void test_rank_probabilities(void **state)
@@ -247,10 +436,14 @@ static void test_rank_probabilities(void **state)
     assert_true(fabs(prob(r, 2) - 1 / z) < 1e-12);
     assert_true(fabs(prob(r, 9) - pow(10, -0.7) / z) < 1e-12);
     assert_true(fabs(prob(r, 0) - pow(5, -0.7) / z) < 1e-12); /* 5 is 5th largest */
-    /* weights: w = (N P)^−β / (N P_min)^−β */
+    /* weights: w_i = (N P_i)^−β / max_j (N P_j)^−β, P_i from the slot's rank counted here (the
+     * number of priorities at least its own), not from the library */
+    double wmax = 0;
+    for (int k = 1; k <= 10; k++) wmax = fmax(wmax, pow(10 * pow(k, -0.7) / z, -0.5));
     for (int j = 0; j < 10; j++) {
-        double P = prob(r, x.idx[j]);
-        double w = pow(10 * P, -0.5) / pow(10 * pow(10, -0.7) / z, -0.5);
+        int rank = 0;
+        for (int i = 0; i < 10; i++) rank += td[i] >= td[x.idx[j]];
+        double w = pow(10 * pow(rank, -0.7) / z, -0.5) / wmax;
         assert_true(fabs(x.w[j] - w) < 1e-6);
     }
     batch_free(&x);
@@ -269,11 +462,13 @@ static void test_weights_proportional(void **state)
     batch_make(&x, 200);
     vx_err e;
     assert_int_equal(sample(r, 200, 0.4, &x.b, &e), VX_OK);
-    double pmin = prob(r, 0); /* td 1 is the smallest */
+    /* w_i = (N P_i)^−β / max_j (N P_j)^−β with P_i = p_i^α / Σ p^α, all in float64 here */
+    double P[20], z = 0, wmax = 0;
+    for (int i = 0; i < 20; i++) z += P[i] = pow(td[i] + 1e-6, 0.6);
+    for (int i = 0; i < 20; i++) P[i] /= z, wmax = fmax(wmax, pow(20 * P[i], -0.4));
     int saw_one = 0;
     for (int j = 0; j < 200; j++) {
-        double P = prob(r, x.idx[j]);
-        double w = pow(20 * P, -0.4) / pow(20 * pmin, -0.4);
+        double w = pow(20 * P[x.idx[j]], -0.4) / wmax;
         assert_true(fabs(x.w[j] - w) < 1e-6);
         assert_true(x.w[j] > 0 && x.w[j] <= 1);
         saw_one |= x.idx[j] == 0 && x.w[j] == 1.0f;
@@ -616,7 +811,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_wraps_and_contents),
-        cmocka_unit_test(test_frequencies_match_probabilities),
+        cmocka_unit_test(test_draw_frequencies_match_float64),
+        cmocka_unit_test(test_stratified_draws_per_stratum),
         cmocka_unit_test(test_rank_probabilities),
         cmocka_unit_test(test_weights_proportional),
         cmocka_unit_test(test_zero_priority_and_empty_slots_never_drawn),

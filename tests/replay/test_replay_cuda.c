@@ -1,10 +1,12 @@
 /* test_replay_cuda.c — the GPU replay buffer (vx_replay on a CUDA device context) against the
- * CPU reference and its guarantees: contents and ring order, KS equivalence of sampled indices
- * (proportional), IS weights to 1e-5, no drift after 10 M device updates, stale and duplicate
- * updates, NaN clamping, no draw of an empty slot, a captured sample→update graph replayed 1,000
- * times, both fallbacks (allocation failure, launch failure) with fault injection and a budget
- * refusal, chunked save/load byte-identical with the CPU's file, and a snapshot written from
- * another thread. Skipped (77) without a GPU. */
+ * CPU reference and its guarantees: contents and ring order; with one seed, the CPU's draws draw
+ * for draw, the same probabilities and IS weights against float64 to 1e-5; with independent
+ * seeds, the GPU's sampled frequencies against the CPU's (two-sample chi-square) and against
+ * float64 P(i) (power against a 5% error in α stated); no drift after 10 M device updates, stale
+ * and duplicate updates, NaN clamping, no draw of an empty slot, a captured sample→update graph
+ * replayed 1,000 times, both fallbacks (allocation failure, launch failure) with fault injection
+ * and a budget refusal, chunked save/load byte-identical with the CPU's file, and a snapshot
+ * written from another thread. Skipped (77) without a GPU. */
 #include "helpers.h"
 #include "vixen/cuda_util.h"
 #include "vixen/philox.h"
@@ -208,29 +210,42 @@ static void test_small_capacities(void **state)
     }
 }
 
-static int cmp_u32(const void *a, const void *b)
+/* ---- float64 probabilities from the priorities, computed here ------------------------------
+ * P(i) = p_i^α / Σ p^α (proportional) or rank(i)^−α / Σ_k k^−α (rank, rank 1 the largest
+ * priority, ties by slot index), p = |td| + ε — from the priorities alone, never from a buffer. */
+typedef struct {
+    double p;
+    uint32_t slot;
+} prio_slot;
+
+static int by_priority_desc(const void *a, const void *b)
 {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
+    const prio_slot *x = a, *y = b;
+    if (x->p != y->p) return x->p > y->p ? -1 : 1;
+    return (x->slot > y->slot) - (x->slot < y->slot);
 }
 
-/* two-sample Kolmogorov–Smirnov statistic on sorted samples */
-static double ks(uint32_t *a, size_t n, uint32_t *b, size_t m)
+static void float64_probs(vx_replay_kind kind, const float *td, size_t n, double alpha, double *P)
 {
-    qsort(a, n, 4, cmp_u32);
-    qsort(b, m, 4, cmp_u32);
-    size_t i = 0, j = 0;
-    double d = 0;
-    while (i < n && j < m) {
-        uint32_t v = a[i] < b[j] ? a[i] : b[j];
-        while (i < n && a[i] == v) i++;
-        while (j < m && b[j] == v) j++;
-        double f = fabs((double)i / n - (double)j / m);
-        d = f > d ? f : d;
+    prio_slot *v = malloc(n * sizeof *v);
+    double z = 0;
+    for (size_t i = 0; i < n; i++) v[i] = (prio_slot){fabs((double)td[i]) + 1e-6, (uint32_t)i};
+    if (kind == VX_REPLAY_RANK) qsort(v, n, sizeof *v, by_priority_desc);
+    for (size_t k = 0; k < n; k++) {
+        double m = kind == VX_REPLAY_RANK ? pow((double)(k + 1), -alpha) : pow(v[k].p, alpha);
+        P[v[k].slot] = m;
+        z += m;
     }
-    return d;
+    for (size_t i = 0; i < n; i++) P[i] /= z;
+    free(v);
 }
 
+/* The same seed and the same contents on both backends: the same probabilities, the same draws
+ * (replay_math.h: the same uniform numbers and the same strata on both), and the GPU's importance
+ * weights against float64 (N·P_i)^−β / max_j (N·P_j)^−β from the priorities. This is an identity
+ * check of the two implementations, not a statistical one: with one seed the two samples are the
+ * same sample, so no distribution test between them would mean anything. The distributions are
+ * compared on independent streams in test_independent_streams_against_cpu. */
 static void equivalence(vx_replay_kind kind)
 {
     const size_t N = 4000, B = 1000, DRAWS = 10000;
@@ -255,17 +270,19 @@ static void equivalence(vx_replay_kind kind)
     assert_int_equal(vx_replay_update(h, idx, gen, td, N, NULL, &e), VX_OK);
     assert_int_equal(vx_replay_set_beta(g, 0.5, NULL, &e), VX_OK);
     /* the same probabilities */
-    double worst = 0, pmin = 1;
+    double worst = 0;
     for (size_t i = 0; i < N; i++) {
         double pg, ph;
         assert_int_equal(vx_replay_prob(h, i, &ph, &e), VX_OK);
         assert_int_equal(vx_replay_prob(g, i, &pg, &e), VX_OK);
         worst = fmax(worst, fabs(pg - ph) / ph);
-        pmin = fmin(pmin, ph);
     }
     /* rank masses are summed by a device scan, in another order than the CPU's loop */
     assert_true(worst < (kind == VX_REPLAY_RANK ? 1e-10 : 1e-12));
-    /* KS on 10,000 draws each */
+    double *P = malloc(N * sizeof *P), pmin = 1;
+    float64_probs(kind, td, N, c.alpha, P);
+    for (size_t i = 0; i < N; i++) pmin = fmin(pmin, P[i]);
+    /* 10,000 draws each, draw for draw */
     uint32_t *a = malloc(DRAWS * 4), *b = malloc(DRAWS * 4);
     float *w = malloc(B * 4);
     dbatch x;
@@ -281,24 +298,26 @@ static void equivalence(vx_replay_kind kind)
         assert_int_equal(vx_replay_sample(g, B, &x.b, NULL, &e), VX_OK);
         CK(cudaMemcpy(a + k * B, x.idx, B * 4, cudaMemcpyDeviceToHost));
         CK(cudaMemcpy(w, x.w, B * 4, cudaMemcpyDeviceToHost));
-        for (size_t j = 0; j < B; j++) { /* the GPU's weight against the CPU formula */
-            double ph;
-            assert_int_equal(vx_replay_prob(h, a[k * B + j], &ph, &e), VX_OK);
-            double want = pow(ph / pmin, -0.5);
+        for (size_t j = 0; j < B; j++) { /* (N·P)^−β / (N·P_min)^−β = (P / P_min)^−β */
+            double want = pow(P[a[k * B + j]] / pmin, -0.5);
             wworst = fmax(wworst, fabs(w[j] - want) / want);
         }
         assert_int_equal(vx_replay_set_beta(h, 0.5, NULL, &e), VX_OK);
         assert_int_equal(vx_replay_sample(h, B, &hb, NULL, &e), VX_OK);
         memcpy(b + k * B, hi, B * 4);
     }
-    double d = ks(a, DRAWS, b, DRAWS), crit = 1.628 * sqrt(2.0 / DRAWS);
-    printf("%s: KS statistic GPU vs CPU, 10,000 draws each: %.4f (reject at p = 0.01 above "
-           "%.4f); IS weights max relative difference %.2e\n",
-           kind == VX_REPLAY_RANK ? "rank" : "proportional", d, crit, wworst);
-    assert_true(d < crit);
+    /* Only a uniform number within rounding (1e-16 of the total) of a boundary between two
+     * slots could be sent different ways by the two trees' last bits: far below one chance in a
+     * million over these draws, so any difference is a real one. */
+    size_t differ = 0;
+    for (size_t j = 0; j < DRAWS; j++) differ += a[j] != b[j];
+    printf("%s, same seed: %zu of 10,000 draws differ between GPU and CPU; IS weights against "
+           "float64, max relative difference %.2e\n",
+           kind == VX_REPLAY_RANK ? "rank" : "proportional", differ, wworst);
+    assert_int_equal(differ, 0);
     assert_true(wworst < 1e-5);
     free(a), free(b), free(w), free(hw), free(ho), free(hn), free(hr), free(ha), free(ht), free(hu);
-    free(hs), free(hi), free(hg), free(idx), free(gen), free(td);
+    free(hs), free(hi), free(hg), free(idx), free(gen), free(td), free(P);
     dbatch_free(&x);
     tset_free(&t);
     vx_replay_free(h);
@@ -310,6 +329,139 @@ static void test_equivalence_with_cpu(void **state)
     (void)state;
     equivalence(VX_REPLAY_PROPORTIONAL);
     equivalence(VX_REPLAY_RANK);
+}
+
+/* The upper 1e-4 quantile of χ²(dof), Wilson–Hilferty (94.77 at 49 dof against the exact 94.60:
+ * slightly lenient, never stricter). */
+static double chi2_crit_1e4(double dof)
+{
+    const double z = 3.7190164854556804; /* the standard normal's upper 1e-4 point */
+    double h = 2 / (9 * dof), c = 1 - h + z * sqrt(h);
+    return dof * c * c * c;
+}
+
+enum { NS = 50 }; /* slots in the independent-stream comparison */
+
+/* n sample calls of one draw each on a GPU buffer, counted per slot. Each call writes its index
+ * into its own element of one device array (read back once at the end) and its other fields into
+ * a one-row scratch batch, so the loop queues launches without waiting for any. */
+static void gpu_counts(vx_replay *g, size_t n, size_t *count)
+{
+    dbatch x;
+    dbatch_make(&x, 1);
+    uint32_t *d_all, *all = malloc(n * 4);
+    CK(cudaMalloc((void **)&d_all, n * 4));
+    vx_replay_batch b = x.b;
+    vx_err e;
+    for (size_t c = 0; c < n; c++) {
+        b.index = d_all + c;
+        assert_int_equal(vx_replay_sample(g, 1, &b, NULL, &e), VX_OK);
+    }
+    CK(cudaMemcpy(all, d_all, n * 4, cudaMemcpyDeviceToHost));
+    for (size_t c = 0; c < n; c++) {
+        assert_true(all[c] < NS);
+        count[all[c]]++;
+    }
+    cudaFree(d_all);
+    free(all);
+    dbatch_free(&x);
+}
+
+static void cpu_counts(vx_replay *h, size_t n, size_t *count)
+{
+    float o[D], nx[D], rw, w;
+    int32_t a[3];
+    uint8_t te, tu, st;
+    uint32_t i, gn;
+    vx_replay_batch b = {o, nx, a, &rw, &te, &tu, &st, &w, &i, &gn};
+    vx_err e;
+    for (size_t c = 0; c < n; c++) {
+        assert_int_equal(vx_replay_sample(h, 1, &b, NULL, &e), VX_OK);
+        assert_true(i < NS);
+        count[i]++;
+    }
+}
+
+/* GPU against CPU with DIFFERENT seeds, so the two samples are independent: two-sample
+ * chi-square on the slot counts.
+ *
+ * The draws: n = 200,000 sample calls of one draw each on each buffer. A call of B > 1 draws is
+ * stratified (one draw in each of B equal slices of the mass), so its draws are not independent
+ * and its counts are not multinomial; with B = 1 the one stratum is the whole mass and each
+ * call's draw comes from its own Philox block (counter = draws so far, one more per call), so
+ * each buffer's n draws are independent with its P(i), and the two buffers' draws are
+ * independent of each other (different keys). (Stratification itself is tested exactly against
+ * float64 on the CPU, test_replay's test_stratified_draws_per_stratum, and the GPU's strata are
+ * the CPU's draw for draw: equivalence above.)
+ *
+ * The statistic: with equal sample sizes, Pearson's homogeneity statistic of the 2 × 50 table is
+ * X² = Σ_i (g_i − h_i)² / (g_i + h_i), χ²(49) when both samplers draw from one distribution,
+ * whatever it is (every expected count is above 250). Significance 1e-4 (critical value 94.8),
+ * fixed seeds. Power against a GPU sampler using 0.95·α (the CPU correct): the non-centrality
+ * λ = n Σ (P'_i − P_i)² / (P'_i + P_i) is printed, 188 (proportional) and 183 (rank), asserted
+ * above 170; P(χ²'(49, 170) < 94.8) = 3e-8. The GPU's counts are also tested against the float64 P
+ * directly (one-sample, χ²(49); λ 387 and 363 against 0.95·α, asserted above 300, miss 2e-21).
+ * The same statistic over two CPU buffers 200,000 draws each averaged 50.2 across 100 seed pairs
+ * (variance 82–91; χ²(49): 49, 98), and 161–336 across 30 when one buffer ran at 0.95·α.
+ *
+ * Priorities: 50 distinct values log-uniform over three decades (0.1 .. 100), scrambled over the
+ * slots (slot i gets step 17·i mod 50) so rank order is not slot order. */
+static void test_independent_streams_against_cpu(void **state)
+{
+    (void)state;
+    const size_t n = 200000;
+    float td[NS];
+    uint32_t idx[NS], gen[NS];
+    for (int i = 0; i < NS; i++) {
+        td[i] = (float)pow(10.0, -1 + 3.0 * ((17 * i) % NS) / (NS - 1));
+        idx[i] = (uint32_t)i, gen[i] = 1;
+    }
+    tset t;
+    tset_make(&t, NS, 0);
+    const vx_replay_kind kinds[2] = {VX_REPLAY_PROPORTIONAL, VX_REPLAY_RANK};
+    const char *names[2] = {"proportional", "rank"};
+    for (int k = 0; k < 2; k++) {
+        vx_replay_cfg c = cfg_of(kinds[k], 64);
+        vx_replay *g, *h;
+        vx_err e;
+        c.seed = 101;
+        assert_int_equal(vx_replay_create(&c, g_dev, &g, &e), VX_OK);
+        assert_int_equal(vx_replay_on_device(g), 1);
+        c.seed = 202;
+        assert_int_equal(vx_replay_create(&c, NULL, &h, &e), VX_OK);
+        assert_int_equal(vx_replay_insert(g, &t.d, NS, NULL, &e), VX_OK);
+        assert_int_equal(vx_replay_insert(h, &t.h, NS, NULL, &e), VX_OK);
+        dev_update(g, idx, gen, td, NS);
+        assert_int_equal(vx_replay_update(h, idx, gen, td, NS, NULL, &e), VX_OK);
+        size_t gc[NS] = {0}, hc[NS] = {0};
+        gpu_counts(g, n, gc);
+        cpu_counts(h, n, hc);
+        assert_int_equal(vx_replay_on_device(g), 1); /* no fallback: these were the GPU's draws */
+        double P[NS], Palt[NS];
+        float64_probs(kinds[k], td, NS, c.alpha, P);
+        float64_probs(kinds[k], td, NS, 0.95 * c.alpha, Palt);
+        double two = 0, one = 0, lam_two = 0, lam_one = 0;
+        for (int i = 0; i < NS; i++) {
+            double sum = (double)(gc[i] + hc[i]), dif = (double)gc[i] - (double)hc[i];
+            double want = (double)n * P[i], dp = Palt[i] - P[i];
+            assert_true(sum > 0);
+            two += dif * dif / sum;
+            one += ((double)gc[i] - want) * ((double)gc[i] - want) / want;
+            lam_two += (double)n * dp * dp / (Palt[i] + P[i]);
+            lam_one += (double)n * dp * dp / P[i];
+        }
+        double crit = chi2_crit_1e4(NS - 1);
+        printf("%s, %zu one-draw calls each: GPU (seed 101) vs CPU (seed 202) two-sample X² %.1f, "
+               "GPU vs float64 P X² %.1f; χ²(49), reject above %.1f (p = 1e-4); "
+               "non-centralities against a GPU at 0.95·α %.0f and %.0f\n",
+               names[k], n, two, one, crit, lam_two, lam_one);
+        assert_true(lam_two > 170 && lam_one > 300); /* the design's power */
+        assert_true(two < crit);
+        assert_true(one < crit);
+        vx_replay_free(h);
+        vx_replay_free(g);
+    }
+    tset_free(&t);
 }
 
 static void test_no_drift_stale_duplicates_clamp(void **state)
@@ -741,6 +893,7 @@ int main(void)
         cmocka_unit_test(test_contents_and_ring),
         cmocka_unit_test(test_small_capacities),
         cmocka_unit_test(test_equivalence_with_cpu),
+        cmocka_unit_test(test_independent_streams_against_cpu),
         cmocka_unit_test(test_no_drift_stale_duplicates_clamp),
         cmocka_unit_test(test_empty_slots_never_drawn_and_graph_replay),
         cmocka_unit_test(test_fallbacks),
