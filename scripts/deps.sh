@@ -6,8 +6,10 @@ set -euo pipefail
 
 packages=(cmake make gcc pkg-config libzstd-dev libcmocka-dev libxxhash-dev libopenblas-dev
     libyaml-dev libcjson-dev)
-# clang-format: scripts/format-check holds the sources to .clang-format.
-[ "${1:-}" = test ] && packages+=(clang-format)
+# clang-format: scripts/format-check holds the sources to .clang-format. chromium and zlib1g-dev:
+# test_report loads a run's report.html in a headless browser and decodes its screenshot (without
+# a browser that part of the test is skipped).
+[ "${1:-}" = test ] && packages+=(clang-format chromium zlib1g-dev)
 
 missing=()
 for p in "${packages[@]}"; do

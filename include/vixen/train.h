@@ -123,9 +123,9 @@ typedef int (*vx_epoch_fn)(const vx_epoch_report *r, void *ctx);
  * and with patience > 0 the run stops after that many validations without a better one. At the
  * end, once, the chosen checkpoint (the best, or the last when nothing was validated) is
  * evaluated on the test split next to the baselines and the agent's in-sample row; the run
- * folder gets eval.json and eval.txt, and `final_eval` (optional; free it with
- * vx_eval_report_free) receives that report. Several runs may share one device from several
- * threads. */
+ * folder gets eval.json, eval.txt and report.html (vx_report_write), and `final_eval`
+ * (optional; free it with vx_eval_report_free) receives that report. Several runs may share one
+ * device from several threads. */
 vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epoch_fn on_epoch,
                        void *ctx, vx_eval_report *final_eval, vx_err *e);
 
@@ -136,6 +136,16 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
  * whole). With resume, finished folds are re-evaluated, a stopped one resumed. */
 vx_status vx_train_walk_forward(const vx_train_cfg *c, vx_device *dev, int folds, int resume,
                                 vx_epoch_fn on_epoch, void *ctx, vx_eval_report *all, vx_err *e);
+
+/* ---- the run report ------------------------------------------------------------------------ */
+
+/* Writes <run_dir>/report.html, one self-contained page (inline CSS and SVG, nothing fetched)
+ * made from the run folder's eval.json, metrics.csv and config.yaml: what was evaluated and the
+ * warnings, the evaluation table, equity curves of the agent and the baselines, the agent's
+ * drawdown, loss and validation Sharpe per epoch with the chosen checkpoint, the agent's action
+ * histograms, the config. vx_train_run calls it at the end. A missing or malformed input is an
+ * error naming the file (and line or field), and then no page is written (the old one stays). */
+vx_status vx_report_write(const char *run_dir, vx_err *e);
 
 #ifdef __cplusplus
 }

@@ -12,5 +12,6 @@ int vx_cmd_env(int argc, char **argv);
 int vx_cmd_bench(int argc, char **argv);
 int vx_cmd_train(int argc, char **argv);
 int vx_cmd_eval(int argc, char **argv);
+int vx_cmd_report(int argc, char **argv);
 
 #endif

@@ -123,7 +123,8 @@ int vx_cmd_train(int argc, char **argv)
                 "(split.*): the agent is validated every train.eval_every epochs, the best is "
                 "kept, and that one is evaluated once on the test split next to baselines. The "
                 "run folder gets config.yaml, metrics.csv, TensorBoard events, checkpoint/ "
-                "(latest and best) and eval.{json,txt}.",
+                "(latest and best), eval.{json,txt} and report.html (one self-contained page of "
+                "tables and charts: open it in a browser; `vixen report RUN` writes it again).",
                 opts,
                 sizeof opts / sizeof *opts,
                 0,
@@ -205,6 +206,8 @@ int vx_cmd_train(int argc, char **argv)
     vx_eval_print(stdout, &r);
     vx_eval_report_free(&r);
     printf("run folder: %s\n", cfg.run_dir);
+    if (walk) printf("reports: %s/fold-*/report.html\n", cfg.run_dir);
+    else printf("report: %s/report.html (open it in a browser)\n", cfg.run_dir);
     return VX_EXIT_OK;
 }
 

@@ -50,6 +50,7 @@ static void usage(FILE *f)
                "commands:\n"
                "  train [FILE...]          train the DQN agent (synthetic market without FILE)\n"
                "  eval RUN|CHECKPOINT      evaluate a policy on the test split, next to baselines\n"
+               "  report RUN               write the run's report.html (charts, tables) again\n"
                "  data inspect FILE...     bars, range, interval, gaps, instruments, validation\n"
                "  data synth               write the synthetic market (CSV or DBN)\n"
                "  data features FILE...    compute the 45 market features into the feature cache\n"
@@ -79,6 +80,7 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "train") == 0) return vx_cmd_train(argc - 2, argv + 2);
     if (strcmp(cmd, "eval") == 0) return vx_cmd_eval(argc - 2, argv + 2);
+    if (strcmp(cmd, "report") == 0) return vx_cmd_report(argc - 2, argv + 2);
     if (strcmp(cmd, "data") == 0) return vx_cmd_data(argc - 2, argv + 2);
     if (strcmp(cmd, "env") == 0) return vx_cmd_env(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return vx_cmd_bench(argc - 2, argv + 2);

@@ -443,6 +443,7 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
     memset(&ev, 0, sizeof ev);
     if (!st) st = final_test(r, &ev, e);
     if (!st) st = write_eval(c->run_dir, &ev, e);
+    if (!st) st = vx_report_write(c->run_dir, e);
     if (!st && final_eval) *final_eval = ev;
     else vx_eval_report_free(&ev);
     vx_csv_log_close(&csv);

@@ -151,7 +151,8 @@ static void test_usage_errors(void **state)
     assert_int_equal(vixen(""), 2);
     const char *helps[] = {
         "--help",           "data inspect --help", "data synth --help", "data features --help",
-        "env bench --help", "bench --help",        "train --help",      "eval --help"};
+        "env bench --help", "bench --help",        "train --help",      "eval --help",
+        "report --help"};
     for (size_t i = 0; i < sizeof helps / sizeof *helps; i++) {
         assert_int_equal(vixen(helps[i]), 0);
         assert_non_null(strstr(out, "usage: vixen"));
@@ -261,6 +262,7 @@ static void test_train_and_eval_commands(void **state)
     assert_non_null(strstr(out, "buy & hold"));
     assert_non_null(strstr(out, "momentum"));
     assert_non_null(strstr(out, "agent (train)"));
+    assert_non_null(strstr(out, "/r/report.html (open it in a browser)"));
     /* resume to 3 epochs */
     snprintf(args, sizeof args, "train --resume %s/r --epochs 3", dir);
     assert_int_equal(vixen(args), 0);

@@ -174,16 +174,17 @@ static void test_run_folder_and_exact_resume(void **state)
                            "metrics.csv",
                            "eval.json",
                            "eval.txt",
+                           "report.html",
                            "checkpoint/latest.safetensors",
                            "checkpoint/replay-00000004.bin",
                            "checkpoint/best.safetensors"};
-    for (int i = 0; i < 7; i++) {
+    for (int i = 0; i < 8; i++) {
         char p[256];
         struct stat sb;
         snprintf(p, sizeof p, "%s/%s", a, files[i]);
         if (stat(p, &sb) != 0) fail_msg("missing %s", p);
     }
-    assert_int_equal(th_count_files(a), 6); /* those, the checkpoint folder, the events file */
+    assert_int_equal(th_count_files(a), 7); /* those, the checkpoint folder, the events file */
     char ck[128];
     snprintf(ck, sizeof ck, "%s/checkpoint", a);
     assert_int_equal(th_count_files(ck), 3);
