@@ -141,7 +141,8 @@ typedef struct {
     double overnight_vol;   /* overnight gap volatility in bar_vol units, 8 */
     double signal_strength; /* planted drift in units of the bar's volatility; 0 = random walk */
     double signal_phi;      /* AR(1) coefficient of the planted signal, 0.97 */
-    double base_volume;     /* mean volume per bar, 1500 */
+    double drift;       /* annual log drift, spread evenly over the bars (252 · 390 a year), 0 */
+    double base_volume; /* mean volume per bar, 1500 */
 } vx_synth_cfg;
 
 void vx_synth_default(vx_synth_cfg *cfg);

@@ -117,6 +117,7 @@ typedef struct {
     vx_replay_kind replay_kind;
     int64_t replay_capacity;
     double replay_alpha, replay_eps, beta0;
+    int64_t beta_updates; /* updates over which β rises from beta0 to 1 */
     int rank_refresh;
     int updates_per_epoch; /* 0: envs · steps / batch · replay_ratio */
     double replay_ratio;
@@ -133,7 +134,9 @@ void vx_dqn_settings_default(vx_dqn_settings *s);
 void vx_dqn_net_cfg(const vx_dqn_settings *s, vx_qnet_cfg *out);
 int vx_dqn_updates_per_epoch(const vx_dqn_settings *s, const vx_run_params *run);
 double vx_dqn_epsilon_at(const vx_dqn_settings *s, int epoch);
-double vx_dqn_beta_at(const vx_dqn_settings *s, const vx_run_params *run, int epoch);
+/* β after `updates` updates: beta0 + (1 − beta0) · min(1, updates / beta_updates) — a function
+ * of the training done, so planning a longer run does not change an early epoch. */
+double vx_dqn_beta_at(const vx_dqn_settings *s, int64_t updates);
 
 extern const vx_algo_ops vx_algo_dqn;
 

@@ -13,7 +13,8 @@
  * flat, momentum (the sign of the k-bar return, k chosen among a few by training Sharpe), a ridge
  * predictor of the next bar's PnL from the 45 market features (λ chosen on the last fifth of the
  * training split, then refitted on all of it), and on a synthetic market the oracle that trades
- * the sign of the planted signal. All trade at full urgency with market orders.
+ * the sign of the planted signal (holding while the signal is weaker than a band chosen by
+ * training Sharpe). All trade at full urgency with market orders.
  *
  * Annualisation is in trading time: PnL is summed per trading day (the UTC date of the bar's
  * timestamp + 2 h, so that a futures session opening in the evening counts as the next day's;
@@ -82,6 +83,9 @@ typedef struct {
     double ridge_pred_sd; /* sd of the predictions on the training split: the position is
                            * pred / (2 sd), clipped to ±1, as the nearest exposure level */
     int has_oracle;       /* the market carries a planted signal */
+    double oracle_band;   /* the oracle holds while |signal| is below it (chosen by training
+                           * Sharpe among 0, 0.5, 1, 1.5 and 2: trading every sign change of a
+                           * weak signal can cost more than it earns) */
 } vx_baselines;
 
 /* Fits the baselines on the training split of m under c. */

@@ -37,6 +37,8 @@ typedef struct {
     int synth_days;
     uint64_t synth_seed;
     double synth_strength;
+    double synth_drift; /* annual log drift of the synthetic market */
+    double synth_phi;   /* AR(1) coefficient of its planted signal */
     vx_env_cfg env;
     /* the run */
     int algo; /* train.algo: the registry index of the algorithm */

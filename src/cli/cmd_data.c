@@ -220,13 +220,17 @@ static int ends_with(const char *s, const char *suffix)
 
 static int cmd_synth(int argc, char **argv)
 {
-    const char *days = NULL, *seed = NULL, *strength = NULL, *out = NULL;
+    const char *days = NULL, *seed = NULL, *strength = NULL, *phi = NULL, *drift = NULL;
+    const char *out = NULL;
     vx_opt opts[] = {
         {"days", "N", "trading days of 390 one-minute bars (default 20)", &days, NULL, NULL, NULL,
          0},
         {"seed", "S", "random seed (default 1)", &seed, NULL, NULL, NULL, 0},
         {"strength", "K", "planted signal strength, 0 = random walk (default 0.15)", &strength,
          NULL, NULL, NULL, 0},
+        {"phi", "P", "persistence (AR(1)) of the planted signal (default 0.97)", &phi, NULL, NULL,
+         NULL, 0},
+        {"drift", "MU", "annual log drift (default 0)", &drift, NULL, NULL, NULL, 0},
         {"out", "FILE", "output: .csv, .dbn or .dbn.zst (required)", &out, NULL, NULL, NULL, 0},
     };
     vx_cmd c = {"vixen data synth",
@@ -258,6 +262,8 @@ static int cmd_synth(int argc, char **argv)
     }
     if (strength && vx_arg_double(&c, "strength", strength, &cfg.signal_strength))
         return VX_EXIT_USAGE;
+    if (phi && vx_arg_double(&c, "phi", phi, &cfg.signal_phi)) return VX_EXIT_USAGE;
+    if (drift && vx_arg_double(&c, "drift", drift, &cfg.drift)) return VX_EXIT_USAGE;
     vx_series s = {0};
     vx_err err;
     vx_status st = vx_synth_generate(&cfg, &s, NULL, &err);

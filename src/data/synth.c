@@ -6,7 +6,8 @@
  *   σ_t = bar_vol · sqrt(h_t) · u(m),   h_t = ω + α h_{t-1} z²_{t-1} + β h_{t-1},  ω = 1 − α − β
  *   u(m) = (1 + U x²) / (1 + U/3),  x = (m − 194.5) / 194.5  (U-shaped over the session)
  *   z_t  = Student-t(ν) scaled to unit variance;   s_t = φ s_{t-1} + sqrt(1 − φ²) η_t
- *   r_t  = k · σ_t · s_{t-1} + σ_t · z_t           (k = signal_strength; k = 0: a random walk)
+ *   r_t  = μ + k · σ_t · s_{t-1} + σ_t · z_t       (k = signal_strength; k = 0: a random walk;
+ *                                                   μ = drift / (252 · 390), a yearly drift)
  * The first bar of a session adds an overnight gap. Each bar's O/H/L/C come from an 8-step
  * Brownian bridge from the open to the close, every point rounded to the tick, so the bar is
  * consistent by construction (low ≤ open, close ≤ high). Volume follows the same U shape,
@@ -91,7 +92,7 @@ vx_status vx_synth_generate(const vx_synth_cfg *c, vx_series *out, double **sign
             h = omega + c->garch_alpha * h * zprev * zprev + c->garch_beta * h;
             double sigma = c->bar_vol * sqrt(h) * u;
             double z = student_t(&r, dof);
-            double drift = c->signal_strength * sigma * s;
+            double drift = c->drift / (252.0 * 390.0) + c->signal_strength * sigma * s;
             if (sig) sig[t] = s;
             double ret = drift + sigma * z;
             if (m == 0 && t > 0) x += c->overnight_vol * c->bar_vol * vx_rng_normal(&r);

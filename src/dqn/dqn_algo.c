@@ -21,16 +21,17 @@ void vx_dqn_settings_default(vx_dqn_settings *s)
     memset(s, 0, sizeof *s);
     vx_dqn_cfg_default(&s->learner);
     s->learner.batch = 64;
-    s->learner.adam.lr = 2.5e-4;
+    s->learner.adam.lr = 1e-3;
     s->learner.target_every = 500;
     s->n_trunk = 2;
-    s->trunk[0] = s->trunk[1] = 256;
-    s->head_hidden = 64;
+    s->trunk[0] = s->trunk[1] = 64; /* small: on a year of bars, 256-wide memorised noise */
+    s->head_hidden = 32;
     s->replay_kind = VX_REPLAY_PROPORTIONAL;
     s->replay_capacity = 100000;
     s->replay_alpha = 0.6;
     s->replay_eps = 0.01; /* in reward units: keeps IS weights from collapsing (1e-6 gave ~0.05) */
     s->beta0 = 0.4;
+    s->beta_updates = 10000; /* about the default CPU run's 30 epochs × 341 updates */
     s->rank_refresh = 100;
     /* the reference shape (2,048 envs × 100 steps, 341 updates at batch 1,024), sized for a
      * laptop: 128 envs × 100 steps, 341 updates at batch 64 */
@@ -70,9 +71,9 @@ double vx_dqn_epsilon_at(const vx_dqn_settings *s, int epoch)
     return s->eps_start + (s->eps_end - s->eps_start) * (f < 1 ? f : 1);
 }
 
-double vx_dqn_beta_at(const vx_dqn_settings *s, const vx_run_params *run, int epoch)
+double vx_dqn_beta_at(const vx_dqn_settings *s, int64_t updates)
 {
-    double f = run->epochs > 1 ? (double)epoch / (run->epochs - 1) : 1;
+    double f = (double)updates / (double)s->beta_updates;
     return s->beta0 + (1 - s->beta0) * (f < 1 ? f : 1);
 }
 
@@ -125,6 +126,8 @@ static const vx_key replay_keys[] = {
     NUM("capacity", VX_KEY_I64, replay_capacity, 1, 2147483648.0, "transitions kept"),
     NUM("alpha", VX_KEY_DBL, replay_alpha, 0, 10, "priority exponent"),
     NUM("beta0", VX_KEY_DBL, beta0, 0, 1, "initial IS exponent (annealed to 1)"),
+    NUM("beta_updates", VX_KEY_I64, beta_updates, 1, 1e15,
+        "updates over which the IS exponent rises from beta0 to 1"),
     NUM("eps", VX_KEY_DBL, replay_eps, 1e-300, 1e6, "added to |TD error|"),
     NUM("rank_refresh", VX_KEY_INT, rank_refresh, 1, 1e9, "sample calls between rank sorts"),
 };
@@ -280,7 +283,7 @@ static vx_status epoch(vx_algo *a0, const vx_epoch_in *in, vx_epoch_out *out, vx
     dqn_plan p = {ep,
                   vx_dqn_epsilon_at(&a->s, ep),
                   vx_dqn_epsilon_at(&a->s, ep + 1),
-                  vx_dqn_beta_at(&a->s, &a->run, ep),
+                  vx_dqn_beta_at(&a->s, a->st->updates),
                   a->K,
                   in->snapshot,
                   a->s.overlap && ep + 1 < a->run.epochs};

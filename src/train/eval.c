@@ -29,8 +29,7 @@ static const char *const row_keys[VX_EVAL_ROWS] = {"agent",    "in_sample", "buy
 const char *vx_eval_row_name(vx_eval_row r) { return r < VX_EVAL_ROWS ? row_names[r] : "?"; }
 const char *vx_eval_row_key(vx_eval_row r) { return r < VX_EVAL_ROWS ? row_keys[r] : "?"; }
 
-/* ---- periods: trading days, or bars ------------------------------------------------------------
- */
+/* ---- periods: trading days, or bars ---------------------------------------------------------- */
 
 #define DAY_NS 86400000000000ll
 #define DAY_SHIFT_NS (2 * 3600000000000ll) /* an evening session start counts as the next day */
@@ -85,8 +84,7 @@ static size_t assign_periods(const vx_market *m, int64_t lo, int64_t hi, int by_
     return np;
 }
 
-/* ---- the rules: exposure level at the close of row r ------------------------------------------
- */
+/* ---- the rules: exposure level at the close of row r ----------------------------------------- */
 
 typedef struct {
     vx_eval_row kind;
@@ -100,7 +98,8 @@ static int32_t level_of_sign(double x)
     return x > 0 ? VX_EXPOSURE_LEVELS - 1 : x < 0 ? 0 : VX_EXPOSURE_LEVELS / 2;
 }
 
-static int32_t rule_level(const rule *ru, int64_t r)
+/* The rule's exposure level at the close of row r, holding `pos` contracts. */
+static int32_t rule_level(const rule *ru, int64_t r, int32_t pos)
 {
     const vx_env_params *p = ru->p;
     switch (ru->kind) {
@@ -114,14 +113,17 @@ static int32_t rule_level(const rule *ru, int64_t r)
         x = x > 1 ? 1 : x < -1 ? -1 : x;
         return (int32_t)lround(4 * x) + VX_EXPOSURE_LEVELS / 2;
     }
-    case VX_EVAL_ORACLE: /* the signal in force at the next bar, the one this decision trades */
-        return level_of_sign(ru->m->signal[ru->m->first_bar + (size_t)r + 1]);
+    case VX_EVAL_ORACLE: { /* the signal in force at the next bar, the one this decision trades */
+        double sig = ru->m->signal[ru->m->first_bar + (size_t)r + 1];
+        if (fabs(sig) < ru->b->oracle_band) /* too weak to pay for a trade: hold */
+            return (int32_t)lround(4.0 * pos / p->max_contracts) + VX_EXPOSURE_LEVELS / 2;
+        return level_of_sign(sig);
+    }
     default: return VX_EXPOSURE_LEVELS / 2; /* flat */
     }
 }
 
-/* ---- the walk -----------------------------------------------------------------------------------
- */
+/* ---- the walk -------------------------------------------------------------------------------- */
 
 typedef struct {
     double gross, costs; /* of one transition */
@@ -183,7 +185,7 @@ static vx_status walk(const vx_market *m, const vx_env_cfg *cfg, vx_split split,
         } else {
             for (size_t j = 0; j < S; j++) {
                 int32_t *a = act + j * VX_ACTION_BRANCHES;
-                a[0] = rule_level(ru, s[j].row);
+                a[0] = rule_level(ru, s[j].row, s[j].pos);
                 a[1] = VX_ORDER_MARKET;
                 a[2] = VX_URGENCY_LEVELS - 1;
             }

@@ -106,6 +106,7 @@ void vx_eval_json(FILE *f, const vx_eval_report *r)
         cJSON_AddNumberToObject(b, "momentum_lookback", r->baselines.momentum_k);
         num(b, "momentum_train_sharpe", r->baselines.momentum_sharpe);
         num(b, "ridge_lambda", r->baselines.ridge_lambda);
+        num(b, "oracle_band", r->baselines.oracle_band);
         cJSON_AddBoolToObject(b, "oracle", r->baselines.has_oracle);
         cJSON_AddItemToObject(o, "baselines", b);
     }

@@ -40,6 +40,8 @@ vx_status vx_train_open_market(const vx_train_cfg *c, vx_market *m, vx_err *e)
     sc.days = c->synth_days;
     sc.seed = c->synth_seed;
     sc.signal_strength = c->synth_strength;
+    sc.drift = c->synth_drift;
+    sc.signal_phi = c->synth_phi;
     vx_series s = {0};
     double *signal = NULL;
     vx_status st = vx_synth_generate(&sc, &s, &signal, e);

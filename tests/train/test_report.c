@@ -536,8 +536,7 @@ static void test_bad_inputs(void **state)
     th_rmtree(dir);
 }
 
-/* ---- a real run, and the command --------------------------------------------------------------
- */
+/* ---- a real run, and the command ------------------------------------------------------------- */
 
 static void tiny(vx_train_cfg *c, const char *dir)
 {
@@ -637,8 +636,7 @@ static void test_run_writes_report_and_command(void **state)
     free(c);
 }
 
-/* ---- the page in a real browser ---------------------------------------------------------------
- */
+/* ---- the page in a real browser -------------------------------------------------------------- */
 
 static int find_browser(void)
 {
