@@ -29,6 +29,8 @@ typedef struct {
     double multiplier;     /* 50 (ES) */
     double reward_scale;   /* 0: computed from the training rows (see vx_env_reward_scale) */
     double drawdown_limit; /* 0: 3 · reward_scale · sqrt(episode_len) */
+    int32_t reward;        /* VX_REWARD_PNL, or VX_REWARD_VOL: each step's PnL over the ex-ante
+                            * volatility of a full position (Zhang, Zohren & Roberts 2019) */
     /* the splits, by time (vx_env_split_rows): training, then validation, then test */
     double val_fraction;  /* 0.15 of the rows (0: no validation split) */
     double test_fraction; /* 0.15 of the rows: the test region (all folds' test blocks) */
@@ -39,6 +41,8 @@ typedef struct {
     uint64_t seed;
 } vx_env_cfg;
 
+enum { VX_REWARD_PNL = 0, VX_REWARD_VOL = 1 };
+
 typedef enum { VX_SPLIT_TRAIN, VX_SPLIT_VAL, VX_SPLIT_TEST } vx_split;
 const char *vx_split_name(vx_split s); /* "train", "validation", "test" */
 
@@ -48,6 +52,12 @@ void vx_env_cfg_default(vx_env_cfg *c);
  * changes over the given rows — so a full position's typical one-bar PnL is one reward unit. */
 double vx_env_reward_scale(const vx_market *m, int64_t row_lo, int64_t row_hi, double multiplier,
                            int32_t max_contracts);
+
+/* The vol-scaled reward's unit at each of m's rows (out: m->rows doubles): multiplier ·
+ * max_contracts · σ̂_r, with σ̂_r² an exponentially weighted mean (λ = 0.99, a half-life of about
+ * 69 bars) of squared close-to-close changes up to and including bar r — known at the decision,
+ * so no look-ahead — floored at a quarter tick. */
+void vx_env_reward_units(const vx_market *m, const vx_env_cfg *c, double *out);
 
 /* The rows [lo, hi) of one split of m's R feature rows, by time. The test region is the last
  * ⌊test_fraction·R⌋ rows, cut into `folds` consecutive blocks; fold k's test split is block k,

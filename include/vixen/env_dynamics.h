@@ -33,11 +33,15 @@ typedef struct {
     /* parameters */
     int32_t max_contracts;
     int32_t episode_len;
-    double commission;     /* $ per contract per side */
-    double slippage_ticks; /* market orders pay this many ticks; VWAP half */
-    double tick;           /* price increment */
-    double multiplier;     /* $ per point */
-    double reward_scale;   /* $ per reward unit */
+    double commission;         /* $ per contract per side */
+    double slippage_ticks;     /* market orders pay this many ticks; VWAP half */
+    double tick;               /* price increment */
+    double multiplier;         /* $ per point */
+    double reward_scale;       /* $ per reward unit (reward_kind 0), and the unit of the PnL
+                                * observations */
+    int32_t reward_kind;       /* 0: Δequity / reward_scale; 1: Δequity / reward_unit[row] */
+    const double *reward_unit; /* kind 1: $ per reward unit at each row, the ex-ante volatility
+                                * of a full position (vx_env_reward_units) */
     double drawdown_limit; /* $; the episode terminates when equity falls this far below its peak */
     uint64_t seed;
 } vx_env_params;
@@ -178,6 +182,7 @@ VX_HD static inline void vx_env_step_one(const vx_env_params *p, vx_env_state *s
                                          uint8_t *terminated, uint8_t *truncated, float *final_obs)
 {
     int64_t t1 = s->row + 1;
+    double unit = p->reward_kind ? p->reward_unit[s->row] : p->reward_scale; /* known at t */
     double bo = p->open[t1], bh = p->high[t1], bl = p->low[t1], bc = p->close[t1];
     int32_t qty = vx_env_order_qty(s->pos, vx_env_target(e, p->max_contracts), u);
     int32_t traded = 0;
@@ -191,7 +196,7 @@ VX_HD static inline void vx_env_step_one(const vx_env_params *p, vx_env_state *s
     s->steps++;
     if (s->pos != 0) s->time_in_pos++;
     double eq = s->cash + s->pos * bc * p->multiplier;
-    *reward = (float)((eq - s->equity) / p->reward_scale);
+    *reward = (float)((eq - s->equity) / unit);
     s->equity = eq;
     if (eq > s->peak) s->peak = eq;
     uint8_t term = (s->peak - eq) >= p->drawdown_limit;

@@ -82,6 +82,22 @@ static vx_status check_split_settings(const vx_env_cfg *c, vx_err *e)
     return VX_OK;
 }
 
+void vx_env_reward_units(const vx_market *m, const vx_env_cfg *c, double *out)
+{
+    const double lambda = 0.99;
+    double var = 0;
+    for (size_t b = 1; b < m->first_bar + m->rows; b++) {
+        double d = m->close[b] - m->close[b - 1];
+        var = b == 1 ? d * d : lambda * var + (1 - lambda) * d * d;
+        if (b >= m->first_bar) {
+            double sd = sqrt(var) > 0.25 * c->tick ? sqrt(var) : 0.25 * c->tick;
+            out[b - m->first_bar] = c->multiplier * c->max_contracts * sd;
+        }
+    }
+    if (m->first_bar == 0 && m->rows > 0) /* row 0 without a change before it */
+        out[0] = c->multiplier * c->max_contracts * 0.25 * c->tick;
+}
+
 vx_status vx_env_check_splits(const vx_market *m, const vx_env_cfg *c, int64_t min_rows, vx_err *e)
 {
     vx_status st = check_split_settings(c, e);
@@ -145,6 +161,10 @@ vx_status vx_env_params_make(const vx_env_cfg *cfg, const vx_market *m, vx_split
     p->drawdown_limit = cfg->drawdown_limit > 0
                             ? cfg->drawdown_limit
                             : 3.0 * p->reward_scale * sqrt((double)cfg->episode_len);
+    if (cfg->reward != VX_REWARD_PNL && cfg->reward != VX_REWARD_VOL)
+        return vx_err_set(e, VX_ERR_ARG, "env: reward must be pnl or vol");
+    p->reward_kind = cfg->reward;
+    p->reward_unit = NULL; /* vx_env_create computes the rows of a vol-scaled reward */
     p->seed = cfg->seed;
     return VX_OK;
 }
@@ -168,6 +188,15 @@ vx_status vx_env_create(const vx_env_cfg *cfg, const vx_market *m, vx_split spli
         free(env), free(init);
         return vx_err_set(e, VX_ERR_NOMEM, "env: out of memory for %zu environments", n);
     }
+    if (p.reward_kind == VX_REWARD_VOL) { /* the backend copies what it needs from the host */
+        env->units = malloc(m->rows * sizeof *env->units);
+        if (!env->units) {
+            free(env), free(init);
+            return vx_err_set(e, VX_ERR_NOMEM, "env: out of memory for the reward units");
+        }
+        vx_env_reward_units(m, cfg, env->units);
+        p.reward_unit = env->units;
+    }
     /* episode 1 of environment i: a start row from its own Philox stream (state zeroed first) */
     for (size_t i = 0; i < n; i++) vx_env_reset(&p, &init[i], i);
     env->ops = ops;
@@ -177,6 +206,7 @@ vx_status vx_env_create(const vx_env_cfg *cfg, const vx_market *m, vx_split spli
     st = ops->create(&p, m, init, n, dev, &env->impl, &env->last, e);
     free(init);
     if (st) {
+        free(env->units);
         free(env);
         return st;
     }
@@ -188,6 +218,7 @@ void vx_env_free(vx_env *env)
 {
     if (!env) return;
     env->ops->free(env->impl);
+    free(env->units);
     free(env);
 }
 

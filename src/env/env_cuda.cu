@@ -141,6 +141,8 @@ static vx_status cuda_create(const vx_env_params *p, const vx_market *m, const v
     st = vx_mem_alloc(&c->mem, n * sizeof(vx_env_state), &c->states, e);
     if (!st) st = vx_mem_alloc(&c->mem, rows * VX_MARKET_FEATURES * sizeof(float), &features, e);
     if (!st) st = vx_mem_alloc(&c->mem, 4 * rows * sizeof(double), &ohlc, e);
+    double *units = NULL;
+    if (!st && p->reward_unit) st = vx_mem_alloc(&c->mem, rows * sizeof(double), &units, e);
     if (!st) st = vx_mem_alloc(&c->mem, sizeof(unsigned long long), &c->bad, e);
     if (!st) st = vx_mem_alloc_host(&c->mem, sizeof(unsigned long long), &c->bad_host, e);
     if (!st) st = vx_cuda_stream_create(dev, &c->setup, e);
@@ -152,6 +154,9 @@ static vx_status cuda_create(const vx_env_params *p, const vx_market *m, const v
     for (int k = 0; k < 4; k++)
         VX_CUDA_CHECK(cudaMemcpyAsync(ohlc + (size_t)k * rows, src[k], rows * sizeof(double),
                                       cudaMemcpyHostToDevice, c->setup));
+    if (units)
+        VX_CUDA_CHECK(cudaMemcpyAsync(units, p->reward_unit, rows * sizeof(double),
+                                      cudaMemcpyHostToDevice, c->setup));
     VX_CUDA_CHECK(cudaMemsetAsync(c->bad, 0, sizeof(unsigned long long), c->setup));
     /* init and the market are the caller's (pageable) memory: read before returning */
     VX_CUDA_CHECK(cudaStreamSynchronize(c->setup));
@@ -160,6 +165,7 @@ static vx_status cuda_create(const vx_env_params *p, const vx_market *m, const v
     c->p.high = ohlc + rows;
     c->p.low = ohlc + 2 * rows;
     c->p.close = ohlc + 3 * rows;
+    c->p.reward_unit = units;
     *impl = c;
     *setup = (vx_stream)c->setup;
     return VX_OK;

@@ -45,7 +45,8 @@ struct vx_env {
     const vx_env_backend *ops;
     void *impl;
     vx_device *dev;       /* never NULL: NULL at creation is vx_device_cpu() */
-    vx_env_params params; /* host view: pointers into the market */
+    vx_env_params params; /* host view: pointers into the market (and into units) */
+    double *units;        /* a vol-scaled reward's unit per row (host; NULL for PnL rewards) */
     size_t n;
     vx_stream last; /* the stream of the last queued call: what synchronous calls wait for */
 };

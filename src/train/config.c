@@ -11,6 +11,7 @@
 #include <string.h>
 
 static const char *const device_names[] = {"auto", "cpu", "cuda", NULL};
+static const char *const reward_names[] = {"pnl", "vol", NULL};
 
 #define F(field) offsetof(vx_train_cfg, field), sizeof(((vx_train_cfg *)0)->field)
 #define NUM(name, type, field, lo, hi, help)                                                       \
@@ -43,6 +44,8 @@ static const vx_key env_keys[] = {
     NUM("multiplier", VX_KEY_DBL, multiplier, 1e-12, 1e9, "$ per point"),
     NUM("reward_scale", VX_KEY_DBL, reward_scale, 0, 1e12, "$ per reward unit (0: from data)"),
     NUM("drawdown_limit", VX_KEY_DBL, drawdown_limit, 0, 1e15, "$ stop-out (0: 3 session sds)"),
+    {"reward", VX_KEY_ENUM, F(reward), 0, 0, reward_names, 0, 0, -1,
+     "pnl (PnL / reward_scale) or vol (PnL / ex-ante volatility, Zhang et al. 2019)"},
 };
 static const vx_key split_keys[] = {
     NUM("val", VX_KEY_DBL, val_fraction, 0, 0.9, "validation share of rows (0: none)"),

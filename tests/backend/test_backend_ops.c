@@ -193,11 +193,10 @@ static void run_optim(vx_device *dev, uint64_t seed, int clip, int wd, int c, re
     free(p);
 }
 
-/* ---- the environments: a = N, b = steps (random actions); every output bit for bit ----------- */
+/* ---- the environments: a = N, b = steps (random actions), c = reward kind; bit for bit ------- */
 
 static void run_env(vx_device *dev, uint64_t seed, int N, int T, int c, result *r)
 {
-    (void)c;
     static vx_market mk;
     static int have;
     vx_err e;
@@ -211,6 +210,7 @@ static void run_env(vx_device *dev, uint64_t seed, int N, int T, int c, result *
     vx_env_cfg_default(&ec);
     ec.seed = seed;
     ec.episode_len = 120;
+    ec.reward = c;
     vx_env *env;
     if (vx_env_create(&ec, &mk, VX_SPLIT_TRAIN, (size_t)N, dev, &env, &e)) fail_msg("%s", e.msg);
     size_t D = VX_OBS_DIM, A = VX_ACTION_BRANCHES;
@@ -301,7 +301,8 @@ static const test_case cases[] = {
     {"qnet Z=11 B=33", 1e-5, 11, 33, 0, run_qnet},
     {"optim clip, no decay", 1e-6, 1, 0, 0, run_optim},
     {"optim no clip, decay", 1e-6, 0, 1, 0, run_optim},
-    {"env 512 x 300 steps", 0, 512, 300, 0, run_env},
+    {"env 512 x 300 steps", 0, 512, 300, VX_REWARD_PNL, run_env},
+    {"env vol reward 256 x 300", 0, 256, 300, VX_REWARD_VOL, run_env},
     {"replay uniform B=256", 0, VX_REPLAY_UNIFORM, 256, 0, run_replay},
     {"replay proportional B=512", 1e-6, VX_REPLAY_PROPORTIONAL, 512, 0, run_replay},
     {"replay rank B=128", 1e-6, VX_REPLAY_RANK, 128, 0, run_replay},

@@ -375,6 +375,55 @@ static void test_reset_to_a_short_episode(void **state)
     tiny_free(&t);
 }
 
+/* The vol-scaled reward: each step's equity change over multiplier · contracts · σ̂ at the
+ * decision bar, σ̂² the λ = 0.99 EWMA of squared close changes — recomputed here in float64
+ * from the closes. Using the bar after the decision, or the fixed scale, fails it. */
+static void test_vol_scaled_reward(void **state)
+{
+    (void)state;
+    vx_series ser;
+    th_synth(&ser, 8, 5, 0.15);
+    vx_market m;
+    vx_err e;
+    assert_int_equal(vx_market_from_series(&ser, &m, &e), VX_OK);
+    vx_env_cfg c;
+    vx_env_cfg_default(&c);
+    c.reward = VX_REWARD_VOL;
+    c.episode_len = 50;
+    c.val_fraction = 0, c.test_fraction = 0.01, c.gap = 0;
+    size_t nb = m.first_bar + m.rows;
+    double *unit = malloc(nb * sizeof *unit), var = 0;
+    for (size_t b = 1; b < nb; b++) {
+        double d = m.close[b] - m.close[b - 1];
+        var = b == 1 ? d * d : 0.99 * var + 0.01 * d * d;
+        unit[b] = 50 * 4 * fmax(sqrt(var), 0.0625);
+    }
+    vx_env *env;
+    assert_int_equal(vx_env_create(&c, &m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_OK);
+    vx_rng g = vx_rng_make(3, 0, 0);
+    float obs[VX_OBS_DIM], r;
+    uint8_t te, tr;
+    int checked = 0;
+    double worst = 0;
+    for (int t = 0; t < 400; t++) {
+        vx_env_state before = vx_env_states(env)[0];
+        int32_t a[3] = {(int32_t)vx_rng_below(&g, 9), (int32_t)vx_rng_below(&g, 3),
+                        (int32_t)vx_rng_below(&g, 3)};
+        assert_int_equal(vx_env_step(env, a, obs, &r, &te, &tr, NULL, NULL, &e), VX_OK);
+        if (te || tr) continue; /* the state was reset: its equity is the new episode's */
+        double want =
+            (vx_env_states(env)[0].equity - before.equity) / unit[m.first_bar + before.row];
+        double err = fabs(r - want) / (fabs(want) + 1e-3);
+        worst = err > worst ? err : worst;
+        checked++;
+    }
+    assert_true(checked > 300);
+    assert_true(worst < 1e-6); /* float32 rounding of the reward */
+    vx_env_free(env);
+    free(unit);
+    vx_market_close(&m);
+}
+
 static void test_bad_arguments(void **state)
 {
     (void)state;
@@ -583,6 +632,7 @@ int main(void)
         cmocka_unit_test(test_determinism_and_splits),
         cmocka_unit_test(test_splits_by_time),
         cmocka_unit_test(test_reset_to_a_short_episode),
+        cmocka_unit_test(test_vol_scaled_reward),
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_params_and_cpu_devices),
         cmocka_unit_test(test_states_round_trip),
