@@ -1,6 +1,6 @@
 /* test_learning.c — does the learner learn what only a learner that assigns credit over several
  * bars can, and does it refrain from claiming an edge where there is none? Fixed seeds, about a
- * minute and a half on two cores (not run under the sanitizers).
+ * couple of minutes on two cores (not run under the sanitizers).
  *
  * The market (strength 0.2, persistence 0.995, a year of bars, $100 commission per contract and
  * side): the planted drift lives about 200 bars, and one bar of it earns a contract at most
@@ -9,10 +9,12 @@
  * drift pays many times over: a learner that bootstraps (γ = 0.99) can find it, a myopic one
  * (γ = 0) cannot. The baselines it must beat are fitted on the same training bars.
  *
- * 1. After 90 epochs (validated every 5, the best tested once) the agent's test Sharpe ratio must
- *    beat buy-and-hold's, momentum's (lookback chosen on the training split) and the ridge
- *    predictor's. (Measured 2026-12-01 on the CPU, training seeds 1–3: agent 12.8, 11.9, 12.5;
- *    momentum 9.8; ridge −18.7; buy-and-hold −2.9; standard errors about 2.9.)
+ * 1. After 90 epochs (validated every 5, the best tested once) the agent's test Sharpe ratio,
+ *    averaged over training seeds 1–3, must beat buy-and-hold's, momentum's (lookback chosen on
+ *    the training split) and the ridge predictor's, and every run must end with a profit.
+ *    (Measured 2026-12-01: on a 2-core Intel Xeon VM, seeds 1–6: 12.8, 11.9, 12.5, 11.1, 14.5,
+ *    10.2; seed 1 on the H200 host's Xeon 9.3 and through the GPU trainer 14.3; momentum 9.8;
+ *    ridge −18.7; buy-and-hold −2.9; standard errors about 2.9.)
  * 2. The same run with γ = 0 must NOT beat momentum: the market is one where credit over several
  *    bars decides, so this test can tell a bootstrapping learner from a myopic one. (Measured,
  *    seeds 1–3: −3.9, −1.1, 6.0 against momentum's 9.8.)
@@ -37,7 +39,7 @@ static vx_device *g_dev; /* NULL: the CPU */
 
 static int g_auto_batch; /* cuda only: let the GPU choose the batch (and scale the rate) */
 
-static vx_eval_report run(const char *dir, double strength, int epochs, double gamma)
+static vx_eval_report run(const char *dir, double strength, int epochs, double gamma, uint64_t seed)
 {
     vx_train_cfg c;
     vx_train_cfg_default(&c);
@@ -46,6 +48,7 @@ static vx_eval_report run(const char *dir, double strength, int epochs, double g
     c.synth_phi = strength > 0 ? 0.995 : 0.97;
     c.env.commission = strength > 0 ? 100 : c.env.commission;
     c.epochs = epochs;
+    c.seed = seed;
     vx_dqn_settings *d = vx_train_algo_settings(&c, "dqn");
     d->learner.gamma = gamma;
     snprintf(c.run_dir, sizeof c.run_dir, "%s", dir);
@@ -55,28 +58,40 @@ static vx_eval_report run(const char *dir, double strength, int epochs, double g
     vx_status st = vx_train_run(&c, g_dev, 0, NULL, NULL, &r, &e);
     if (st) fail_msg("%s", e.msg);
     const vx_eval_metrics *x = r.row;
-    printf("[%s%s] strength %.2f, gamma %.2f, %d epochs: agent %.2f ± %.2f (PnL %.0f, turnover "
-           "%.3f), buy-and-hold %.2f, momentum %.2f, ridge %.2f, oracle %.2f; %s\n",
+    printf("[%s%s] strength %.2f, gamma %.2f, seed %llu, %d epochs: agent %.2f ± %.2f (PnL %.0f, "
+           "turnover %.3f), buy-and-hold %.2f, momentum %.2f, ridge %.2f, oracle %.2f; %s\n",
            g_dev ? "cuda" : "cpu", g_auto_batch ? ", batch chosen by the GPU" : "", strength, gamma,
-           epochs, x[VX_EVAL_AGENT].sharpe, x[VX_EVAL_AGENT].sharpe_se, x[VX_EVAL_AGENT].net,
-           x[VX_EVAL_AGENT].turnover, x[VX_EVAL_BUY_HOLD].sharpe, x[VX_EVAL_MOMENTUM].sharpe,
-           x[VX_EVAL_RIDGE].sharpe, x[VX_EVAL_ORACLE].sharpe, r.checkpoint);
+           (unsigned long long)seed, epochs, x[VX_EVAL_AGENT].sharpe, x[VX_EVAL_AGENT].sharpe_se,
+           x[VX_EVAL_AGENT].net, x[VX_EVAL_AGENT].turnover, x[VX_EVAL_BUY_HOLD].sharpe,
+           x[VX_EVAL_MOMENTUM].sharpe, x[VX_EVAL_RIDGE].sharpe, x[VX_EVAL_ORACLE].sharpe,
+           r.checkpoint);
     return r;
 }
 
+/* Three training seeds, their mean against the baselines (which do not depend on the seed): one
+ * run's test Sharpe moves by about 1.7 between seeds (and between CPUs, whose BLAS sums in
+ * another order), the mean of three by about 1. */
 static void test_beats_the_baselines_where_credit_assignment_matters(void **state)
 {
     (void)state;
-    char dir[64];
-    th_tmpdir(dir, sizeof dir);
-    vx_eval_report r = run(dir, 0.2, 90, 0.99);
-    const vx_eval_metrics *x = r.row;
-    assert_true(x[VX_EVAL_AGENT].sharpe > x[VX_EVAL_BUY_HOLD].sharpe);
-    assert_true(x[VX_EVAL_AGENT].sharpe > x[VX_EVAL_MOMENTUM].sharpe);
-    assert_true(x[VX_EVAL_AGENT].sharpe > x[VX_EVAL_RIDGE].sharpe);
-    assert_true(x[VX_EVAL_AGENT].net > 0);
-    vx_eval_report_free(&r);
-    th_rmtree(dir);
+    double agent = 0, bh = 0, mom = 0, ridge = 0;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        char dir[64];
+        th_tmpdir(dir, sizeof dir);
+        vx_eval_report r = run(dir, 0.2, 90, 0.99, seed);
+        const vx_eval_metrics *x = r.row;
+        assert_true(x[VX_EVAL_AGENT].net > 0);
+        agent += x[VX_EVAL_AGENT].sharpe / 3;
+        bh = x[VX_EVAL_BUY_HOLD].sharpe, mom = x[VX_EVAL_MOMENTUM].sharpe;
+        ridge = x[VX_EVAL_RIDGE].sharpe;
+        vx_eval_report_free(&r);
+        th_rmtree(dir);
+    }
+    printf("mean agent test Sharpe %.2f: buy-and-hold %.2f, momentum %.2f, ridge %.2f\n", agent, bh,
+           mom, ridge);
+    assert_true(agent > bh);
+    assert_true(agent > mom);
+    assert_true(agent > ridge);
 }
 
 /* The negative control: a myopic learner (γ = 0) on the same market does not get past momentum. */
@@ -85,7 +100,7 @@ static void test_a_myopic_learner_does_not(void **state)
     (void)state;
     char dir[64];
     th_tmpdir(dir, sizeof dir);
-    vx_eval_report r = run(dir, 0.2, 90, 0.0);
+    vx_eval_report r = run(dir, 0.2, 90, 0.0, 1);
     assert_true(r.row[VX_EVAL_AGENT].sharpe < r.row[VX_EVAL_MOMENTUM].sharpe);
     vx_eval_report_free(&r);
     th_rmtree(dir);
@@ -107,7 +122,7 @@ static void test_claims_no_edge_on_a_random_walk(void **state)
     (void)state;
     char dir[64];
     th_tmpdir(dir, sizeof dir);
-    vx_eval_report r = run(dir, 0.0, 20, 0.99);
+    vx_eval_report r = run(dir, 0.0, 20, 0.99, 1);
     double per_bar = r.row[VX_EVAL_AGENT].pnl_per_bar / r.reward_scale;
     printf("random walk: %.4f reward units per bar\n", per_bar);
     assert_true(r.row[VX_EVAL_AGENT].sharpe <= 2.0);
