@@ -61,6 +61,8 @@ static void reference(vx_train_cfg *c, const char *dir, int device, int64_t capa
     c->envs = 2048;
     c->steps_per_epoch = 100;
     vx_dqn_settings *dq = vx_train_algo_settings(c, "dqn");
+    /* the reference network the GPU targets were set on (145,936 weights), whatever the default */
+    dq->n_trunk = 2, dq->trunk[0] = dq->trunk[1] = 256, dq->head_hidden = 64;
     dq->learner.batch = 1024;
     dq->batch_set = 1;
     dq->replay_capacity = capacity;

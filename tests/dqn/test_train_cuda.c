@@ -410,8 +410,9 @@ static void test_two_trainings_share_a_device(void **state)
     }
 }
 
-/* What one trial reserves through the device context at batch 1,024 with a 100 K replay buffer,
- * beyond the buffer itself, measured after the first epoch: the default 128 environments and the
+/* What one trial of the reference network ([256, 256], heads 64: 145,936 weights) reserves through
+ * the device context at batch 1,024 with a 100 K replay buffer, beyond the buffer itself, measured
+ * after the first epoch: the default 128 environments and the
  * reference 2,048, with checkpoints written in place; then with background checkpoints, whose
  * device snapshot of the buffer (as much again) is reserved at the start. */
 typedef struct {
@@ -440,6 +441,7 @@ static size_t trial_beyond_replay(int envs, int async)
     c.checkpoint_every = 1000;
     c.async_checkpoints = async;
     vx_dqn_settings *q = dqn_of(&c);
+    q->n_trunk = 2, q->trunk[0] = q->trunk[1] = 256, q->head_hidden = 64; /* the reference net */
     q->learner.batch = 1024;
     q->batch_set = 1;
     q->replay_capacity = 100000;
