@@ -239,6 +239,86 @@ static void test_run_folder_and_exact_resume(void **state)
     th_rmtree(b);
 }
 
+static int stop_at_3(const vx_epoch_report *r, void *ctx)
+{
+    (void)ctx;
+    return r->epoch == 3;
+}
+
+/* Planning a longer run changes nothing in its first epochs: β anneals over updates done, ε over
+ * a fixed number of epochs. A 3-epoch run and a 6-epoch run stopped after 3 log the same rows
+ * (timings aside) and end with the same weights. With β over the planned epochs the β column (and
+ * every loss after it) differs. */
+static void test_planned_length_does_not_change_early_epochs(void **state)
+{
+    (void)state;
+    char a[64], b[64];
+    th_tmpdir(a, sizeof a);
+    th_tmpdir(b, sizeof b);
+    vx_train_cfg c;
+    vx_err e;
+    tiny(&c, a);
+    c.epochs = 3, c.eval_every = 0;
+    dqn_of(&c)->beta_updates = 100; /* so β moves within these few updates */
+    assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, NULL, &e), VX_OK);
+    snprintf(c.run_dir, sizeof c.run_dir, "%s", b);
+    c.epochs = 6;
+    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at_3, NULL, NULL, &e), VX_OK);
+    static char ma[16384], mb[16384];
+    read_metrics(a, ma, sizeof ma);
+    read_metrics(b, mb, sizeof mb);
+    strip_timing(ma);
+    strip_timing(mb);
+    assert_string_equal(ma, mb);
+    /* β after k updates: beta0 + (1 − beta0) · min(1, k / beta_updates) */
+    vx_dqn_settings *d = dqn_of(&c);
+    assert_true(fabs(vx_dqn_beta_at(d, 0) - 0.4) < 1e-12);
+    assert_true(fabs(vx_dqn_beta_at(d, 50) - 0.7) < 1e-12);
+    assert_true(vx_dqn_beta_at(d, 1000) == 1.0);
+    th_rmtree(a);
+    th_rmtree(b);
+}
+
+/* Early stopping: with patience 2 the run stops at the second validation after the best, with a
+ * checkpoint, and the test split is still evaluated once with the best; the revisit warning
+ * fires when training steps exceed max_revisits per training bar. */
+static void test_patience_and_warnings(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    vx_train_cfg c;
+    vx_err e;
+    tiny(&c, dir);
+    c.epochs = 40, c.eval_every = 1, c.patience = 2;
+    c.max_revisits = 1; /* 16 × 40 steps an epoch against 2,628 training rows: crossed at epoch 5 */
+    int last = 0;
+    vx_eval_report r;
+    th_log_start();
+    assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, &r, &e), VX_OK);
+    const char *log = th_log_text();
+    const char *stop = strstr(log, "stopping early at epoch ");
+    assert_non_null(stop);
+    last = atoi(stop + strlen("stopping early at epoch "));
+    th_log_stop();
+    assert_true(last < 40);
+    /* the best epoch is exactly `patience` validations before the stop */
+    const char *b = strstr(r.checkpoint, "best: epoch ");
+    assert_non_null(b);
+    assert_int_equal(atoi(b + strlen("best: epoch ")), last - 2);
+    int warned = 0;
+    for (int i = 0; i < r.n_warnings; i++) warned |= strstr(r.warnings[i], "max_revisits") != NULL;
+    assert_true(warned);
+    char p[128];
+    snprintf(p, sizeof p, "%s/checkpoint/latest.safetensors", dir);
+    vx_safetensors s;
+    assert_int_equal(vx_safetensors_read(p, &s, &e), VX_OK);
+    assert_int_equal(atoi(vx_safetensors_meta(&s, "epoch")), last);
+    vx_safetensors_free(&s);
+    vx_eval_report_free(&r);
+    th_rmtree(dir);
+}
+
 /* Long training on a small market: the checkpoint the validation split chose must do at least as
  * well on the test split as the last one. One run's test Sharpe has a standard error of about 9
  * here (6 test days), so the comparison is over four training seeds: measured 2026-12-01, best vs
@@ -554,6 +634,8 @@ int main(void)
         cmocka_unit_test(test_eval_walk_by_hand),
         cmocka_unit_test(test_ridge_baseline_by_hand),
         cmocka_unit_test(test_best_checkpoint_protects_a_long_run),
+        cmocka_unit_test(test_planned_length_does_not_change_early_epochs),
+        cmocka_unit_test(test_patience_and_warnings),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);
 }
