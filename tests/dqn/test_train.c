@@ -152,11 +152,8 @@ static void strip_timing(char *csv)
     strcpy(csv, out);
 }
 
-static int stop_at_2(const vx_epoch_report *r, void *ctx)
-{
-    (void)ctx;
-    return r->epoch == 2;
-}
+/* on_epoch: stop after the epoch *ctx (an int) */
+static int stop_at(const vx_epoch_report *r, void *ctx) { return r->epoch == *(const int *)ctx; }
 
 static void test_run_folder_and_exact_resume(void **state)
 {
@@ -193,7 +190,7 @@ static void test_run_folder_and_exact_resume(void **state)
     assert_non_null(strstr(e.msg, "already holds a run"));
     /* B: interrupted after 2 of 4 epochs, then resumed */
     tiny(&c, b);
-    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at_2, NULL, NULL, &e), VX_OK);
+    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){2}, NULL, &e), VX_OK);
     char pm[256];
     snprintf(pm, sizeof pm, "%s/checkpoint/latest.safetensors", b);
     vx_safetensors mid;
@@ -239,15 +236,9 @@ static void test_run_folder_and_exact_resume(void **state)
     th_rmtree(b);
 }
 
-static int stop_at_3(const vx_epoch_report *r, void *ctx)
-{
-    (void)ctx;
-    return r->epoch == 3;
-}
-
 /* Planning a longer run changes nothing in its first epochs: β anneals over updates done, ε over
  * a fixed number of epochs. A 3-epoch run and a 6-epoch run stopped after 3 log the same rows
- * (timings aside) and end with the same weights. With β over the planned epochs the β column (and
+ * (timings aside). With β over the planned epochs the β column (and
  * every loss after it) differs. */
 static void test_planned_length_does_not_change_early_epochs(void **state)
 {
@@ -263,7 +254,7 @@ static void test_planned_length_does_not_change_early_epochs(void **state)
     assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, NULL, &e), VX_OK);
     snprintf(c.run_dir, sizeof c.run_dir, "%s", b);
     c.epochs = 6;
-    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at_3, NULL, NULL, &e), VX_OK);
+    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){3}, NULL, &e), VX_OK);
     static char ma[16384], mb[16384];
     read_metrics(a, ma, sizeof ma);
     read_metrics(b, mb, sizeof mb);
