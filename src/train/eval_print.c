@@ -92,7 +92,7 @@ void vx_eval_json(FILE *f, const vx_eval_report *r)
     num(o, "periods_per_year", r->periods_per_year);
     cJSON_AddStringToObject(o, "period", r->period_is_day ? "trading day" : "bar");
     cJSON *ts = cJSON_CreateArray();
-    for (size_t i = 0; i < r->n_periods; i++) /* ns since the epoch, as text: exact */
+    for (size_t i = 0; i < r->n_periods; i++) /* whole seconds since 1970 (UTC) */
         cJSON_AddItemToArray(ts, cJSON_CreateNumber((double)(r->period_end_ts[i] / 1000000000ll)));
     cJSON_AddItemToObject(o, "period_end_unix_s", ts);
     cJSON_AddStringToObject(o, "checkpoint", r->checkpoint);
