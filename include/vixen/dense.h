@@ -26,6 +26,13 @@ typedef struct {
     int in, out;
 } vx_dense;
 
+/* Places an in × out layer in a flat parameter vector after *off (advanced past it), each tensor
+ * on a 16-byte boundary (4 floats: the GPU's fused GEMM kernels load them in 16-byte vectors; the
+ * few padding floats stay zero); *weights counts the real numbers. */
+vx_dense vx_dense_place(size_t *off, size_t *weights, int in, int out);
+/* n rounded up to the 16-byte boundary (a flat vector's length). */
+size_t vx_dense_align(size_t n);
+
 typedef struct vx_dense_ctx vx_dense_ctx;
 
 /* workspace: bytes of cuBLASLt workspace on a GPU (0: a default), charged to the device. */

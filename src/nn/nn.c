@@ -25,15 +25,13 @@ void vx_qnet_cfg_default(vx_qnet_cfg *c)
     c->atoms = 1;
 }
 
-/* Every tensor starts on a 16-byte boundary (4 floats): the GPU's fused GEMM kernels load
- * weights and biases in 16-byte vectors. The few padding floats stay zero. */
-static size_t align4(size_t off) { return (off + 3) & ~(size_t)3; }
+size_t vx_dense_align(size_t off) { return (off + 3) & ~(size_t)3; }
 
-static vx_dense dense_at(size_t *off, size_t *weights, int in, int out)
+vx_dense vx_dense_place(size_t *off, size_t *weights, int in, int out)
 {
     vx_dense d;
-    d.w = align4(*off);
-    d.b = align4(d.w + (size_t)in * out);
+    d.w = vx_dense_align(*off);
+    d.b = vx_dense_align(d.w + (size_t)in * out);
     d.in = in, d.out = out;
     *off = d.b + (size_t)out;
     *weights += (size_t)in * out + (size_t)out;
@@ -60,20 +58,20 @@ vx_status vx_qnet_layout_make(const vx_qnet_cfg *c, vx_qnet_layout *L, vx_err *e
     size_t off = 0, weights = 0;
     int in = c->in_dim;
     for (int l = 0; l < c->n_trunk; l++) {
-        L->trunk[l] = dense_at(&off, &weights, in, c->trunk[l]);
+        L->trunk[l] = vx_dense_place(&off, &weights, in, c->trunk[l]);
         in = c->trunk[l];
     }
-    L->value1 = dense_at(&off, &weights, in, c->head_hidden);
-    L->value2 = dense_at(&off, &weights, c->head_hidden, c->atoms);
+    L->value1 = vx_dense_place(&off, &weights, in, c->head_hidden);
+    L->value2 = vx_dense_place(&off, &weights, c->head_hidden, c->atoms);
     int out = 0;
     for (int d = 0; d < c->n_branches; d++) {
-        L->adv1[d] = dense_at(&off, &weights, in, c->head_hidden);
-        L->adv2[d] = dense_at(&off, &weights, c->head_hidden, c->branch[d] * c->atoms);
+        L->adv1[d] = vx_dense_place(&off, &weights, in, c->head_hidden);
+        L->adv2[d] = vx_dense_place(&off, &weights, c->head_hidden, c->branch[d] * c->atoms);
         L->out_offset[d] = out;
         out += c->branch[d] * c->atoms;
     }
     L->out_dim = out;
-    L->n_params = align4(off);
+    L->n_params = vx_dense_align(off);
     L->n_weights = weights;
     L->n_tensors = 2 * ((size_t)c->n_trunk + 2 + 2 * (size_t)c->n_branches);
     return VX_OK;
