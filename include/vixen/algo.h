@@ -107,6 +107,30 @@ typedef struct {
     void *wait_ctx;
 } vx_algo_state;
 
+/* Appends a tensor (up to 3 dimensions; data in host memory) to a state; a full state ignores
+ * it (VX_ALGO_MAX_TENSORS is sized for the largest network, with a static check in each
+ * algorithm). */
+static inline void vx_algo_state_add(vx_algo_state *o, const char *name, vx_dtype dt, int ndim,
+                                     int64_t d0, int64_t d1, int64_t d2, const void *data)
+{
+    if (o->n_tensors == VX_ALGO_MAX_TENSORS) return;
+    vx_tensor *x = &o->tensors[o->n_tensors++];
+    snprintf(x->name, sizeof x->name, "%s", name);
+    x->dtype = dt;
+    x->ndim = ndim;
+    x->shape[0] = d0, x->shape[1] = d1, x->shape[2] = d2;
+    x->data = data;
+}
+
+/* Appends an integer counter to a state's metadata. */
+static inline void vx_algo_state_meta(vx_algo_state *o, const char *key, long long v)
+{
+    if (o->n_meta == VX_ALGO_MAX_META) return;
+    snprintf(o->meta_key[o->n_meta], sizeof o->meta_key[0], "%s", key);
+    snprintf(o->meta_val[o->n_meta], sizeof o->meta_val[0], "%lld", v);
+    o->n_meta++;
+}
+
 /* A checkpoint being restored: its tensors and metadata, and where its side files are. */
 typedef struct {
     const vx_safetensors *st;

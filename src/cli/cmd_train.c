@@ -97,7 +97,7 @@ static int print_epoch(const vx_epoch_report *r, void *ctx)
 int vx_cmd_train(int argc, char **argv)
 {
     const char *config = NULL, *run = NULL, *resume = NULL, *epochs = NULL, *device = NULL;
-    const char *folds = NULL;
+    const char *folds = NULL, *algo = NULL;
     const char *sets[MAX_SETS];
     int n_sets = 0, keys = 0;
     vx_opt opts[] = {
@@ -111,24 +111,27 @@ int vx_cmd_train(int argc, char **argv)
         {"run", "DIR", "the run folder (default runs/<date>-<time>)", &run, NULL, NULL, NULL, 0},
         {"resume", "DIR", "continue the run in DIR from its last checkpoint", &resume, NULL, NULL,
          NULL, 0},
+        {"algo", "dqn|ppo", "the learning algorithm (same as --set train.algo=NAME)", &algo, NULL,
+         NULL, NULL, 0},
         {"folds", "K", "walk-forward over K folds (same as --set split.folds=K)", &folds, NULL,
          NULL, NULL, 0},
         {"keys", NULL, "list every setting and exit", NULL, &keys, NULL, NULL, 0},
     };
-    vx_cmd c = {"vixen train",
-                "[FILE...]",
-                "Trains an agent (train.algo: the branching dueling Double-DQN by default) on the "
-                "bars in FILE... (CSV or DBN, through the feature cache), or on the synthetic "
-                "market when none is given. Bars split by time into train, validation and test "
-                "(split.*): the agent is validated every train.eval_every epochs, the best is "
-                "kept, and that one is evaluated once on the test split next to baselines. The "
-                "run folder gets config.yaml, metrics.csv, TensorBoard events, checkpoint/ "
-                "(latest and best), eval.{json,txt} and report.html (one self-contained page of "
-                "tables and charts: open it in a browser; `vixen report RUN` writes it again).",
-                opts,
-                sizeof opts / sizeof *opts,
-                0,
-                VX_TRAIN_MAX_FILES + 1};
+    vx_cmd c = {
+        "vixen train",
+        "[FILE...]",
+        "Trains an agent (--algo: the branching dueling Double-DQN by default, or PPO) on the "
+        "bars in FILE... (CSV or DBN, through the feature cache), or on the synthetic "
+        "market when none is given. Bars split by time into train, validation and test "
+        "(split.*): the agent is validated every train.eval_every epochs, the best is "
+        "kept, and that one is evaluated once on the test split next to baselines. The "
+        "run folder gets config.yaml, metrics.csv, TensorBoard events, checkpoint/ "
+        "(latest and best), eval.{json,txt} and report.html (one self-contained page of "
+        "tables and charts: open it in a browser; `vixen report RUN` writes it again).",
+        opts,
+        sizeof opts / sizeof *opts,
+        0,
+        VX_TRAIN_MAX_FILES + 1};
     const char **pos = malloc((size_t)argc * sizeof *pos + 1);
     size_t np;
     int rc = vx_args_parse(&c, argc, argv, pos, &np);
@@ -161,6 +164,10 @@ int vx_cmd_train(int argc, char **argv)
         rc = VX_EXIT_USAGE;
     }
     if (!rc && device && vx_train_cfg_set(&cfg, "train.device", device, "--device", &e)) {
+        fprintf(stderr, "vixen: %s\n", e.msg);
+        rc = VX_EXIT_USAGE;
+    }
+    if (!rc && algo && vx_train_cfg_set(&cfg, "train.algo", algo, "--algo", &e)) {
         fprintf(stderr, "vixen: %s\n", e.msg);
         rc = VX_EXIT_USAGE;
     }

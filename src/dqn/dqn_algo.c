@@ -364,32 +364,13 @@ static void add_weights(vx_algo_state *o, const vx_qnet_layout *L, const char *p
     }
 }
 
-static void add(vx_algo_state *o, const char *name, vx_dtype dt, int ndim, int64_t d0, int64_t d1,
-                int64_t d2, const void *data)
-{
-    if (o->n_tensors == VX_ALGO_MAX_TENSORS) return; /* sized for the largest network (algo.h) */
-    vx_tensor *x = &o->tensors[o->n_tensors++];
-    snprintf(x->name, sizeof x->name, "%s", name);
-    x->dtype = dt;
-    x->ndim = ndim;
-    x->shape[0] = d0, x->shape[1] = d1, x->shape[2] = d2;
-    x->data = data;
-}
-
-static void meta(vx_algo_state *o, const char *key, long long v)
-{
-    snprintf(o->meta_key[o->n_meta], sizeof o->meta_key[0], "%s", key);
-    snprintf(o->meta_val[o->n_meta], sizeof o->meta_val[0], "%lld", v);
-    o->n_meta++;
-}
-
 static vx_status policy_state(vx_algo *a0, vx_algo_state *o, vx_err *e)
 {
     (void)e;
     dqn_algo *a = (dqn_algo *)a0;
     memset(o, 0, sizeof *o);
     add_weights(o, &a->L, "online", a->params); /* what policy() copied, and acts with */
-    meta(o, "params", (long long)a->L.n_params);
+    vx_algo_state_meta(o, "params", (long long)a->L.n_params);
     return VX_OK;
 }
 
@@ -417,24 +398,24 @@ static vx_status save(vx_algo *a0, int final, vx_algo_state *o, vx_err *e)
     memset(o, 0, sizeof *o);
     add_weights(o, &a->L, "online", s->online);
     add_weights(o, &a->L, "target", s->target);
-    add(o, "adam.m", VX_DT_F32, 1, np, 0, 0, s->adam_m);
-    add(o, "adam.v", VX_DT_F32, 1, np, 0, 0, s->adam_v);
-    add(o, "acting", VX_DT_F32, 1, np, 0, 0, s->acting);
-    add(o, "env.state", VX_DT_U8, 2, N, (int64_t)sizeof(vx_env_state), 0, s->env);
-    add(o, "env.obs", VX_DT_F32, 2, N, VX_OBS_DIM, 0, s->obs);
-    add(o, "env.episode_return", VX_DT_F64, 1, N, 0, 0, s->ep_ret);
-    add(o, "nstep.count_head", VX_DT_I64, 2, 2, N, 0, s->nstep_count_head);
-    add(o, "nstep.obs", VX_DT_F32, 3, N, n, VX_OBS_DIM, s->nstep_obs);
-    add(o, "nstep.actions", VX_DT_U8, 1, N * n * VX_ACTION_BRANCHES * (int64_t)sizeof(int32_t), 0,
-        0, s->nstep_act);
-    add(o, "nstep.rewards", VX_DT_F32, 2, N, n, 0, s->nstep_rew);
+    vx_algo_state_add(o, "adam.m", VX_DT_F32, 1, np, 0, 0, s->adam_m);
+    vx_algo_state_add(o, "adam.v", VX_DT_F32, 1, np, 0, 0, s->adam_v);
+    vx_algo_state_add(o, "acting", VX_DT_F32, 1, np, 0, 0, s->acting);
+    vx_algo_state_add(o, "env.state", VX_DT_U8, 2, N, (int64_t)sizeof(vx_env_state), 0, s->env);
+    vx_algo_state_add(o, "env.obs", VX_DT_F32, 2, N, VX_OBS_DIM, 0, s->obs);
+    vx_algo_state_add(o, "env.episode_return", VX_DT_F64, 1, N, 0, 0, s->ep_ret);
+    vx_algo_state_add(o, "nstep.count_head", VX_DT_I64, 2, 2, N, 0, s->nstep_count_head);
+    vx_algo_state_add(o, "nstep.obs", VX_DT_F32, 3, N, n, VX_OBS_DIM, s->nstep_obs);
+    vx_algo_state_add(o, "nstep.actions", VX_DT_U8, 1,
+                      N * n * VX_ACTION_BRANCHES * (int64_t)sizeof(int32_t), 0, 0, s->nstep_act);
+    vx_algo_state_add(o, "nstep.rewards", VX_DT_F32, 2, N, n, 0, s->nstep_rew);
     /* counters: read by wait()'s completion on a GPU, so they are set here from the host side */
-    meta(o, "updates", (long long)s->updates);
-    meta(o, "adam_t", (long long)s->adam_t);
-    meta(o, "act_step", (long long)s->act_step);
-    meta(o, "replay_inserted", (long long)s->replay_inserted);
-    meta(o, "params", (long long)np);
-    meta(o, "collected_ahead", s->collected_ahead);
+    vx_algo_state_meta(o, "updates", (long long)s->updates);
+    vx_algo_state_meta(o, "adam_t", (long long)s->adam_t);
+    vx_algo_state_meta(o, "act_step", (long long)s->act_step);
+    vx_algo_state_meta(o, "replay_inserted", (long long)s->replay_inserted);
+    vx_algo_state_meta(o, "params", (long long)np);
+    vx_algo_state_meta(o, "collected_ahead", s->collected_ahead);
     a->job.a = a;
     a->job.detached = detached;
     o->files[0].name = "replay";

@@ -338,6 +338,24 @@ static void test_train_and_eval_commands(void **state)
     assert_true(bars == b1 + b2 && b1 > 0);
     cJSON_Delete(j);
     free(wf);
+    /* PPO through the same run: progress line, test evaluation, eval of its run */
+    snprintf(args, sizeof args,
+             "train --algo ppo --set data.synth_days=12 --set env.episode_len=60 --set "
+             "train.envs=16 --set train.steps_per_epoch=40 --set ppo.minibatches=4 --set "
+             "ppo.trunk=32,32 --set train.eval_every=1 --epochs 2 --device cpu --run %s/p",
+             dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(err, "ppo on the CPU"));
+    assert_non_null(strstr(err, "epoch 2/2"));
+    assert_non_null(strstr(err, "entropy"));
+    assert_non_null(strstr(out, "checkpoint: best: epoch"));
+    snprintf(args, sizeof args, "eval %s/p --json", dir);
+    assert_int_equal(vixen(args), 0);
+    j = cJSON_Parse(out);
+    assert_non_null(j);
+    assert_true(jnum(j, "rows", "agent", "sharpe_se") > 0);
+    cJSON_Delete(j);
+    assert_int_equal(vixen("train --algo sarsa"), 2);
     /* bad settings */
     assert_int_equal(vixen("train --set dqn.lrr=1"), 2);
     assert_non_null(strstr(err, "unknown key 'dqn.lrr'"));

@@ -274,6 +274,10 @@ static void test_default_size_and_float_forward(void **state)
     free(p), free(pd);
 }
 
+/* test_ppo_run.c */
+void test_minibatch_normalises_advantages(void **state);
+void test_ppo_run_and_exact_resume(void **state);
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -283,6 +287,8 @@ int main(void)
         cmocka_unit_test(test_gae_by_hand),
         cmocka_unit_test(test_whole_loss_gradient_float64),
         cmocka_unit_test(test_default_size_and_float_forward),
+        cmocka_unit_test(test_minibatch_normalises_advantages),
+        cmocka_unit_test(test_ppo_run_and_exact_resume),
     };
     return cmocka_run_group_tests_name("ppo", tests, NULL, NULL);
 }
