@@ -44,6 +44,9 @@ vx_status vx_bench_env_run(const vx_market *m, const vx_env_cfg *cfg, size_t env
  * update at batch 256, the CPU default epoch. */
 int vx_bench_learn(vx_bench_result *out, int max, FILE *log);
 
+/* PPO on the CPU: one iteration at the defaults, env-steps/s beside the FLOP-bound estimate. */
+int vx_bench_ppo(vx_bench_result *out, int max, FILE *log);
+
 /* GPU replay: sample + update graphs over capacities × batches, inserts (CUDA builds only). */
 int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log);
 
