@@ -59,6 +59,8 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log);
 /* Whole training epochs through vx_train_run: the reference workload on the GPU (PER 100 K and
  * 10 M, batch 1,024; then the batch the GPU chooses) and on the CPU (CUDA builds only). */
 int vx_bench_train_cuda(vx_bench_result *out, int max, FILE *log);
+/* PPO iterations on the GPU at 2,048 × 128 through vx_train_run, float32 and TF32. */
+int vx_bench_ppo_cuda(vx_bench_result *out, int max, FILE *log);
 
 void vx_bench_print_json(FILE *f, const vx_bench_result *r, int n);
 

@@ -88,6 +88,11 @@ static int bench_gpu_train(const vx_bench_opts *o, vx_bench_result *out, int max
 {
     return vx_bench_train_cuda(out, max, log);
 }
+
+static int bench_gpu_ppo(const vx_bench_opts *o, vx_bench_result *out, int max, FILE *log)
+{
+    return vx_bench_ppo_cuda(out, max, log);
+}
 #endif
 
 static const vx_bench_entry registry[] = {
@@ -102,6 +107,8 @@ static const vx_bench_entry registry[] = {
      bench_gpu_replay},
     {"gpu-train", "whole training epochs on the GPU and the CPU (a few minutes)", 1,
      bench_gpu_train},
+    {"gpu-ppo", "PPO iterations at 2,048 x 128, 4 x 32 minibatches, float32 and TF32", 1,
+     bench_gpu_ppo},
 #endif
 };
 

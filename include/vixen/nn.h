@@ -155,6 +155,11 @@ void vx_optim_free(vx_optim *o);
 vx_status vx_optim_step(vx_optim *o, float *params, float *grads, vx_stream s, vx_err *e);
 /* The norm before clipping of the last step: a double in the device's memory. */
 const double *vx_optim_norm(const vx_optim *o);
+/* Where each step from now on reads its learning rate and whether to do nothing (a double and an
+ * int in the device's memory; NULL: the configured rate, never skip). A captured step then
+ * follows a schedule, and a stop decided on the device, without being captured again; a skipped
+ * step leaves the parameters, the moments, the step count and the norm as they were. */
+void vx_optim_set_controls(vx_optim *o, const double *lr, const int *skip);
 /* Queues copies of the moments (n floats each, host memory: pinned for a GPU) and the step count
  * into host memory, or from it; done once s reaches them. */
 vx_status vx_optim_copy_state(vx_optim *o, float *m, float *v, int64_t *t, vx_stream s, vx_err *e);

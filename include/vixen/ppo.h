@@ -34,6 +34,7 @@ typedef struct {
                            * approximate KL exceeds it */
     int norm_obs;         /* 1: observations normalised by running mean and variance */
     double obs_clip;      /* 10: the normalised observation's clip */
+    int tf32;             /* GPU only: TF32 tensor-core GEMMs (0: float32, as the CPU) */
 } vx_ppo_settings;
 
 void vx_ppo_settings_default(vx_ppo_settings *s);

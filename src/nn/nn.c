@@ -315,6 +315,11 @@ vx_status vx_optim_step(vx_optim *o, float *params, float *grads, vx_stream s, v
 
 const double *vx_optim_norm(const vx_optim *o) { return o->ops->norm(o->impl); }
 
+void vx_optim_set_controls(vx_optim *o, const double *lr, const int *skip)
+{
+    o->ops->set_controls(o->impl, lr, skip);
+}
+
 vx_status vx_optim_copy_state(vx_optim *o, float *m, float *v, int64_t *t, vx_stream s, vx_err *e)
 {
     return o->ops->copy_state(o->impl, m, v, t, s, e);

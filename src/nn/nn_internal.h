@@ -42,6 +42,7 @@ typedef struct {
     void (*free)(void *impl);
     vx_status (*step)(void *impl, float *params, float *grads, vx_stream s, vx_err *e);
     const double *(*norm)(const void *impl);
+    void (*set_controls)(void *impl, const double *lr, const int *skip);
     vx_status (*copy_state)(void *impl, float *m, float *v, int64_t *t, vx_stream s, vx_err *e);
     vx_status (*load_state)(void *impl, const float *m, const float *v, const int64_t *t,
                             vx_stream s, vx_err *e);

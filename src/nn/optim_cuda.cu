@@ -24,18 +24,21 @@ typedef struct {
     size_t n;
     vx_mem mem;
     float *m, *v;
-    double *norm;    /* the last step's norm before clipping */
-    long long *t;    /* steps taken */
-    double *scratch; /* NORM_BLOCKS partial sums, then two arrival counters (zeroed once) */
+    double *norm;     /* the last step's norm before clipping */
+    long long *t;     /* steps taken */
+    double *scratch;  /* NORM_BLOCKS partial sums, then two arrival counters (zeroed once) */
+    const double *lr; /* vx_optim_set_controls: device memory, or NULL */
+    const int *skip;
 } optim_cuda;
 
 static unsigned blocks_for(size_t n) { return (unsigned)((n + 255) / 256); }
 
 static __global__ void sumsq_kernel(const float *g, size_t n, double *part, unsigned *arrived,
-                                    double *norm)
+                                    double *norm, const int *skip)
 {
     __shared__ double sh[256];
     __shared__ int last;
+    if (skip && *skip) return; /* every block returns: the arrival counter stays 0 */
     double acc = 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
@@ -68,8 +71,11 @@ static __global__ void sumsq_kernel(const float *g, size_t n, double *part, unsi
 
 static __global__ void adam_kernel(float *p, float *g, float *m, float *v, size_t n, long long *tp,
                                    unsigned *arrived, const double *norm, double max_norm,
-                                   double lr, double b1, double b2, double eps, double wd)
+                                   double lr, const double *lr_dev, const int *skip, double b1,
+                                   double b2, double eps, double wd)
 {
+    if (skip && *skip) return;
+    if (lr_dev) lr = *lr_dev;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     long long t = *tp + 1; /* this step's count */
     if (i < n) {
@@ -139,18 +145,24 @@ static vx_status oc_step(void *impl, float *params, float *grads, vx_stream vs, 
     cudaStream_t s = (cudaStream_t)vs;
     vx_status st = VX_OK;
     unsigned *arrived = (unsigned *)(o->scratch + NORM_BLOCKS);
-    sumsq_kernel<<<NORM_BLOCKS, 256, 0, s>>>(grads, o->n, o->scratch, arrived, o->norm);
+    sumsq_kernel<<<NORM_BLOCKS, 256, 0, s>>>(grads, o->n, o->scratch, arrived, o->norm, o->skip);
     VX_CUDA_LAUNCH_CHECK(s);
     adam_kernel<<<blocks_for(o->n), 256, 0, s>>>(
         params, grads, o->m, o->v, o->n, o->t, (unsigned *)(o->scratch + NORM_BLOCKS + 1),
-        o->max_norm > 0 ? o->norm : NULL, o->max_norm, o->cfg.lr, o->cfg.beta1, o->cfg.beta2,
-        o->cfg.eps, o->cfg.weight_decay);
+        o->max_norm > 0 ? o->norm : NULL, o->max_norm, o->cfg.lr, o->lr, o->skip, o->cfg.beta1,
+        o->cfg.beta2, o->cfg.eps, o->cfg.weight_decay);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
 }
 
 static const double *oc_norm(const void *impl) { return ((const optim_cuda *)impl)->norm; }
+
+static void oc_set_controls(void *impl, const double *lr, const int *skip)
+{
+    optim_cuda *o = (optim_cuda *)impl;
+    o->lr = lr, o->skip = skip;
+}
 
 static vx_status oc_copy_state(void *impl, float *m, float *v, int64_t *t, vx_stream vs, vx_err *e)
 {
@@ -181,5 +193,6 @@ fail:
 
 static size_t oc_reserved(const void *impl) { return ((const optim_cuda *)impl)->mem.bytes; }
 
-extern "C" const vx_optim_ops vx_optim_cuda_ops = {
-    oc_create, oc_free, oc_step, oc_norm, oc_copy_state, oc_load_state, oc_reserved};
+extern "C" const vx_optim_ops vx_optim_cuda_ops = {oc_create,     oc_free,         oc_step,
+                                                   oc_norm,       oc_set_controls, oc_copy_state,
+                                                   oc_load_state, oc_reserved};

@@ -215,6 +215,8 @@ const vx_qnet_ops vx_qnet_cpu_ops = {cq_create, cq_free,     cq_set_tf32, cq_for
 typedef struct {
     vx_adam adam;
     double max_norm, norm;
+    const double *lr; /* vx_optim_set_controls: host memory here */
+    const int *skip;
 } cpu_optim;
 
 static vx_status co_create(const vx_adam_cfg *cfg, double max_norm, size_t n, vx_device *dev,
@@ -244,12 +246,20 @@ static vx_status co_step(void *impl, float *params, float *grads, vx_stream s, v
 {
     (void)s, (void)e;
     cpu_optim *o = impl;
+    if (o->skip && *o->skip) return VX_OK;
+    if (o->lr) o->adam.cfg.lr = *o->lr;
     o->norm = vx_grad_clip(grads, o->adam.n, o->max_norm);
     vx_adam_step(&o->adam, params, grads);
     return VX_OK;
 }
 
 static const double *co_norm(const void *impl) { return &((const cpu_optim *)impl)->norm; }
+
+static void co_set_controls(void *impl, const double *lr, const int *skip)
+{
+    cpu_optim *o = impl;
+    o->lr = lr, o->skip = skip;
+}
 
 static vx_status co_copy_state(void *impl, float *m, float *v, int64_t *t, vx_stream s, vx_err *e)
 {
@@ -278,5 +288,5 @@ static size_t co_reserved(const void *impl)
     return 0;
 }
 
-const vx_optim_ops vx_optim_cpu_ops = {co_create,     co_free,       co_step,    co_norm,
-                                       co_copy_state, co_load_state, co_reserved};
+const vx_optim_ops vx_optim_cpu_ops = {co_create,       co_free,       co_step,       co_norm,
+                                       co_set_controls, co_copy_state, co_load_state, co_reserved};

@@ -73,6 +73,7 @@ static const vx_key ppo_keys[] = {
         "stop an iteration's updates past this mean approximate KL (0: never)"),
     NUM("norm_obs", VX_KEY_INT, norm_obs, 0, 1, "1: running observation normalisation"),
     NUM("obs_clip", VX_KEY_DBL, obs_clip, 1e-6, 1e6, "clip of the normalised observations"),
+    NUM("tf32", VX_KEY_INT, tf32, 0, 1, "GPU: TF32 tensor-core GEMMs (0: float32, as the CPU)"),
 };
 static const vx_section ppo_section = {"ppo", ppo_keys, sizeof ppo_keys / sizeof *ppo_keys};
 static const vx_section *const sections[] = {&ppo_section, NULL};

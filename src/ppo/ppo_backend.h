@@ -11,7 +11,9 @@
 #ifndef VIXEN_PPO_BACKEND_H
 #define VIXEN_PPO_BACKEND_H
 
+#include <math.h>
 #include "vixen/env.h"
+#include "vixen/hd.h"
 #include "vixen/ppo.h"
 
 #ifdef __cplusplus
@@ -74,6 +76,8 @@ typedef struct {
 } ppo_backend_ops;
 
 extern const ppo_backend_ops vx_ppo_backend_cpu;
+/* src/ppo/ppo_backend_cuda.cu; registered as a CUDA device's "ppo" backend */
+extern const ppo_backend_ops vx_ppo_backend_cuda;
 
 /* One minibatch, gathered: M samples of the rollout. */
 typedef struct {
@@ -100,7 +104,7 @@ void vx_ppo_minibatch(const vx_ac_layout *L, const float *params, const vx_ppo_s
 
 /* The observation normalisation both backends apply: (x − mean) / sqrt(var + 1e-8), clipped to
  * ±clip; with norm_obs off, x as it is. */
-static inline float vx_ppo_norm_obs(float x, double mean, double var, double clip, int on)
+VX_HD static inline float vx_ppo_norm_obs(float x, double mean, double var, double clip, int on)
 {
     if (!on) return x;
     double z = ((double)x - mean) / sqrt(var + 1e-8);

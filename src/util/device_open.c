@@ -13,6 +13,7 @@
 #include "../dqn/dqn_backend.h"
 #include "../env/env_internal.h"
 #include "../nn/nn_internal.h"
+#include "../ppo/ppo_backend.h"
 #include "../replay/replay_internal.h"
 
 int vx_cuda_device_count(void);                   /* philox_cuda.cu */
@@ -21,15 +22,13 @@ extern const vx_qnet_ops vx_qnet_cuda_ops;        /* nn/qnet_cuda.cu */
 extern const vx_optim_ops vx_optim_cuda_ops;      /* nn/optim_cuda.cu */
 extern const vx_replay_ops vx_replay_cuda_ops;    /* replay/replay_cuda_host.cu */
 extern const dqn_backend_ops vx_dqn_backend_cuda; /* dqn/dqn_backend_cuda.cu */
+/* vx_ppo_backend_cuda: ppo/ppo_backend_cuda.cu, declared in its header */
 
 static const vx_backend_entry cuda_backends[] = {
-    {"env", &vx_env_cuda_ops},
-    {"replay", &vx_replay_cuda_ops},
-    {"dense", &vx_dense_cuda_ops},
-    {"qnet", &vx_qnet_cuda_ops},
-    {"optim", &vx_optim_cuda_ops},
-    {"dqn", &vx_dqn_backend_cuda},
-    {NULL, NULL},
+    {"env", &vx_env_cuda_ops},     {"replay", &vx_replay_cuda_ops},
+    {"dense", &vx_dense_cuda_ops}, {"qnet", &vx_qnet_cuda_ops},
+    {"optim", &vx_optim_cuda_ops}, {"dqn", &vx_dqn_backend_cuda},
+    {"ppo", &vx_ppo_backend_cuda}, {NULL, NULL},
 };
 #endif
 

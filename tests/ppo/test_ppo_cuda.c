@@ -1,0 +1,472 @@
+/* test_ppo_cuda.c — PPO's CUDA backend against the CPU reference (skipped, 77, without a GPU).
+ *
+ * 1. The actor-critic's forward and backward passes on the device against the CPU's, separate
+ *    and shared trunks, with more value rows than policy rows (the rollout's shape).
+ * 2. CPU vs GPU, one iteration from the same weights and environments (float32, TF32 off): the
+ *    sampled actions must be the same (the environments end in the same states, bit for bit —
+ *    one differing action would change a state), the losses and statistics and the new weights
+ *    and moments within 1e-5 relative. What differs is only the GEMMs' summation order (OpenBLAS
+ *    against cuBLASLt, ~1e-7 relative per output) and the order of the device's reductions;
+ *    through 8 Adam steps these stay near 1e-6 in the weights' relative L2 distance.
+ * 3. The target-KL stop decided on the device ends the updates where the CPU's does.
+ * 4. CUDA graphs against the kernel-by-kernel path: 10 iterations, every statistic and the final
+ *    state bit for bit.
+ * 5. Runs: a GPU run stopped and resumed ends with an uninterrupted one's checkpoint, bit for
+ *    bit; a GPU checkpoint resumes on the CPU and a CPU checkpoint on the GPU. */
+#include "helpers.h"
+#include "ppo/ppo_backend.h"
+#include "vixen/cuda_util.h"
+#include "vixen/io.h"
+#include "vixen/ppo.h"
+#include "vixen/ppo_math.h"
+#include "vixen/train.h"
+#include "nn/ac_cuda.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(x) assert_int_equal((int)(x), (int)cudaSuccess)
+#define D VX_OBS_DIM
+
+static vx_device *g_dev;
+
+/* ‖a − b‖ / ‖b‖ over n floats. */
+static double rel_l2(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n; i++) {
+        double d = (double)a[i] - b[i];
+        num += d * d, den += (double)b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* ---- 1. the network ------------------------------------------------------------------------- */
+
+static void ac_forward_backward(int shared)
+{
+    vx_ac_cfg cfg;
+    vx_ac_cfg_default(&cfg);
+    cfg.shared = shared;
+    vx_ac_layout L;
+    vx_err e;
+    assert_int_equal(vx_ac_layout_make(&cfg, &L, &e), VX_OK);
+    enum { BP = 37, BV = 74, K = VX_PPO_LOGITS };
+    size_t np = L.n_params;
+    float *p = malloc(np * 4), *x = malloc(BV * D * 4), *dz = malloc(BP * K * 4);
+    float *dv = malloc(BP * 4), *g = calloc(np, 4), *gg = calloc(np, 4);
+    float logits[BV * K], values[BV];
+    vx_ac_init(&L, 3, p);
+    vx_rng r = vx_rng_make(5, 0, 0);
+    for (size_t i = 0; i < np; i++) p[i] += 0.05f * (float)vx_rng_normal(&r);
+    for (int i = 0; i < BV * D; i++) x[i] = (float)vx_rng_normal(&r);
+    for (int i = 0; i < BP * K; i++) dz[i] = (float)vx_rng_normal(&r) / BP;
+    for (int i = 0; i < BP; i++) dv[i] = (float)vx_rng_normal(&r) / BP;
+    /* the CPU: policy on BP rows, values on BV rows (two forwards), backward on BP rows */
+    vx_ac_ws ws;
+    assert_int_equal(vx_ac_ws_create(&L, BV, &ws, &e), VX_OK);
+    vx_ac_forward_ref(&L, p, x, BV, &ws);
+    memcpy(values, ws.value, sizeof values);
+    vx_ac_forward_ref(&L, p, x, BP, &ws);
+    memcpy(logits, ws.logits, BP * K * 4);
+    vx_ac_backward_ref(&L, p, x, BP, dz, dv, &ws, g);
+    /* the GPU */
+    ac_cuda *a;
+    assert_int_equal(ac_cuda_create(&L, BV, 0, g_dev, &a, &e), VX_OK);
+    float *d_p, *d_x, *d_dz, *d_dv, *d_g;
+    CK(cudaMalloc((void **)&d_p, np * 4));
+    CK(cudaMalloc((void **)&d_x, BV * D * 4));
+    CK(cudaMalloc((void **)&d_dz, BP * K * 4));
+    CK(cudaMalloc((void **)&d_dv, BP * 4));
+    CK(cudaMalloc((void **)&d_g, np * 4));
+    CK(cudaMemcpy(d_p, p, np * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_x, x, BV * D * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_dz, dz, BP * K * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_dv, dv, BP * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemset(d_g, 0, np * 4));
+    float glogits[BP * K], gvalues[BV];
+    assert_int_equal(ac_cuda_forward(a, d_p, d_x, BP, BV, NULL, &e), VX_OK);
+    CK(cudaMemcpy(glogits, ac_cuda_logits(a), sizeof glogits, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gvalues, ac_cuda_values(a), sizeof gvalues, cudaMemcpyDeviceToHost));
+    double el = rel_l2(glogits, logits, BP * K), ev = rel_l2(gvalues, values, BV);
+    /* backward needs the forward of the same rows for both heads */
+    assert_int_equal(ac_cuda_forward(a, d_p, d_x, BP, BP, NULL, &e), VX_OK);
+    assert_int_equal(ac_cuda_backward(a, d_p, d_x, BP, d_dz, d_dv, d_g, NULL, &e), VX_OK);
+    CK(cudaMemcpy(gg, d_g, np * 4, cudaMemcpyDeviceToHost));
+    double eg = rel_l2(gg, g, np);
+    printf("actor-critic (%s trunk) GPU vs CPU, rel L2: logits %.2e, values %.2e, gradient %.2e\n",
+           shared ? "shared" : "separate", el, ev, eg);
+    assert_true(el < 1e-5 && ev < 1e-5 && eg < 1e-5);
+    /* every tensor's gradient is there (a skipped layer would leave zeros) */
+    for (size_t i = 0; i < L.n_tensors; i++) {
+        char name[64];
+        size_t off;
+        int rows, cols;
+        vx_ac_tensor(&L, i, name, sizeof name, &off, &rows, &cols);
+        double tensor_err = rel_l2(gg + off, g + off, (size_t)rows * cols);
+        if (!(tensor_err < 1e-4)) fail_msg("%s: gradient differs (rel L2 %.2e)", name, tensor_err);
+    }
+    ac_cuda_free(a);
+    cudaFree(d_p), cudaFree(d_x), cudaFree(d_dz), cudaFree(d_dv), cudaFree(d_g);
+    vx_ac_ws_free(&ws);
+    free(p), free(x), free(dz), free(dv), free(g), free(gg);
+}
+
+static void test_actor_critic_separate(void **state)
+{
+    (void)state;
+    ac_forward_backward(0);
+}
+
+static void test_actor_critic_shared(void **state)
+{
+    (void)state;
+    ac_forward_backward(1);
+}
+
+/* ---- backends side by side ------------------------------------------------------------------ */
+
+typedef struct {
+    vx_market m;
+    vx_ppo_settings s;
+    vx_run_params run;
+    vx_ac_layout L;
+    float *init;
+} setup;
+
+static void setup_make(setup *u, int N, int T, int epochs, int minibatches)
+{
+    vx_series ser;
+    vx_err e;
+    th_synth(&ser, 12, 4, 0.2);
+    assert_int_equal(vx_market_from_series(&ser, &u->m, &e), VX_OK);
+    vx_ppo_settings_default(&u->s);
+    u->s.update_epochs = epochs, u->s.minibatches = minibatches;
+    memset(&u->run, 0, sizeof u->run);
+    u->run.envs = N, u->run.steps_per_epoch = T, u->run.epochs = 20, u->run.seed = 7;
+    u->run.gpu_graphs = 1;
+    vx_ac_cfg net;
+    vx_ppo_net_cfg(&u->s, &net);
+    assert_int_equal(vx_ac_layout_make(&net, &u->L, &e), VX_OK);
+    u->init = malloc(u->L.n_params * 4);
+    vx_ac_init(&u->L, u->run.seed, u->init);
+}
+
+static void setup_free(setup *u)
+{
+    free(u->init);
+    vx_market_close(&u->m);
+}
+
+typedef struct {
+    const ppo_backend_ops *ops;
+    ppo_backend *b;
+    ppo_state *st;
+    vx_env *env;
+} learner;
+
+static void learner_make(learner *l, setup *u, vx_device *dev)
+{
+    vx_err e;
+    vx_env_cfg ec;
+    vx_env_cfg_default(&ec);
+    ec.seed = 11;
+    ec.episode_len = 40; /* episodes end inside a rollout: truncations and their bootstraps */
+    assert_int_equal(
+        vx_env_create(&ec, &u->m, VX_SPLIT_TRAIN, (size_t)u->run.envs, dev, &l->env, &e), VX_OK);
+    l->ops = dev ? vx_device_backend(dev, "ppo") : &vx_ppo_backend_cpu;
+    assert_non_null(l->ops);
+    ppo_init in = {&u->s, &u->run, &u->L, dev, l->env, u->init};
+    if (l->ops->create(&in, &l->b, &l->st, &e)) fail_msg("%s", e.msg);
+}
+
+static void learner_free(learner *l)
+{
+    l->ops->free(l->b);
+    vx_env_free(l->env);
+}
+
+static void iterate(learner *l, int epoch, double lr, ppo_result *r)
+{
+    vx_err e;
+    ppo_plan p = {epoch, lr};
+    if (l->ops->iteration(l->b, &p, r, &e)) fail_msg("%s", e.msg);
+}
+
+static void save(learner *l)
+{
+    vx_err e;
+    if (l->ops->save(l->b, &e)) fail_msg("%s", e.msg);
+}
+
+/* |a − b| ≤ tol · (|b| + floor): relative, with a floor for statistics near 0 (the policy loss
+ * of normalised advantages is a mean of terms of both signs). */
+static void close_to(const char *what, double a, double b, double tol, double floor)
+{
+    double err = fabs(a - b) / (fabs(b) + floor);
+    printf("  %-14s cpu %+.9e  gpu %+.9e  relative %.1e\n", what, b, a, err);
+    if (!(err <= tol)) fail_msg("%s: GPU %.9g against CPU %.9g (relative %.2e)", what, a, b, err);
+}
+
+/* ---- 2. CPU vs GPU -------------------------------------------------------------------------- */
+
+static void test_cpu_and_gpu_agree(void **state)
+{
+    (void)state;
+    setup u;
+    setup_make(&u, 64, 64, 2, 4); /* 4,096 samples, 8 minibatches of 1,024 */
+    learner c, g;
+    learner_make(&c, &u, NULL);
+    learner_make(&g, &u, g_dev);
+    ppo_result rc, rg;
+    iterate(&c, 0, u.s.adam.lr, &rc);
+    iterate(&g, 0, u.s.adam.lr, &rg);
+    save(&c), save(&g);
+    printf("one iteration, CPU against GPU (%d and %d updates, %.0f episodes):\n", rc.updates,
+           rg.updates, rc.episodes);
+    assert_int_equal(rc.updates, 8);
+    assert_int_equal(rg.updates, 8);
+    assert_true(rc.episodes > 0);
+    /* the same actions: the environments are in the same states */
+    assert_memory_equal(c.st->env, g.st->env, (size_t)u.run.envs * sizeof(vx_env_state));
+    assert_memory_equal(c.st->obs, g.st->obs, (size_t)u.run.envs * D * 4);
+    assert_true(rc.episodes == rg.episodes);
+    close_to("return sum", rg.return_sum, rc.return_sum, 1e-12, 1);
+    close_to("pg loss", rg.pg_loss, rc.pg_loss, 1e-5, 1);
+    close_to("value loss", rg.v_loss, rc.v_loss, 1e-5, 1e-3);
+    close_to("entropy", rg.entropy, rc.entropy, 1e-5, 1e-3);
+    close_to("approx kl", rg.approx_kl, rc.approx_kl, 1e-5, 1e-3);
+    close_to("clip fraction", rg.clipfrac, rc.clipfrac, 1e-5, 1);
+    close_to("explained var", rg.explained_var, rc.explained_var, 1e-5, 1);
+    close_to("grad norm", rg.grad_norm, rc.grad_norm, 1e-5, 1e-3);
+    size_t np = u.L.n_params;
+    double ew = rel_l2(g.st->params, c.st->params, np);
+    double em = rel_l2(g.st->adam_m, c.st->adam_m, np);
+    double ev = rel_l2(g.st->adam_v, c.st->adam_v, np);
+    printf("  new weights rel L2 %.2e, Adam m %.2e, v %.2e\n", ew, em, ev);
+    assert_true(ew < 1e-5 && em < 1e-5 && ev < 1e-5);
+    for (int d = 0; d < D; d++) {
+        close_to("obs mean", g.st->obs_mean[d], c.st->obs_mean[d], 1e-9, 1e-6);
+        close_to("obs var", g.st->obs_var[d], c.st->obs_var[d], 1e-9, 1e-6);
+        if (d == 1) break; /* printed for two features; all are checked below */
+    }
+    for (int d = 0; d < D; d++) {
+        assert_true(fabs(g.st->obs_mean[d] - c.st->obs_mean[d]) <=
+                    1e-9 * (fabs(c.st->obs_mean[d]) + 1e-6));
+        assert_true(fabs(g.st->obs_var[d] - c.st->obs_var[d]) <=
+                    1e-9 * (fabs(c.st->obs_var[d]) + 1e-6));
+    }
+    assert_true(g.st->obs_count == c.st->obs_count);
+    assert_int_equal(g.st->act_step, c.st->act_step);
+    assert_int_equal(g.st->adam_t, c.st->adam_t);
+    assert_int_equal(g.st->iterations, 1);
+    learner_free(&c), learner_free(&g);
+    setup_free(&u);
+}
+
+/* ---- 3. target-KL --------------------------------------------------------------------------- */
+
+static void test_target_kl_stops_where_the_cpu_does(void **state)
+{
+    (void)state;
+    setup u;
+    setup_make(&u, 32, 32, 3, 4);
+    u.s.target_kl = 1e-12; /* any update passes it: the updates end after the first epoch */
+    learner c, g;
+    learner_make(&c, &u, NULL);
+    learner_make(&g, &u, g_dev);
+    ppo_result rc, rg;
+    iterate(&c, 0, u.s.adam.lr, &rc);
+    iterate(&g, 0, u.s.adam.lr, &rg);
+    save(&c), save(&g);
+    printf("target KL 1e-12: %d updates on the CPU, %d on the GPU (of 12 planned)\n", rc.updates,
+           rg.updates);
+    assert_int_equal(rc.updates, 4);
+    assert_int_equal(rg.updates, 4);
+    assert_int_equal(g.st->adam_t, 4);
+    double ew = rel_l2(g.st->params, c.st->params, u.L.n_params);
+    printf("  weights rel L2 %.2e\n", ew);
+    assert_true(ew < 1e-5);
+    learner_free(&c), learner_free(&g);
+    setup_free(&u);
+}
+
+/* ---- 4. graphs vs kernel by kernel ---------------------------------------------------------- */
+
+static void test_graphs_match_kernel_by_kernel(void **state)
+{
+    (void)state;
+    setup u;
+    setup_make(&u, 64, 32, 4, 4);
+    u.s.target_kl = 0.01; /* with a larger rate some iterations stop early */
+    u.s.adam.lr = 2e-3;
+    learner gr, ea;
+    learner_make(&gr, &u, g_dev);
+    u.run.gpu_graphs = 0;
+    learner_make(&ea, &u, g_dev);
+    int stopped = 0;
+    for (int it = 0; it < 10; it++) {
+        ppo_result a, b;
+        double lr = u.s.adam.lr * (1 - it / 20.0);
+        iterate(&gr, it, lr, &a);
+        iterate(&ea, it, lr, &b);
+        stopped += a.updates < 16;
+        assert_int_equal(a.updates, b.updates);
+        const double *x[] = {&a.return_sum, &a.episodes, &a.pg_loss,       &a.v_loss,   &a.entropy,
+                             &a.approx_kl,  &a.clipfrac, &a.explained_var, &a.grad_norm};
+        const double *y[] = {&b.return_sum, &b.episodes, &b.pg_loss,       &b.v_loss,   &b.entropy,
+                             &b.approx_kl,  &b.clipfrac, &b.explained_var, &b.grad_norm};
+        for (size_t k = 0; k < sizeof x / sizeof *x; k++)
+            if (memcmp(x[k], y[k], 8) != 0)
+                fail_msg("iteration %d: statistic %zu differs (%.17g against %.17g)", it, k, *x[k],
+                         *y[k]);
+    }
+    save(&gr), save(&ea);
+    size_t np = u.L.n_params, N = (size_t)u.run.envs;
+    assert_memory_equal(gr.st->params, ea.st->params, np * 4);
+    assert_memory_equal(gr.st->adam_m, ea.st->adam_m, np * 4);
+    assert_memory_equal(gr.st->adam_v, ea.st->adam_v, np * 4);
+    assert_memory_equal(gr.st->obs_mean, ea.st->obs_mean, D * 8);
+    assert_memory_equal(gr.st->obs_var, ea.st->obs_var, D * 8);
+    assert_memory_equal(gr.st->env, ea.st->env, N * sizeof(vx_env_state));
+    assert_memory_equal(gr.st->ep_ret, ea.st->ep_ret, N * 8);
+    assert_int_equal(gr.st->updates, ea.st->updates);
+    printf("graphs and kernel by kernel: 10 iterations bit-identical (%d stopped early by the "
+           "target KL; %lld updates)\n",
+           stopped, (long long)gr.st->updates);
+    /* both paths of the end-of-epoch check were taken: some iterations stopped, and some epoch
+     * passed it (more updates than one epoch's per iteration) */
+    assert_true(stopped > 0 && gr.st->updates > 10 * u.s.minibatches);
+    learner_free(&gr), learner_free(&ea);
+    setup_free(&u);
+}
+
+/* ---- 5. runs and checkpoints ---------------------------------------------------------------- */
+
+static int stop_at(const vx_epoch_report *r, void *ctx) { return r->epoch == *(const int *)ctx; }
+
+static void small(vx_train_cfg *c, const char *dir, int device)
+{
+    vx_train_cfg_default(c);
+    c->algo = 1; /* ppo */
+    vx_ppo_settings *s = vx_train_algo_settings(c, "ppo");
+    c->synth_days = 12, c->env.episode_len = 60;
+    c->envs = 64, c->steps_per_epoch = 32, c->epochs = 4, c->eval_every = 2;
+    c->checkpoint_every = 2;
+    c->device = device;
+    s->minibatches = 4, s->update_epochs = 2;
+    snprintf(c->run_dir, sizeof c->run_dir, "%s", dir);
+}
+
+static void train(vx_train_cfg *c, int resume, int *stop)
+{
+    vx_err e;
+    vx_device *dev = c->device == VX_DEVICE_CPU ? NULL : g_dev;
+    if (vx_train_run(c, dev, resume, stop ? stop_at : NULL, stop, NULL, &e)) fail_msg("%s", e.msg);
+}
+
+static size_t count_of(const vx_tensor *t)
+{
+    size_t k = 1;
+    for (int d = 0; d < t->ndim; d++) k *= (size_t)t->shape[d];
+    return k;
+}
+
+static vx_safetensors latest(const char *dir)
+{
+    char p[128];
+    vx_safetensors s;
+    vx_err e;
+    snprintf(p, sizeof p, "%s/checkpoint/latest.safetensors", dir);
+    if (vx_safetensors_read(p, &s, &e)) fail_msg("%s", e.msg);
+    return s;
+}
+
+static void test_checkpoints_resume_on_either_device(void **state)
+{
+    (void)state;
+    char a[64], b[64], c2[64];
+    th_tmpdir(a, sizeof a), th_tmpdir(b, sizeof b), th_tmpdir(c2, sizeof c2);
+    vx_train_cfg c;
+    vx_err e;
+    small(&c, a, VX_DEVICE_CUDA);
+    train(&c, 0, NULL);
+    small(&c, b, VX_DEVICE_CUDA);
+    train(&c, 0, &(int){2});
+    train(&c, 1, NULL);
+    vx_safetensors sa = latest(a), sb = latest(b);
+    assert_int_equal(sa.n, sb.n);
+    for (size_t i = 0; i < sa.n; i++) {
+        const vx_tensor *x = &sa.tensors[i];
+        const vx_tensor *y = &sb.tensors[i];
+        assert_string_equal(x->name, y->name);
+        assert_int_equal(x->dtype, y->dtype);
+        size_t nb = count_of(x) * (x->dtype == VX_DT_U8 ? 1 : x->dtype == VX_DT_F32 ? 4 : 8);
+        assert_int_equal(count_of(x), count_of(y));
+        if (memcmp(x->data, y->data, nb) != 0)
+            fail_msg("tensor %s differs after a resume on the GPU", x->name);
+    }
+    assert_string_equal(vx_safetensors_meta(&sa, "updates"), vx_safetensors_meta(&sb, "updates"));
+    assert_string_equal(vx_safetensors_meta(&sa, "updates"), "32");
+    printf("GPU run stopped after epoch 2 and resumed: %zu tensors bit-identical to the "
+           "uninterrupted run's\n",
+           sa.n);
+    vx_safetensors_free(&sb);
+    /* the GPU's checkpoint after epoch 2 goes on on the CPU */
+    small(&c, b, VX_DEVICE_CUDA);
+    th_rmtree(b);
+    train(&c, 0, &(int){2});
+    small(&c, b, VX_DEVICE_CPU);
+    train(&c, 1, NULL);
+    sb = latest(b);
+    assert_string_equal(vx_safetensors_meta(&sb, "updates"), "32");
+    size_t n0 = (size_t)VX_OBS_DIM * 160;
+    const vx_tensor *wa = vx_safetensors_get(&sa, "policy.pi.0.weight", VX_DT_F32, n0, &e);
+    const vx_tensor *wb = vx_safetensors_get(&sb, "policy.pi.0.weight", VX_DT_F32, n0, &e);
+    assert_non_null(wa);
+    assert_non_null(wb);
+    double ew = rel_l2(wb->data, wa->data, n0);
+    printf("the GPU's checkpoint resumed on the CPU: first layer rel L2 %.2e from the GPU's "
+           "run\n",
+           ew);
+    assert_true(ew < 1e-3);
+    /* and a CPU checkpoint on the GPU */
+    small(&c, c2, VX_DEVICE_CPU);
+    train(&c, 0, &(int){2});
+    small(&c, c2, VX_DEVICE_CUDA);
+    train(&c, 1, NULL);
+    vx_safetensors sc = latest(c2);
+    assert_string_equal(vx_safetensors_meta(&sc, "updates"), "32");
+    vx_safetensors_free(&sa), vx_safetensors_free(&sb), vx_safetensors_free(&sc);
+    th_rmtree(a), th_rmtree(b), th_rmtree(c2);
+}
+
+int main(void)
+{
+    if (vx_cuda_device_count() == 0) {
+        printf("skipped: no CUDA device\n");
+        return 77;
+    }
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CUDA;
+    vx_err e;
+    if (vx_device_open(&dc, &g_dev, &e)) {
+        printf("%s\n", e.msg);
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_actor_critic_separate),
+        cmocka_unit_test(test_actor_critic_shared),
+        cmocka_unit_test(test_cpu_and_gpu_agree),
+        cmocka_unit_test(test_target_kl_stops_where_the_cpu_does),
+        cmocka_unit_test(test_graphs_match_kernel_by_kernel),
+        cmocka_unit_test(test_checkpoints_resume_on_either_device),
+    };
+    int failed = cmocka_run_group_tests_name("ppo_cuda", tests, NULL, NULL);
+    vx_device_close(g_dev);
+    return failed;
+}
