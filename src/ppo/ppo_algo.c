@@ -320,7 +320,7 @@ static vx_status policy_state(vx_algo *a0, vx_algo_state *o, vx_err *e)
 
 static vx_status save(vx_algo *a0, int final, vx_algo_state *o, vx_err *e)
 {
-    (void) final; /* the CPU backend has nothing in flight */
+    (void) final; /* no backend has work in flight between iterations */
     ppo_algo *a = (ppo_algo *)a0;
     if (!a->ops) return vx_err_set(e, VX_ERR_ARG, "ppo: this instance only acts");
     vx_status st = a->ops->save(a->b, e);
