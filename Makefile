@@ -2,12 +2,14 @@
 #   make run    installs what is missing, builds, and runs the main job on the bundled data
 #   make test   installs (with the test-only tools), checks the sources' format, builds with
 #               -Werror, runs every test, then the CPU tests under ASan+UBSan (all but the learning
-#               test, which trains for a minute and would take ten there)
+#               test, which trains for a minute and would take ten there), then each fuzz target
+#               for 30 s
+#   make fuzz   libFuzzer on the readers (CSV, DBN, config, checkpoint, replay), FUZZ_SECONDS each
 BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RUN_DIR ?= run
 
-.PHONY: all deps test-deps build run test test-asan format-check bench clean
+.PHONY: all deps test-deps build run test test-asan fuzz format-check bench clean
 
 all: build
 
@@ -27,6 +29,12 @@ run: build
 test: test-deps format-check build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory test-asan
+	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=30
+
+# libFuzzer on every reader of untrusted bytes, FUZZ_SECONDS each (skipped without clang)
+FUZZ_SECONDS ?= 60
+fuzz: test-deps
+	@scripts/fuzz $(FUZZ_SECONDS)
 
 test-asan: deps
 	@cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=Debug -DVX_SANITIZE=ON -DVX_CUDA=OFF >/dev/null
@@ -41,4 +49,4 @@ bench: build
 	@$(BUILD)/vixen bench
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz

@@ -8,8 +8,9 @@ packages=(cmake make gcc pkg-config libzstd-dev libcmocka-dev libxxhash-dev libo
     libyaml-dev libcjson-dev)
 # clang-format: scripts/format-check holds the sources to .clang-format. chromium and zlib1g-dev:
 # test_report loads a run's report.html in a headless browser and decodes its screenshot (without
-# a browser that part of the test is skipped).
-[ "${1:-}" = test ] && packages+=(clang-format chromium zlib1g-dev)
+# a browser that part of the test is skipped). clang and libclang-rt-dev (libFuzzer and the
+# sanitizer runtimes): scripts/fuzz builds and runs the fuzz targets of tests/fuzz.
+[ "${1:-}" = test ] && packages+=(clang-format chromium zlib1g-dev clang libclang-rt-dev)
 
 missing=()
 for p in "${packages[@]}"; do

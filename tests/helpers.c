@@ -103,3 +103,22 @@ void th_synth(vx_series *s, int days, uint64_t seed, double strength)
     memset(s, 0, sizeof *s);
     assert_int_equal(vx_synth_generate(&c, s, NULL, &e), VX_OK);
 }
+
+void th_safetensors_rewrite(vx_safetensors *st, const char *key, const char *value)
+{
+    vx_meta *m = malloc((st->n_meta ? st->n_meta : 1) * sizeof *m);
+    assert_non_null(m);
+    size_t n = 0;
+    for (size_t i = 0; i < st->n_meta; i++) {
+        if (strcmp(st->meta[i].key, VX_SAFETENSORS_SUM) == 0) continue; /* the writer's own */
+        m[n] = st->meta[i];
+        if (key && strcmp(m[n].key, key) == 0) snprintf(m[n].value, sizeof m[n].value, "%s", value);
+        n++;
+    }
+    char path[sizeof st->path];
+    snprintf(path, sizeof path, "%s", st->path);
+    vx_err e;
+    if (vx_safetensors_write(path, st->tensors, st->n, m, n, &e) != VX_OK) fail_msg("%s", e.msg);
+    free(m);
+    vx_safetensors_free(st);
+}

@@ -8,6 +8,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 #include "vixen/data.h"
+#include "vixen/io.h"
 #include "vixen/util.h"
 
 /* A fresh folder under /tmp, removed (with its contents) by th_rmtree. */
@@ -26,6 +27,11 @@ void th_log_stop(void);
 /* Runs a shell command line, capturing stdout and stderr into the given buffers. Returns the
  * exit code. */
 int th_run(const char *cmdline, char *out, size_t out_n, char *err, size_t err_n);
+
+/* Writes the safetensors file `st` was read from again through the writer — its tensors as they
+ * now are in st's buffer, its metadata with `key` (when not NULL) set to `value` — so the checksum
+ * matches whatever was changed: only the content checks behind it can refuse the file. Frees st. */
+void th_safetensors_rewrite(vx_safetensors *st, const char *key, const char *value);
 
 /* A synthetic series of `days` days. */
 void th_synth(vx_series *s, int days, uint64_t seed, double strength);

@@ -57,7 +57,24 @@ typedef struct {
      * symbol, resolved through the DBN metadata's symbol mappings. CSV files ignore ids and
      * take a symbol as the series' name. */
     const char *instrument;
+    /* The most bytes a zstd input may inflate to (0: VX_INFLATE_DEFAULT). */
+    uint64_t max_inflate;
 } vx_load_opts;
+
+/* Bounds on zstd output, so that a small file cannot claim the machine's memory. Besides the
+ * absolute limit above, output may be at most VX_INFLATE_MAX_RATIO times the compressed size (at
+ * least VX_INFLATE_MIN bytes): DBN bars compress about 6 times (a tick-by-tick random walk) and
+ * at most about 14 (identical bars: the timestamps still differ), even at zstd's highest level,
+ * while a bomb of repeated bytes reaches 32,000 times. Output is never sized from a frame
+ * header's claim; it grows as it arrives. */
+#define VX_INFLATE_MAX_RATIO 1000
+#define VX_INFLATE_MIN (1ull << 20)
+#define VX_INFLATE_DEFAULT (16ull << 30)
+/* The output bound for `compressed` input bytes: min(absolute limit, ratio cap). */
+uint64_t vx_inflate_limit(size_t compressed, uint64_t max_inflate);
+/* Parses a byte count with an optional K, M, G or T suffix (powers of 1024): "16G". Returns 0 on
+ * success, -1 when it is not a positive size. */
+int vx_parse_size(const char *s, uint64_t *out);
 
 typedef enum { VX_FORMAT_UNKNOWN, VX_FORMAT_CSV, VX_FORMAT_DBN, VX_FORMAT_DBN_ZSTD } vx_format;
 
@@ -102,9 +119,10 @@ typedef struct {
 } vx_dbn_info;
 #define VX_DBN_MAX_INSTRUMENTS 64
 
-/* Decompresses if needed (streaming zstd, several frames), parses the metadata, and fills `out`
- * with the selected instrument's OHLCV bars. `info` (optional) receives the metadata and the
- * instruments seen. With `out` NULL it only scans. */
+/* Decompresses if needed (streaming zstd, several frames, the DBN prelude checked from the first
+ * bytes before the rest is inflated, output bounded by vx_inflate_limit), parses the metadata,
+ * and fills `out` with the selected instrument's OHLCV bars. `info` (optional) receives the
+ * metadata and the instruments seen. With `out` NULL it only scans. */
 vx_status vx_dbn_parse(const char *name, const uint8_t *bytes, size_t len, const vx_load_opts *opts,
                        vx_series *out, vx_dbn_info *info, vx_err *e);
 vx_status vx_dbn_read(const char *path, const vx_load_opts *opts, vx_series *out, vx_dbn_info *info,
@@ -112,9 +130,10 @@ vx_status vx_dbn_read(const char *path, const vx_load_opts *opts, vx_series *out
 /* Writes a DBN v3 OHLCV stream (zstd-compressed if `zstd_level` > 0), atomically. The schema is
  * chosen from the series' interval (1s, 1m, 1h, 1d). */
 vx_status vx_dbn_write(const char *path, const vx_series *s, int zstd_level, vx_err *e);
-/* Decompresses a whole zstd input (any number of frames) with the streaming API. */
-vx_status vx_zstd_decompress(const char *name, const uint8_t *in, size_t n, uint8_t **out,
-                             size_t *out_n, vx_err *e);
+/* Decompresses a whole zstd input (any number of frames) with the streaming API into a buffer
+ * that grows as output arrives; output past vx_inflate_limit(n, max_inflate) is an error. */
+vx_status vx_zstd_decompress(const char *name, const uint8_t *in, size_t n, uint64_t max_inflate,
+                             uint8_t **out, size_t *out_n, vx_err *e);
 
 /* Reads files and folders (a folder contributes its regular files, sorted by name, skipping
  * dotfiles) into one series in time order. Files may interleave in time; a timestamp present in
@@ -130,7 +149,7 @@ void vx_paths_free(char **paths, size_t n);
 
 typedef struct {
     uint64_t seed;
-    int days;               /* trading days (weekdays), 390 one-minute bars each */
+    int days;               /* trading days (weekdays), 390 one-minute bars each, 1..50000 */
     double start_price;     /* 4000 */
     double tick;            /* 0.25 */
     double bar_vol;         /* unconditional per-bar log-return volatility, 4e-4 */
@@ -146,6 +165,8 @@ typedef struct {
 } vx_synth_cfg;
 
 void vx_synth_default(vx_synth_cfg *cfg);
+/* Every parameter finite and in its range (the generator calls it too); the error names it. */
+vx_status vx_synth_check(const vx_synth_cfg *cfg, vx_err *e);
 /* `signal` (optional, n doubles, malloc'd) receives the planted signal in force at each bar:
  * bar t's expected log return is signal_strength · σ_t · signal[t] (signal[t] is the AR(1)
  * state drawn after bar t − 1, s_{t−1} in synth.c's notation). */

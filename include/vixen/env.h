@@ -107,8 +107,19 @@ vx_status vx_env_step(vx_env *env, const int32_t *actions, float *obs, float *re
                       uint8_t *terminated, uint8_t *truncated, float *final_obs, vx_stream s,
                       vx_err *e);
 
+/* Checks n states (host memory) against these environments' parameters before they are used —
+ * states restored from a checkpoint are data from a file: the bar index inside the split with the
+ * episode's remaining steps ending inside it, the step count inside the episode, the position
+ * inside the exposure grid (±max_contracts) and the last change within twice that, the time in
+ * position at most the steps, an episode number ≥ 1, cash, entry, realised PnL, equity and peak
+ * finite with the peak at least the equity and 0. These are the invariants the dynamics keep. The
+ * error names `file`, the `tensor` and the row (environment) and field at fault. */
+vx_status vx_env_check_states(const vx_env *env, const vx_env_state *s, size_t n, const char *file,
+                              const char *tensor, vx_err *e);
+
 /* Queues a copy of the N states into host memory (pinned, for it to run asynchronously on a GPU)
- * or from it; the copy is done once s has reached it (on the CPU, on return). */
+ * or from it; the copy is done once s has reached it (on the CPU, on return). load_states checks
+ * the states first (vx_env_check_states) and loads nothing when one is refused. */
 vx_status vx_env_copy_states(vx_env *env, vx_env_state *host, vx_stream s, vx_err *e);
 vx_status vx_env_load_states(vx_env *env, const vx_env_state *host, vx_stream s, vx_err *e);
 /* Synchronous versions: after everything queued so far on the stream of the last call. */

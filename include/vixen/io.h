@@ -30,6 +30,10 @@ typedef struct {
     char value[16384]; /* room for a whole resolved config */
 } vx_meta;
 
+/* The metadata key of the checksum (XXH3-64 over the metadata, the tensor entries and the data:
+ * 16 hex digits), added by the writer and checked by the reader whenever present. */
+#define VX_SAFETENSORS_SUM "checksum_xxh3"
+
 /* Writes tensors and string metadata atomically (temporary file + rename). */
 vx_status vx_safetensors_write(const char *path, const vx_tensor *t, size_t n, const vx_meta *meta,
                                size_t n_meta, vx_err *e);
@@ -44,6 +48,8 @@ typedef struct {
     size_t n_meta;
 } vx_safetensors;
 
+/* Reads a whole file and checks it (shapes, offsets tiling the data, unique names and keys, the
+ * checksum); an error names the file and the tensor or key at fault. */
 vx_status vx_safetensors_read(const char *path, vx_safetensors *out, vx_err *e);
 void vx_safetensors_free(vx_safetensors *s);
 /* The named tensor, checked against the expected dtype and element count; NULL (with e filled)
@@ -63,7 +69,9 @@ typedef struct {
     char path[1024];
 } vx_tfevents;
 
-/* Creates "<dir>/events.out.tfevents.<time>.vixen" with its file_version record. */
+/* Creates "<dir>/events.out.tfevents.<secs>.<host>.<pid>.<serial>.vixen", a new file (O_EXCL: never
+ * an existing one, never through a link; two runs started in one second get two files), with its
+ * file_version record. */
 vx_status vx_tfevents_open(vx_tfevents *w, const char *dir, vx_err *e);
 vx_status vx_tfevents_scalar(vx_tfevents *w, const char *tag, int64_t step, double value,
                              vx_err *e);
@@ -77,23 +85,35 @@ typedef struct {
     int n_cols;
 } vx_csv_log;
 
-/* Appends to an existing file with the same header (resume), else creates it. */
+/* Opens the log of a run that has completed `keep` epochs (0: a new run), the first column being
+ * the epoch: the file is rewritten atomically with its header and the rows of epochs 1..keep of an
+ * existing file (which must have the same header when any are kept), dropping the rows an attempt
+ * cut short wrote after its last checkpoint; rows are then appended. */
 vx_status vx_csv_log_open(vx_csv_log *w, const char *path, const char *const *cols, int n,
-                          vx_err *e);
+                          int64_t keep, vx_err *e);
 vx_status vx_csv_log_row(vx_csv_log *w, const double *values, vx_err *e);
 void vx_csv_log_close(vx_csv_log *w);
 
 /* ---- flat YAML: "section: {key: scalar or [scalars]}" into dotted keys ---------------------- */
 
 typedef struct {
-    char key[128];    /* "dqn.lr" */
-    char value[1024]; /* a scalar, or a sequence joined with commas */
-    int line;         /* 1-based line of the key in the file */
+    char *key;    /* "dqn.lr" */
+    char *value;  /* a scalar's text; NULL for a list */
+    char **items; /* a list's items, each exactly as written (commas and spaces kept) */
+    size_t n_items;
+    int line; /* 1-based line of the key in the file */
 } vx_kv;
 
 /* Reads a YAML file whose top level maps section names to maps of scalars or sequences of
- * scalars (one level of nesting). Anything else is an error naming the file and line. */
+ * scalars (one level of nesting). Anything else, a key or section given twice, or a NUL byte in a
+ * value is an error naming the file, the line and the key. A scalar tagged !!binary is decoded
+ * from base64 (how vx_settings_write keeps strings that are not UTF-8). No limit on the length of
+ * a line, a value or a list. Release the result with vx_kv_free. */
 vx_status vx_yaml_read_flat(const char *path, vx_kv **out, size_t *n, vx_err *e);
+/* The same over text in memory (len bytes); `name` stands for the file in errors. */
+vx_status vx_yaml_read_flat_text(const char *text, size_t len, const char *name, vx_kv **out,
+                                 size_t *n, vx_err *e);
+void vx_kv_free(vx_kv *kv, size_t n);
 
 /* ---- settings: dotted keys over sections of plain structs ------------------------------------
  * One table entry per key: its type, where it lives in its section's struct, its range and help.
@@ -146,10 +166,18 @@ void vx_settings_bind(vx_settings *s, const vx_section *sec, void *base);
 /* Sets one key from text; `where` (may be NULL) prefixes errors, e.g. "run.yaml: line 7". */
 vx_status vx_settings_set(const vx_settings *s, const char *key, const char *value,
                           const char *where, vx_err *e);
-/* Every key of a YAML file (vx_yaml_read_flat), each error naming the file and line. */
+/* Every key of a YAML file (vx_yaml_read_flat), each error naming the file and line; a key given
+ * twice, also under its old and its new name, is an error. A YAML list sets a list key item by
+ * item (an item may hold commas); a scalar sets it as `--set` does (comma-separated). */
 vx_status vx_settings_load(const vx_settings *s, const char *yaml_path, vx_err *e);
+/* The same over YAML text in memory; `name` stands for the file in errors. */
+vx_status vx_settings_load_text(const vx_settings *s, const char *text, size_t len,
+                                const char *name, vx_err *e);
 /* Every key as YAML, section by section in binding order; the file reads back to the same
- * settings. */
+ * settings, byte for byte: strings are double-quoted with YAML escapes (newline, tab, quote,
+ * backslash, control and line-separator characters), a string that is not UTF-8 is written as
+ * !!binary base64, string lists as one item a line. VX_ERR_IO when the stream reports an error
+ * (the caller still checks its fclose). */
 vx_status vx_settings_write(const vx_settings *s, FILE *f);
 /* "  dqn.lr                     Adam learning rate" lines, for --help. */
 void vx_settings_print_keys(const vx_settings *s, FILE *f);

@@ -61,7 +61,7 @@ size_t vx_replay_bytes_per_transition(const vx_replay_cfg *cfg);
 /* n transitions to insert. steps: the n-step count of each (NULL means 1). */
 typedef struct {
     const float *obs, *next_obs; /* n × D */
-    const int32_t *actions;      /* n × VX_ACTION_BRANCHES (each 0..255) */
+    const int32_t *actions;      /* n × VX_ACTION_BRANCHES, each inside its branch */
     const float *rewards;        /* n */
     const uint8_t *terminated, *truncated, *steps;
 } vx_transitions;
@@ -100,8 +100,8 @@ size_t vx_replay_size(const vx_replay *r);
 /* Device memory the buffer reserved (its snapshot included, once one was taken). */
 size_t vx_replay_reserved(const vx_replay *r);
 
-/* Copies n transitions in, overwriting the oldest once full. An action outside 0..255 is an error
- * on the CPU (nothing inserted). */
+/* Copies n transitions in, overwriting the oldest once full. An action outside its branch
+ * (exposure 0..8, order type 0..2, urgency 0..2) is an error on the CPU (nothing inserted). */
 vx_status vx_replay_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_stream s, vx_err *e);
 /* β for the weights of the samples that follow (0.4 until set). */
 vx_status vx_replay_set_beta(vx_replay *r, double beta, vx_stream s, vx_err *e);
@@ -125,8 +125,15 @@ vx_status vx_replay_prob(vx_replay *r, size_t i, double *p, vx_err *e);
 
 /* Everything needed to resume — contents, priorities, cursor, generations, counters, the draw
  * counter — in one file format for every backend, written atomically (temporary file, fsync,
- * rename). A GPU buffer is written through a small pinned staging buffer, never a full host copy.
- * Load requires a buffer created with the same kind, capacity and obs_dim. */
+ * rename) with an XXH3-64 checksum of the whole file in its header. A GPU buffer is written through
+ * a small pinned staging buffer, never a full host copy. Load requires a buffer created with the
+ * same kind, capacity and obs_dim, and trusts nothing in the file: every header field and every
+ * value is range-checked before use (counters that agree with each other, finite observations and
+ * rewards, actions inside their branches, flags 0 or 1, priorities finite, > 0 and at most the
+ * largest, rank entries inside the buffer), then the checksum; an error names the file, the byte
+ * offset, the field and the slot. Files of older formats are refused (VX_ERR_UNSUPPORTED). A
+ * load refused before any data was read leaves the buffer as it was; one refused later leaves it
+ * empty. */
 vx_status vx_replay_save(vx_replay *r, const char *path, vx_err *e);
 vx_status vx_replay_load(vx_replay *r, const char *path, vx_err *e);
 

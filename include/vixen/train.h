@@ -34,6 +34,7 @@ typedef struct {
     int n_files;
     char instrument[72];
     char cache_dir[512];
+    uint64_t max_inflate; /* the most bytes a zstd input may inflate to (0: data.h's default) */
     int synth_days;
     uint64_t synth_seed;
     double synth_strength;
@@ -115,8 +116,10 @@ typedef struct {
 /* The algorithm's metric of that name this epoch; NaN when it has none (or none this epoch). */
 double vx_epoch_metric(const vx_epoch_report *r, const char *name);
 
-/* Called after every epoch; a non-zero return stops the run there (after a checkpoint), as an
- * interruption would — `vixen train` returns it after Ctrl-C. */
+/* Called after every epoch; a non-zero return stops the run there, as an interruption: the epoch
+ * is checkpointed, the test split is not evaluated (that happens once, when the run has finished;
+ * --resume gets there) and vx_train_run returns VX_ERR_STOPPED. `vixen train` returns it after
+ * Ctrl-C. */
 typedef int (*vx_epoch_fn)(const vx_epoch_report *r, void *ctx);
 
 /* Trains from scratch into c->run_dir, or (resume) continues the run there from its checkpoint
@@ -126,8 +129,9 @@ typedef int (*vx_epoch_fn)(const vx_epoch_report *r, void *ctx);
  * end, once, the chosen checkpoint (the best, or the last when nothing was validated) is
  * evaluated on the test split next to the baselines and the agent's in-sample row; the run
  * folder gets eval.json, eval.txt and report.html (vx_report_write), and `final_eval`
- * (optional; free it with vx_eval_report_free) receives that report. Several runs may share one
- * device from several threads. */
+ * (optional; free it with vx_eval_report_free) receives that report. A run stopped by `on_epoch`
+ * returns VX_ERR_STOPPED once its checkpoint is written, with nothing evaluated on the test split.
+ * Several runs may share one device from several threads. */
 vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epoch_fn on_epoch,
                        void *ctx, vx_eval_report *final_eval, vx_err *e);
 
@@ -135,7 +139,8 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
  * and tested once on the k-th block of the test region (split.folds, vx_env_split_rows); then
  * `all` (free it with vx_eval_report_free) holds the report over every fold's test block, and
  * <run_dir> gets config.yaml, walk_forward.txt and walk_forward.json (each fold's report and the
- * whole). With resume, finished folds are re-evaluated, a stopped one resumed. */
+ * whole). With resume, finished folds are re-evaluated, a stopped one resumed. A fold stopped by
+ * `on_epoch` ends the walk there (VX_ERR_STOPPED). */
 vx_status vx_train_walk_forward(const vx_train_cfg *c, vx_device *dev, int folds, int resume,
                                 vx_epoch_fn on_epoch, void *ctx, vx_eval_report *all, vx_err *e);
 

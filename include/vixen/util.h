@@ -25,6 +25,7 @@ typedef enum {
     VX_ERR_NOMEM,
     VX_ERR_NOT_FOUND,
     VX_ERR_CUDA,
+    VX_ERR_STOPPED, /* stopped on request (an interrupt) before the work was done */
 } vx_status;
 
 const char *vx_status_name(vx_status s);
@@ -94,11 +95,25 @@ void vx_progress_report(const char *job, const char *unit, uint64_t done, uint64
 const char *vx_format_count(double x, char *buf, size_t n);
 const char *vx_format_duration(double seconds, char *buf, size_t n);
 
-/* Files. */
-vx_status vx_file_read_all(const char *path, uint8_t **data, size_t *size, vx_err *e);
+/* Sizes derived from settings: VX_OK when a × b × c bytes fit the address space, else an error
+ * naming `keys` (the settings that make the product) — checked before anything is allocated from
+ * them, so that a product that wraps never becomes a small allocation the loops overrun. */
+vx_status vx_check_bytes(const char *keys, uint64_t a, uint64_t b, uint64_t c, vx_err *e);
 
-/* Atomic write: data goes to "<path>.tmp.<pid>", is flushed, then renamed over `path`. On any
- * failure the temporary file is removed and `path` is untouched. */
+/* Files. */
+/* Opens `path` for reading ("rb"), refusing anything but a regular file up front: a FIFO, a device
+ * or a folder given as data, config or checkpoint would otherwise block or read garbage. The open
+ * itself does not block (O_NONBLOCK, cleared once the file is known to be regular). */
+vx_status vx_file_open_read(const char *path, FILE **out, vx_err *e);
+vx_status vx_file_read_all(const char *path, uint8_t **data, size_t *size, vx_err *e);
+/* fsync of a folder: the renames and unlinks in it reach the disk. */
+vx_status vx_fsync_dir(const char *dir, vx_err *e);
+/* The XXH3-64 checksum of a whole file, as 16 hex digits (out: at least 17 bytes). */
+vx_status vx_file_xxh3(const char *path, char *out, vx_err *e);
+
+/* Atomic write: data goes to "<path>.tmp.<pid>" (created exclusively: never through a symbolic
+ * link or over another file), is flushed and fsync'd, then renamed over `path`, and the folder is
+ * fsync'd. On any failure the temporary file is removed and `path` is untouched. */
 typedef struct {
     FILE *f;
     char path[1024];
@@ -108,6 +123,25 @@ typedef struct {
 vx_status vx_atomic_open(vx_atomic_file *af, const char *path, vx_err *e);
 vx_status vx_atomic_commit(vx_atomic_file *af, vx_err *e);
 void vx_atomic_abort(vx_atomic_file *af);
+
+/* Commits a signal should not cut short (a checkpoint being written). A program's handler for a
+ * signal that ends it calls vx_critical_exit_request (async-signal-safe): 1 means nothing is
+ * being committed, exit now; 0 means a commit is in flight and the hook set with
+ * vx_critical_set_exit_hook runs as soon as the last one has finished (on that thread). */
+void vx_critical_enter(void);
+void vx_critical_leave(void);
+int vx_critical_exit_request(void);
+void vx_critical_set_exit_hook(void (*hook)(void));
+
+/* Fault injection for the crash-consistency test: when the environment variable VIXEN_FAULT_AT
+ * is N > 0, the N-th file-system step of vx_atomic_* and vx_fsync_dir (create, write-out, fsync,
+ * close, rename, folder fsync) is cut: with VIXEN_FAULT_MODE=kill (the default) the process dies
+ * there with SIGKILL, with VIXEN_FAULT_MODE=fail the step fails with EIO. Each step also counts
+ * when the variable is unset; vx_fault_steps() says how many have been taken. With
+ * VIXEN_FAULT_MODE=sigint the step raises SIGINT twice instead (a double Ctrl-C at that instant)
+ * and goes on. */
+int vx_fault_point(const char *what);
+long vx_fault_steps(void);
 
 /* Large arrays (bars, feature matrices): 2 MiB-aligned and marked for transparent huge pages
  * when at least 4 MiB. First-touch page faults of fresh 4 KiB pages cost more than parsing a

@@ -6,6 +6,7 @@
 #define VX_EXIT_OK 0
 #define VX_EXIT_FAIL 1
 #define VX_EXIT_USAGE 2
+#define VX_EXIT_INTERRUPTED 130 /* 128 + SIGINT, as shells report it */
 
 int vx_cmd_data(int argc, char **argv);
 int vx_cmd_env(int argc, char **argv);

@@ -18,44 +18,41 @@
 
 #define MAX_SKIP 16
 
-/* "data, env, learn, …": the table's groups, for help and error messages */
-static void group_list(char *buf, size_t cap)
+/* "data, env, learn, …": the table's groups, for error messages */
+static void print_groups(FILE *f)
 {
-    size_t n, len = 0;
+    size_t n;
     const vx_bench_entry *reg = vx_bench_registry(&n);
-    buf[0] = '\0';
-    for (size_t i = 0; i < n && len < cap; i++) {
-        int w = snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", reg[i].group);
-        if (w < 0) break;
-        len += (size_t)w;
-    }
+    for (size_t i = 0; i < n; i++) fprintf(f, "%s%s", i ? ", " : "", reg[i].group);
 }
 
-/* The command's paragraph with one line per group, as --help prints it. */
-static void about_text(char *buf, size_t cap)
+/* The command's paragraph with one line per group, as --help prints it (malloc'd; NULL when out
+ * of memory). */
+static char *about_text(void)
 {
-    size_t n, len;
+    char *buf = NULL;
+    size_t len = 0, n;
+    FILE *f = open_memstream(&buf, &len);
+    if (!f) return NULL;
     const vx_bench_entry *reg = vx_bench_registry(&n);
-    int w = snprintf(buf, cap,
-                     "Runs the benchmark suite on synthetic data and prints JSON with each figure "
-                     "and its target. The groups, in the order they run (GPU groups only when a "
-                     "CUDA device is present):\n");
-    len = w > 0 ? (size_t)w : 0;
-    for (size_t i = 0; i < n && len < cap; i++) {
-        w = snprintf(buf + len, cap - len, "\n  %-12s %s%s", reg[i].group, reg[i].about,
-                     reg[i].needs_gpu ? " [GPU]" : "");
-        if (w < 0) break;
-        len += (size_t)w;
+    fprintf(f, "Runs the benchmark suite on synthetic data and prints JSON with each figure and "
+               "its target. The groups, in the order they run (GPU groups only when a CUDA device "
+               "is present):\n");
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "\n  %-12s %s%s", reg[i].group, reg[i].about, reg[i].needs_gpu ? " [GPU]" : "");
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
     }
+    return buf;
 }
 
 static int check_group(const char *opt, const char *group)
 {
     if (vx_bench_find(group)) return 0;
-    char list[512];
-    group_list(list, sizeof list);
-    fprintf(stderr, "vixen bench: --%s: unknown group '%s' (groups in this build: %s)\n", opt,
-            group, list);
+    fprintf(stderr, "vixen bench: --%s: unknown group '%s' (groups in this build: ", opt, group);
+    print_groups(stderr);
+    fprintf(stderr, ")\n");
     return -1;
 }
 
@@ -84,12 +81,16 @@ int vx_cmd_bench(int argc, char **argv)
         {"no-learn", NULL, "the same as --skip learn", NULL, &learn_skip, NULL, NULL, 0},
         {"no-train", NULL, "the same as --skip gpu-train", NULL, &train_skip, NULL, NULL, 0},
     };
-    char about[4096];
-    about_text(about, sizeof about);
+    char *about = about_text();
+    if (!about) {
+        fprintf(stderr, "vixen bench: out of memory\n");
+        return VX_EXIT_FAIL;
+    }
     vx_cmd c = {"vixen bench", NULL, about, opts, sizeof opts / sizeof *opts, 0, 0};
     const char *pos[1];
     size_t np;
     int rc = vx_args_parse(&c, argc, argv, pos, &np);
+    free(about); /* only --help prints it */
     long bars = 1000000, envs = 4096, steps = 1000;
     if (!rc && bars_s && vx_arg_long(&c, "bars", bars_s, 1000, 100000000, &bars)) rc = 2;
     if (!rc && envs_s && vx_arg_long(&c, "envs", envs_s, 1, 10000000, &envs)) rc = 2;

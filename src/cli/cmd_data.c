@@ -25,6 +25,28 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+static int out_of_memory(void)
+{
+    fprintf(stderr, "vixen: out of memory\n");
+    return VX_EXIT_FAIL;
+}
+
+/* --max-inflate SIZE: the absolute bound on what zstd input may inflate to (data.h). */
+#define MAX_INFLATE_OPT(var)                                                                       \
+    {                                                                                              \
+        "max-inflate", "SIZE",                                                                     \
+            "the most a zstd file may inflate to, bytes or with K, M, G, T (default 16G)", &var,   \
+            NULL, NULL, NULL, 0                                                                    \
+    }
+
+static int arg_size(const vx_cmd *c, const char *name, const char *s, uint64_t *out)
+{
+    if (vx_parse_size(s, out) == 0) return 0;
+    fprintf(stderr, "%s: --%s must be a size such as 4096, 512M or 16G, got '%s'\n", c->cmd, name,
+            s);
+    return -1;
+}
+
 static const char *schema_name(uint16_t s)
 {
     switch (s) {
@@ -53,10 +75,12 @@ static void inspect_load(inspection *in, const vx_load_opts *opts)
     struct stat sb;
     vx_err_clear(&in->err);
     if (stat(in->path, &sb) == 0 && S_ISREG(sb.st_mode)) {
-        FILE *f = fopen(in->path, "rb");
+        FILE *f;
+        in->status = vx_file_open_read(in->path, &f, &in->err);
+        if (in->status) return;
         uint8_t head[VX_SNIFF_BYTES];
-        size_t got = f ? fread(head, 1, sizeof head, f) : 0;
-        if (f) fclose(f);
+        size_t got = fread(head, 1, sizeof head, f);
+        fclose(f);
         vx_format fmt = vx_format_sniff(head, got);
         if (fmt == VX_FORMAT_DBN || fmt == VX_FORMAT_DBN_ZSTD) {
             in->is_dbn = 1;
@@ -167,11 +191,12 @@ static void print_text(const inspection *in)
 
 static int cmd_inspect(int argc, char **argv)
 {
-    const char *instrument = NULL, *bars = NULL;
+    const char *instrument = NULL, *bars = NULL, *inflate = NULL;
     int json = 0;
     vx_opt opts[] = {
         {"instrument", "ID|SYMBOL", "the instrument to read from multi-instrument DBN files",
          &instrument, NULL, NULL, NULL, 0},
+        MAX_INFLATE_OPT(inflate),
         {"json", NULL, "one JSON object per argument", NULL, &json, NULL, NULL, 0},
         {"bars", "N", "bars to list in the JSON output (default 10, -1 for all)", &bars, NULL, NULL,
          NULL, 0},
@@ -185,15 +210,18 @@ static int cmd_inspect(int argc, char **argv)
                 1,
                 4096};
     const char **pos = malloc((size_t)argc * sizeof *pos + 1);
+    if (!pos) return out_of_memory();
     size_t np;
     int rc = vx_args_parse(&c, argc, argv, pos, &np);
     long nbars = 10;
+    vx_load_opts lo = {0};
     if (!rc && bars && vx_arg_long(&c, "bars", bars, -1, 1000000000, &nbars)) rc = 2;
+    if (!rc && inflate && arg_size(&c, "max-inflate", inflate, &lo.max_inflate)) rc = 2;
     if (rc) {
         free(pos);
         return rc == 1 ? VX_EXIT_OK : VX_EXIT_USAGE;
     }
-    vx_load_opts lo = {.instrument = instrument};
+    lo.instrument = instrument;
     int failed = 0;
     for (size_t i = 0; i < np; i++) {
         inspection in;
@@ -223,8 +251,8 @@ static int cmd_synth(int argc, char **argv)
     const char *days = NULL, *seed = NULL, *strength = NULL, *phi = NULL, *drift = NULL;
     const char *out = NULL;
     vx_opt opts[] = {
-        {"days", "N", "trading days of 390 one-minute bars (default 20)", &days, NULL, NULL, NULL,
-         0},
+        {"days", "N", "trading days of 390 one-minute bars, up to 50000 (default 20)", &days, NULL,
+         NULL, NULL, 0},
         {"seed", "S", "random seed (default 1)", &seed, NULL, NULL, NULL, 0},
         {"strength", "K", "planted signal strength, 0 = random walk (default 0.15)", &strength,
          NULL, NULL, NULL, 0},
@@ -253,7 +281,7 @@ static int cmd_synth(int argc, char **argv)
     vx_synth_default(&cfg);
     long v;
     if (days) {
-        if (vx_arg_long(&c, "days", days, 1, 100000, &v)) return VX_EXIT_USAGE;
+        if (vx_arg_long(&c, "days", days, 1, 50000, &v)) return VX_EXIT_USAGE;
         cfg.days = (int)v;
     }
     if (seed) {
@@ -264,8 +292,12 @@ static int cmd_synth(int argc, char **argv)
         return VX_EXIT_USAGE;
     if (phi && vx_arg_double(&c, "phi", phi, &cfg.signal_phi)) return VX_EXIT_USAGE;
     if (drift && vx_arg_double(&c, "drift", drift, &cfg.drift)) return VX_EXIT_USAGE;
-    vx_series s = {0};
     vx_err err;
+    if (vx_synth_check(&cfg, &err)) { /* nan, inf or out of range: a usage error */
+        fprintf(stderr, "%s: %s\n", c.cmd, err.msg);
+        return VX_EXIT_USAGE;
+    }
+    vx_series s = {0};
     vx_status st = vx_synth_generate(&cfg, &s, NULL, &err);
     if (!st) {
         if (ends_with(out, ".dbn.zst")) st = vx_dbn_write(out, &s, 3, &err);
@@ -289,10 +321,11 @@ static int cmd_synth(int argc, char **argv)
 
 static int cmd_features(int argc, char **argv)
 {
-    const char *instrument = NULL, *cache = NULL;
+    const char *instrument = NULL, *cache = NULL, *inflate = NULL;
     vx_opt opts[] = {
         {"instrument", "ID|SYMBOL", "the instrument to read from multi-instrument DBN files",
          &instrument, NULL, NULL, NULL, 0},
+        MAX_INFLATE_OPT(inflate),
         {"cache", "DIR", "the cache folder (default $VIXEN_CACHE_DIR or ~/.cache/vixen)", &cache,
          NULL, NULL, NULL, 0},
     };
@@ -305,16 +338,22 @@ static int cmd_features(int argc, char **argv)
                 1,
                 4096};
     const char **pos = malloc((size_t)argc * sizeof *pos + 1);
+    if (!pos) return out_of_memory();
     size_t np;
     int rc = vx_args_parse(&c, argc, argv, pos, &np);
+    vx_load_opts lo = {0};
+    if (!rc && inflate && arg_size(&c, "max-inflate", inflate, &lo.max_inflate)) rc = 2;
+    char dir[1024];
+    if (!rc && cache && snprintf(dir, sizeof dir, "%s", cache) >= (int)sizeof dir) {
+        fprintf(stderr, "%s: --cache path longer than %zu characters\n", c.cmd, sizeof dir - 1);
+        rc = 2;
+    }
     if (rc) {
         free(pos);
         return rc == 1 ? VX_EXIT_OK : VX_EXIT_USAGE;
     }
-    char dir[1024];
-    if (cache) snprintf(dir, sizeof dir, "%s", cache);
-    else vx_cache_default_dir(dir, sizeof dir);
-    vx_load_opts lo = {.instrument = instrument};
+    if (!cache) vx_cache_default_dir(dir, sizeof dir);
+    lo.instrument = instrument;
     vx_market m;
     vx_err err;
     uint64_t t0 = vx_now_ns();

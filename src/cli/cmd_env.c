@@ -45,7 +45,7 @@ int vx_cmd_env(int argc, char **argv)
                 sizeof opts / sizeof *opts,
                 0,
                 4096};
-    const char **pos = malloc((size_t)argc * sizeof *pos + 1);
+    static const char *pos[4096]; /* c.max_pos: no allocation to fail */
     size_t np;
     int rc = vx_args_parse(&c, argc - 1, argv + 1, pos, &np);
     long envs = 4096, steps = 2000, days = 60, seed = 1;
@@ -53,19 +53,22 @@ int vx_cmd_env(int argc, char **argv)
     if (!rc && steps_s && vx_arg_long(&c, "steps", steps_s, 1, 100000000, &steps)) rc = 2;
     if (!rc && days_s && vx_arg_long(&c, "days", days_s, 2, 100000, &days)) rc = 2;
     if (!rc && seed_s && vx_arg_long(&c, "seed", seed_s, 0, 2147483647L, &seed)) rc = 2;
-    if (rc) {
-        free(pos);
-        return rc == 1 ? VX_EXIT_OK : VX_EXIT_USAGE;
-    }
+    if (rc) return rc == 1 ? VX_EXIT_OK : VX_EXIT_USAGE;
     vx_market m;
     vx_err err;
     vx_status st;
     if (np) {
-        char dir[1024];
-        if (cache) snprintf(dir, sizeof dir, "%s", cache);
-        else vx_cache_default_dir(dir, sizeof dir);
+        char dir[4096]; /* the default folder; --cache is passed as given, whatever its length */
+        vx_cache_default_dir(dir, sizeof dir);
+        if (!cache && strlen(dir) + 1 >= sizeof dir) {
+            fprintf(stderr,
+                    "vixen: %.200s…: the default cache folder's path is too long; give "
+                    "--cache\n",
+                    dir);
+            return VX_EXIT_FAIL;
+        }
         vx_load_opts lo = {.instrument = instrument};
-        st = vx_market_open(pos, np, &lo, dir, &m, &err);
+        st = vx_market_open(pos, np, &lo, cache ? cache : dir, &m, &err);
     } else {
         vx_synth_cfg sc;
         vx_synth_default(&sc);
@@ -76,7 +79,6 @@ int vx_cmd_env(int argc, char **argv)
         if (!st) st = vx_market_from_series(&s, &m, &err);
         vx_series_free(&s);
     }
-    free(pos);
     if (st) {
         fprintf(stderr, "vixen: %s\n", err.msg);
         return VX_EXIT_FAIL;

@@ -55,7 +55,11 @@ int vx_cmd_report(int argc, char **argv)
         fprintf(stderr, "vixen: %s: no such run folder\n", run);
         return VX_EXIT_FAIL;
     }
-    char path[1200];
+    char path[4096];
+    if (strlen(run) + 32 > sizeof path) { /* room for the longest name below */
+        fprintf(stderr, "vixen: %.200s…: run folder path too long\n", run);
+        return VX_EXIT_FAIL;
+    }
     snprintf(path, sizeof path, "%s/walk_forward.json", run);
     int walk = exists(path);
     snprintf(path, sizeof path, "%s/eval.json", run);

@@ -2,8 +2,13 @@
  *
  * Settings come from, in order: the defaults, --config FILE (YAML), --set KEY=VALUE overrides,
  * and the few direct options (--epochs, --run, FILE arguments). `--resume RUN` reads RUN's own
- * resolved config.yaml instead of the defaults. Ctrl-C stops after the current epoch with a
- * checkpoint, so the run can be resumed. */
+ * resolved config.yaml instead of the defaults.
+ *
+ * Ctrl-C (or SIGTERM, as schedulers send before a kill) stops after the current epoch with a
+ * checkpoint, so the run can be resumed. A second one quits at once — unless a checkpoint is being
+ * written, in which case it quits the moment that checkpoint has committed (util.h's critical
+ * sections). The handler stays installed (sigaction, not C's one-shot signal()), so a second
+ * signal never takes the default action in the middle of a write. */
 #include "args.h"
 #include "cli.h"
 #include "vixen/device.h"
@@ -22,10 +27,46 @@
 #define MAX_SETS 64
 
 static volatile sig_atomic_t g_interrupted;
-static void on_sigint(int sig)
+
+static void say(const char *m) /* async-signal-safe */
+{
+    ssize_t n = write(STDERR_FILENO, m, strlen(m));
+    (void)n;
+}
+
+/* Runs when the last checkpoint write in flight at a second interrupt has committed. */
+static void quit_after_commit(void)
+{
+    say("vixen: the checkpoint has been written; quitting (resume with --resume)\n");
+    _exit(VX_EXIT_INTERRUPTED);
+}
+
+static void on_interrupt(int sig)
 {
     (void)sig;
-    g_interrupted = 1;
+    if (!g_interrupted) {
+        g_interrupted = 1;
+        say("\nvixen: interrupted: finishing this epoch, then a checkpoint (interrupt again to "
+            "quit at once)\n");
+        return;
+    }
+    if (vx_critical_exit_request()) {
+        say("vixen: quitting; the last checkpoint written is kept (resume with --resume)\n");
+        _exit(VX_EXIT_INTERRUPTED);
+    }
+    say("vixen: quitting as soon as the checkpoint being written has committed\n");
+}
+
+static void handle_interrupts(int on)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on ? on_interrupt : SIG_DFL;
+    sa.sa_flags = SA_RESTART; /* reads and writes in flight go on */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    if (on) vx_critical_set_exit_hook(quit_after_commit);
 }
 
 /* Applies KEY=VALUE overrides. */
@@ -89,8 +130,6 @@ static int print_epoch(const vx_epoch_report *r, void *ctx)
         n += snprintf(line + n, sizeof line - (size_t)n, " | val Sharpe %.2f ± %.2f%s",
                       r->val.sharpe, r->val.sharpe_se, r->best ? " (best)" : "");
     fprintf(stderr, "%s | eta %s\n", line, eta);
-    if (g_interrupted)
-        fprintf(stderr, "vixen: interrupted; writing a checkpoint, resume with --resume\n");
     return g_interrupted;
 }
 
@@ -133,6 +172,10 @@ int vx_cmd_train(int argc, char **argv)
         0,
         VX_TRAIN_MAX_FILES + 1};
     const char **pos = malloc((size_t)argc * sizeof *pos + 1);
+    if (!pos) {
+        fprintf(stderr, "vixen: out of memory\n");
+        return VX_EXIT_FAIL;
+    }
     size_t np;
     int rc = vx_args_parse(&c, argc, argv, pos, &np);
     if (rc == 1) printf("\nsettings (--set KEY=VALUE, or in the --config file):\n");
@@ -178,8 +221,13 @@ int vx_cmd_train(int argc, char **argv)
     if (!rc) rc = set_files(&cfg, pos, np);
     free(pos);
     if (rc) return rc;
-    if (resume) snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", resume);
-    else if (run) snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", run);
+    const char *dir = resume ? resume : run;
+    if (dir && strlen(dir) >= sizeof cfg.run_dir) {
+        fprintf(stderr, "vixen: --%s: a folder path of %zu characters (at most %zu)\n",
+                resume ? "resume" : "run", strlen(dir), sizeof cfg.run_dir - 1);
+        return VX_EXIT_USAGE;
+    }
+    if (dir) snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir);
     else if (!config || strcmp(cfg.run_dir, "runs/run") == 0) {
         time_t now = time(NULL);
         struct tm tm;
@@ -197,14 +245,18 @@ int vx_cmd_train(int argc, char **argv)
     fprintf(stderr, "vixen: %s run in %s: %s, %d epochs x %d envs x %d steps\n",
             resume ? "resuming the" : "training a", cfg.run_dir, vx_train_algo(&cfg)->name,
             cfg.epochs, cfg.envs, cfg.steps_per_epoch);
-    signal(SIGINT, on_sigint);
+    handle_interrupts(1);
     vx_eval_report r;
     int walk = cfg.env.folds > 1 && cfg.env.fold == 0;
     vx_status st = walk ? vx_train_walk_forward(&cfg, dev, cfg.env.folds, resume != NULL,
                                                 print_epoch, NULL, &r, &e)
                         : vx_train_run(&cfg, dev, resume != NULL, print_epoch, NULL, &r, &e);
-    signal(SIGINT, SIG_DFL);
+    handle_interrupts(0);
     vx_device_close(dev);
+    if (st == VX_ERR_STOPPED) { /* said after the fact: the checkpoint is on disk now */
+        fprintf(stderr, "vixen: %s: vixen train --resume %s\n", e.msg, cfg.run_dir);
+        return VX_EXIT_INTERRUPTED;
+    }
     if (st) {
         fprintf(stderr, "vixen: %s\n", e.msg);
         return VX_EXIT_FAIL;

@@ -10,14 +10,14 @@
  * The payload's XXH3-64 is stored in the header and checked on every load, so a truncated or
  * damaged entry is a miss, never wrong numbers.
  *
- * The content hash of an input file is XXH3-64 of the whole file up to 8 MiB; above that, of its
- * first and last MiB and 62 evenly spaced 64 KiB blocks — together with size and mtime this is
- * what "the same input" means here. */
+ * The content hash of an input file is XXH3-64 of the whole file, streamed: a sample of blocks
+ * would serve a file changed between the samples (with its size and mtime kept) from a stale
+ * entry, and XXH3 runs faster than the page cache delivers, so reading the file is the whole cost
+ * (docs/data.md). Together with size and mtime this is what "the same input" means here. */
 #define _DEFAULT_SOURCE /* realpath, MAP_POPULATE */
 #include "vixen/data.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +31,6 @@
 #define CACHE_MAGIC "VXFCACHE"
 #define CACHE_FORMAT 1
 #define HEADER_BYTES 4096
-#define WHOLE_HASH_LIMIT (8ull << 20)
 
 typedef struct {
     char magic[8];
@@ -49,45 +48,17 @@ typedef struct {
     uint64_t header_hash; /* XXH3-64 of every byte above */
 } cache_header;
 
-static uint64_t file_content_hash(int fd, uint64_t size, int *ok)
+static uint64_t file_content_hash(FILE *f, int *ok)
 {
+    enum { CHUNK = 1 << 20 };
     XXH3_state_t *h = XXH3_createState();
-    *ok = h != NULL;
-    if (!h) return 0;
-    XXH3_64bits_reset(h);
-    enum { BLK = 1 << 16 };
-    uint8_t *buf = malloc(1 << 20);
-    if (!buf) {
-        XXH3_freeState(h);
-        *ok = 0;
-        return 0;
-    }
-    /* (offset, length) pieces to hash */
-    uint64_t pieces[66][2];
-    int np = 0;
-    if (size <= WHOLE_HASH_LIMIT) {
-        pieces[np][0] = 0, pieces[np][1] = size, np++;
-    } else {
-        pieces[np][0] = 0, pieces[np][1] = 1 << 20, np++;
-        for (int i = 1; i <= 62; i++)
-            pieces[np][0] = size / 63 * (uint64_t)i, pieces[np][1] = BLK, np++;
-        pieces[np][0] = size - (1 << 20), pieces[np][1] = 1 << 20, np++;
-    }
-    for (int p = 0; p < np && *ok; p++) {
-        uint64_t off = pieces[p][0], left = pieces[p][1];
-        while (left > 0) {
-            size_t want = left > (1 << 20) ? (1 << 20) : (size_t)left;
-            ssize_t got = pread(fd, buf, want, (off_t)off);
-            if (got <= 0) {
-                *ok = 0;
-                break;
-            }
-            XXH3_64bits_update(h, buf, (size_t)got);
-            off += (uint64_t)got;
-            left -= (uint64_t)got;
-        }
-    }
-    uint64_t d = XXH3_64bits_digest(h);
+    uint8_t *buf = malloc(CHUNK);
+    *ok = h && buf;
+    if (*ok) XXH3_64bits_reset(h);
+    size_t got;
+    while (*ok && (got = fread(buf, 1, CHUNK, f)) > 0) XXH3_64bits_update(h, buf, got);
+    if (*ok && ferror(f)) *ok = 0;
+    uint64_t d = *ok ? XXH3_64bits_digest(h) : 0;
     free(buf);
     XXH3_freeState(h);
     return d;
@@ -116,16 +87,18 @@ vx_status vx_cache_key(const char *const *paths, size_t n_paths, const vx_load_o
     XXH3_128bits_update(h, line, (size_t)n);
     for (size_t i = 0; i < nf && !st; i++) {
         char real[PATH_MAX];
-        int fd = open(files[i], O_RDONLY);
+        FILE *f;
+        st = vx_file_open_read(files[i], &f, e);
+        if (st) break;
         struct stat sb;
-        if (fd < 0 || fstat(fd, &sb) != 0 || !realpath(files[i], real)) {
+        if (fstat(fileno(f), &sb) != 0 || !realpath(files[i], real)) {
             st = vx_err_line(e, VX_ERR_IO, files[i], -1, "", "cannot open: %s", strerror(errno));
-            if (fd >= 0) close(fd);
+            fclose(f);
             break;
         }
         int ok;
-        uint64_t ch = file_content_hash(fd, (uint64_t)sb.st_size, &ok);
-        close(fd);
+        uint64_t ch = file_content_hash(f, &ok);
+        fclose(f);
         if (!ok) {
             st = vx_err_line(e, VX_ERR_IO, files[i], -1, "", "cannot read for hashing");
             break;
@@ -234,20 +207,23 @@ static vx_status cache_write(const char *path, const vx_market *m, const char *k
 /* Maps a cache file; returns 0 and fills m on success, else writes the miss reason. */
 static int cache_try_load(const char *path, const char *key, vx_market *m, char *why, size_t wn)
 {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) {
-        snprintf(why, wn, "no entry for this key");
+    FILE *f;
+    vx_err oe;
+    if (vx_file_open_read(path, &f, &oe) != VX_OK) {
+        /* a FIFO or folder in the entry's place is a miss: the write renames over it */
+        snprintf(why, wn, "%s",
+                 access(path, F_OK) != 0 ? "no entry for this key" : "entry is not a regular file");
         return -1;
     }
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || (uint64_t)sb.st_size < HEADER_BYTES) {
-        close(fd);
+    if (fstat(fileno(f), &sb) != 0 || (uint64_t)sb.st_size < HEADER_BYTES) {
+        fclose(f);
         snprintf(why, wn, "entry shorter than its header");
         return -1;
     }
     /* MAP_POPULATE: one bulk fault-in instead of a fault per page (the checksum reads it all) */
-    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-    close(fd);
+    void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fileno(f), 0);
+    fclose(f);
     if (map == MAP_FAILED) {
         snprintf(why, wn, "cannot map the entry: %s", strerror(errno));
         return -1;
@@ -263,6 +239,11 @@ static int cache_try_load(const char *path, const char *key, vx_market *m, char 
     else if (strcmp(h.key, key) != 0) bad = "key mismatch";
     else if (h.cols != VX_MARKET_FEATURES) bad = "wrong feature count";
     else if (h.file_bytes != (uint64_t)sb.st_size) bad = "truncated entry";
+    /* counts bound by the file's size before any size is computed from them (each bar takes 48
+     * bytes), so that the layout's arithmetic cannot wrap */
+    else if (h.n_bars > (uint64_t)sb.st_size / 48 || h.first_bar > h.n_bars ||
+             h.rows != h.n_bars - h.first_bar)
+        bad = "inconsistent counts";
     if (!bad) {
         cache_header chk = h;
         layout(&chk);
@@ -342,6 +323,8 @@ vx_status vx_market_open(const char *const *paths, size_t n_paths, const vx_load
     memset(out, 0, sizeof *out);
     char key[33] = "", path[2048] = "";
     vx_status st;
+    if (cache_dir && strlen(cache_dir) + 64 > sizeof path)
+        return vx_err_line(e, VX_ERR_ARG, cache_dir, -1, "", "cache folder path too long");
     if (cache_dir) {
         st = vx_cache_key(paths, n_paths, opts, key, e);
         if (st) return st;

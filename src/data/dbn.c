@@ -3,8 +3,11 @@
  * Layout as documented in docs/dbn-format.md (metadata, 16-byte record header, 56-byte OHLCV
  * bodies, fixed-point prices at 1e-9). The reader works on the whole stream in memory: zstd input
  * is first decompressed with the streaming API (frames without a content size, several frames in a
- * row), then records are walked by their length byte — never by an assumed size — so records of
- * other types, and live data's appended timestamp, are skipped correctly.
+ * row) into a buffer that grows as output arrives — a frame header's claimed size is never
+ * trusted — with the DBN prelude checked as soon as its 8 bytes are out and the output bounded
+ * (vx_inflate_limit), so a small hostile file costs little; then records are walked by their
+ * length byte — never by an assumed size — so records of other types, and live data's appended
+ * timestamp, are skipped correctly.
  *
  * Two passes over the records: the first counts instruments (a file of several instruments needs
  * the user's choice; mixing them silently is the classic bug), the second converts the selected
@@ -16,6 +19,7 @@
 #include "vixen/data.h"
 #include "data_internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -44,55 +48,116 @@ vx_format vx_format_sniff(const uint8_t *head, size_t n)
     return VX_FORMAT_CSV;
 }
 
-vx_status vx_zstd_decompress(const char *name, const uint8_t *in, size_t n, uint8_t **out,
-                             size_t *out_n, vx_err *e)
+uint64_t vx_inflate_limit(size_t compressed, uint64_t max_inflate)
+{
+    uint64_t abs = max_inflate ? max_inflate : VX_INFLATE_DEFAULT;
+    uint64_t rel = (uint64_t)compressed > UINT64_MAX / VX_INFLATE_MAX_RATIO
+                       ? UINT64_MAX
+                       : (uint64_t)compressed * VX_INFLATE_MAX_RATIO;
+    if (rel < VX_INFLATE_MIN) rel = VX_INFLATE_MIN;
+    return abs < rel ? abs : rel;
+}
+
+int vx_parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    if (!s || *s < '0' || *s > '9') return -1;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    int shift = 0;
+    switch (*end) {
+    case 'K': shift = 10, end++; break;
+    case 'M': shift = 20, end++; break;
+    case 'G': shift = 30, end++; break;
+    case 'T': shift = 40, end++; break;
+    }
+    if (errno || *end || v == 0 || v > (UINT64_MAX >> shift)) return -1;
+    *out = (uint64_t)v << shift;
+    return 0;
+}
+
+/* Checks the first bytes of the inflated output before more is inflated; `limit` bounds it. */
+typedef vx_status (*head_fn)(const char *name, const uint8_t *b, size_t n, uint64_t limit,
+                             vx_err *e);
+
+static void human_bytes(uint64_t x, char *buf, size_t n)
+{
+    if (x >= (1ull << 30)) snprintf(buf, n, "%.3g GiB", (double)x / (1ull << 30));
+    else if (x >= (1ull << 20)) snprintf(buf, n, "%.3g MiB", (double)x / (1ull << 20));
+    else snprintf(buf, n, "%llu bytes", (unsigned long long)x);
+}
+
+static vx_status too_big(const char *name, size_t n, uint64_t limit, uint64_t max_inflate,
+                         vx_err *e)
+{
+    char lim[32], in[32];
+    human_bytes(limit, lim, sizeof lim);
+    human_bytes(n, in, sizeof in);
+    if (limit == (max_inflate ? max_inflate : VX_INFLATE_DEFAULT))
+        return vx_err_record(e, VX_ERR_VALIDATION, name, -1, (int64_t)limit, "zstd",
+                             "zstd data inflates past the limit of %s (raise it with "
+                             "--max-inflate SIZE, or data.max_inflate when training)",
+                             lim);
+    return vx_err_record(e, VX_ERR_VALIDATION, name, -1, (int64_t)limit, "zstd",
+                         "zstd data inflates past %s from %s, more than %d times: not market "
+                         "data (a decompression bomb?)",
+                         lim, in, VX_INFLATE_MAX_RATIO);
+}
+
+/* Streams `in` through zstd into a buffer doubled as output arrives, at most limit + 1 bytes (one
+ * past the limit tells "exactly the limit" from "more"). With `head`, the output is first inflated
+ * only up to `head_n` bytes and checked, so a wrong stream is refused before the rest is. */
+static vx_status inflate(const char *name, const uint8_t *in, size_t n, uint64_t max_inflate,
+                         size_t head_n, head_fn head, uint8_t **out, size_t *out_n, vx_err *e)
 {
     *out = NULL;
     *out_n = 0;
+    uint64_t limit = vx_inflate_limit(n, max_inflate);
+    size_t most = limit >= SIZE_MAX ? SIZE_MAX : (size_t)limit + 1;
+    size_t guess = n > (SIZE_MAX - 65536) / 8 ? SIZE_MAX : n * 8 + 65536;
+    size_t cap = guess < most ? guess : most, len = 0;
     ZSTD_DStream *ds = ZSTD_createDStream();
-    if (!ds) return vx_err_set(e, VX_ERR_NOMEM, "%s: cannot create a zstd stream", name);
-    /* size the output from the first frame's header when it says; else guess and grow */
-    unsigned long long said = ZSTD_getFrameContentSize(in, n);
-    size_t cap = (said != ZSTD_CONTENTSIZE_UNKNOWN && said != ZSTD_CONTENTSIZE_ERROR &&
-                  said < ((size_t)1 << 40))
-                     ? (size_t)said + 65536
-                     : n * 8 + 65536;
-    size_t len = 0;
-    uint8_t *buf = vx_alloc_big(cap);
+    uint8_t *buf = ds ? vx_alloc_big(cap) : NULL;
     if (!buf) {
         ZSTD_freeDStream(ds);
-        return vx_err_set(e, VX_ERR_NOMEM, "%s: cannot allocate %zu bytes", name, cap);
+        return vx_err_set(e, VX_ERR_NOMEM, "%s: cannot start decompressing", name);
     }
     ZSTD_initDStream(ds);
     ZSTD_inBuffer ib = {in, n, 0};
     size_t last = 0;
+    int checked = head == NULL;
     vx_status st = VX_OK;
-    while (ib.pos < ib.size || last > 0) {
-        if (cap - len < 65536) {
-            uint8_t *nb = vx_alloc_big(cap * 2);
+    while (!st && (ib.pos < ib.size || last > 0)) {
+        if (len == cap) {
+            size_t nc = cap > most / 2 ? most : cap * 2;
+            uint8_t *nb = nc > cap ? vx_alloc_big(nc) : NULL;
             if (!nb) {
-                st = vx_err_set(e, VX_ERR_NOMEM, "%s: cannot grow the zstd output", name);
+                st = nc > cap ? vx_err_set(e, VX_ERR_NOMEM,
+                                           "%s: cannot grow the zstd output to "
+                                           "%zu bytes",
+                                           name, nc)
+                              : too_big(name, n, limit, max_inflate, e);
                 break;
             }
             memcpy(nb, buf, len);
             free(buf);
             buf = nb;
-            cap *= 2;
+            cap = nc;
         }
-        ZSTD_outBuffer ob = {buf + len, cap - len, 0};
+        size_t room = cap - len;
+        if (!checked && room > head_n - len) room = head_n - len;
+        ZSTD_outBuffer ob = {buf + len, room, 0};
         size_t before = ib.pos;
         last = ZSTD_decompressStream(ds, &ob, &ib);
         len += ob.pos;
-        if (ZSTD_isError(last)) {
+        if (ZSTD_isError(last))
             st = vx_err_record(e, VX_ERR_FORMAT, name, -1, (int64_t)before, "zstd",
                                "damaged zstd data: %s", ZSTD_getErrorName(last));
-            break;
-        }
-        if (ib.pos == ib.size && last > 0 && ob.pos == 0 && ib.pos == before) {
+        else if (len > limit) st = too_big(name, n, limit, max_inflate, e);
+        else if (!checked && len >= head_n) st = head(name, buf, len, limit, e), checked = 1;
+        else if (ib.pos == ib.size && last > 0 && ob.pos == 0 && ib.pos == before)
             st = vx_err_record(e, VX_ERR_FORMAT, name, -1, (int64_t)n, "zstd",
                                "truncated zstd frame: the input ends inside a frame");
-            break;
-        }
     }
     ZSTD_freeDStream(ds);
     if (st) {
@@ -102,6 +167,12 @@ vx_status vx_zstd_decompress(const char *name, const uint8_t *in, size_t n, uint
     *out = buf;
     *out_n = len;
     return VX_OK;
+}
+
+vx_status vx_zstd_decompress(const char *name, const uint8_t *in, size_t n, uint64_t max_inflate,
+                             uint8_t **out, size_t *out_n, vx_err *e)
+{
+    return inflate(name, in, n, max_inflate, 0, NULL, out, out_n, e);
 }
 
 /* A symbol mapping interval: raw symbol -> instrument id over [start, end) dates (YYYYMMDD). */
@@ -118,7 +189,7 @@ typedef struct {
     size_t rec_off; /* first record */
     size_t sym_len;
     mapping *maps;
-    size_t n_maps;
+    size_t n_maps, cap_maps;
 } dbn_ctx;
 
 static vx_status meta_err(vx_err *e, const dbn_ctx *c, size_t off, const char *field,
@@ -136,24 +207,55 @@ static void copy_sym(char *dst, size_t dn, const uint8_t *src, size_t sn)
     dst[l] = '\0';
 }
 
+/* The 8-byte prelude: magic "DBN", version, metadata length (read by the caller). */
+static vx_status check_prelude(const char *name, const uint8_t *b, size_t n, int compressed,
+                               vx_err *e)
+{
+    if (n < 8)
+        return vx_err_record(e, VX_ERR_FORMAT, name, -1, 0, "magic",
+                             "metadata: stream shorter than the 8-byte prelude");
+    if (memcmp(b, "DBN", 3) != 0)
+        return vx_err_record(
+            e, VX_ERR_FORMAT, name, -1, 0, "magic",
+            "not a DBN stream: bad magic %02x %02x %02x (expected 'DBN')%s", b[0], b[1], b[2],
+            compressed ? "; zstd input must hold DBN (decompress a CSV file first)" : "");
+    if (b[3] == 0)
+        return vx_err_record(e, VX_ERR_UNSUPPORTED, name, -1, 3, "version",
+                             "legacy DBZ (version 0) is not supported; convert it with "
+                             "Databento's dbn tool");
+    if (b[3] > 3)
+        return vx_err_record(e, VX_ERR_UNSUPPORTED, name, -1, 3, "version",
+                             "DBN version %d is not supported (versions 1-3 are)", b[3]);
+    return VX_OK;
+}
+
+/* The prelude of a zstd stream, checked once its first 8 bytes are inflated: the metadata must
+ * fit in what may be inflated. */
+static vx_status check_zstd_prelude(const char *name, const uint8_t *b, size_t n, uint64_t limit,
+                                    vx_err *e)
+{
+    vx_status st = check_prelude(name, b, n, 1, e);
+    if (st) return st;
+    uint32_t length = rd32(b + 4);
+    if (length < 104)
+        return vx_err_record(e, VX_ERR_FORMAT, name, -1, 4, "length",
+                             "metadata: metadata length is too short");
+    if (8 + (uint64_t)length > limit)
+        return vx_err_record(e, VX_ERR_VALIDATION, name, -1, 4, "length",
+                             "metadata: metadata length %u runs past the %llu bytes this input "
+                             "may inflate to (--max-inflate SIZE, or data.max_inflate when "
+                             "training, raises the absolute limit)",
+                             length, (unsigned long long)limit);
+    return VX_OK;
+}
+
 /* Parses the prelude and metadata; fills info (fixed fields, mappings) and ctx (mappings). */
 static vx_status parse_metadata(dbn_ctx *c, vx_dbn_info *info, vx_err *e)
 {
     const uint8_t *b = c->b;
-    if (c->n < 8) return meta_err(e, c, 0, "magic", "stream shorter than the 8-byte prelude");
-    if (memcmp(b, "DBN", 3) != 0) {
-        return vx_err_record(e, VX_ERR_FORMAT, c->name, -1, 0, "magic",
-                             "not a DBN stream: bad magic %02x %02x %02x (expected 'DBN')", b[0],
-                             b[1], b[2]);
-    }
+    vx_status pst = check_prelude(c->name, b, c->n, info->compressed, e);
+    if (pst) return pst;
     int ver = b[3];
-    if (ver == 0)
-        return vx_err_record(e, VX_ERR_UNSUPPORTED, c->name, -1, 3, "version",
-                             "legacy DBZ (version 0) is not supported; convert it with "
-                             "Databento's dbn tool");
-    if (ver > 3)
-        return vx_err_record(e, VX_ERR_UNSUPPORTED, c->name, -1, 3, "version",
-                             "DBN version %d is not supported (versions 1-3 are)", ver);
     info->version = ver;
     uint32_t length = rd32(b + 4);
     if ((uint64_t)length + 8 > c->n)
@@ -214,9 +316,14 @@ static vx_status parse_metadata(dbn_ctx *c, vx_dbn_info *info, vx_err *e)
             unsigned long v = strtoul(idtxt, &stop, 10);
             if (!idtxt[0] || *stop) continue; /* not an instrument-id mapping */
             mp.id = (uint32_t)v;
-            mapping *nmaps = realloc(c->maps, (c->n_maps + 1) * sizeof *nmaps);
-            if (!nmaps) return vx_err_set(e, VX_ERR_NOMEM, "%s: out of memory", c->name);
-            c->maps = nmaps;
+            if (c->n_maps == c->cap_maps) {
+                /* doubling: one element at a time copies the table once per mapping */
+                size_t nc = c->cap_maps ? c->cap_maps * 2 : 16;
+                mapping *nmaps = realloc(c->maps, nc * sizeof *nmaps);
+                if (!nmaps) return vx_err_set(e, VX_ERR_NOMEM, "%s: out of memory", c->name);
+                c->maps = nmaps;
+                c->cap_maps = nc;
+            }
             c->maps[c->n_maps++] = mp;
             if (info->n_mappings < 64) {
                 snprintf(info->mappings[info->n_mappings].raw, 72, "%s", mp.raw);
@@ -396,7 +503,8 @@ vx_status vx_dbn_parse(const char *name, const uint8_t *bytes, size_t len, const
         if (is_skippable(rd32(bytes)))
             return vx_err_record(e, VX_ERR_UNSUPPORTED, name, -1, 0, "magic",
                                  "legacy DBZ (zstd skippable frame first) is not supported");
-        vx_status st = vx_zstd_decompress(name, bytes, len, &plain, &n, e);
+        vx_status st = inflate(name, bytes, len, opts ? opts->max_inflate : 0, 8,
+                               check_zstd_prelude, &plain, &n, e);
         if (st) return st;
         b = plain;
         info->compressed = 1;

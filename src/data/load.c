@@ -52,7 +52,13 @@ vx_status vx_paths_expand(const char *const *paths, size_t n, char ***out, size_
             break;
         }
         if (!S_ISDIR(sb.st_mode)) {
-            st = push_path(&v, &k, &cap, paths[i], e);
+            /* a FIFO or a device would block the reader or never end */
+            st = S_ISREG(sb.st_mode)
+                     ? push_path(&v, &k, &cap, paths[i], e)
+                     : vx_err_line(e, VX_ERR_IO, paths[i], -1, "", "not a regular file (%s)",
+                                   S_ISFIFO(sb.st_mode)  ? "a FIFO"
+                                   : S_ISCHR(sb.st_mode) ? "a character device"
+                                                         : "a special file");
             continue;
         }
         DIR *d = opendir(paths[i]);
@@ -65,8 +71,12 @@ vx_status vx_paths_expand(const char *const *paths, size_t n, char ***out, size_
         struct dirent *de;
         while (!st && (de = readdir(d))) {
             if (de->d_name[0] == '.') continue;
-            char full[2048];
-            snprintf(full, sizeof full, "%s/%s", paths[i], de->d_name);
+            char full[4096];
+            if (snprintf(full, sizeof full, "%s/%s", paths[i], de->d_name) >= (int)sizeof full) {
+                st = vx_err_line(e, VX_ERR_ARG, paths[i], -1, "", "path of '%.64s' too long",
+                                 de->d_name);
+                break;
+            }
             struct stat fs;
             if (stat(full, &fs) == 0 && S_ISREG(fs.st_mode)) st = push_path(&v, &k, &cap, full, e);
         }
@@ -87,8 +97,9 @@ vx_status vx_paths_expand(const char *const *paths, size_t n, char ***out, size_
 
 static vx_status read_one(const char *path, const vx_load_opts *opts, vx_series *out, vx_err *e)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) return vx_err_line(e, VX_ERR_IO, path, -1, "", "cannot open: %s", strerror(errno));
+    FILE *f;
+    vx_status st = vx_file_open_read(path, &f, e);
+    if (st) return st;
     uint8_t head[VX_SNIFF_BYTES];
     size_t got = fread(head, 1, sizeof head, f);
     fclose(f);
@@ -134,10 +145,17 @@ vx_status vx_series_load(const char *const *paths, size_t n_paths, const vx_load
     size_t total = 0;
     for (size_t i = 0; i < nf && !st; i++) {
         st = read_one(files[i], opts, &parts[i], e);
+        /* a reference holds a bar's row in 32 bits */
+        if (!st && parts[i].n > UINT32_MAX)
+            st = vx_err_line(e, VX_ERR_UNSUPPORTED, files[i], -1, "",
+                             "%zu bars: more than %u in one file of several", parts[i].n,
+                             UINT32_MAX);
         total += parts[i].n;
     }
     /* merge: sort references to every bar by (timestamp, file) */
     bar_ref *refs = NULL;
+    if (!st && total > SIZE_MAX / sizeof *refs)
+        st = vx_err_set(e, VX_ERR_NOMEM, "too many bars to merge (%zu)", total);
     if (!st) {
         refs = malloc(total * sizeof *refs);
         if (!refs) st = vx_err_set(e, VX_ERR_NOMEM, "out of memory merging %zu bars", total);

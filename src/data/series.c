@@ -14,6 +14,8 @@
 vx_status vx_series_reserve(vx_series *s, size_t cap, vx_err *e)
 {
     if (cap <= s->cap) return VX_OK;
+    if (cap > SIZE_MAX / sizeof(double))
+        return vx_err_set(e, VX_ERR_NOMEM, "cannot allocate a series of %zu bars", cap);
     /* new arrays, copy, free: realloc cannot keep the huge-page alignment */
     int64_t *ts = vx_alloc_big(cap * sizeof *ts);
     double *cols[5] = {0};

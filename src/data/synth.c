@@ -53,19 +53,54 @@ static double student_t(vx_rng *r, int dof)
 
 static double on_tick(double x, double tick) { return floor(x / tick + 0.5) * tick; }
 
-vx_status vx_synth_generate(const vx_synth_cfg *c, vx_series *out, double **signal_out, vx_err *e)
+/* A parameter outside [lo, hi] (or not a number: NaN fails every comparison) is an error. */
+static vx_status check_range(const char *field, double v, double lo, double hi, vx_err *e)
 {
-    if (c->days <= 0 || c->days > 100000)
-        return vx_err_line(e, VX_ERR_ARG, "synth", -1, "days", "days must be in 1..100000");
-    if (!(c->start_price > 0) || !(c->tick > 0) || !(c->bar_vol > 0))
-        return vx_err_line(e, VX_ERR_ARG, "synth", -1, "", "price, tick and vol must be > 0");
-    if (c->garch_alpha < 0 || c->garch_beta < 0 || c->garch_alpha + c->garch_beta >= 1)
+    if (v >= lo && v <= hi) return VX_OK;
+    return vx_err_line(e, VX_ERR_ARG, "synth", -1, field, "%s = %g is not in [%g, %g]", field, v,
+                       lo, hi);
+}
+
+/* Ranges refuse nonsense up front (NaN and infinities included); each bar is then held to
+ * vx_bar_check like every reader's, so parameters that drive prices out of range over many days
+ * (a drift of 10 a year over centuries) are refused rather than written. */
+vx_status vx_synth_check(const vx_synth_cfg *c, vx_err *e)
+{
+    /* 50,000 weekdays from 2024 end in 2215: nanosecond timestamps end in 2262 */
+    if (c->days <= 0 || c->days > 50000)
+        return vx_err_line(e, VX_ERR_ARG, "synth", -1, "days", "days must be in 1..50000");
+    struct {
+        const char *field;
+        double v, lo, hi;
+    } r[] = {
+        {"start_price", c->start_price, 1e-6, 1e9},
+        {"tick", c->tick, 1e-9, c->start_price},
+        {"bar_vol", c->bar_vol, 1e-9, 0.01},
+        {"garch_alpha", c->garch_alpha, 0, 1},
+        {"garch_beta", c->garch_beta, 0, 1},
+        {"t_dof", c->t_dof, 3, 1000},
+        {"intraday_u", c->intraday_u, 0, 100},
+        {"overnight_vol", c->overnight_vol, 0, 100},
+        {"signal_strength", c->signal_strength, 0, 10},
+        {"signal_phi", c->signal_phi, -0.9999, 0.9999},
+        {"drift", c->drift, -10, 10},
+        {"base_volume", c->base_volume, 1, 1e12},
+    };
+    for (size_t i = 0; i < sizeof r / sizeof *r; i++) {
+        vx_status st = check_range(r[i].field, r[i].v, r[i].lo, r[i].hi, e);
+        if (st) return st;
+    }
+    if (c->garch_alpha + c->garch_beta >= 1)
         return vx_err_line(e, VX_ERR_ARG, "synth", -1, "garch",
                            "need alpha, beta >= 0 and alpha + beta < 1");
+    return VX_OK;
+}
+
+vx_status vx_synth_generate(const vx_synth_cfg *c, vx_series *out, double **signal_out, vx_err *e)
+{
+    vx_status cst = vx_synth_check(c, e);
+    if (cst) return cst;
     int dof = (int)c->t_dof;
-    if (dof < 3) return vx_err_line(e, VX_ERR_ARG, "synth", -1, "t_dof", "need dof >= 3");
-    if (fabs(c->signal_phi) >= 1)
-        return vx_err_line(e, VX_ERR_ARG, "synth", -1, "signal_phi", "need |phi| < 1");
     size_t n = (size_t)c->days * 390;
     vx_status st = vx_series_reserve(out, n, e);
     if (st) return st;
@@ -118,6 +153,15 @@ vx_status vx_synth_generate(const vx_synth_cfg *c, vx_series *out, double **sign
             vol = floor(vol + 0.5);
             if (vol < 1) vol = 1;
             int64_t ts = (open_utc_s + m * 60) * 1000000000ll;
+            char why[160];
+            const char *bad = vx_bar_check(t ? out->ts[out->n - 1] : INT64_MIN, ts, o, hi, lo, cl,
+                                           vol, why, sizeof why);
+            if (bad) {
+                free(sig);
+                return vx_err_line(e, VX_ERR_ARG, "synth", -1, bad,
+                                   "bar %zu: %s (the parameters drive prices out of range)", t + 1,
+                                   why);
+            }
             vx_series_push(out, ts, o, hi, lo, cl, vol, NULL);
             x += ret;
             zprev = z;

@@ -145,6 +145,39 @@ static void replay_cfg_of(const vx_dqn_settings *s, uint64_t seed, vx_replay_cfg
     rc->seed = seed;
 }
 
+/* Every size derived from the settings, overflow-checked: the arrays the backends allocate from
+ * them (the keys' ranges keep them small on a 64-bit host today; a range widened later must
+ * fail here rather than wrap into a small allocation the loops overrun), and the updates per
+ * epoch, which an int counts. */
+static vx_status check_sizes(const vx_dqn_settings *s, const vx_run_params *run, vx_err *e)
+{
+    const uint64_t N = (uint64_t)run->envs, D = VX_OBS_DIM, B = (uint64_t)s->learner.batch;
+    const uint64_t n = (uint64_t)s->learner.n_step;
+    if (run->envs < 1 || run->steps_per_epoch < 1 || s->learner.batch < 1 || s->learner.n_step < 1)
+        return vx_err_set(e, VX_ERR_ARG,
+                          "train.envs (%d), train.steps_per_epoch (%d), dqn.batch (%d) and "
+                          "dqn.n_step (%d) must be >= 1",
+                          run->envs, run->steps_per_epoch, s->learner.batch, s->learner.n_step);
+    vx_status st = vx_check_bytes("train.envs × train.steps_per_epoch steps", N,
+                                  (uint64_t)run->steps_per_epoch, 1, e);
+    if (!st)
+        st = vx_check_bytes("train.envs × dqn.n_step observations", N * D * sizeof(float), n, 1, e);
+    if (!st) st = vx_check_bytes("dqn.batch observations", B, D, sizeof(float), e);
+    vx_replay_cfg rc;
+    replay_cfg_of(s, run->seed, &rc);
+    if (!st)
+        st = vx_check_bytes("replay.capacity transitions", (uint64_t)s->replay_capacity,
+                            vx_replay_bytes_per_transition(&rc), 1, e);
+    if (!st && !(updates_exact(s, run) <= 1e9))
+        st = vx_err_set(e, VX_ERR_ARG,
+                        "dqn.replay_ratio %g × train.envs %d × train.steps_per_epoch %d / "
+                        "dqn.batch %d makes %.3g updates per epoch (at most 1e9): lower it or set "
+                        "dqn.updates_per_epoch",
+                        s->replay_ratio, run->envs, run->steps_per_epoch, s->learner.batch,
+                        updates_exact(s, run));
+    return st;
+}
+
 static vx_status settings_check(const void *p, const vx_run_params *run, vx_err *e)
 {
     const vx_dqn_settings *s = p;
@@ -156,14 +189,10 @@ static vx_status settings_check(const void *p, const vx_run_params *run, vx_err 
     if ((int64_t)s->learner.batch > s->replay_capacity)
         return vx_err_set(e, VX_ERR_ARG, "dqn.batch (%d) exceeds replay.capacity (%lld)",
                           s->learner.batch, (long long)s->replay_capacity);
-    if (updates_exact(s, run) > 1e9)
-        return vx_err_set(e, VX_ERR_ARG,
-                          "dqn.replay_ratio %g at batch %d makes %.3g updates per epoch (at most "
-                          "1e9): lower it or set dqn.updates_per_epoch",
-                          s->replay_ratio, s->learner.batch, updates_exact(s, run));
     vx_replay_cfg rc;
     replay_cfg_of(s, run->seed, &rc);
-    return vx_replay_cfg_check(&rc, e);
+    st = vx_replay_cfg_check(&rc, e);
+    return st ? st : check_sizes(s, run, e);
 }
 
 /* ---- metrics --------------------------------------------------------------------------------- */
@@ -219,6 +248,9 @@ static void algo_free(vx_algo *a0)
 static vx_status algo_create(const vx_algo_init *in, vx_algo **out, vx_err *e)
 {
     *out = NULL;
+    /* the sizes again, whoever made the settings (the run checks them, a direct caller may not) */
+    vx_status st = check_sizes(in->settings, in->run, e);
+    if (st) return st;
     dqn_algo *a = calloc(1, sizeof *a);
     if (!a) return vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
     a->base.ops = &vx_algo_dqn;
@@ -228,7 +260,7 @@ static vx_status algo_create(const vx_algo_init *in, vx_algo **out, vx_err *e)
     a->env = in->env;
     vx_qnet_cfg net;
     vx_dqn_net_cfg(&a->s, &net);
-    vx_status st = vx_dqn_layout(&a->s.learner, &net, &a->L, &a->shape, e);
+    st = vx_dqn_layout(&a->s.learner, &net, &a->L, &a->shape, e);
     if (!st) {
         a->params = calloc(a->L.n_params, sizeof(float)); /* the padding stays 0 */
         if (!a->params) st = vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
@@ -247,7 +279,8 @@ static vx_status algo_create(const vx_algo_init *in, vx_algo **out, vx_err *e)
                        in->dev, in->env, a->params, in->mem_share};
         st = a->ops->create(&bi, &a->b, &a->st, e);
         if (!st) {
-            a->ops->resolved(a->b, &a->s);
+            a->ops->resolved(a->b, &a->s); /* a GPU may have chosen the batch: check again */
+            st = check_sizes(&a->s, &a->run, e);
             a->K = vx_dqn_updates_per_epoch(&a->s, &a->run);
         } else {
             a->ops = NULL;
@@ -437,6 +470,27 @@ static vx_status copy_tensor(const vx_ckpt_view *ck, const char *name, vx_dtype 
     return VX_OK;
 }
 
+/* A checkpoint's numbers are data from a file, checked before use: floats finite (and, with
+ * nonneg, >= 0: Adam's second moments go under a square root); the error names the tensor and the
+ * element. */
+static vx_status check_floats(const vx_ckpt_view *ck, const char *name, const float *x, size_t n,
+                              int nonneg, vx_err *e)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i]) || (nonneg && x[i] < 0))
+            return vx_err_line(e, VX_ERR_FORMAT, ck->st->path, -1, name,
+                               "element %zu is %g, not finite%s", i, (double)x[i],
+                               nonneg ? " and >= 0" : "");
+    return VX_OK;
+}
+
+static vx_status copy_floats(const vx_ckpt_view *ck, const char *name, size_t count, float *dst,
+                             int nonneg, vx_err *e)
+{
+    vx_status st = copy_tensor(ck, name, VX_DT_F32, count, 4, dst, e);
+    return st ? st : check_floats(ck, name, dst, count, nonneg, e);
+}
+
 static vx_status load_weights(const vx_ckpt_view *ck, const vx_qnet_layout *L, const char *prefix,
                               float *p, vx_err *e)
 {
@@ -446,10 +500,41 @@ static vx_status load_weights(const vx_ckpt_view *ck, const vx_qnet_layout *L, c
         int r, c;
         vx_qnet_tensor(L, i, name, sizeof name, &off, &r, &c);
         snprintf(full, sizeof full, "%s.%s", prefix, name);
-        vx_status st = copy_tensor(ck, full, VX_DT_F32, (size_t)r * c, 4, p + off, e);
+        vx_status st = copy_floats(ck, full, (size_t)r * c, p + off, 0, e);
         if (st) return st;
     }
     return VX_OK;
+}
+
+/* The collection state: the environments' states (env.c checks them against the market), the
+ * episode returns, and the n-step rings (pending counts 0..n, heads 0..n−1, actions inside their
+ * branches, rewards finite). */
+static vx_status check_collection(const dqn_algo *a, const vx_ckpt_view *ck, vx_err *e)
+{
+    const dqn_state *s = a->st;
+    const char *path = ck->st->path;
+    size_t N = (size_t)a->run.envs, n = (size_t)a->s.learner.n_step;
+    vx_status st = vx_env_check_states(a->env, s->env, N, path, "env.state", e);
+    for (size_t i = 0; !st && i < N; i++)
+        if (!isfinite(s->ep_ret[i]))
+            st = vx_err_line(e, VX_ERR_FORMAT, path, -1, "env.episode_return",
+                             "row %zu is %g, not finite", i, s->ep_ret[i]);
+    for (size_t i = 0; !st && i < 2 * N; i++)
+        if (s->nstep_count_head[i] < 0 || s->nstep_count_head[i] > (int64_t)(i < N ? n : n - 1))
+            st = vx_err_line(e, VX_ERR_FORMAT, path, -1, "nstep.count_head",
+                             "entry %zu is %lld, outside 0..%zu", i,
+                             (long long)s->nstep_count_head[i], i < N ? n : n - 1);
+    static const int32_t levels[VX_ACTION_BRANCHES] = {VX_EXPOSURE_LEVELS, VX_ORDER_TYPES,
+                                                       VX_URGENCY_LEVELS};
+    for (size_t k = 0; !st && k < N * n * VX_ACTION_BRANCHES; k++) {
+        int32_t v = s->nstep_act[k], hi = levels[k % VX_ACTION_BRANCHES] - 1;
+        if (v < 0 || v > hi)
+            st = vx_err_line(e, VX_ERR_FORMAT, path, -1, "nstep.actions",
+                             "environment %zu, entry %zu, branch %zu: action %d outside 0..%d",
+                             k / VX_ACTION_BRANCHES / n, k / VX_ACTION_BRANCHES % n,
+                             k % VX_ACTION_BRANCHES, v, hi);
+    }
+    return st;
 }
 
 static vx_status restore(vx_algo *a0, const vx_ckpt_view *ck, int weights_only, vx_err *e)
@@ -468,23 +553,19 @@ static vx_status restore(vx_algo *a0, const vx_ckpt_view *ck, int weights_only, 
     int64_t v;
     memcpy(s->online, a->params, P * sizeof(float));
     st = load_weights(ck, &a->L, "target", s->target, e);
-    if (!st) st = copy_tensor(ck, "adam.m", VX_DT_F32, P, 4, s->adam_m, e);
-    if (!st) st = copy_tensor(ck, "adam.v", VX_DT_F32, P, 4, s->adam_v, e);
-    if (!st) st = copy_tensor(ck, "acting", VX_DT_F32, P, 4, s->acting, e);
+    if (!st) st = copy_floats(ck, "adam.m", P, s->adam_m, 0, e);
+    if (!st) st = copy_floats(ck, "adam.v", P, s->adam_v, 1, e);
+    if (!st) st = copy_floats(ck, "acting", P, s->acting, 0, e);
     if (!st) st = copy_tensor(ck, "env.state", VX_DT_U8, N * sizeof(vx_env_state), 1, s->env, e);
-    if (!st) st = copy_tensor(ck, "env.obs", VX_DT_F32, N * VX_OBS_DIM, 4, s->obs, e);
+    if (!st) st = copy_floats(ck, "env.obs", N * VX_OBS_DIM, s->obs, 0, e);
     if (!st) st = copy_tensor(ck, "env.episode_return", VX_DT_F64, N, 8, s->ep_ret, e);
     if (!st) st = copy_tensor(ck, "nstep.count_head", VX_DT_I64, 2 * N, 8, s->nstep_count_head, e);
-    if (!st) st = copy_tensor(ck, "nstep.obs", VX_DT_F32, N * n * VX_OBS_DIM, 4, s->nstep_obs, e);
+    if (!st) st = copy_floats(ck, "nstep.obs", N * n * VX_OBS_DIM, s->nstep_obs, 0, e);
     if (!st)
         st = copy_tensor(ck, "nstep.actions", VX_DT_U8,
                          N * n * VX_ACTION_BRANCHES * sizeof(int32_t), 1, s->nstep_act, e);
-    if (!st) st = copy_tensor(ck, "nstep.rewards", VX_DT_F32, N * n, 4, s->nstep_rew, e);
-    for (size_t i = 0; !st && i < 2 * N; i++) /* pending counts 0..n, ring heads 0..n−1 */
-        if (s->nstep_count_head[i] < 0 || s->nstep_count_head[i] > (int64_t)(i < N ? n : n - 1))
-            st = vx_err_line(e, VX_ERR_FORMAT, ck->st->path, -1, "nstep.count_head",
-                             "entry %zu is %lld, outside 0..%zu", i,
-                             (long long)s->nstep_count_head[i], i < N ? n : n - 1);
+    if (!st) st = copy_floats(ck, "nstep.rewards", N * n, s->nstep_rew, 0, e);
+    if (!st) st = check_collection(a, ck, e);
     if (!st) st = vx_safetensors_meta_int(ck->st, "updates", 0, INT64_MAX, &s->updates, e);
     if (!st) st = vx_safetensors_meta_int(ck->st, "adam_t", 0, INT64_MAX, &s->adam_t, e);
     if (!st) st = vx_safetensors_meta_int(ck->st, "act_step", 0, INT64_MAX, &v, e);

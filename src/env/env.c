@@ -256,10 +256,90 @@ vx_status vx_env_copy_states(vx_env *env, vx_env_state *host, vx_stream s, vx_er
     return st;
 }
 
+/* ---- checking states ------------------------------------------------------------------------- */
+
+static vx_status bad_state(const char *file, const char *tensor, size_t i, const char *field,
+                           const char *what, vx_err *e)
+{
+    return vx_err_line(e, VX_ERR_FORMAT, file, -1, tensor, "row %zu (environment %zu), %s: %s", i,
+                       i, field, what);
+}
+
+/* Where the episode stands: a bar the step may advance from, and the bars the rest of the
+ * episode needs inside the split (vx_env_reset starts it at most episode_len bars before the
+ * split's last, vx_env_reset_to no later). */
+static vx_status check_place(const vx_env_params *p, const vx_env_state *x, size_t i,
+                             const char *file, const char *tensor, vx_err *e)
+{
+    char m[200];
+    if (x->steps < 0 || x->steps >= p->episode_len) {
+        snprintf(m, sizeof m, "%d steps is outside 0..%d", x->steps, p->episode_len - 1);
+        return bad_state(file, tensor, i, "steps", m, e);
+    }
+    if (x->row < p->row_lo || x->row > p->row_hi - 1 ||
+        x->row + (p->episode_len - x->steps) > p->row_hi - 1) {
+        snprintf(m, sizeof m,
+                 "bar %lld with %d steps of %d left is outside the split's bars %lld..%lld",
+                 (long long)x->row, p->episode_len - x->steps, p->episode_len, (long long)p->row_lo,
+                 (long long)p->row_hi - 1);
+        return bad_state(file, tensor, i, "row", m, e);
+    }
+    if (x->episode < 1)
+        return bad_state(file, tensor, i, "episode", "0 (episodes count from 1)", e);
+    return VX_OK;
+}
+
+/* The book: positions on the exposure grid, money finite. */
+static vx_status check_book(const vx_env_params *p, const vx_env_state *x, size_t i,
+                            const char *file, const char *tensor, vx_err *e)
+{
+    char m[200];
+    int64_t M = p->max_contracts, pos = x->pos, chg = x->last_change;
+    if (pos < -M || pos > M) {
+        snprintf(m, sizeof m, "%lld contracts is outside -%lld..%lld", (long long)pos, (long long)M,
+                 (long long)M);
+        return bad_state(file, tensor, i, "pos", m, e);
+    }
+    if (chg < -2 * M || chg > 2 * M) {
+        snprintf(m, sizeof m, "%lld contracts is outside -%lld..%lld", (long long)chg,
+                 (long long)(2 * M), (long long)(2 * M));
+        return bad_state(file, tensor, i, "last_change", m, e);
+    }
+    if (x->time_in_pos < 0 || x->time_in_pos > x->steps) {
+        snprintf(m, sizeof m, "%d is outside 0..%d (the steps taken)", x->time_in_pos, x->steps);
+        return bad_state(file, tensor, i, "time_in_pos", m, e);
+    }
+    const double v[5] = {x->cash, x->avg_entry, x->realised, x->equity, x->peak};
+    static const char *const name[5] = {"cash", "avg_entry", "realised", "equity", "peak"};
+    for (int k = 0; k < 5; k++)
+        if (!isfinite(v[k])) {
+            snprintf(m, sizeof m, "%g is not finite", v[k]);
+            return bad_state(file, tensor, i, name[k], m, e);
+        }
+    if (!(x->peak >= x->equity && x->peak >= 0)) {
+        snprintf(m, sizeof m, "%g is below the equity %g or 0", x->peak, x->equity);
+        return bad_state(file, tensor, i, "peak", m, e);
+    }
+    return VX_OK;
+}
+
+vx_status vx_env_check_states(const vx_env *env, const vx_env_state *s, size_t n, const char *file,
+                              const char *tensor, vx_err *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        vx_status st = check_place(&env->params, &s[i], i, file, tensor, e);
+        if (!st) st = check_book(&env->params, &s[i], i, file, tensor, e);
+        if (st) return st;
+    }
+    return VX_OK;
+}
+
 vx_status vx_env_load_states(vx_env *env, const vx_env_state *host, vx_stream s, vx_err *e)
 {
     if (!host) return vx_err_set(e, VX_ERR_ARG, "env.load_states: host is NULL");
-    vx_status st = env->ops->load_states(env->impl, host, s, e);
+    vx_status st = vx_env_check_states(env, host, env->n, "env.load_states", "states", e);
+    if (st) return st;
+    st = env->ops->load_states(env->impl, host, s, e);
     if (!st) env->last = s;
     return st;
 }

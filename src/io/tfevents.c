@@ -8,6 +8,8 @@
 #include "vixen/io.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -75,14 +77,51 @@ static size_t event_head(uint8_t *b, int64_t step)
     return n;
 }
 
+/* The host name as a file-name part: letters, digits, '-' and '_' kept, anything else '_'. */
+static void host_part(char *out, size_t cap)
+{
+    char host[256] = "";
+    if (gethostname(host, sizeof host - 1) != 0 || !host[0]) snprintf(host, sizeof host, "host");
+    size_t k = 0;
+    for (const char *p = host; *p && k + 1 < cap; p++) {
+        char c = *p;
+        int ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                 c == '-' || c == '_';
+        out[k++] = ok ? c : '_';
+    }
+    out[k] = '\0';
+}
+
+static atomic_uint g_serial; /* files opened by this process: several runs may share it */
+
 vx_status vx_tfevents_open(vx_tfevents *w, const char *dir, vx_err *e)
 {
     memset(w, 0, sizeof *w);
-    snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%lld.vixen", dir,
-             (long long)time(NULL));
-    w->f = fopen(w->path, "ab");
-    if (!w->f)
-        return vx_err_line(e, VX_ERR_IO, w->path, -1, "", "cannot create: %s", strerror(errno));
+    char host[64];
+    host_part(host, sizeof host);
+    long long secs = (long long)time(NULL);
+    int fd = -1;
+    /* TensorBoard reads every "events.out.tfevents.<secs>.<anything>" file of a folder, in name
+     * order. Seconds alone collide when two runs start in one second, so host, PID and a serial
+     * follow; O_EXCL makes the file ours alone (never one that exists, never through a link). */
+    for (int tries = 0; fd < 0 && tries < 1000; tries++) {
+        unsigned serial = atomic_fetch_add(&g_serial, 1u);
+        int len = snprintf(w->path, sizeof w->path, "%s/events.out.tfevents.%lld.%s.%ld.%u.vixen",
+                           dir, secs, host, (long)getpid(), serial);
+        if (len < 0 || (size_t)len >= sizeof w->path)
+            return vx_err_line(e, VX_ERR_ARG, dir, -1, "",
+                               "folder name too long for the event file");
+        fd = open(w->path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        if (fd < 0 && errno != EEXIST)
+            return vx_err_line(e, VX_ERR_IO, w->path, -1, "", "cannot create: %s", strerror(errno));
+    }
+    if (fd < 0) return vx_err_line(e, VX_ERR_IO, w->path, -1, "", "cannot create: names taken");
+    w->f = fdopen(fd, "wb");
+    if (!w->f) {
+        int err = errno;
+        close(fd);
+        return vx_err_line(e, VX_ERR_IO, w->path, -1, "", "cannot create: %s", strerror(err));
+    }
     uint8_t b[64];
     size_t n = event_head(b, 0);
     const char *v = "brain.Event:2";
@@ -96,7 +135,9 @@ vx_status vx_tfevents_open(vx_tfevents *w, const char *dir, vx_err *e)
 vx_status vx_tfevents_scalar(vx_tfevents *w, const char *tag, int64_t step, double value, vx_err *e)
 {
     size_t tl = strlen(tag);
-    if (tl > 200) tl = 200;
+    if (tl > 200) /* the buffers below hold a 200-byte tag; a longer one is refused, not cut */
+        return vx_err_line(e, VX_ERR_ARG, w->path, -1, "", "tag '%.40s…' longer than 200 bytes",
+                           tag);
     uint8_t val[256], sum[272], ev[320];
     size_t vn = 0;
     val[vn++] = 0x0a; /* Value.tag */

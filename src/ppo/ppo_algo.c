@@ -80,20 +80,48 @@ static const vx_section *const sections[] = {&ppo_section, NULL};
 
 static void settings_default(void *s) { vx_ppo_settings_default(s); }
 
-static vx_status settings_check(const void *p, const vx_run_params *run, vx_err *e)
+/* Every size derived from the settings, overflow-checked: the rollout (envs × steps, indexed by
+ * 32-bit keys in the shuffles), its arrays, a minibatch's, and the minibatch updates of an
+ * iteration (an int). */
+static vx_status check_sizes(const vx_ppo_settings *s, const vx_run_params *run, vx_err *e)
 {
-    const vx_ppo_settings *s = p;
-    vx_status st = vx_adam_cfg_check(&s->adam, e);
-    if (st) return st;
-    int64_t batch = (int64_t)run->envs * run->steps_per_epoch;
+    if (run->envs < 1 || run->steps_per_epoch < 1 || s->minibatches < 1 || s->update_epochs < 1)
+        return vx_err_set(e, VX_ERR_ARG,
+                          "train.envs (%d), train.steps_per_epoch (%d), ppo.minibatches (%d) and "
+                          "ppo.update_epochs (%d) must be >= 1",
+                          run->envs, run->steps_per_epoch, s->minibatches, s->update_epochs);
+    int64_t batch;
+    if (__builtin_mul_overflow((int64_t)run->envs, (int64_t)run->steps_per_epoch, &batch) ||
+        batch > 0xffffffffll)
+        return vx_err_set(e, VX_ERR_ARG,
+                          "train.envs (%d) × train.steps_per_epoch (%d) makes a rollout of more "
+                          "than 2^32 - 1 steps",
+                          run->envs, run->steps_per_epoch);
     if (batch % s->minibatches != 0 || batch / s->minibatches < 2)
         return vx_err_set(e, VX_ERR_ARG,
                           "ppo.minibatches (%d) must divide train.envs × train.steps_per_epoch "
                           "(%lld) into minibatches of at least 2",
                           s->minibatches, (long long)batch);
-    if (batch > 0xffffffffll)
-        return vx_err_set(e, VX_ERR_ARG, "ppo: a rollout of %lld steps is too large",
-                          (long long)batch);
+    int per_iteration;
+    if (__builtin_mul_overflow(s->update_epochs, s->minibatches, &per_iteration))
+        return vx_err_set(e, VX_ERR_ARG,
+                          "ppo.update_epochs (%d) × ppo.minibatches (%d) minibatch updates per "
+                          "iteration overflow an int",
+                          s->update_epochs, s->minibatches);
+    vx_status st = vx_check_bytes("train.envs × train.steps_per_epoch observations",
+                                  (uint64_t)batch, VX_OBS_DIM, sizeof(float), e);
+    if (!st)
+        st = vx_check_bytes("train.envs × train.steps_per_epoch logits", (uint64_t)batch,
+                            VX_PPO_LOGITS, sizeof(float), e);
+    return st;
+}
+
+static vx_status settings_check(const void *p, const vx_run_params *run, vx_err *e)
+{
+    const vx_ppo_settings *s = p;
+    vx_status st = vx_adam_cfg_check(&s->adam, e);
+    if (!st) st = check_sizes(s, run, e);
+    if (st) return st;
     vx_ac_cfg net;
     vx_ppo_net_cfg(s, &net);
     vx_ac_layout L;
@@ -135,6 +163,7 @@ typedef struct {
     vx_ppo_settings s;
     vx_run_params run;
     vx_ac_layout L;
+    vx_env *env;                /* the training environments (NULL: an instance that only acts) */
     const ppo_backend_ops *ops; /* NULL: an instance that only acts */
     ppo_backend *b;
     ppo_state *st;
@@ -159,14 +188,18 @@ static void algo_free(vx_algo *a0)
 static vx_status algo_create(const vx_algo_init *in, vx_algo **out, vx_err *e)
 {
     *out = NULL;
+    /* the sizes again, whoever made the settings (the run checks them, a direct caller may not) */
+    vx_status st = check_sizes(in->settings, in->run, e);
+    if (st) return st;
     ppo_algo *a = calloc(1, sizeof *a);
     if (!a) return vx_err_set(e, VX_ERR_NOMEM, "ppo: out of memory");
     a->base.ops = &vx_algo_ppo;
     memcpy(&a->s, in->settings, sizeof a->s);
     a->run = *in->run;
+    a->env = in->env;
     vx_ac_cfg net;
     vx_ppo_net_cfg(&a->s, &net);
-    vx_status st = vx_ac_layout_make(&net, &a->L, e);
+    st = vx_ac_layout_make(&net, &a->L, e);
     if (!st) {
         a->params = calloc(a->L.n_params, sizeof(float));
         a->obs_mean = calloc(VX_OBS_DIM, sizeof(double));
@@ -353,8 +386,37 @@ static vx_status copy_tensor(const vx_ckpt_view *ck, const char *name, vx_dtype 
     return VX_OK;
 }
 
+/* A checkpoint's numbers are data from a file, checked before use: finite (and, with nonneg,
+ * >= 0: Adam's second moments and the observation variances go under a square root, the count
+ * divides); the error names the tensor and the element. */
+static vx_status check_values(const vx_ckpt_view *ck, const char *name, const float *f,
+                              const double *d, size_t n, int nonneg, vx_err *e)
+{
+    for (size_t i = 0; i < n; i++) {
+        double x = f ? (double)f[i] : d[i];
+        if (!isfinite(x) || (nonneg && x < 0))
+            return vx_err_line(e, VX_ERR_FORMAT, ck->st->path, -1, name,
+                               "element %zu is %g, not finite%s", i, x, nonneg ? " and >= 0" : "");
+    }
+    return VX_OK;
+}
+
+static vx_status copy_floats(const vx_ckpt_view *ck, const char *name, size_t count, float *dst,
+                             int nonneg, vx_err *e)
+{
+    vx_status st = copy_tensor(ck, name, VX_DT_F32, count, 4, dst, e);
+    return st ? st : check_values(ck, name, dst, NULL, count, nonneg, e);
+}
+
+static vx_status copy_doubles(const vx_ckpt_view *ck, const char *name, size_t count, double *dst,
+                              int nonneg, vx_err *e)
+{
+    vx_status st = copy_tensor(ck, name, VX_DT_F64, count, 8, dst, e);
+    return st ? st : check_values(ck, name, NULL, dst, count, nonneg, e);
+}
+
 static vx_status load_weights(const vx_ckpt_view *ck, const vx_ac_layout *L, const char *prefix,
-                              float *p, vx_err *e)
+                              float *p, int nonneg, vx_err *e)
 {
     for (size_t i = 0; i < L->n_tensors; i++) {
         char name[64], full[96];
@@ -362,7 +424,7 @@ static vx_status load_weights(const vx_ckpt_view *ck, const vx_ac_layout *L, con
         int r, c;
         vx_ac_tensor(L, i, name, sizeof name, &off, &r, &c);
         snprintf(full, sizeof full, "%s.%s", prefix, name);
-        vx_status st = copy_tensor(ck, full, VX_DT_F32, (size_t)r * c, 4, p + off, e);
+        vx_status st = copy_floats(ck, full, (size_t)r * c, p + off, nonneg, e);
         if (st) return st;
     }
     return VX_OK;
@@ -377,21 +439,22 @@ static vx_status restore(vx_algo *a0, const vx_ckpt_view *ck, int weights_only, 
         st = vx_err_line(e, VX_ERR_FORMAT, ck->st->path, -1, "params",
                          "%lld parameters, but these settings make a network of %zu", (long long)np,
                          a->L.n_params);
-    if (!st) st = load_weights(ck, &a->L, "policy", a->params, e);
-    if (!st) st = copy_tensor(ck, "obs.mean", VX_DT_F64, VX_OBS_DIM, 8, a->obs_mean, e);
-    if (!st) st = copy_tensor(ck, "obs.var", VX_DT_F64, VX_OBS_DIM, 8, a->obs_var, e);
+    if (!st) st = load_weights(ck, &a->L, "policy", a->params, 0, e);
+    if (!st) st = copy_doubles(ck, "obs.mean", VX_OBS_DIM, a->obs_mean, 0, e);
+    if (!st) st = copy_doubles(ck, "obs.var", VX_OBS_DIM, a->obs_var, 1, e);
     if (st || weights_only || !a->ops) return st;
     ppo_state *s = a->st;
     size_t N = (size_t)a->run.envs, P = a->L.n_params;
     memcpy(s->params, a->params, P * sizeof(float));
     memcpy(s->obs_mean, a->obs_mean, VX_OBS_DIM * 8);
     memcpy(s->obs_var, a->obs_var, VX_OBS_DIM * 8);
-    st = load_weights(ck, &a->L, "adam.m", s->adam_m, e);
-    if (!st) st = load_weights(ck, &a->L, "adam.v", s->adam_v, e);
-    if (!st) st = copy_tensor(ck, "obs.count", VX_DT_F64, 1, 8, &s->obs_count, e);
+    st = load_weights(ck, &a->L, "adam.m", s->adam_m, 0, e);
+    if (!st) st = load_weights(ck, &a->L, "adam.v", s->adam_v, 1, e);
+    if (!st) st = copy_doubles(ck, "obs.count", 1, &s->obs_count, 1, e);
     if (!st) st = copy_tensor(ck, "env.state", VX_DT_U8, N * sizeof(vx_env_state), 1, s->env, e);
-    if (!st) st = copy_tensor(ck, "env.obs", VX_DT_F32, N * VX_OBS_DIM, 4, s->obs, e);
-    if (!st) st = copy_tensor(ck, "env.episode_return", VX_DT_F64, N, 8, s->ep_ret, e);
+    if (!st) st = vx_env_check_states(a->env, s->env, N, ck->st->path, "env.state", e);
+    if (!st) st = copy_floats(ck, "env.obs", N * VX_OBS_DIM, s->obs, 0, e);
+    if (!st) st = copy_doubles(ck, "env.episode_return", N, s->ep_ret, 0, e);
     if (!st) st = vx_safetensors_meta_int(ck->st, "adam_t", 0, INT64_MAX, &s->adam_t, e);
     if (!st) st = vx_safetensors_meta_int(ck->st, "updates", 0, INT64_MAX, &s->updates, e);
     if (!st) st = vx_safetensors_meta_int(ck->st, "act_step", 0, INT64_MAX, &v, e);

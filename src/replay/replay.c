@@ -1,6 +1,7 @@
-/* replay.c — the replay buffer's generic part: default settings and their checks, sizing, the save
- * file's header, the fault hook for tests, and the public functions, each a dispatch through the
- * buffer's operations table (replay_internal.h).
+/* replay.c — the replay buffer's generic part: default settings and their checks, sizing, the fault
+ * hook for tests, and the public functions, each a dispatch through the buffer's operations table
+ * (replay_internal.h). The save file, its checks and its checksum, shared by every backend, are in
+ * replay_file.c.
  *
  * The implementation comes from the device: vx_device_backend(dev, "replay") — the CUDA backend on
  * a CUDA context of a CUDA build — or, on the CPU, the reference in replay_cpu.c. Nothing here
@@ -50,39 +51,6 @@ size_t vx_replay_bytes_per_transition(const vx_replay_cfg *c)
     if (c->kind == VX_REPLAY_PROPORTIONAL) b += 2 * sizeof(double) * 16 / 15 + 1;
     if (c->kind == VX_REPLAY_RANK) b += sizeof(uint32_t) + sizeof(double); /* order, cdf */
     return b;
-}
-
-/* ---- the save file's header ------------------------------------------------------------------ */
-
-void vx_replay_header_init(vx_replay_file_header *h, const vx_replay_cfg *cfg)
-{
-    memset(h, 0, sizeof *h);
-    memcpy(h->magic, VX_REPLAY_MAGIC, 8);
-    h->format = VX_REPLAY_FORMAT;
-    h->kind = (uint32_t)cfg->kind;
-    h->capacity = cfg->capacity;
-    h->obs_dim = (uint32_t)cfg->obs_dim;
-    h->alpha = cfg->alpha;
-    h->eps = cfg->eps;
-    h->seed = cfg->seed;
-}
-
-vx_status vx_replay_header_read(FILE *f, const char *path, const vx_replay_cfg *cfg,
-                                vx_replay_file_header *h, vx_err *e)
-{
-    memset(h, 0, sizeof *h); /* a short read leaves no stale counts for the caller to trip on */
-    if (fread(h, sizeof *h, 1, f) != 1 || memcmp(h->magic, VX_REPLAY_MAGIC, 8) != 0 ||
-        h->format != VX_REPLAY_FORMAT)
-        return vx_err_record(e, VX_ERR_FORMAT, path, -1, 0, "magic", "not a vixen replay file");
-    if (h->kind != (uint32_t)cfg->kind || h->capacity != cfg->capacity ||
-        h->obs_dim != (uint32_t)cfg->obs_dim || h->size > h->capacity || h->cursor >= h->capacity ||
-        h->order_n > h->size)
-        return vx_err_record(e, VX_ERR_ARG, path, -1, 8, "kind",
-                             "saved buffer (kind %u, capacity %llu, obs %u) does not match this "
-                             "one (kind %d, capacity %zu, obs %d)",
-                             h->kind, (unsigned long long)h->capacity, h->obs_dim, (int)cfg->kind,
-                             cfg->capacity, cfg->obs_dim);
-    return VX_OK;
 }
 
 /* ---- the fault hook -------------------------------------------------------------------------- */

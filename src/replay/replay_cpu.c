@@ -144,9 +144,10 @@ static vx_status cpu_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_
     for (size_t k = 0; k < n; k++)
         for (int j = 0; j < VX_ACTION_BRANCHES; j++) {
             int32_t a = t->actions[k * VX_ACTION_BRANCHES + j];
-            if (a < 0 || a > 255)
-                return vx_err_set(e, VX_ERR_ARG, "replay: transition %zu action %d out of range", k,
-                                  a);
+            if (a < 0 || a > vx_replay_action_max(j))
+                return vx_err_set(e, VX_ERR_ARG,
+                                  "replay: transition %zu action %d of branch %d outside 0..%d", k,
+                                  a, j, vx_replay_action_max(j));
         }
     for (size_t k = 0; k < n; k++) {
         size_t i = b->cursor;
@@ -446,15 +447,19 @@ static vx_status cpu_save(vx_replay *r, const char *path, vx_err *e)
     vx_atomic_file af;
     vx_status st = vx_atomic_open(&af, path, e);
     if (st) return st;
-    int bad = fwrite(&h, sizeof h, 1, af.f) != 1;
-    bad |= fwrite(b->obs, sizeof(float), n * D, af.f) != n * D;
-    bad |= fwrite(b->next_obs, sizeof(float), n * D, af.f) != n * D;
-    bad |= fwrite(b->meta, sizeof *b->meta, r->cfg.capacity, af.f) != r->cfg.capacity;
-    bad |= fwrite(b->prio, sizeof(double), n, af.f) != n;
-    if (b->order_n) bad |= fwrite(b->order, sizeof(uint32_t), b->order_n, af.f) != b->order_n;
-    if (bad) {
+    vx_replay_writer w;
+    st = vx_replay_writer_begin(&w, af.f, &h, e);
+    if (!st) {
+        vx_replay_writer_put(&w, b->obs, n * D * sizeof(float));
+        vx_replay_writer_put(&w, b->next_obs, n * D * sizeof(float));
+        vx_replay_writer_put(&w, b->meta, r->cfg.capacity * sizeof *b->meta);
+        vx_replay_writer_put(&w, b->prio, n * sizeof(double));
+        vx_replay_writer_put(&w, b->order, b->order_n * sizeof(uint32_t));
+        st = vx_replay_writer_end(&w, path, e);
+    }
+    if (st) {
         vx_atomic_abort(&af);
-        return vx_err_line(e, VX_ERR_IO, path, -1, "", "write failed");
+        return st;
     }
     return vx_atomic_commit(&af, e);
 }
@@ -468,30 +473,52 @@ static void rebuild_leaves(vx_replay *r, size_t n, size_t old)
     for (size_t i = n; i < old; i++) tree_set(b, i, 0);
 }
 
+/* After a load that failed part-way (the arrays hold some of a file that was refused): an empty
+ * buffer, as at creation, so nothing refused is ever drawn. */
+static void cpu_make_empty(vx_replay *r, size_t old)
+{
+    cpu_buf *b = cb(r);
+    size_t C = r->cfg.capacity;
+    memset(b->meta, 0, C * sizeof *b->meta);
+    memset(b->prio, 0, C * sizeof *b->prio);
+    b->size = b->cursor = 0;
+    b->inserted = b->clamped = b->stale = b->draws = 0;
+    b->max_p = 1.0;
+    b->order_n = 0;
+    b->calls_since_refresh = 0;
+    b->dirty = 0;
+    rebuild_leaves(r, 0, old);
+}
+
+/* The file is checked as it is read (replay_file.c); counters change only once all of it
+ * passed. */
 static vx_status cpu_load(vx_replay *r, const char *path, vx_err *e)
 {
     cpu_buf *b = cb(r);
-    FILE *f = fopen(path, "rb");
-    if (!f) return vx_err_line(e, VX_ERR_IO, path, -1, "", "cannot open");
-    vx_replay_file_header h;
-    vx_status st = vx_replay_header_read(f, path, &r->cfg, &h, e);
-    size_t n = (size_t)h.size, D = (size_t)r->cfg.obs_dim;
-    if (!st) {
-        int bad = fread(b->obs, sizeof(float), n * D, f) != n * D;
-        bad |= fread(b->next_obs, sizeof(float), n * D, f) != n * D;
-        bad |= fread(b->meta, sizeof *b->meta, r->cfg.capacity, f) != r->cfg.capacity;
-        bad |= fread(b->prio, sizeof(double), n, f) != n;
-        if (h.order_n) bad |= fread(b->order, sizeof(uint32_t), h.order_n, f) != h.order_n;
-        if (bad) st = vx_err_line(e, VX_ERR_FORMAT, path, -1, "", "truncated replay file");
-    }
-    fclose(f);
+    vx_replay_reader rd;
+    vx_status st = vx_replay_reader_open(&rd, path, &r->cfg, e);
     if (st) return st;
+    const vx_replay_file_header h = rd.h;
+    size_t n = (size_t)h.size, D = (size_t)r->cfg.obs_dim;
+    st = vx_replay_reader_read(&rd, b->obs, n * D * sizeof(float), e);
+    if (!st) st = vx_replay_reader_read(&rd, b->next_obs, n * D * sizeof(float), e);
+    if (!st) st = vx_replay_reader_read(&rd, b->meta, r->cfg.capacity * sizeof *b->meta, e);
+    if (!st) st = vx_replay_reader_read(&rd, b->prio, n * sizeof(double), e);
+    if (!st) st = vx_replay_reader_read(&rd, b->order, (size_t)h.order_n * sizeof(uint32_t), e);
+    if (!st) st = vx_replay_reader_finish(&rd, e);
+    vx_replay_reader_close(&rd);
     size_t old = b->size;
+    if (st) {
+        cpu_make_empty(r, old);
+        return st;
+    }
     b->size = n, b->cursor = h.cursor, b->inserted = h.inserted, b->clamped = h.clamped;
     b->stale = h.stale, b->refreshes = h.refreshes, b->max_p = h.max_p, b->draws = h.draws;
     r->cfg.seed = h.seed;
     b->dirty = (int)h.dirty, b->calls_since_refresh = (int)h.calls_since_refresh;
     b->order_n = h.order_n;
+    /* slots [n, old) held the previous contents: their priorities go with them */
+    if (old > n) memset(b->prio + n, 0, (old - n) * sizeof *b->prio);
     rebuild_leaves(r, n, old);
     if (r->cfg.kind == VX_REPLAY_RANK) {
         double c = 0;

@@ -7,8 +7,10 @@
  * chunk into the other — so host memory does not grow with the capacity. A save writes exactly
  * the bytes the CPU would write for a buffer with these contents just moved to it (no rank order,
  * so a rank buffer sorts again at its next sample; refreshes and the refresh cadence start from
- * zero), to a temporary file that is fsynced and renamed. A load streams the other way and then
- * rebuilds the tree on the device.
+ * zero), checksummed on its way through the halves, to a temporary file that is fsynced and
+ * renamed. A load streams the other way through the same checks as the CPU's (replay_file.c: each
+ * chunk is checked in its pinned half before it is copied to the device), then rebuilds the tree
+ * on the device; a load refused part-way leaves the buffer empty.
  *
  * Snapshots: vx_replay_snap queues device-to-device copies of the live rows, the stamps and
  * dev_state on the caller's stream into buffers of its own (allocated at the first snap, on an
@@ -53,30 +55,34 @@ static cudaError_t queue_out(const rc_stager *io, const unsigned char *src, size
     return rc;
 }
 
-/* `bytes` of device memory into the file through the halves: chunk k + 2 goes into a half only
- * after the host wrote chunk k from it. *bad: a write failed (the copies stop). Returns with
- * nothing in flight. */
-static cudaError_t chunks_out(const rc_stager *io, const void *src, size_t bytes, FILE *f, int *bad)
+/* `bytes` of device memory into the file through the halves (hashed on the way by the writer):
+ * chunk k + 2 goes into a half only after the host wrote chunk k from it. Stops when a write
+ * failed (w->bad). Returns with nothing in flight. */
+static cudaError_t chunks_out(const rc_stager *io, const void *src, size_t bytes,
+                              vx_replay_writer *w)
 {
     const unsigned char *p = (const unsigned char *)src;
     size_t chunks = (bytes + io->n - 1) / io->n;
     cudaError_t rc = cudaSuccess;
     for (size_t k = 0; k < chunks && k < 2 && !rc; k++) rc = queue_out(io, p, bytes, k);
-    for (size_t k = 0; k < chunks && !rc && !*bad; k++) {
+    for (size_t k = 0; k < chunks && !rc && !w->bad; k++) {
         rc = cudaEventSynchronize(io->ev[k & 1]);
         if (rc) break;
         size_t len = bytes - k * io->n < io->n ? bytes - k * io->n : io->n;
-        if (fwrite(io->buf[k & 1], 1, len, f) != len) *bad = 1;
-        else if (k + 2 < chunks) rc = queue_out(io, p, bytes, k + 2);
+        vx_replay_writer_put(w, io->buf[k & 1], len);
+        if (!w->bad && k + 2 < chunks) rc = queue_out(io, p, bytes, k + 2);
     }
     cudaError_t rs = cudaStreamSynchronize(io->s);
     return rc ? rc : rs;
 }
 
-/* `bytes` from the file to device memory at dst (NULL: read and dropped): half k % 2 is refilled
- * only after its previous chunk's copy to the device finished. *bad: the file ended early.
- * Returns with nothing in flight. */
-static cudaError_t chunks_in(const rc_stager *io, void *dst, size_t bytes, FILE *f, int *bad)
+/* `bytes` from the file to device memory at dst (NULL: read, checked and dropped) through the
+ * reader, which checks every value in the pinned half before it is copied: half k % 2 is refilled
+ * only after its previous chunk's copy to the device finished. *st: the reader refused (the
+ * copies stop). Every section starts a chunk and IO_CHUNK is a multiple of every value's size,
+ * so no value straddles two chunks. Returns with nothing in flight. */
+static cudaError_t chunks_in(const rc_stager *io, void *dst, size_t bytes, vx_replay_reader *rd,
+                             vx_status *st, vx_err *e)
 {
     unsigned char *p = (unsigned char *)dst;
     size_t chunks = (bytes + io->n - 1) / io->n;
@@ -86,10 +92,8 @@ static cudaError_t chunks_in(const rc_stager *io, void *dst, size_t bytes, FILE 
         if (k >= 2) rc = cudaEventSynchronize(io->ev[h]);
         if (rc) break;
         size_t off = k * io->n, len = bytes - off < io->n ? bytes - off : io->n;
-        if (fread(io->buf[h], 1, len, f) != len) {
-            *bad = 1;
-            break;
-        }
+        *st = vx_replay_reader_read(rd, io->buf[h], len, e);
+        if (*st) break;
         if (!p) continue;
         rc = cudaMemcpyAsync(p + off, io->buf[h], len, cudaMemcpyHostToDevice, io->s);
         if (!rc) rc = cudaEventRecord(io->ev[h], io->s);
@@ -118,18 +122,19 @@ static vx_status write_image(const vx_replay_cfg *cfg, const rc_stager *io, cons
     vx_atomic_file af;
     vx_status st = vx_atomic_open(&af, path, e);
     if (st) return st;
-    int bad = fwrite(&h, sizeof h, 1, af.f) != 1;
-    if (!bad) rc = chunks_out(io, im->obs, n * D * sizeof(float), af.f, &bad);
-    if (!bad && !rc) rc = chunks_out(io, im->next_obs, n * D * sizeof(float), af.f, &bad);
-    if (!bad && !rc)
-        rc = chunks_out(io, im->meta, cfg->capacity * sizeof(vx_slot_meta), af.f, &bad);
-    if (!bad && !rc) rc = chunks_out(io, im->prio, n * sizeof(double), af.f, &bad);
-    if (rc || bad) {
+    vx_replay_writer w;
+    st = vx_replay_writer_begin(&w, af.f, &h, e);
+    if (!st) rc = chunks_out(io, im->obs, n * D * sizeof(float), &w);
+    if (!st && !rc) rc = chunks_out(io, im->next_obs, n * D * sizeof(float), &w);
+    if (!st && !rc) rc = chunks_out(io, im->meta, cfg->capacity * sizeof(vx_slot_meta), &w);
+    if (!st && !rc) rc = chunks_out(io, im->prio, n * sizeof(double), &w);
+    if (!st) st = vx_replay_writer_end(&w, path, e); /* frees the checksum's state */
+    if (rc || st) {
         vx_atomic_abort(&af);
         if (rc)
             return vx_err_line(e, VX_ERR_CUDA, path, -1, "", "reading the device buffer: %s",
                                cudaGetErrorString(rc));
-        return vx_err_line(e, VX_ERR_IO, path, -1, "", "write failed");
+        return st;
     }
     return vx_atomic_commit(&af, e);
 }
@@ -146,6 +151,26 @@ vx_status vx_rc_save(vx_replay *r, const char *path, vx_err *e)
     return write_image(&r->cfg, &b->io, &im, path, e);
 }
 
+/* After a load refused part-way (the device arrays hold some of a file that was refused): an
+ * empty buffer, as at creation, so nothing refused is ever drawn. */
+static cudaError_t make_empty(vx_replay *r)
+{
+    rc_buf *b = rcb(r);
+    size_t C = r->cfg.capacity;
+    dev_state v;
+    memset(&v, 0, sizeof v);
+    v.max_p = 1.0;
+    v.beta = b->host_beta;
+    cudaError_t rc = cudaMemsetAsync(b->meta, 0, C * sizeof(vx_slot_meta), b->ps);
+    if (!rc) rc = cudaMemsetAsync(b->prio, 0, C * sizeof(double), b->ps);
+    if (!rc) rc = vx_rc_rebuild_tree(r, 0, b->ps);
+    if (!rc) rc = vx_rc_set_state(r, &v, b->ps);
+    if (!rc) rc = cudaStreamSynchronize(b->ps);
+    b->size = 0, b->cursor = 0, b->inserted = 0;
+    b->order_n = 0;
+    return rc;
+}
+
 vx_status vx_rc_load(vx_replay *r, const char *path, vx_err *e)
 {
     rc_buf *b = rcb(r);
@@ -154,23 +179,29 @@ vx_status vx_rc_load(vx_replay *r, const char *path, vx_err *e)
     if (!b->on_device) return vx_replay_load(b->cpu, path, e);
     cudaError_t rc = vx_rc_quiesce(b);
     if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: load: %s", cudaGetErrorString(rc));
-    FILE *f = fopen(path, "rb");
-    if (!f) return vx_err_line(e, VX_ERR_IO, path, -1, "", "cannot open");
-    vx_replay_file_header h;
-    st = vx_replay_header_read(f, path, &r->cfg, &h, e);
+    vx_replay_reader rd;
+    st = vx_replay_reader_open(&rd, path, &r->cfg, e);
+    if (st) return st; /* nothing read yet: the buffer is as it was */
+    const vx_replay_file_header h = rd.h;
     size_t n = (size_t)h.size, D = (size_t)r->cfg.obs_dim;
-    int bad = 0;
-    if (!st) rc = chunks_in(&b->io, b->obs, n * D * sizeof(float), f, &bad);
-    if (!st && !bad && !rc) rc = chunks_in(&b->io, b->next_obs, n * D * sizeof(float), f, &bad);
-    if (!st && !bad && !rc)
-        rc = chunks_in(&b->io, b->meta, r->cfg.capacity * sizeof(vx_slot_meta), f, &bad);
-    if (!st && !bad && !rc) rc = chunks_in(&b->io, b->prio, n * sizeof(double), f, &bad);
-    /* a rank order in the file (a CPU buffer's) is read past: this one sorts at its next sample */
-    if (!st && !bad && !rc) rc = chunks_in(&b->io, NULL, (size_t)h.order_n * 4, f, &bad);
-    fclose(f);
-    if (st) return st;
-    if (bad) return vx_err_line(e, VX_ERR_FORMAT, path, -1, "", "truncated replay file");
-    if (rc) return vx_err_line(e, VX_ERR_CUDA, path, -1, "", "load: %s", cudaGetErrorString(rc));
+    rc = chunks_in(&b->io, b->obs, n * D * sizeof(float), &rd, &st, e);
+    if (!st && !rc) rc = chunks_in(&b->io, b->next_obs, n * D * sizeof(float), &rd, &st, e);
+    if (!st && !rc)
+        rc = chunks_in(&b->io, b->meta, r->cfg.capacity * sizeof(vx_slot_meta), &rd, &st, e);
+    if (!st && !rc) rc = chunks_in(&b->io, b->prio, n * sizeof(double), &rd, &st, e);
+    /* a rank order in the file (a CPU buffer's) is checked and dropped: this one sorts at its
+     * next sample */
+    if (!st && !rc) rc = chunks_in(&b->io, NULL, (size_t)h.order_n * 4, &rd, &st, e);
+    if (!st && !rc) st = vx_replay_reader_finish(&rd, e);
+    vx_replay_reader_close(&rd);
+    if (rc) st = vx_err_line(e, VX_ERR_CUDA, path, -1, "", "load: %s", cudaGetErrorString(rc));
+    if (st) {
+        cudaError_t re = make_empty(r);
+        if (re && !rc)
+            st = vx_err_line(e, VX_ERR_CUDA, path, -1, "", "emptying after a refused load: %s",
+                             cudaGetErrorString(re));
+        return st;
+    }
     dev_state v;
     memset(&v, 0, sizeof v);
     v.max_p = h.max_p;

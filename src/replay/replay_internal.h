@@ -58,11 +58,12 @@ typedef struct {
     uint8_t action[VX_ACTION_BRANCHES], term, trunc, steps, pad[2];
 } vx_slot_meta;
 
-/* ---- the save file, one format for every backend ------------------------------------------------
+/* ---- the save file, one format for every backend (replay_file.c) --------------------------------
  * header | obs [size × D] f32 | next_obs [size × D] f32 | meta [capacity] | prio [size] f64 |
- * rank order [order_n] u32. Native byte order; the header has no padding. */
+ * rank order [order_n] u32. Native byte order; the header has no padding. Format 4 added the
+ * checksum: the XXH3-64 of the header (with its checksum field 0) and every byte after it. */
 #define VX_REPLAY_MAGIC "VXREPLAY"
-#define VX_REPLAY_FORMAT 3
+#define VX_REPLAY_FORMAT 4
 
 typedef struct {
     char magic[8];
@@ -73,14 +74,58 @@ typedef struct {
     int64_t calls_since_refresh;
     double max_p, alpha, eps;
     uint64_t draws, seed; /* the draws continue the saved buffer's sequence */
+    uint64_t checksum;
 } vx_replay_file_header;
 
 /* A header with magic, format and the settings' fields filled, every counter 0. */
 void vx_replay_header_init(vx_replay_file_header *h, const vx_replay_cfg *cfg);
-/* Reads the header from f and checks it belongs to a buffer of cfg's kind, capacity and obs_dim
- * (the errors name the file and the field). */
-vx_status vx_replay_header_read(FILE *f, const char *path, const vx_replay_cfg *cfg,
-                                vx_replay_file_header *h, vx_err *e);
+
+/* The largest action of each branch a slot may hold (the environment's: exposure 0..8, order
+ * type 0..2, urgency 0..2): what insert accepts and load checks. */
+int vx_replay_action_max(int branch);
+
+/* Writing a save file: the header (its checksum still 0), then the sections in order through
+ * put, which hashes what it writes; end computes the checksum and writes the header again over
+ * the first. The file is the caller's (an atomic file, committed after end). */
+typedef struct {
+    FILE *f;
+    void *hash; /* XXH3 state */
+    vx_replay_file_header h;
+    int bad; /* a write failed */
+} vx_replay_writer;
+
+vx_status vx_replay_writer_begin(vx_replay_writer *w, FILE *f, const vx_replay_file_header *h,
+                                 vx_err *e);
+void vx_replay_writer_put(vx_replay_writer *w, const void *p, size_t bytes);
+/* Frees the state whatever happens; VX_ERR_IO (naming path) when a write failed. */
+vx_status vx_replay_writer_end(vx_replay_writer *w, const char *path, vx_err *e);
+
+/* Reading a save file, every number checked before a backend uses it, by one set of checks
+ * shared by every backend. open reads the header and range-checks each field against the buffer
+ * (its kind, capacity and obs_dim must be cfg's; size, cursor and inserted must agree; order_n,
+ * dirty, the refresh count and max_p inside their ranges; the file exactly as long as the header
+ * says). read takes the sections in file order, in pieces of whole values that do not straddle
+ * two sections, and checks every value as it passes: observations and rewards finite, actions
+ * inside their branches, flags 0 or 1, n-step counts >= 1, slots beyond size empty, priorities
+ * finite, > 0 and at most max_p, rank order entries inside the buffer. finish compares the
+ * checksum. Errors name the file, the byte offset, the field and the slot. */
+typedef struct {
+    FILE *f;
+    const char *path;
+    vx_replay_cfg cfg;
+    vx_replay_file_header h;
+    void *hash;         /* XXH3 state */
+    int part;           /* the section being read: obs, next_obs, meta, prio, order */
+    uint64_t done;      /* bytes of it read */
+    uint64_t offset;    /* bytes of the file read */
+    uint64_t part_n[5]; /* bytes of each section */
+} vx_replay_reader;
+
+vx_status vx_replay_reader_open(vx_replay_reader *rd, const char *path, const vx_replay_cfg *cfg,
+                                vx_err *e);
+vx_status vx_replay_reader_read(vx_replay_reader *rd, void *dst, size_t bytes, vx_err *e);
+vx_status vx_replay_reader_finish(vx_replay_reader *rd, vx_err *e);
+void vx_replay_reader_close(vx_replay_reader *rd);
 
 /* ---- the test hook ------------------------------------------------------------------------------
  * The fault vx_replay_inject_fault set, kept in the core library (tests call it without CUDA): 1

@@ -16,14 +16,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static void fsync_dir(const char *dir)
-{
-    int fd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (fd < 0) return;
-    fsync(fd); /* the renames themselves reach the disk */
-    close(fd);
-}
-
 /* "replay-00000012.bin" — the side file `name` of epoch `epoch`. */
 static void side_name(char *buf, size_t n, const char *name, int epoch)
 {
@@ -40,7 +32,8 @@ static int is_side_file(const char *f)
     return 1;
 }
 
-/* Removes side files other than `keep` (n names) and, when `temps`, temporary files. */
+/* Removes side files other than `keep` (n names; none removed when keep is NULL) and, when
+ * `temps`, temporary files. */
 static void prune(const char *dir, char keep[][64], size_t n, int temps)
 {
     DIR *d = opendir(dir);
@@ -49,12 +42,12 @@ static void prune(const char *dir, char keep[][64], size_t n, int temps)
     while ((ent = readdir(d))) {
         const char *f = ent->d_name;
         int doomed = temps && strstr(f, ".tmp.") != NULL;
-        if (!doomed && is_side_file(f)) {
+        if (!doomed && keep && is_side_file(f)) {
             doomed = 1;
             for (size_t i = 0; i < n; i++)
                 if (strcmp(f, keep[i]) == 0) doomed = 0;
         }
-        if (doomed) {
+        if (doomed && !vx_fault_point("unlink")) {
             char path[1400];
             snprintf(path, sizeof path, "%s/%s", dir, f);
             unlink(path);
@@ -63,55 +56,77 @@ static void prune(const char *dir, char keep[][64], size_t n, int temps)
     closedir(d);
 }
 
-vx_status vx_ckpt_write(const ckpt_job *j, vx_err *e)
+/* Adds key = value to the metadata; an error when either would not fit (never truncated). */
+static vx_status put(vx_meta *m, size_t *k, const char *key, const char *value, vx_err *e)
+{
+    if (strlen(key) >= sizeof m->key || strlen(value) >= sizeof m->value)
+        return vx_err_set(e, VX_ERR_ARG, "checkpoint: metadata '%s' of %zu characters does not fit",
+                          key, strlen(value));
+    snprintf(m[*k].key, sizeof m->key, "%s", key);
+    snprintf(m[*k].value, sizeof m->value, "%s", value);
+    (*k)++;
+    return VX_OK;
+}
+
+static vx_status write_job(const ckpt_job *j, vx_err *e)
 {
     const vx_algo_state *s = &j->st;
     vx_status st = s->wait ? s->wait(s->wait_ctx, e) : VX_OK;
-    char names[VX_ALGO_MAX_FILES][64], path[1400];
+    char names[VX_ALGO_MAX_FILES][64], sums[VX_ALGO_MAX_FILES][24], path[1400];
     for (size_t f = 0; f < s->n_files && !st; f++) {
         side_name(names[f], sizeof names[f], s->files[f].name, j->epoch);
         snprintf(path, sizeof path, "%s/%s", j->dir, names[f]);
         st = s->files[f].write(s->files[f].ctx, path, e);
+        /* read back: the checkpoint names the exact bytes of its side files */
+        if (!st) st = vx_file_xxh3(path, sums[f], e);
     }
     if (st) return st;
-    size_t nm = 8 + s->n_meta + s->n_files;
+    size_t nm = 10 + s->n_meta + 2 * s->n_files;
     vx_meta *m = calloc(nm, sizeof *m);
     if (!m) return vx_err_set(e, VX_ERR_NOMEM, "checkpoint: out of memory");
     size_t k = 0;
-    snprintf(m[k].key, sizeof m[k].key, "format"),
-        snprintf(m[k++].value, sizeof m[0].value, VX_CKPT_FORMAT);
-    snprintf(m[k].key, sizeof m[k].key, "algo"),
-        snprintf(m[k++].value, sizeof m[0].value, "%s", j->algo);
-    snprintf(m[k].key, sizeof m[k].key, "epoch"),
-        snprintf(m[k++].value, sizeof m[0].value, "%d", j->epoch);
-    snprintf(m[k].key, sizeof m[k].key, "env_steps");
-    snprintf(m[k++].value, sizeof m[0].value, "%lld", (long long)j->env_steps);
+    char num[64];
+    st = put(m, &k, "format", VX_CKPT_FORMAT, e);
+    if (!st) st = put(m, &k, "algo", j->algo, e);
+    if (!st) st = put(m, &k, "run_id", j->run_id, e);
+    snprintf(num, sizeof num, "%d", j->epoch);
+    if (!st) st = put(m, &k, "epoch", num, e);
+    snprintf(num, sizeof num, "%lld", (long long)j->env_steps);
+    if (!st) st = put(m, &k, "env_steps", num, e);
     /* the resolved configuration travels with the weights */
-    snprintf(m[k].key, sizeof m[k].key, "config");
-    snprintf(m[k++].value, sizeof m[0].value, "%s", j->config ? j->config : "");
-    for (size_t i = 0; i < s->n_meta; i++, k++) {
-        snprintf(m[k].key, sizeof m[k].key, "%s", s->meta_key[i]);
-        snprintf(m[k].value, sizeof m[k].value, "%s", s->meta_val[i]);
+    if (!st) st = put(m, &k, "config", j->config ? j->config : "", e);
+    for (size_t i = 0; i < s->n_meta && !st; i++)
+        st = put(m, &k, s->meta_key[i], s->meta_val[i], e);
+    for (size_t f = 0; f < s->n_files && !st; f++) {
+        char key[64];
+        snprintf(key, sizeof key, "file.%s", s->files[f].name);
+        st = put(m, &k, key, names[f], e);
+        snprintf(key, sizeof key, "xxh3.%s", s->files[f].name);
+        if (!st) st = put(m, &k, key, sums[f], e);
     }
-    for (size_t f = 0; f < s->n_files; f++, k++) {
-        snprintf(m[k].key, sizeof m[k].key, "file.%s", s->files[f].name);
-        snprintf(m[k].value, sizeof m[k].value, "%s", names[f]);
-    }
-    if (j->best) {
-        snprintf(m[k].key, sizeof m[k].key, "kind");
-        snprintf(m[k++].value, sizeof m[0].value, "best");
-        snprintf(m[k].key, sizeof m[k].key, "val_sharpe");
-        snprintf(m[k++].value, sizeof m[0].value, "%.17g", j->val_sharpe);
-        snprintf(m[k].key, sizeof m[k].key, "val_sharpe_se");
-        snprintf(m[k++].value, sizeof m[0].value, "%.17g", j->val_sharpe_se);
+    if (j->best && !st) {
+        st = put(m, &k, "kind", "best", e);
+        snprintf(num, sizeof num, "%.17g", j->val_sharpe);
+        if (!st) st = put(m, &k, "val_sharpe", num, e);
+        snprintf(num, sizeof num, "%.17g", j->val_sharpe_se);
+        if (!st) st = put(m, &k, "val_sharpe_se", num, e);
     }
     snprintf(path, sizeof path, "%s/%s", j->dir, j->best ? VX_CKPT_BEST : VX_CKPT_FILE);
-    st = vx_safetensors_write(path, s->tensors, s->n_tensors, m, k, e);
+    if (!st) st = vx_safetensors_write(path, s->tensors, s->n_tensors, m, k, e);
     free(m);
     if (st) return st;
-    fsync_dir(j->dir);
     if (!j->best) prune(j->dir, names, s->n_files, 0);
-    return VX_OK;
+    return vx_fsync_dir(j->dir, e); /* the pruning reaches the disk too */
+}
+
+vx_status vx_ckpt_write(const ckpt_job *j, vx_err *e)
+{
+    /* a second Ctrl-C waits for the commit (util.h): a checkpoint is never left half-written by
+     * choice, though the order of writes above also survives a kill */
+    vx_critical_enter();
+    vx_status st = write_job(j, e);
+    vx_critical_leave();
+    return st;
 }
 
 static void *writer_main(void *arg)
@@ -171,6 +186,8 @@ void vx_ckpt_clean(const char *dir)
     prune(dir, keep, n, 1);
 }
 
+void vx_ckpt_clean_temps(const char *dir) { prune(dir, NULL, 0, 1); }
+
 int vx_ckpt_best(const char *dir, int *epoch, double *val_sharpe)
 {
     char path[1400];
@@ -186,8 +203,8 @@ int vx_ckpt_best(const char *dir, int *epoch, double *val_sharpe)
     return ok;
 }
 
-vx_status vx_ckpt_open(const char *dir, const char *algo, vx_safetensors *s, int *epoch,
-                       int64_t *env_steps, vx_err *e)
+vx_status vx_ckpt_open(const char *dir, const char *algo, const char *run_id, vx_safetensors *s,
+                       int *epoch, int64_t *env_steps, vx_err *e)
 {
     char path[1400];
     snprintf(path, sizeof path, "%s/%s", dir, VX_CKPT_FILE);
@@ -196,7 +213,7 @@ vx_status vx_ckpt_open(const char *dir, const char *algo, vx_safetensors *s, int
     const char *fmt = vx_safetensors_meta(s, "format");
     const char *a = vx_safetensors_meta(s, "algo");
     int64_t ep = 0;
-    if (fmt && strncmp(fmt, "vixen-dqn-", 10) == 0)
+    if (fmt && (strncmp(fmt, "vixen-dqn-", 10) == 0 || strcmp(fmt, "vixen-run-1") == 0))
         st = vx_err_line(e, VX_ERR_FORMAT, path, -1, "format",
                          "written by an earlier vixen (%s): it can be evaluated but not resumed",
                          fmt);
@@ -207,8 +224,39 @@ vx_status vx_ckpt_open(const char *dir, const char *algo, vx_safetensors *s, int
     else if (!a || strcmp(a, algo) != 0)
         st = vx_err_line(e, VX_ERR_FORMAT, path, -1, "algo",
                          "a checkpoint of '%s', but the run trains '%s'", a ? a : "?", algo);
+    const char *id = vx_safetensors_meta(s, "run_id");
+    if (!st && (!id || strcmp(id, run_id) != 0))
+        st = vx_err_line(e, VX_ERR_FORMAT, path, -1, "run_id",
+                         "belongs to run %.40s, not to this folder's run %s", id ? id : "(none)",
+                         run_id);
+    /* the reader checks a checksum only when present: a checkpoint of ours always has one */
+    if (!st && !vx_safetensors_meta(s, VX_SAFETENSORS_SUM))
+        st = vx_err_line(e, VX_ERR_FORMAT, path, -1, VX_SAFETENSORS_SUM,
+                         "missing: the file was not written whole by vixen");
     if (!st) st = vx_safetensors_meta_int(s, "epoch", 0, 1000000000, &ep, e);
     if (!st) st = vx_safetensors_meta_int(s, "env_steps", 0, INT64_MAX, env_steps, e);
+    /* each side file it names: present, and the very bytes it was written with */
+    for (size_t i = 0; i < s->n_meta && !st; i++) {
+        if (strncmp(s->meta[i].key, "file.", 5) != 0) continue;
+        char key[64], side[1400], got[24];
+        snprintf(key, sizeof key, "xxh3.%s", s->meta[i].key + 5);
+        const char *want = vx_safetensors_meta(s, key), *name = s->meta[i].value;
+        if (!is_side_file(name) || strchr(name, '/'))
+            st = vx_err_line(e, VX_ERR_FORMAT, path, -1, s->meta[i].key,
+                             "'%.64s' is not a side file name", name);
+        else if (!want)
+            st = vx_err_line(e, VX_ERR_FORMAT, path, -1, key, "missing from the metadata");
+        snprintf(side, sizeof side, "%s/%.63s", dir, name);
+        if (!st) st = vx_file_xxh3(side, got, e);
+#ifdef FUZZING_BUILD_MODE_UNSAFE_FOR_PRODUCTION
+        if (!st) snprintf(got, sizeof got, "%.20s", want); /* not enforced (docs/fuzzing.md) */
+#endif
+        if (!st && strcmp(got, want) != 0)
+            st = vx_err_line(e, VX_ERR_FORMAT, side, -1, key,
+                             "checksum %s, but the checkpoint was written with %.20s: the file is "
+                             "damaged or from another checkpoint",
+                             got, want);
+    }
     if (st) {
         vx_safetensors_free(s);
         return st;

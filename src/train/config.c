@@ -26,6 +26,8 @@ static const vx_key data_keys[] = {
      "instrument id or symbol for multi-instrument DBN"},
     {"cache", VX_KEY_STR, F(cache_dir), 0, 0, NULL, 0, 0, -1,
      "feature cache folder (empty: the default)"},
+    NUM("max_inflate", VX_KEY_U64, max_inflate, 0, 1e18,
+        "most bytes a zstd file may inflate to (0: 16 GiB; also at most 1000x its size)"),
     NUM("synth_days", VX_KEY_INT, synth_days, 2, 100000, "days of synthetic market"),
     NUM("synth_seed", VX_KEY_U64, synth_seed, 0, 1e18, "seed of the synthetic market"),
     NUM("synth_strength", VX_KEY_DBL, synth_strength, 0, 10, "planted signal strength"),

@@ -32,7 +32,8 @@ vx_status vx_train_open_market(const vx_train_cfg *c, vx_market *m, vx_err *e)
         char dir[1024];
         if (c->cache_dir[0]) snprintf(dir, sizeof dir, "%s", c->cache_dir);
         else vx_cache_default_dir(dir, sizeof dir);
-        vx_load_opts o = {.instrument = c->instrument[0] ? c->instrument : NULL};
+        vx_load_opts o = {.instrument = c->instrument[0] ? c->instrument : NULL,
+                          .max_inflate = c->max_inflate};
         return vx_market_open(paths, (size_t)c->n_files, &o, dir, m, e);
     }
     vx_synth_cfg sc;
@@ -158,7 +159,9 @@ typedef struct {
     vx_env *env;
     vx_algo *algo;
     char ckpt_dir[1100];
-    char *config; /* cfg as YAML */
+    int lock_fd;                    /* the run folder's lock (run_folder.c), −1: not held */
+    char run_id[VX_RUN_ID_LEN + 1]; /* the run's identity, in every checkpoint */
+    char *config;                   /* cfg as YAML */
     ckpt_writer writer;
     int epoch; /* epochs completed */
     int64_t env_steps;
@@ -175,6 +178,7 @@ static void run_free(run_state *r)
     vx_env_free(r->env);
     if (r->have_market) vx_market_close(&r->market);
     free(r->config);
+    vx_run_unlock(r->lock_fd); /* last: nothing of this run is written after it */
     free(r);
 }
 
@@ -189,9 +193,11 @@ static vx_status checkpoint(run_state *r, int final, int *started, vx_err *e)
     if (st) return st;
     snprintf(job.dir, sizeof job.dir, "%s", r->ckpt_dir);
     snprintf(job.algo, sizeof job.algo, "%s", r->ops->name);
+    snprintf(job.run_id, sizeof job.run_id, "%s", r->run_id);
     job.epoch = r->epoch;
     job.env_steps = r->env_steps;
     job.config = r->config ? strdup(r->config) : NULL;
+    if (r->config && !job.config) return vx_err_set(e, VX_ERR_NOMEM, "checkpoint: out of memory");
     if (!final && job.st.detached && r->cfg.async_checkpoints) {
         *started = 1;
         return vx_ckpt_writer_start(&r->writer, &job, e);
@@ -219,6 +225,7 @@ static vx_status validate(run_state *r, vx_eval_metrics *val, int *best, vx_err 
         st = r->ops->policy_state(r->algo, &job.st, e);
         snprintf(job.dir, sizeof job.dir, "%s", r->ckpt_dir);
         snprintf(job.algo, sizeof job.algo, "%s", r->ops->name);
+        snprintf(job.run_id, sizeof job.run_id, "%s", r->run_id);
         job.epoch = r->epoch;
         job.env_steps = r->env_steps;
         job.config = r->config;
@@ -241,6 +248,8 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
     r->ops = vx_train_algo(c);
     snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoint", c->run_dir);
     vx_status st = vx_mkdirs(r->ckpt_dir, e);
+    /* the folder is ours before anything in it is looked at or touched */
+    if (!st) st = vx_run_lock(c->run_dir, &r->lock_fd, e);
     if (st) return st;
     char path[1200];
     struct stat sb;
@@ -248,7 +257,15 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
     if (!resume && stat(path, &sb) == 0)
         return vx_err_line(e, VX_ERR_ARG, c->run_dir, -1, "",
                            "already holds a run; resume it (--resume) or pick another folder");
+    if (resume && stat(path, &sb) != 0)
+        return vx_err_line(e, VX_ERR_NOT_FOUND, c->run_dir, -1, "",
+                           "has no checkpoint to resume (the run stopped before its first one): "
+                           "start it again without --resume");
+    st = resume ? vx_run_id_read(c->run_dir, r->run_id, e)
+                : vx_run_id_create(c->run_dir, r->run_id, e);
+    if (st) return st;
     vx_ckpt_clean(r->ckpt_dir);
+    vx_ckpt_clean_temps(c->run_dir);
     snprintf(path, sizeof path, "%s/%s", r->ckpt_dir, VX_CKPT_BEST);
     if (!resume) unlink(path); /* a best from an attempt that never checkpointed */
     else if (vx_ckpt_best(r->ckpt_dir, &r->best_epoch, &r->best_val) && c->eval_every > 0)
@@ -273,7 +290,7 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
     if (!r->config) return vx_err_set(e, VX_ERR_NOMEM, "train: cannot format the config");
     if (resume) {
         vx_safetensors s;
-        st = vx_ckpt_open(r->ckpt_dir, r->ops->name, &s, &r->epoch, &r->env_steps, e);
+        st = vx_ckpt_open(r->ckpt_dir, r->ops->name, r->run_id, &s, &r->epoch, &r->env_steps, e);
         if (st) return st;
         vx_ckpt_view ck = {&s, r->ckpt_dir};
         st = r->ops->restore(r->algo, &ck, 0, e);
@@ -290,7 +307,10 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
         vx_atomic_file af;
         st = vx_atomic_open(&af, path, e);
         if (st) return st;
-        fputs(r->config, af.f);
+        if (fputs(r->config, af.f) == EOF) {
+            vx_atomic_abort(&af);
+            return vx_err_line(e, VX_ERR_IO, path, -1, "", "write failed");
+        }
         st = vx_atomic_commit(&af, e);
         if (st) return st;
     }
@@ -357,6 +377,7 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
     if (st) return st;
     run_state *r = calloc(1, sizeof *r);
     if (!r) return vx_err_set(e, VX_ERR_NOMEM, "train: out of memory");
+    r->lock_fd = -1;
     st = run_open(r, c, dev, resume, e);
     columns cols;
     columns_make(&cols, r->ops);
@@ -365,13 +386,14 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
     char path[1100];
     if (!st) {
         snprintf(path, sizeof path, "%s/metrics.csv", c->run_dir);
-        st = vx_csv_log_open(&csv, path, cols.name, cols.n, e);
+        /* rows past the checkpoint resumed from (or all, for a new run) were an attempt's */
+        st = vx_csv_log_open(&csv, path, cols.name, cols.n, r->epoch, e);
     }
     if (!st) st = vx_tfevents_open(&tb, c->run_dir, e);
     double scale = !st ? vx_env_params_get(r->env)->reward_scale : 1;
     int validating = c->eval_every > 0 && c->env.val_fraction > 0;
     uint64_t run_start = vx_now_ns();
-    int first_epoch = r->epoch, pending = 0;
+    int first_epoch = r->epoch, pending = 0, requested = 0;
     while (!st && r->epoch < c->epochs) {
         uint64_t t0 = vx_now_ns();
         int last = r->epoch + 1 == c->epochs;
@@ -421,6 +443,7 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
         }
         rep.checkpointed = snap;
         int stop = !st && on_epoch ? on_epoch(&rep, ctx) : 0;
+        requested |= stop && !last; /* a stop at the last epoch is the end anyway */
         if (!st && patience_out && !stop) {
             vx_log(VX_LOG_INFO,
                    "train: stopping early at epoch %d: %d validations without beating epoch %d's "
@@ -441,6 +464,11 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
                "train: %d checkpoints written; %d fell due while the last was still "
                "being written and were taken at the next epoch end after it",
                r->written, r->deferred);
+    if (!st && requested) /* the test split waits for the end of the run */
+        st = vx_err_set(e, VX_ERR_STOPPED,
+                        "stopped after epoch %d of %d on request; its checkpoint is written: "
+                        "continue with --resume",
+                        r->epoch, c->epochs);
     vx_eval_report ev;
     memset(&ev, 0, sizeof ev);
     if (!st) st = final_test(r, &ev, e);
@@ -468,7 +496,9 @@ vx_status vx_eval_checkpoint(const vx_train_cfg *c, const char *ckpt_path, const
     const char *name = vx_safetensors_meta(&s, "algo");
     if (fmt && strncmp(fmt, "vixen-dqn-", 10) == 0) name = "dqn"; /* before the algorithm seam */
     const vx_algo_ops *ops = name ? vx_algo_find(name) : NULL;
-    if (!fmt || (strcmp(fmt, VX_CKPT_FORMAT) != 0 && strncmp(fmt, "vixen-dqn-", 10) != 0))
+    int known = fmt && (strcmp(fmt, VX_CKPT_FORMAT) == 0 || strcmp(fmt, "vixen-run-1") == 0 ||
+                        strncmp(fmt, "vixen-dqn-", 10) == 0);
+    if (!known)
         st = vx_err_line(e, VX_ERR_FORMAT, ckpt_path, -1, "format", "not a vixen checkpoint");
     else if (!ops)
         st = vx_err_line(e, VX_ERR_FORMAT, ckpt_path, -1, "algo", "unknown algorithm '%s'",

@@ -6,6 +6,7 @@
  * where it stopped: a fold whose folder holds eval.json is finished and its chosen checkpoint is
  * evaluated again (deterministic, and much cheaper than training); a fold with a checkpoint is
  * resumed; the others start. */
+#include "checkpoint.h"
 #include "vixen/io.h"
 #include "vixen/train.h"
 
@@ -77,6 +78,8 @@ vx_status vx_train_walk_forward(const vx_train_cfg *c, vx_device *dev, int folds
         return vx_err_set(e, VX_ERR_NOMEM, "walk-forward: out of memory");
     }
     vx_status st = vx_mkdirs(c->run_dir, e);
+    int lock = -1; /* the whole walk's folder is ours (each fold's run locks its own too) */
+    if (!st) st = vx_run_lock(c->run_dir, &lock, e);
     if (!st && !resume) { /* the settings of the whole walk, for --resume */
         char path[1100];
         vx_atomic_file af;
@@ -103,11 +106,19 @@ vx_status vx_train_walk_forward(const vx_train_cfg *c, vx_device *dev, int folds
         snprintf(ckpt, sizeof ckpt, "%s/checkpoint/latest.safetensors", fc->run_dir);
         vx_log(VX_LOG_INFO, "walk-forward: fold %d of %d in %s", k, folds, fc->run_dir);
         if (resume && exists(done)) st = reevaluate(fc, &rep[k - 1], e);
-        else st = vx_train_run(fc, dev, resume && exists(ckpt), on_epoch, ctx, &rep[k - 1], e);
+        else {
+            st = vx_train_run(fc, dev, resume && exists(ckpt), on_epoch, ctx, &rep[k - 1], e);
+            if (st == VX_ERR_STOPPED) /* an interrupt ends the walk in this fold */
+                vx_err_set(e, VX_ERR_STOPPED,
+                           "walk-forward: stopped in fold %d of %d (its checkpoint is written; "
+                           "continue with --resume)",
+                           k, folds);
+        }
     }
     if (!st) st = vx_eval_concat(rep, folds, all, e);
     if (!st) st = write_reports(c->run_dir, rep, folds, all, e);
     for (int k = 0; k < folds; k++) vx_eval_report_free(&rep[k]);
+    vx_run_unlock(lock);
     free(rep);
     free(fc);
     return st;

@@ -6,6 +6,7 @@
 #include "vixen/util.h"
 
 #include <stdarg.h>
+#include <stdint.h>
 #include <string.h>
 
 const char *vx_status_name(vx_status s)
@@ -20,6 +21,7 @@ const char *vx_status_name(vx_status s)
     case VX_ERR_NOMEM: return "out of memory";
     case VX_ERR_NOT_FOUND: return "not found";
     case VX_ERR_CUDA: return "cuda error";
+    case VX_ERR_STOPPED: return "stopped";
     }
     return "unknown status";
 }
@@ -126,4 +128,15 @@ void vx_log(vx_log_level level, const char *fmt, ...)
     vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     g_sink(level, line, g_sink_ctx);
+}
+
+vx_status vx_check_bytes(const char *keys, uint64_t a, uint64_t b, uint64_t c, vx_err *e)
+{
+    uint64_t ab, abc;
+    if (__builtin_mul_overflow(a, b, &ab) || __builtin_mul_overflow(ab, c, &abc) ||
+        abc > (uint64_t)PTRDIFF_MAX)
+        return vx_err_set(
+            e, VX_ERR_ARG, "%s (%llu × %llu × %llu bytes) overflows the address space: lower them",
+            keys, (unsigned long long)a, (unsigned long long)b, (unsigned long long)c);
+    return VX_OK;
 }

@@ -8,6 +8,7 @@
 
 #include <cjson/cJSON.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,7 +22,7 @@ static char out[1 << 16], err[1 << 14];
 
 static int vixen(const char *args)
 {
-    char cmd[4096];
+    static char cmd[8192];
     snprintf(cmd, sizeof cmd, "%s %s", VX_BINARY, args);
     return th_run(cmd, out, sizeof out, err, sizeof err);
 }
@@ -401,6 +402,163 @@ static void test_bench_groups_come_from_the_registry(void **state)
     assert_string_equal(out, "{\"results\": [\n]}\n");
 }
 
+/* A file's text, NUL-terminated (th_read gives the bytes alone). */
+static char *read_text(const char *path)
+{
+    size_t n;
+    uint8_t *b = th_read(path, &n);
+    char *t = realloc(b, n + 1);
+    assert_non_null(t);
+    t[n] = '\0';
+    return t;
+}
+
+/* Writes the rows of `csv` (header first) in three consecutive parts to files[0..2]. */
+static void split_csv(const char *csv, char files[3][512])
+{
+    char *t = read_text(csv);
+    char *body = strchr(t, '\n') + 1;
+    size_t rows = 0;
+    for (char *p = body; *p; p++) rows += *p == '\n';
+    char *p = body;
+    for (int k = 0; k < 3; k++) {
+        char *end = p;
+        for (size_t r = 0; r < (k < 2 ? rows / 3 : rows) && *end; end++) r += *end == '\n';
+        FILE *f = fopen(files[k], "w");
+        assert_non_null(f);
+        fwrite(t, 1, (size_t)(body - t), f);
+        fwrite(p, 1, (size_t)(end - p), f);
+        assert_int_equal(fclose(f), 0);
+        p = end;
+    }
+    free(t);
+}
+
+/* A run folder whose name holds a newline and a byte that is not UTF-8, trained on three data
+ * files with ~390-byte paths: its own config.yaml must read back for --resume. The metrics rows
+ * an attempt wrote after its last checkpoint go on resume (epoch 3 here, written again), and each
+ * start writes its own TensorBoard file. */
+static void test_resume_run_with_nasty_paths(void **state)
+{
+    (void)state;
+    char dir[64], args[4096], all[128], deep[512], files[3][512];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(all, sizeof all, "%s/all.csv", dir);
+    snprintf(args, sizeof args, "data synth --days 12 --out %s", all);
+    assert_int_equal(vixen(args), 0);
+    int k = snprintf(deep, sizeof deep, "%s/", dir);
+    for (int i = 0; i < 200; i++) deep[k++] = 'd';
+    deep[k++] = '/';
+    for (int i = 0; i < 150; i++) deep[k++] = 'e';
+    deep[k] = '\0';
+    snprintf(args, sizeof args, "mkdir -p %s", deep);
+    assert_int_equal(system(args), 0);
+    for (int i = 0; i < 3; i++) {
+        int m = snprintf(files[i], sizeof files[i], "%s/part %d, #%d: ", deep, i, i);
+        while (m < 386) files[i][m++] = 'f';
+        snprintf(files[i] + m, sizeof files[i] - (size_t)m, ".csv");
+    }
+    split_csv(all, files);
+    char run[128];
+    snprintf(run, sizeof run, "%s/run\nx\377", dir);
+    setenv("VX_TEST_RUN", run, 1);
+    setenv("VX_TEST_F0", files[0], 1);
+    setenv("VX_TEST_F1", files[1], 1);
+    setenv("VX_TEST_F2", files[2], 1);
+    snprintf(args, sizeof args,
+             "train \"$VX_TEST_F0\" \"$VX_TEST_F1\" \"$VX_TEST_F2\" --set data.cache=%s/cache "
+             "--set env.episode_len=60 --set train.envs=16 --set train.steps_per_epoch=40 "
+             "--set dqn.batch=32 --set dqn.trunk=32,32 --set dqn.head_hidden=16 "
+             "--set dqn.warmup=200 --set train.eval_every=0 --epochs 2 --run \"$VX_TEST_RUN\"",
+             dir);
+    if (vixen(args) != 0) fail_msg("train: %s", err);
+    char path[256];
+    snprintf(path, sizeof path, "%s/config.yaml", run);
+    char *cfg = read_text(path);
+    assert_non_null(strstr(cfg, "run_dir: !!binary")); /* not UTF-8: kept as base64 */
+    free(cfg);
+    /* the attempt ran epoch 3 and died before its checkpoint: epoch 2's row again, as epoch 3 */
+    snprintf(path, sizeof path, "%s/metrics.csv", run);
+    char *rows = read_text(path);
+    char *last = rows + strlen(rows) - 1;
+    while (last > rows && last[-1] != '\n') last--;
+    FILE *f = fopen(path, "a");
+    assert_non_null(f);
+    fprintf(f, "3%s", strchr(last, ','));
+    assert_int_equal(fclose(f), 0);
+    free(rows);
+    if (vixen("train --resume \"$VX_TEST_RUN\" --epochs 3") != 0) fail_msg("resume: %s", err);
+    assert_non_null(strstr(err, "epoch 3/3"));
+    char *csv = read_text(path);
+    int seen[4] = {0};
+    for (char *p = strchr(csv, '\n') + 1; *p; p = strchr(p, '\n') + 1) {
+        int ep = atoi(p);
+        assert_true(ep >= 1 && ep <= 3);
+        seen[ep]++;
+    }
+    if (seen[1] != 1 || seen[2] != 1 || seen[3] != 1) fail_msg("metrics.csv:\n%s", csv);
+    free(csv);
+    int events = 0;
+    DIR *d = opendir(run);
+    assert_non_null(d);
+    for (struct dirent *de; (de = readdir(d));)
+        events += strncmp(de->d_name, "events.out.tfevents.", 20) == 0;
+    closedir(d);
+    assert_int_equal(events, 2);
+    unsetenv("VX_TEST_RUN");
+    th_rmtree(dir);
+}
+
+/* A --cache folder longer than the command's old 1,024-byte buffer is used as given (here: refused
+ * by the cache as too long), never cut short into another folder that then gets created. */
+static void test_env_bench_long_cache_not_truncated(void **state)
+{
+    (void)state;
+    char dir[64], csv[128], cache[1400], args[2048];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(csv, sizeof csv, "%s/s.csv", dir);
+    snprintf(args, sizeof args, "data synth --days 3 --out %s", csv);
+    assert_int_equal(vixen(args), 0);
+    int k = snprintf(cache, sizeof cache, "%s", dir);
+    for (int part = 0; part < 6; part++) {
+        cache[k++] = '/';
+        for (int i = 0; i < 200; i++) cache[k++] = 'c';
+    }
+    cache[k] = '\0';
+    snprintf(args, sizeof args, "env bench %s --envs 2 --steps 10 --cache %s", csv, cache);
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(err, "too long"));
+    cache[1023] = '\0'; /* where the old buffer cut it */
+    struct stat sb;
+    assert_int_not_equal(stat(cache, &sb), 0);
+    th_rmtree(dir);
+}
+
+/* The absolute inflate limit is settable where zstd bars are read: `--max-inflate` for the data
+ * commands, data.max_inflate for training; past it the file is refused naming both. */
+static void test_inflate_limit_settable(void **state)
+{
+    (void)state;
+    char args[1024], dir[64];
+    const char *zst = TH_FIXTURE("test_data.ohlcv-1m.v3.dbn.zst");
+    snprintf(args, sizeof args, "data inspect --max-inflate 400 %s", zst);
+    assert_int_equal(vixen(args), 1);
+    if (!strstr(err, zst) || !strstr(err, "limit of 400 bytes")) fail_msg("%s", err);
+    snprintf(args, sizeof args, "data inspect --max-inflate 100 %s", zst);
+    assert_int_equal(vixen(args), 1); /* the metadata alone would not fit */
+    if (!strstr(err, "metadata length 352") || !strstr(err, "--max-inflate")) fail_msg("%s", err);
+    snprintf(args, sizeof args, "data inspect --max-inflate 1K %s", zst);
+    assert_int_equal(vixen(args), 0);
+    snprintf(args, sizeof args, "data inspect --max-inflate 0 %s", zst);
+    assert_int_equal(vixen(args), 2); /* not a positive size */
+    th_tmpdir(dir, sizeof dir);
+    snprintf(args, sizeof args,
+             "train %s --set data.max_inflate=400 --set data.cache=%s/c --run %s/r", zst, dir, dir);
+    assert_int_equal(vixen(args), 1);
+    if (!strstr(err, "limit of 400 bytes") || !strstr(err, "data.max_inflate")) fail_msg("%s", err);
+    th_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -410,6 +568,9 @@ int main(void)
         cmocka_unit_test(test_features_cli_then_training_entry_point_hits),
         cmocka_unit_test(test_synth_formats_and_env_bench),
         cmocka_unit_test(test_train_and_eval_commands),
+        cmocka_unit_test(test_resume_run_with_nasty_paths),
+        cmocka_unit_test(test_env_bench_long_cache_not_truncated),
+        cmocka_unit_test(test_inflate_limit_settable),
         cmocka_unit_test(test_bench_groups_come_from_the_registry),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);

@@ -1,5 +1,6 @@
 /* test_data.c — CSV reading and writing, timestamps, validation, multi-file loading, and the
- * synthetic market. The DBN and feature groups live beside it (test_dbn.c, test_features.c,
+ * synthetic market, and inputs that must be refused (FIFOs, synthetic parameters out of range).
+ * The DBN and feature groups live beside it (test_dbn.c, test_features.c,
  * test_features_ref.c). */
 #include "helpers.h"
 #include "data_tests.h"
@@ -7,9 +8,12 @@
 #include "vixen/philox.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static vx_status parse(const char *text, vx_series *s, vx_err *e)
 {
@@ -385,6 +389,117 @@ static void test_damaged_csv_never_crashes(void **state)
     free(c);
 }
 
+/* Every synthetic parameter finite and in range: `vixen data synth --strength nan` once wrote NaN
+ * prices and exited 0. */
+static void test_synth_refuses_bad_parameters(void **state)
+{
+    (void)state;
+    struct {
+        const char *field;
+        size_t off;
+        double v;
+    } bad[] = {
+        {"signal_strength", offsetof(vx_synth_cfg, signal_strength), NAN},
+        {"signal_strength", offsetof(vx_synth_cfg, signal_strength), INFINITY},
+        {"signal_strength", offsetof(vx_synth_cfg, signal_strength), -0.5},
+        {"signal_phi", offsetof(vx_synth_cfg, signal_phi), NAN},
+        {"signal_phi", offsetof(vx_synth_cfg, signal_phi), 1.0},
+        {"drift", offsetof(vx_synth_cfg, drift), -INFINITY},
+        {"drift", offsetof(vx_synth_cfg, drift), NAN},
+        {"t_dof", offsetof(vx_synth_cfg, t_dof), NAN},
+        {"t_dof", offsetof(vx_synth_cfg, t_dof), 1e300},
+        {"bar_vol", offsetof(vx_synth_cfg, bar_vol), INFINITY},
+        {"garch_alpha", offsetof(vx_synth_cfg, garch_alpha), NAN},
+        {"start_price", offsetof(vx_synth_cfg, start_price), NAN},
+        {"tick", offsetof(vx_synth_cfg, tick), 0},
+        {"intraday_u", offsetof(vx_synth_cfg, intraday_u), NAN},
+        {"overnight_vol", offsetof(vx_synth_cfg, overnight_vol), -1},
+        {"base_volume", offsetof(vx_synth_cfg, base_volume), NAN},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        vx_synth_cfg c;
+        vx_synth_default(&c);
+        c.days = 2;
+        memcpy((char *)&c + bad[i].off, &bad[i].v, sizeof(double));
+        vx_series s = {0};
+        vx_err e;
+        vx_err_clear(&e);
+        vx_status st = vx_synth_generate(&c, &s, NULL, &e);
+        if (st != VX_ERR_ARG || strcmp(e.field, bad[i].field) != 0)
+            fail_msg("%s = %g: status %d, '%s'", bad[i].field, bad[i].v, st, e.msg);
+        assert_int_equal(vx_synth_check(&c, &e), VX_ERR_ARG);
+        assert_int_equal(s.n, 0);
+        vx_series_free(&s);
+    }
+    vx_synth_cfg c;
+    vx_synth_default(&c);
+    c.days = 50001; /* past 2262, nanosecond timestamps overflow */
+    vx_err e;
+    assert_int_equal(vx_synth_check(&c, &e), VX_ERR_ARG);
+    assert_string_equal(e.field, "days");
+    /* in range, but the prices leave it: a drift of -10 a year reaches the tick within 2 years */
+    c.days = 1000;
+    c.drift = -10;
+    vx_series s = {0};
+    assert_int_equal(vx_synth_generate(&c, &s, NULL, &e), VX_ERR_ARG);
+    if (!strstr(e.msg, "out of range")) fail_msg("%s", e.msg);
+    vx_series_free(&s);
+    vx_synth_default(&c);
+    c.days = 1;
+    c.signal_phi = -0.5;
+    assert_int_equal(vx_synth_generate(&c, &s, NULL, &e), VX_OK);
+    vx_series_free(&s);
+}
+
+static void hung(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_data: hung on a FIFO\n";
+    if (write(2, msg, sizeof msg - 1) < 0) _exit(1);
+    _exit(1);
+}
+
+/* A FIFO given as data is refused at once (opening one for reading blocks until a writer comes):
+ * the readers, the loader, the cache key and the market; a folder holding one skips it. */
+static void test_fifo_refused(void **state)
+{
+    (void)state;
+    char dir[64], fifo[128], sub[128], csv[160], sub_fifo[160], cache[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(fifo, sizeof fifo, "%s/bars.csv", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    signal(SIGALRM, hung);
+    alarm(20);
+    const char *paths[1] = {fifo};
+    vx_series s = {0};
+    vx_err e;
+    assert_int_equal(vx_series_load(paths, 1, NULL, &s, &e), VX_ERR_IO);
+    if (!strstr(e.msg, "not a regular file (a FIFO)") || !strstr(e.msg, fifo))
+        fail_msg("%s", e.msg);
+    assert_int_equal(vx_csv_read(fifo, NULL, &s, &e), VX_ERR_IO);
+    assert_int_equal(vx_dbn_read(fifo, NULL, &s, NULL, &e), VX_ERR_IO);
+    char key[33];
+    assert_int_equal(vx_cache_key(paths, 1, NULL, key, &e), VX_ERR_IO);
+    vx_market m;
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &m, &e), VX_ERR_IO);
+    assert_int_equal(vx_market_open(paths, 1, NULL, NULL, &m, &e), VX_ERR_IO);
+    /* in a folder, only regular files are data */
+    snprintf(sub, sizeof sub, "%s/day", dir);
+    assert_int_equal(vx_mkdirs(sub, &e), VX_OK);
+    snprintf(csv, sizeof csv, "%s/a.csv", sub);
+    snprintf(sub_fifo, sizeof sub_fifo, "%s/b.csv", sub);
+    th_write_str(csv, "timestamp,open,high,low,close,volume\n2024-01-02T14:30:00Z,1,2,1,2,3\n");
+    assert_int_equal(mkfifo(sub_fifo, 0600), 0);
+    const char *folder[1] = {sub};
+    assert_int_equal(vx_series_load(folder, 1, NULL, &s, &e), VX_OK);
+    assert_int_equal(s.n, 1);
+    assert_int_equal(vx_cache_key(folder, 1, NULL, key, &e), VX_OK);
+    alarm(0);
+    vx_series_free(&s);
+    th_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -400,6 +515,8 @@ int main(void)
         cmocka_unit_test(test_synth_is_deterministic_and_consistent),
         cmocka_unit_test(test_synth_planted_signal),
         cmocka_unit_test(test_damaged_csv_never_crashes),
+        cmocka_unit_test(test_synth_refuses_bad_parameters),
+        cmocka_unit_test(test_fifo_refused),
     };
     int failed = cmocka_run_group_tests_name("data_csv", tests, NULL, NULL);
     failed += run_dbn_tests();

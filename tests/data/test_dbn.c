@@ -1,11 +1,15 @@
 /* test_dbn.c — the DBN reader against the upstream fixtures (exact integers), every kind of
- * corruption the issue lists, instrument selection, and the writer's round trip. */
+ * corruption the issue lists, instrument selection, the writer's round trip, and the bounds on
+ * hostile input: zstd bombs, frames that lie about their size, huge symbol tables. */
 #include "helpers.h"
 #include "data_tests.h"
 
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <zstd.h>
 #include "vixen/philox.h"
 
@@ -97,12 +101,12 @@ static void test_fixtures_exact(void **state)
     uint8_t *z = fixture("test_data.ohlcv-1m.v3.dbn.zst", &n), *p;
     vx_err e;
     assert_int_equal(n, 166);
-    assert_int_equal(vx_zstd_decompress("v3", z, n, &p, &pn, &e), VX_OK);
+    assert_int_equal(vx_zstd_decompress("v3", z, n, 0, &p, &pn, &e), VX_OK);
     assert_int_equal(pn, 472);
     assert_int_equal(p[4] | p[5] << 8, 352);
     free(z), free(p);
     z = fixture("test_data.ohlcv-1m.v1.dbn.zst", &n);
-    assert_int_equal(vx_zstd_decompress("v1", z, n, &p, &pn, &e), VX_OK);
+    assert_int_equal(vx_zstd_decompress("v1", z, n, 0, &p, &pn, &e), VX_OK);
     assert_int_equal(pn, 318);
     free(z), free(p);
 }
@@ -389,6 +393,292 @@ static void test_damaged_streams_never_crash(void **state)
     th_rmtree(dir);
 }
 
+/* ---- bounded input ----------------------------------------------------------------------------
+ */
+
+static long peak_rss_mib(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024;
+}
+
+static void timed_out(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_dbn: timed out (a parse that should take milliseconds)\n";
+    if (write(2, msg, sizeof msg - 1) < 0) _exit(1);
+    _exit(1);
+}
+
+/* A zstd stream of `head` followed by `zeros` zero bytes, compressed a MiB at a time, so that the
+ * zeros are never in memory at once. */
+static uint8_t *zstd_of_zeros(const uint8_t *head, size_t head_n, size_t zeros, size_t *n)
+{
+    ZSTD_CCtx *cc = ZSTD_createCCtx();
+    assert_non_null(cc);
+    assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, 1)));
+    size_t cap = 8 << 20, chunk = 1 << 20;
+    uint8_t *out = malloc(cap), *z = calloc(1, chunk);
+    assert_non_null(out);
+    assert_non_null(z);
+    ZSTD_outBuffer ob = {out, cap, 0};
+    ZSTD_inBuffer hb = {head, head_n, 0};
+    while (hb.pos < hb.size)
+        assert_false(ZSTD_isError(ZSTD_compressStream2(cc, &ob, &hb, ZSTD_e_continue)));
+    for (size_t done = 0; done < zeros; done += chunk) {
+        ZSTD_inBuffer ib = {z, zeros - done < chunk ? zeros - done : chunk, 0};
+        while (ib.pos < ib.size)
+            assert_false(ZSTD_isError(ZSTD_compressStream2(cc, &ob, &ib, ZSTD_e_continue)));
+    }
+    ZSTD_inBuffer none = {NULL, 0, 0};
+    size_t left;
+    do {
+        left = ZSTD_compressStream2(cc, &ob, &none, ZSTD_e_end);
+        assert_false(ZSTD_isError(left));
+    } while (left > 0);
+    assert_true(ob.pos < cap);
+    ZSTD_freeCCtx(cc);
+    free(z);
+    *n = ob.pos;
+    return out;
+}
+
+/* A zstd frame written by hand whose header claims `claim` bytes of content: a raw block holding
+ * `head`, then `rle` blocks of 128 KiB of zeros (4 bytes each), none marked last. */
+static uint8_t *claiming_frame(uint64_t claim, const uint8_t *head, size_t head_n, size_t rle,
+                               size_t *n)
+{
+    uint8_t *b = malloc(14 + 3 + head_n + rle * 4), *p = b;
+    assert_non_null(b);
+    put32(p, 0xFD2FB528u), p += 4;
+    *p++ = 0xC0;   /* frame header descriptor: an 8-byte content size, a window descriptor */
+    *p++ = 7 << 3; /* window 2^(10 + 7) = 128 KiB */
+    put64(p, claim), p += 8;
+    uint32_t bh = (uint32_t)head_n << 3; /* a raw block */
+    p[0] = (uint8_t)bh, p[1] = (uint8_t)(bh >> 8), p[2] = (uint8_t)(bh >> 16), p += 3;
+    memcpy(p, head, head_n), p += head_n;
+    for (size_t i = 0; i < rle; i++) {
+        bh = (128u << 10) << 3 | 1u << 1; /* an RLE block of 128 KiB */
+        p[0] = (uint8_t)bh, p[1] = (uint8_t)(bh >> 8), p[2] = (uint8_t)(bh >> 16), p[3] = 0;
+        p += 4;
+    }
+    *n = (size_t)(p - b);
+    return b;
+}
+
+/* A valid DBN prelude and metadata followed by 1 GiB of zeros inflates 30,000-fold: refused once
+ * the output passes 1000 times the input, long before the gigabyte is there. */
+static void test_zstd_bomb_refused(void **state)
+{
+    (void)state;
+    size_t n, zn;
+    uint8_t *b = plain_v2(&n);
+    uint8_t *z = zstd_of_zeros(b, 353, (size_t)1 << 30, &zn);
+    assert_true(zn < ((size_t)1 << 30) / VX_INFLATE_MAX_RATIO); /* it is a bomb */
+    long before = peak_rss_mib();
+    vx_series s;
+    vx_err e;
+    assert_int_equal(parse(z, zn, NULL, &s, NULL, &e), VX_ERR_VALIDATION);
+    vx_series_free(&s);
+    assert_string_equal(e.field, "zstd");
+    if (!strstr(e.msg, "inflates past") || !strstr(e.msg, "more than 1000 times"))
+        fail_msg("%s", e.msg);
+    assert_true(strncmp(e.msg, "t.dbn: ", 7) == 0);
+    long grew = peak_rss_mib() - before;
+    if (grew > 256) fail_msg("inflating used %ld MiB more at its peak", grew);
+    free(z);
+
+    /* the same frame read with the whole gigabyte allowed still stops at the 1000-fold cap */
+    z = zstd_of_zeros(b, 353, (size_t)64 << 20, &zn);
+    vx_load_opts o = {.max_inflate = (uint64_t)1 << 40};
+    memset(&s, 0, sizeof s);
+    assert_int_equal(vx_dbn_parse("t.dbn", z, zn, &o, &s, NULL, &e), VX_ERR_VALIDATION);
+    assert_non_null(strstr(e.msg, "inflates past"));
+    vx_series_free(&s);
+    free(z);
+    free(b);
+}
+
+/* A frame whose header claims 900 GB is never trusted for the output's size: its RLE blocks run
+ * into the ratio cap (a bomb), and a 20-byte frame is simply truncated. */
+static void test_zstd_claimed_size_not_trusted(void **state)
+{
+    (void)state;
+    size_t n, zn;
+    uint8_t *b = plain_v2(&n);
+    uint8_t *z = claiming_frame(900000000000ull, b, 353, 2048, &zn); /* 8 KiB -> 256 MiB */
+    assert_int_equal(ZSTD_getFrameContentSize(z, zn), 900000000000ull);
+    long before = peak_rss_mib();
+    vx_series s;
+    vx_err e;
+    assert_int_equal(parse(z, zn, NULL, &s, NULL, &e), VX_ERR_VALIDATION);
+    vx_series_free(&s);
+    if (!strstr(e.msg, "inflates past")) fail_msg("%s", e.msg);
+    long grew = peak_rss_mib() - before;
+    if (grew > 128) fail_msg("inflating used %ld MiB more at its peak", grew);
+    free(z);
+    uint8_t tiny_head[1] = {'D'};
+    z = claiming_frame(900000000000ull, tiny_head, 1, 0, &zn);
+    assert_int_equal(zn, 18);
+    assert_int_equal(parse(z, zn, NULL, &s, NULL, &e), VX_ERR_FORMAT);
+    vx_series_free(&s);
+    if (!strstr(e.msg, "truncated zstd frame")) fail_msg("%s", e.msg);
+    free(z);
+    free(b);
+}
+
+/* The DBN prelude is checked from the first 8 inflated bytes: a bad magic at the front of a
+ * gigabyte frame is refused before the gigabyte is inflated; so is zstd-compressed CSV and a
+ * metadata length past what the input may inflate to. */
+static void test_zstd_prelude_checked_first(void **state)
+{
+    (void)state;
+    uint8_t head[16] = {'X', 'Y', 'Z', 2, 0xFF, 0xFF, 0, 0};
+    size_t zn;
+    uint8_t *z = zstd_of_zeros(head, sizeof head, (size_t)1 << 30, &zn);
+    long before = peak_rss_mib();
+    vx_series s;
+    vx_err e;
+    assert_int_equal(parse(z, zn, NULL, &s, NULL, &e), VX_ERR_FORMAT);
+    vx_series_free(&s);
+    assert_string_equal(e.field, "magic");
+    assert_int_equal(e.offset, 0);
+    if (!strstr(e.msg, "bad magic 58 59 5a")) fail_msg("%s", e.msg);
+    long grew = peak_rss_mib() - before;
+    if (grew > 64) fail_msg("inflating used %ld MiB more at its peak", grew);
+    free(z);
+
+    const char *csv = "timestamp,open,high,low,close,volume\n2024-01-02T14:30:00Z,1,2,1,2,3\n";
+    size_t cap = ZSTD_compressBound(strlen(csv));
+    z = malloc(cap);
+    zn = ZSTD_compress(z, cap, csv, strlen(csv), 3);
+    assert_false(ZSTD_isError(zn));
+    assert_int_equal(parse(z, zn, NULL, &s, NULL, &e), VX_ERR_FORMAT);
+    vx_series_free(&s);
+    if (!strstr(e.msg, "bad magic 74 69 6d") || !strstr(e.msg, "decompress a CSV file first"))
+        fail_msg("%s", e.msg);
+    free(z);
+
+    uint8_t big_meta[8] = {'D', 'B', 'N', 2, 0xF0, 0xFF, 0xFF, 0x7F};
+    cap = ZSTD_compressBound(8);
+    z = malloc(cap);
+    zn = ZSTD_compress(z, cap, big_meta, 8, 3);
+    assert_int_equal(parse(z, zn, NULL, &s, NULL, &e), VX_ERR_VALIDATION);
+    vx_series_free(&s);
+    assert_string_equal(e.field, "length");
+    if (!strstr(e.msg, "runs past the 1048576 bytes")) fail_msg("%s", e.msg);
+    free(z);
+}
+
+/* The absolute limit (vx_load_opts.max_inflate, `--max-inflate`): a stream of exactly the limit
+ * reads, one byte more is refused with a message that says how to raise it. */
+static void test_zstd_absolute_limit(void **state)
+{
+    (void)state;
+    char dir[64], p[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/a.dbn.zst", dir);
+    vx_series base;
+    th_synth(&base, 2, 3, 0.1);
+    vx_err e;
+    assert_int_equal(vx_dbn_write(p, &base, 3, &e), VX_OK);
+    size_t zn, pn;
+    uint8_t *z = th_read(p, &zn), *plain;
+    assert_int_equal(vx_zstd_decompress("a", z, zn, 0, &plain, &pn, &e), VX_OK);
+    free(plain);
+    assert_true(pn > 40000);
+    vx_load_opts o = {.max_inflate = pn};
+    vx_series s = {0};
+    assert_int_equal(vx_dbn_read(p, &o, &s, NULL, &e), VX_OK);
+    assert_int_equal(s.n, base.n);
+    vx_series_free(&s);
+    o.max_inflate = pn - 1;
+    assert_int_equal(vx_dbn_read(p, &o, &s, NULL, &e), VX_ERR_VALIDATION);
+    vx_series_free(&s);
+    char want[64];
+    snprintf(want, sizeof want, "past the limit of %zu bytes", pn - 1);
+    if (!strstr(e.msg, want) || !strstr(e.msg, "--max-inflate") || !strstr(e.msg, p))
+        fail_msg("%s", e.msg);
+    assert_int_equal(vx_zstd_decompress("a", z, zn, pn - 1, &plain, &pn, &e), VX_ERR_VALIDATION);
+    assert_null(plain);
+    /* the settings' parser */
+    uint64_t v;
+    assert_int_equal(vx_parse_size("16G", &v), 0);
+    assert_true(v == 16ull << 30);
+    assert_int_equal(vx_parse_size("4096", &v), 0);
+    assert_true(v == 4096);
+    assert_int_equal(vx_parse_size("0", &v), -1);
+    assert_int_equal(vx_parse_size("-1", &v), -1);
+    assert_int_equal(vx_parse_size("1X", &v), -1);
+    assert_int_equal(vx_parse_size("99999999999T", &v), -1);
+    assert_true(vx_inflate_limit(10, 0) == VX_INFLATE_MIN);
+    assert_true(vx_inflate_limit((size_t)1 << 30, 0) == VX_INFLATE_DEFAULT);
+    assert_true(vx_inflate_limit(SIZE_MAX, 5) == 5);
+    free(z);
+    vx_series_free(&base);
+    th_rmtree(dir);
+}
+
+/* A DBN v2 stream whose metadata maps `maps` symbols (the first, "ES", to instrument 1), then
+ * three bars of instrument 1. */
+static uint8_t *many_mappings(uint32_t maps, size_t *n)
+{
+    enum { SL = 16 };
+    size_t meta = 104 + 16 + (size_t)maps * (SL + 4 + 8 + SL); /* after the 8-byte prelude */
+    size_t total = 8 + meta + 3 * 56;
+    uint8_t *b = calloc(1, total), *p = b + 112;
+    assert_non_null(b);
+    memcpy(b, "DBN\x02", 4);
+    put32(b + 4, (uint32_t)meta);
+    memcpy(b + 8, "GLBX.MDP3", 9);
+    b[24] = 6; /* ohlcv-1m */
+    b[50] = 1; /* stype_in raw_symbol */
+    b[53] = SL;
+    p += 12; /* no symbols, partial or not_found */
+    put32(p, maps), p += 4;
+    for (uint32_t i = 0; i < maps; i++) {
+        snprintf((char *)p, SL, i ? "S%u" : "ES", i), p += SL;
+        put32(p, 1), put32(p + 4, 20200101), put32(p + 8, 20300101), p += 12;
+        snprintf((char *)p, SL, "%u", i + 1), p += SL;
+    }
+    for (int k = 0; k < 3; k++, p += 56) {
+        p[0] = 14, p[1] = 0x21;
+        put32(p + 4, 1);
+        put64(p + 8, (uint64_t)TS1 + (uint64_t)k * 60000000000ull);
+        for (int f = 0; f < 4; f++) put64(p + 16 + 8 * f, 4000000000000ull);
+        put64(p + 48, 10);
+    }
+    assert_true(p == b + total);
+    *n = total;
+    return b;
+}
+
+/* The symbol table grows geometrically: 200,000 mappings parse in well under a second (grown one
+ * element at a time, the sanitizer build took minutes: every realloc copies the table). */
+static void test_many_symbol_mappings(void **state)
+{
+    (void)state;
+    size_t n;
+    uint8_t *b = many_mappings(200000, &n);
+    signal(SIGALRM, timed_out);
+    alarm(60);
+    uint64_t t0 = vx_now_ns();
+    vx_series s;
+    vx_dbn_info info;
+    vx_err e;
+    vx_status st = parse(b, n, "ES", &s, &info, &e);
+    double sec = vx_seconds_since(t0);
+    alarm(0);
+    if (st) fail_msg("%s", e.msg);
+    assert_int_equal(s.n, 3);
+    assert_string_equal(info.instruments[0].symbol, "ES");
+    assert_int_equal(info.n_mappings, 64);
+    if (sec > 5) fail_msg("200,000 mappings took %.1f s", sec);
+    vx_series_free(&s);
+    free(b);
+}
+
 int run_dbn_tests(void)
 {
     const struct CMUnitTest tests[] = {
@@ -399,6 +689,11 @@ int run_dbn_tests(void)
         cmocka_unit_test(test_writer_roundtrip),
         cmocka_unit_test(test_all_ohlcv_schemas),
         cmocka_unit_test(test_damaged_streams_never_crash),
+        cmocka_unit_test(test_zstd_prelude_checked_first),
+        cmocka_unit_test(test_zstd_claimed_size_not_trusted),
+        cmocka_unit_test(test_zstd_bomb_refused),
+        cmocka_unit_test(test_zstd_absolute_limit),
+        cmocka_unit_test(test_many_symbol_mappings),
     };
     return cmocka_run_group_tests_name("data_dbn", tests, NULL, NULL);
 }

@@ -1,15 +1,19 @@
 /* test_features.c — the 45 market features (range, causality, scale invariance, known values)
- * and the feature cache (hit, miss on any change, damaged entries). */
+ * and the feature cache (hit, miss on any change, damaged or hostile entries). */
 #define _XOPEN_SOURCE 700
 #include "helpers.h"
 #include "data_tests.h"
 
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 static void test_features_range_and_shape(void **state)
 {
@@ -302,6 +306,155 @@ static void test_bad_input_leaves_no_cache(void **state)
     th_rmtree(dir);
 }
 
+/* A file over 8 MiB changed in one byte between where a sampled hash would look (its size and
+ * mtime kept) is a miss: the whole file is hashed. */
+static void test_cache_sees_a_change_anywhere(void **state)
+{
+    (void)state;
+    char dir[64], csv[128], cache[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(csv, sizeof csv, "%s/es.csv", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    /* three days of bars, each line padded with an ignored column to pass 8 MiB */
+    write_synth_csv(csv, 3, 9);
+    size_t n;
+    uint8_t *d = th_read(csv, &n);
+    enum { PAD = 7600 };
+    char *big = malloc(n + 1200 * (PAD + 1)), *w = big;
+    assert_non_null(big);
+    for (char *line = (char *)d; line < (char *)d + n;) {
+        char *nl = memchr(line, '\n', (size_t)((char *)d + n - line)), *last = nl;
+        while (*last != ',') last--;
+        memcpy(w, line, (size_t)(last - line)), w += last - line;
+        *w++ = ',';
+        memset(w, line == (char *)d ? 'n' : 'x', PAD), w += PAD;
+        memcpy(w, last, (size_t)(nl + 1 - last)), w += nl + 1 - last;
+        line = nl + 1;
+    }
+    free(d);
+    th_write(csv, big, (size_t)(w - big));
+    free(big);
+    const char *paths[1] = {csv};
+    vx_market a, b;
+    vx_err e;
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &a, &e), VX_OK);
+    struct stat sb;
+    assert_int_equal(stat(csv, &sb), 0);
+    d = th_read(csv, &n);
+    if (n <= (8u << 20)) fail_msg("%zu bytes: not over 8 MiB", n);
+    /* the last digit of a volume between the 31st and 32nd of 62 evenly spaced 64 KiB samples */
+    size_t step = n / 63, pos = step * 31 + 65536 + 1024;
+    while (d[pos] != '\n') pos++;
+    assert_true(pos < step * 32);
+    size_t bar = 0;
+    for (size_t i = 0; i < pos; i++) bar += d[i] == '\n';
+    bar -= 1; /* the header line */
+    uint8_t *digit = d + pos - 1;
+    assert_true(*digit >= '0' && *digit <= '9');
+    *digit = *digit == '9' ? '8' : (uint8_t)(*digit + 1);
+    double want = a.volume[bar] + (*digit == '8' && a.volume[bar] != 8 ? -1 : 1);
+    th_write(csv, d, n);
+    free(d);
+    struct timespec keep[2] = {sb.st_atim, sb.st_mtim};
+    assert_int_equal(utimensat(AT_FDCWD, csv, keep, 0), 0);
+    th_log_start();
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &b, &e), VX_OK);
+    th_log_stop();
+    assert_int_equal(b.from_cache, 0);
+    assert_string_not_equal(a.key, b.key);
+    assert_true(b.volume[bar] == want);
+    vx_market_close(&a);
+    vx_market_close(&b);
+    th_rmtree(dir);
+}
+
+static void hung(int sig)
+{
+    (void)sig;
+    static const char msg[] = "test_features: hung on a FIFO\n";
+    if (write(2, msg, sizeof msg - 1) < 0) _exit(1);
+    _exit(1);
+}
+
+/* A FIFO where the cache entry should be is a miss (opening it would block), and the entry is
+ * written over it. */
+static void test_cache_entry_fifo_is_a_miss(void **state)
+{
+    (void)state;
+    char dir[64], csv[128], cache[128], entry[256], key[33];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(csv, sizeof csv, "%s/es.csv", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    write_synth_csv(csv, 2, 6);
+    const char *paths[1] = {csv};
+    vx_err e;
+    assert_int_equal(vx_cache_key(paths, 1, NULL, key, &e), VX_OK);
+    assert_int_equal(vx_mkdirs(cache, &e), VX_OK);
+    vx_cache_path(cache, key, entry, sizeof entry);
+    assert_int_equal(mkfifo(entry, 0600), 0);
+    signal(SIGALRM, hung);
+    alarm(20);
+    vx_market m;
+    th_log_start();
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &m, &e), VX_OK);
+    assert_non_null(strstr(th_log_text(), "miss (entry is not a regular file)"));
+    vx_market_close(&m);
+    th_log_start();
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &m, &e), VX_OK);
+    assert_int_equal(m.from_cache, 1);
+    alarm(0);
+    th_log_stop();
+    vx_market_close(&m);
+    th_rmtree(dir);
+}
+
+static uint64_t rd_u64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* An entry whose bar count wraps the layout's arithmetic (n + 2^61 bars: times 8 bytes it is n
+ * times 8 again), with its header hash made to match, is a miss: counts are bounded by the file's
+ * size before sizes are computed from them. */
+static void test_cache_entry_with_wrapping_count_is_a_miss(void **state)
+{
+    (void)state;
+    char dir[64], csv[128], cache[128], entry[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(csv, sizeof csv, "%s/es.csv", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    write_synth_csv(csv, 2, 6);
+    const char *paths[1] = {csv};
+    vx_market a;
+    vx_err e;
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &a, &e), VX_OK);
+    vx_cache_path(cache, a.key, entry, sizeof entry);
+    size_t n;
+    uint8_t *d = th_read(entry, &n);
+    /* cache.c's header: n_bars at byte 56, cols at 80, the header's own hash at 760 */
+    enum { N_BARS = 56, COLS = 80, HEADER_HASH = 760 };
+    assert_true(rd_u64(d + N_BARS) == a.n_bars);
+    assert_true(rd_u64(d + COLS) == VX_MARKET_FEATURES);
+    assert_true(rd_u64(d + HEADER_HASH) == XXH3_64bits(d, HEADER_HASH));
+    uint64_t wrapped = a.n_bars + (1ull << 61);
+    memcpy(d + N_BARS, &wrapped, 8);
+    uint64_t hh = XXH3_64bits(d, HEADER_HASH);
+    memcpy(d + HEADER_HASH, &hh, 8);
+    th_write(entry, d, n);
+    free(d);
+    vx_market_close(&a);
+    th_log_start();
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &a, &e), VX_OK);
+    assert_non_null(strstr(th_log_text(), "miss (inconsistent counts)"));
+    th_log_stop();
+    assert_int_equal(a.from_cache, 0);
+    assert_int_equal(a.n_bars, 2 * 390);
+    vx_market_close(&a);
+    th_rmtree(dir);
+}
+
 int run_feature_tests(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +466,9 @@ int run_feature_tests(void)
         cmocka_unit_test(test_cache_hit_and_misses),
         cmocka_unit_test(test_cache_damaged_entry_is_a_miss),
         cmocka_unit_test(test_bad_input_leaves_no_cache),
+        cmocka_unit_test(test_cache_sees_a_change_anywhere),
+        cmocka_unit_test(test_cache_entry_fifo_is_a_miss),
+        cmocka_unit_test(test_cache_entry_with_wrapping_count_is_a_miss),
     };
     return cmocka_run_group_tests_name("data_features", tests, NULL, NULL);
 }

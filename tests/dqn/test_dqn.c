@@ -2,12 +2,16 @@
  * projection (mass kept, l = u handled), C51 gradients by finite differences and against the
  * online-argmax target, n-step returns across episode ends, an update's priorities against a
  * float64 γ^m target, two whole updates (loss, norm, clip, Adam, every weight, priorities, target
- * sync) against float64 ones worked out in dqn_ref64.c, ε-greedy acting, and a learner that
- * learns a bandit. */
+ * sync) against float64 ones worked out in dqn_ref64.c, ε-greedy acting, a learner that learns
+ * a bandit, settings whose derived sizes overflow refused at creation, and a checkpoint whose
+ * contents were damaged (yet still carry a matching checksum) refused on resume, naming the tensor
+ * or counter. */
 #include "helpers.h"
 #include "dqn_ref64.h"
 #include "vixen/dqn.h"
+#include "vixen/io.h"
 #include "vixen/philox.h"
+#include "vixen/train.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -430,6 +434,123 @@ static void test_polyak_and_act(void **state)
     assert_int_equal(vx_dqn_create(&c, &q, 5, &d, &e), VX_ERR_ARG);
 }
 
+/* Settings whose updates per epoch overflow an int (batch 1 at a replay ratio of 1e6: 1.28e10 at
+ * the default 128 envs × 100 steps, once −2^31 updates) are refused by the algorithm's creation
+ * itself, naming the keys, not only by the run's settings check. */
+static void test_create_refuses_overflowing_sizes(void **state)
+{
+    (void)state;
+    vx_train_cfg c;
+    vx_train_cfg_default(&c);
+    vx_dqn_settings *d = vx_train_algo_settings(&c, "dqn");
+    d->learner.batch = 1, d->replay_ratio = 1e6;
+    vx_run_params run;
+    vx_train_run_params(&c, &run);
+    vx_algo_init in = {d, &run, NULL, NULL, 0};
+    vx_algo *a = NULL;
+    vx_err e;
+    assert_int_equal(vx_algo_dqn.create(&in, &a, &e), VX_ERR_ARG);
+    assert_null(a);
+    assert_non_null(strstr(e.msg, "dqn.replay_ratio"));
+    assert_non_null(strstr(e.msg, "dqn.batch"));
+    assert_non_null(strstr(e.msg, "updates per epoch"));
+    d->replay_ratio = 1; /* 12,800 updates: fine */
+    assert_int_equal(vx_algo_dqn.create(&in, &a, &e), VX_OK);
+    vx_algo_dqn.free(a);
+}
+
+static void tiny_run(vx_train_cfg *c, const char *dir)
+{
+    vx_train_cfg_default(c);
+    vx_dqn_settings *d = vx_train_algo_settings(c, "dqn");
+    c->synth_days = 12, c->env.episode_len = 60;
+    c->envs = 16, c->steps_per_epoch = 40, c->epochs = 3;
+    c->eval_every = 3, c->checkpoint_every = 1;
+    d->learner.batch = 32, d->learner.n_step = 3;
+    d->trunk[0] = d->trunk[1] = 16, d->head_hidden = 8;
+    d->warmup = 200, d->replay_capacity = 2000;
+    snprintf(c->run_dir, sizeof c->run_dir, "%s", dir);
+}
+
+static int stop_at(const vx_epoch_report *r, void *ctx) { return r->epoch == *(const int *)ctx; }
+
+/* Writes the checkpoint at `path` again with damage `k` (0: none), through the safetensors
+ * writer, so its data checksum matches: only the content checks can refuse it. */
+static void damage_ckpt(const char *path, int k)
+{
+    vx_safetensors st;
+    vx_err e;
+    assert_int_equal(vx_safetensors_read(path, &st, &e), VX_OK);
+    const char *tensor[] = {NULL,     "env.state", NULL,        "nstep.actions",
+                            "adam.v", "env.obs",   "env.state", "nstep.rewards"};
+    for (size_t i = 0; k && tensor[k] && i < st.n; i++) {
+        if (strcmp(st.tensors[i].name, tensor[k]) != 0) continue;
+        uint8_t *x = (uint8_t *)st.tensors[i].data; /* points into st.file, which is ours */
+        if (k == 1) {                               /* environment 3's bar index */
+            int64_t row = (int64_t)1e12;
+            memcpy(x + 3 * sizeof(vx_env_state) + offsetof(vx_env_state, row), &row, 8);
+        } else if (k == 3) { /* an order type of 3 in environment 2's ring */
+            int32_t v = 3;
+            memcpy(x + (2 * 3 * VX_ACTION_BRANCHES + 1) * 4, &v, 4);
+        } else if (k == 4) {
+            float v = -1;
+            memcpy(x + 40 * 4, &v, 4);
+        } else if (k == 5) {
+            float v = NAN;
+            memcpy(x + 7 * 4, &v, 4);
+        } else if (k == 6) { /* a position past the exposure grid */
+            int32_t v = 400;
+            memcpy(x + 5 * sizeof(vx_env_state) + offsetof(vx_env_state, pos), &v, 4);
+        } else if (k == 7) {
+            float v = INFINITY;
+            memcpy(x + 2 * 4, &v, 4);
+        }
+    }
+    th_safetensors_rewrite(&st, k == 2 ? "updates" : NULL, "12abc");
+}
+
+/* A checkpoint is data from a file: a resume checks every restored number before using it. Each
+ * damaged field of a real checkpoint — an environment's bar index of 1e12 (once a SIGSEGV at the
+ * first step), a position past the grid, a non-numeric counter, an n-step action outside its
+ * branch, a negative Adam second moment, a NaN observation, an infinite pending reward — is
+ * refused with the file and the tensor or counter named; the checkpoint written back unchanged
+ * then resumes and finishes the run. */
+static void test_resume_refuses_damaged_checkpoint(void **state)
+{
+    (void)state;
+    char dir[64], path[160];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/checkpoint/latest.safetensors", dir);
+    vx_train_cfg c;
+    vx_err e;
+    tiny_run(&c, dir);
+    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){1}, NULL, &e), VX_ERR_STOPPED);
+    size_t n;
+    uint8_t *orig = th_read(path, &n);
+    const char *want[][2] = {{NULL, NULL},
+                             {"env.state", "row 3 (environment 3), row: bar 1000000000000"},
+                             {"updates", "12abc"},
+                             {"nstep.actions", "action 3 outside 0..2"},
+                             {"adam.v", "element 40 is -1"},
+                             {"env.obs", "element 7 is nan"},
+                             {"env.state", "row 5 (environment 5), pos: 400 contracts"},
+                             {"nstep.rewards", "element 2 is inf"}};
+    for (int k = 1; k < 8; k++) {
+        th_write(path, orig, n);
+        damage_ckpt(path, k);
+        vx_err_clear(&e);
+        vx_status st = vx_train_run(&c, NULL, 1, NULL, NULL, NULL, &e);
+        if (st != VX_ERR_FORMAT || !strstr(e.msg, "latest.safetensors") ||
+            !strstr(e.msg, want[k][0]) || !strstr(e.msg, want[k][1]))
+            fail_msg("damage %d: status %d, '%s'", k, (int)st, e.msg);
+    }
+    th_write(path, orig, n);
+    damage_ckpt(path, 0);
+    assert_int_equal(vx_train_run(&c, NULL, 1, NULL, NULL, NULL, &e), VX_OK);
+    free(orig);
+    th_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -442,6 +563,8 @@ int main(void)
         cmocka_unit_test(test_update_by_hand_multi_step_clipped),
         cmocka_unit_test(test_update_by_hand_one_step_unclipped),
         cmocka_unit_test(test_polyak_and_act),
+        cmocka_unit_test(test_create_refuses_overflowing_sizes),
+        cmocka_unit_test(test_resume_refuses_damaged_checkpoint),
     };
     return cmocka_run_group_tests_name("dqn", tests, NULL, NULL);
 }

@@ -174,14 +174,16 @@ static void test_run_folder_and_exact_resume(void **state)
                            "report.html",
                            "checkpoint/latest.safetensors",
                            "checkpoint/replay-00000004.bin",
-                           "checkpoint/best.safetensors"};
-    for (int i = 0; i < 8; i++) {
+                           "checkpoint/best.safetensors",
+                           "lock",
+                           "run-id"};
+    for (int i = 0; i < 10; i++) {
         char p[256];
         struct stat sb;
         snprintf(p, sizeof p, "%s/%s", a, files[i]);
         if (stat(p, &sb) != 0) fail_msg("missing %s", p);
     }
-    assert_int_equal(th_count_files(a), 7); /* those, the checkpoint folder, the events file */
+    assert_int_equal(th_count_files(a), 9); /* those, the checkpoint folder, the events file */
     char ck[128];
     snprintf(ck, sizeof ck, "%s/checkpoint", a);
     assert_int_equal(th_count_files(ck), 3);
@@ -190,7 +192,7 @@ static void test_run_folder_and_exact_resume(void **state)
     assert_non_null(strstr(e.msg, "already holds a run"));
     /* B: interrupted after 2 of 4 epochs, then resumed */
     tiny(&c, b);
-    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){2}, NULL, &e), VX_OK);
+    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){2}, NULL, &e), VX_ERR_STOPPED);
     char pm[256];
     snprintf(pm, sizeof pm, "%s/checkpoint/latest.safetensors", b);
     vx_safetensors mid;
@@ -254,7 +256,7 @@ static void test_planned_length_does_not_change_early_epochs(void **state)
     assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, NULL, &e), VX_OK);
     snprintf(c.run_dir, sizeof c.run_dir, "%s", b);
     c.epochs = 6;
-    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){3}, NULL, &e), VX_OK);
+    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){3}, NULL, &e), VX_ERR_STOPPED);
     static char ma[16384], mb[16384];
     read_metrics(a, ma, sizeof ma);
     read_metrics(b, mb, sizeof mb);

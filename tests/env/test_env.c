@@ -1,6 +1,7 @@
 /* test_env.c — the trading environment: order sizing, fills, accounting to the cent, episode
  * ends and resets, splits, determinism, argument errors, the parameters every backend starts
- * from, CPU device contexts, and the states' round trip. */
+ * from, CPU device contexts, the states' round trip, and the checks of states from a file (the
+ * dynamics keep them through every step, reset and stop-out; each damaged field is refused). */
 #include "helpers.h"
 #include "vixen/env.h"
 
@@ -623,6 +624,86 @@ static void test_states_round_trip(void **state)
     vx_market_close(&m);
 }
 
+/* States restored from a checkpoint are checked before use. The checks are the dynamics' own
+ * invariants: every state of environments stepped at random through stop-outs, truncations and
+ * short episodes from vx_env_reset_to passes them after every step. Each field damaged in turn is
+ * refused, naming the tensor, the row and the field, and nothing is loaded — a bar index of 1e12
+ * would otherwise read far past the market at the next step. */
+static void test_states_checked(void **state)
+{
+    (void)state;
+    vx_series ser;
+    th_synth(&ser, 6, 9, 0.1);
+    vx_market m;
+    vx_err e;
+    assert_int_equal(vx_market_from_series(&ser, &m, &e), VX_OK);
+    vx_env_cfg c;
+    vx_env_cfg_default(&c);
+    c.episode_len = 40;
+    c.drawdown_limit = 800; /* stop-outs happen */
+    const size_t n = 8, T = 400, D = VX_OBS_DIM;
+    vx_env *env;
+    assert_int_equal(vx_env_create(&c, &m, VX_SPLIT_TRAIN, n, NULL, &env, &e), VX_OK);
+    const vx_env_params *p = vx_env_params_get(env);
+    int32_t *act = random_actions(n, T, 21);
+    float *obs = malloc(n * D * 4), *rw = malloc(n * 4);
+    uint8_t *te = malloc(n), *tr = malloc(n);
+    size_t ends = 0;
+    for (size_t t = 0; t < T; t++) {
+        if (t % 97 == 5) /* a short episode ending on the split's last usable bar */
+            assert_int_equal(vx_env_reset_to(env, t % n, p->row_hi - 1 - 7, 7, &e), VX_OK);
+        assert_int_equal(
+            vx_env_step(env, act + t * n * VX_ACTION_BRANCHES, obs, rw, te, tr, NULL, NULL, &e),
+            VX_OK);
+        for (size_t i = 0; i < n; i++) ends += te[i] + tr[i];
+        if (vx_env_check_states(env, vx_env_states(env), n, "x", "env.state", &e) != VX_OK)
+            fail_msg("step %zu: %s", t, e.msg);
+    }
+    assert_true(ends > n);
+    vx_env_state *s = malloc(n * sizeof *s), *keep = malloc(n * sizeof *s);
+    assert_int_equal(vx_env_get_states(env, keep, &e), VX_OK);
+    const char *field[] = {"row",  "row",       "row",         "steps",       "steps",
+                           "pos",  "pos",       "last_change", "time_in_pos", "episode",
+                           "cash", "avg_entry", "realised",    "equity",      "peak"};
+    const size_t N_CASES = sizeof field / sizeof *field;
+    for (size_t k = 0; k < N_CASES; k++) {
+        memcpy(s, keep, n * sizeof *s);
+        vx_env_state *x = &s[3];
+        switch (k) {
+        case 0: x->row = (int64_t)1e12; break;
+        case 1: x->row = p->row_lo - 1; break;
+        case 2: x->row = p->row_hi - 1 - (p->episode_len - x->steps) + 1; break; /* runs past */
+        case 3: x->steps = p->episode_len; break;
+        case 4: x->steps = -1; break;
+        case 5: x->pos = p->max_contracts + 1; break;
+        case 6: x->pos = INT32_MIN; break;
+        case 7: x->last_change = 2 * p->max_contracts + 1; break;
+        case 8: x->time_in_pos = x->steps + 1; break;
+        case 9: x->episode = 0; break;
+        case 10: x->cash = NAN; break;
+        case 11: x->avg_entry = INFINITY; break;
+        case 12: x->realised = -INFINITY; break;
+        case 13: x->equity = NAN; break;
+        case 14: x->peak = x->equity - 1; break;
+        }
+        vx_err_clear(&e);
+        assert_int_equal(vx_env_check_states(env, s, n, "ck.safetensors", "env.state", &e),
+                         VX_ERR_FORMAT);
+        char want[64];
+        snprintf(want, sizeof want, "row 3 (environment 3), %s:", field[k]);
+        if (!strstr(e.msg, want) || !strstr(e.msg, "ck.safetensors") ||
+            strcmp(e.field, "env.state") != 0)
+            fail_msg("case %zu: '%s' lacks '%s'", k, e.msg, want);
+        /* loading them is refused too, and loads nothing */
+        assert_int_equal(vx_env_set_states(env, s, &e), VX_ERR_FORMAT);
+        assert_memory_equal(vx_env_states(env), keep, n * sizeof *s);
+    }
+    assert_int_equal(vx_env_set_states(env, keep, &e), VX_OK);
+    free(act), free(obs), free(rw), free(te), free(tr), free(s), free(keep);
+    vx_env_free(env);
+    vx_market_close(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -636,6 +717,7 @@ int main(void)
         cmocka_unit_test(test_bad_arguments),
         cmocka_unit_test(test_params_and_cpu_devices),
         cmocka_unit_test(test_states_round_trip),
+        cmocka_unit_test(test_states_checked),
     };
     return cmocka_run_group_tests_name("env", tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* test_ppo_run.c — PPO's learner as the run drives it: a minibatch's loss with its advantages
- * normalised (against float64 written here), and a short run that stops, resumes and ends with
- * exactly the weights of an uninterrupted one. */
+ * normalised (against float64 written here), a short run that stops, resumes and ends with
+ * exactly the weights of an uninterrupted one, and that run's checkpoint damaged (with a matching
+ * checksum) refused on resume, naming the tensor or counter. */
 #include "ac_f64.h"
 #include "helpers.h"
 #include "ppo/ppo_backend.h"
@@ -10,6 +11,7 @@
 #include "vixen/train.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,8 +85,59 @@ static void small(vx_train_cfg *c, const char *dir)
     snprintf(c->run_dir, sizeof c->run_dir, "%s", dir);
 }
 
+/* Writes the checkpoint at `path` again with damage `k` (0: none), through the safetensors
+ * writer, so its data checksum matches: only the content checks can refuse it. */
+static void damage_ckpt(const char *path, int k)
+{
+    vx_safetensors st;
+    vx_err e;
+    assert_int_equal(vx_safetensors_read(path, &st, &e), VX_OK);
+    const char *tensor[] = {NULL, "env.state", "obs.var", NULL, "env.episode_return", "obs.count"};
+    for (size_t i = 0; k && tensor[k] && i < st.n; i++) {
+        if (strcmp(st.tensors[i].name, tensor[k]) != 0) continue;
+        uint8_t *x = (uint8_t *)st.tensors[i].data; /* points into st.file, which is ours */
+        if (k == 1) {                               /* environment 3's bar index */
+            int64_t row = (int64_t)1e12;
+            memcpy(x + 3 * sizeof(vx_env_state) + offsetof(vx_env_state, row), &row, 8);
+        } else {
+            double v = k == 2 ? -0.5 : k == 4 ? NAN : -1;
+            memcpy(x + (k == 2 ? 4 * 8 : 0), &v, 8);
+        }
+    }
+    th_safetensors_rewrite(&st, k == 3 ? "iterations" : NULL, "two");
+}
+
+/* The run of `c` stopped with a checkpoint at `path`: each damage refused on resume, naming the
+ * file and the tensor or counter (a bar index of 1e12 would otherwise read far past the market),
+ * and the checkpoint written back unchanged still resumes. */
+static void resume_refuses_damage(const vx_train_cfg *c, const char *path)
+{
+    size_t n;
+    uint8_t *orig = th_read(path, &n);
+    const char *want[][2] = {{NULL, NULL},
+                             {"env.state", "row 3 (environment 3), row: bar 1000000000000"},
+                             {"obs.var", "element 4 is -0.5"},
+                             {"iterations", "'two'"},
+                             {"env.episode_return", "element 0 is nan"},
+                             {"obs.count", "element 0 is -1"}};
+    vx_err e;
+    for (int k = 1; k < 6; k++) {
+        th_write(path, orig, n);
+        damage_ckpt(path, k);
+        vx_err_clear(&e);
+        vx_status st = vx_train_run(c, NULL, 1, NULL, NULL, NULL, &e);
+        if (st != VX_ERR_FORMAT || !strstr(e.msg, "latest.safetensors") ||
+            !strstr(e.msg, want[k][0]) || !strstr(e.msg, want[k][1]))
+            fail_msg("damage %d: status %d, '%s'", k, (int)st, e.msg);
+    }
+    th_write(path, orig, n);
+    damage_ckpt(path, 0);
+    free(orig);
+}
+
 /* 4 epochs straight against 2, a stop, and a resume: the same weights, Adam moments,
- * observation statistics and counters, bit for bit. */
+ * observation statistics and counters, bit for bit — after that checkpoint, damaged in turn,
+ * was refused by resumes that changed nothing. */
 void test_ppo_run_and_exact_resume(void **state)
 {
     (void)state;
@@ -97,7 +150,10 @@ void test_ppo_run_and_exact_resume(void **state)
     small(&c, a);
     assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, &ra, &e), VX_OK);
     small(&c, b);
-    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){2}, NULL, &e), VX_OK);
+    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){2}, NULL, &e), VX_ERR_STOPPED);
+    char ck[128];
+    snprintf(ck, sizeof ck, "%s/checkpoint/latest.safetensors", b);
+    resume_refuses_damage(&c, ck); /* and leaves it as it was */
     assert_int_equal(vx_train_run(&c, NULL, 1, NULL, NULL, &rb, &e), VX_OK);
     char pa[128], pb[128];
     snprintf(pa, sizeof pa, "%s/checkpoint/latest.safetensors", a);

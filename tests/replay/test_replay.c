@@ -5,17 +5,23 @@
  * batches stratum by stratum, each with a chi-square whose null distribution holds and whose power
  * against a 5% error in α is stated), importance weights against float64 (N·P_i)^−β / max_j w_j,
  * save/restore to the same future (and to the same file bytes), a smaller file loaded over a
- * fuller buffer, refused bad files, the settings' checks naming the field, replay_math.h's tree
- * shape against what the CPU buffer allocates, and the CPU buffer on its device (no snapshot; a
- * budget that refuses it). */
+ * fuller buffer, refused bad files (each damaged field named, with a matching checksum or not; a
+ * flipped byte caught by the checksum; older formats; the buffer left as it was or emptied), an
+ * action outside its branch refused at insert, the settings' checks naming the field,
+ * replay_math.h's tree shape against what the CPU buffer allocates, and the CPU buffer on its
+ * device (no snapshot; a budget that refuses it). */
 #include "helpers.h"
+#include "../../src/replay/replay_internal.h" /* the save file's layout, to damage it */
 #include "vixen/philox.h"
 #include "vixen/replay.h"
 #include "vixen/replay_math.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
 enum { D = 4 };
 
@@ -702,6 +708,175 @@ static void test_load_smaller_and_bad_files(void **state)
     th_rmtree(dir);
 }
 
+/* ---- damaged files ---------------------------------------------------------------------------
+ * A rank buffer of capacity 16 holding 10 transitions (D = 4) has every section: obs and next_obs
+ * 160 bytes each, meta 16 × 16, prio 10 × 8, a rank order of 10. */
+enum { DMG_CAP = 16, DMG_N = 10 };
+#define OFF_OBS ((size_t)sizeof(vx_replay_file_header))
+#define OFF_NEXT (OFF_OBS + DMG_N * D * 4)
+#define OFF_META (OFF_NEXT + DMG_N * D * 4)
+#define OFF_PRIO (OFF_META + DMG_CAP * sizeof(vx_slot_meta))
+#define OFF_ORDER (OFF_PRIO + DMG_N * 8)
+#define META(slot, field) (OFF_META + (slot) * sizeof(vx_slot_meta) + offsetof(vx_slot_meta, field))
+#define HDR(field) offsetof(vx_replay_file_header, field)
+
+/* The checksum recomputed as the writer does: a file damaged on purpose that still "checks". */
+static void reseal(uint8_t *b, size_t n)
+{
+    uint64_t zero = 0, sum;
+    memcpy(b + HDR(checksum), &zero, 8);
+    sum = XXH3_64bits(b, n);
+    memcpy(b + HDR(checksum), &sum, 8);
+}
+
+typedef struct {
+    const char *what;
+    size_t off;   /* where the damage goes (SIZE_MAX: none) */
+    int bytes;    /* 1, 4 or 8 bytes of value */
+    double value; /* written as that many bytes: u8, f32 / u32, or f64 / u64 per `real` */
+    int real;     /* 1: a float (4) or double (8); 0: an unsigned integer */
+    int seal;     /* 1: checksum recomputed after the damage */
+    long cut;     /* bytes added (> 0) or removed (< 0) at the end */
+    vx_status status;
+    const char *field, *text;
+    size_t size_after; /* the loading buffer's size after the refusal: 5 as it was, or 0 */
+} damage;
+
+static void apply(uint8_t *b, const damage *d)
+{
+    if (d->off == SIZE_MAX) return;
+    if (d->bytes == 1) {
+        b[d->off] = (uint8_t)d->value;
+    } else if (d->bytes == 4 && d->real) {
+        float f = (float)d->value;
+        memcpy(b + d->off, &f, 4);
+    } else if (d->bytes == 4) {
+        uint32_t u = (uint32_t)d->value;
+        memcpy(b + d->off, &u, 4);
+    } else if (d->real) {
+        memcpy(b + d->off, &d->value, 8);
+    } else {
+        uint64_t u = (uint64_t)d->value;
+        memcpy(b + d->off, &u, 8);
+    }
+}
+
+/* Every number of the file is checked before use: each damaged field is refused by name (with
+ * the slot) even when the checksum was recomputed to match, a flipped byte that leaves every value
+ * in range is caught by the checksum, a file cut short or too long by its length, an older format
+ * by its version. A refusal before the data leaves the buffer as it was; one inside the data
+ * leaves it empty, so nothing refused is ever drawn. */
+static void test_load_refuses_damaged_files(void **state)
+{
+    (void)state;
+    const damage cases[] = {
+        {"NaN priority", OFF_PRIO + 3 * 8, 8, NAN, 1, 1, 0, VX_ERR_FORMAT, "prio", "slot 3", 0},
+        {"negative priority", OFF_PRIO + 2 * 8, 8, -1, 1, 1, 0, VX_ERR_FORMAT, "prio", "slot 2", 0},
+        {"priority above the largest", OFF_PRIO + 1 * 8, 8, 1e9, 1, 1, 0, VX_ERR_FORMAT, "prio",
+         "slot 1", 0},
+        {"exposure action 9", META(5, action), 1, 9, 0, 1, 0, VX_ERR_FORMAT, "action", "slot 5", 0},
+        {"urgency action 200", META(4, action) + 2, 1, 200, 0, 1, 0, VX_ERR_FORMAT, "action",
+         "urgency action 200", 0},
+        {"n-step count 0", META(2, steps), 1, 0, 0, 1, 0, VX_ERR_FORMAT, "steps", "slot 2", 0},
+        {"terminated 2", META(1, term), 1, 2, 0, 1, 0, VX_ERR_FORMAT, "flags", "slot 1", 0},
+        {"NaN reward", META(6, reward), 4, NAN, 1, 1, 0, VX_ERR_FORMAT, "reward", "slot 6", 0},
+        {"a slot beyond size written", META(12, gen), 4, 7, 0, 1, 0, VX_ERR_FORMAT, "meta",
+         "slot 12", 0},
+        {"infinite observation", OFF_NEXT + (4 * D + 1) * 4, 4, INFINITY, 1, 1, 0, VX_ERR_FORMAT,
+         "next_obs", "slot 4", 0},
+        {"rank entry outside", OFF_ORDER + 7 * 4, 4, DMG_N, 0, 1, 0, VX_ERR_FORMAT, "order",
+         "rank 7", 0},
+        {"size above capacity", HDR(size), 8, DMG_CAP + 1, 0, 1, 0, VX_ERR_FORMAT, "size",
+         "capacity", 5},
+        {"inserted against size", HDR(inserted), 8, 11, 0, 1, 0, VX_ERR_FORMAT, "inserted", "11",
+         5},
+        {"cursor", HDR(cursor), 8, 3, 0, 1, 0, VX_ERR_FORMAT, "cursor", "3", 5},
+        {"order_n above size", HDR(order_n), 8, 11, 0, 1, 0, VX_ERR_FORMAT, "order_n", "11", 5},
+        {"dirty 5", HDR(dirty), 4, 5, 0, 1, 0, VX_ERR_FORMAT, "dirty", "5", 5},
+        {"refresh count", HDR(calls_since_refresh), 8, 1099511627776.0, 0, 1, 0, VX_ERR_FORMAT,
+         "calls_since_refresh", "outside", 5},
+        {"NaN max_p", HDR(max_p), 8, NAN, 1, 1, 0, VX_ERR_FORMAT, "max_p", "nan", 5},
+        {"format 3", HDR(format), 4, 3, 0, 1, 0, VX_ERR_UNSUPPORTED, "format", "older", 5},
+        {"one flipped byte", OFF_OBS + 5 * 4, 1, 0x01, 0, 0, 0, VX_ERR_FORMAT, "checksum",
+         "checksum mismatch: the file is damaged", 0},
+        {"a flipped seed", HDR(seed), 8, 12345, 0, 0, 0, VX_ERR_FORMAT, "checksum",
+         "checksum mismatch", 0},
+        {"cut short", SIZE_MAX, 0, 0, 0, 0, -3, VX_ERR_FORMAT, "order", "truncated", 5},
+        {"cut inside prio", SIZE_MAX, 0, 0, 0, 0, -(long)(10 * 4 + 12), VX_ERR_FORMAT, "prio",
+         "truncated", 5},
+        {"trailing bytes", SIZE_MAX, 0, 0, 0, 0, 8, VX_ERR_FORMAT, "size", "trailing", 5},
+    };
+    char dir[64], good[128], bad[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(good, sizeof good, "%s/good.bin", dir);
+    snprintf(bad, sizeof bad, "%s/bad.bin", dir);
+    vx_err e;
+    vx_replay *src = make(VX_REPLAY_RANK, DMG_CAP, 3);
+    insert_n(src, DMG_N, 0);
+    batch x;
+    batch_make(&x, 4);
+    assert_int_equal(sample(src, 4, 0.5, &x.b, &e), VX_OK); /* the rank order: 10 entries */
+    float td[4] = {0.5f, 2, 0.25f, 1};
+    update(src, x.idx, x.gen, td, 4);
+    assert_int_equal(vx_replay_save(src, good, &e), VX_OK);
+    size_t n;
+    uint8_t *orig = th_read(good, &n);
+    assert_int_equal(n, OFF_ORDER + DMG_N * 4);
+    uint8_t *b = malloc(n + 64);
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        const damage *d = &cases[k];
+        memcpy(b, orig, n);
+        memset(b + n, 0, 64);
+        apply(b, d);
+        if (d->seal) reseal(b, n);
+        th_write(bad, b, (size_t)((long)n + d->cut));
+        vx_replay *into = make(VX_REPLAY_RANK, DMG_CAP, 3);
+        insert_n(into, 5, 100);
+        vx_err_clear(&e);
+        vx_status st = vx_replay_load(into, bad, &e);
+        if (st != d->status || !strstr(e.field, d->field) || !strstr(e.msg, d->text) ||
+            !strstr(e.msg, bad))
+            fail_msg("%s: status %d, field '%s', message '%s'", d->what, (int)st, e.field, e.msg);
+        if (vx_replay_size(into) != d->size_after)
+            fail_msg("%s: %zu stored after the refusal", d->what, vx_replay_size(into));
+        if (d->size_after == 0)
+            assert_int_equal(sample(into, 4, 0.5, &x.b, &e), VX_ERR_ARG); /* empty */
+        vx_replay_free(into);
+    }
+    /* the flipped byte alone breaks no range: resealed, the file loads */
+    memcpy(b, orig, n);
+    apply(b, &cases[19]);
+    reseal(b, n);
+    th_write(bad, b, n);
+    vx_replay *into = make(VX_REPLAY_RANK, DMG_CAP, 3);
+    assert_int_equal(vx_replay_load(into, bad, &e), VX_OK);
+    assert_int_equal(vx_replay_size(into), DMG_N);
+    vx_replay_free(into);
+    free(b);
+    free(orig);
+    batch_free(&x);
+    vx_replay_free(src);
+    th_rmtree(dir);
+}
+
+/* The CPU buffer refuses an action outside its branch at insert (so whatever it saves loads). */
+static void test_insert_refuses_action_outside_branch(void **state)
+{
+    (void)state;
+    vx_replay *r = make(VX_REPLAY_UNIFORM, 8, 1);
+    float o[D] = {0}, rw = 0;
+    uint8_t f = 0;
+    const int32_t bad[3][3] = {{9, 0, 0}, {0, 3, 0}, {0, 0, -1}};
+    for (int k = 0; k < 3; k++) {
+        vx_transitions t = {o, o, bad[k], &rw, &f, &f, NULL};
+        vx_err e;
+        assert_int_equal(vx_replay_insert(r, &t, 1, NULL, &e), VX_ERR_ARG);
+        assert_non_null(strstr(e.msg, "outside"));
+    }
+    assert_int_equal(vx_replay_size(r), 0);
+    vx_replay_free(r);
+}
+
 /* vx_replay_cfg_check refuses what vx_replay_create refuses, naming the field; create refuses it
  * too, before allocating anything. */
 static void test_cfg_check_names_the_field(void **state)
@@ -821,6 +996,8 @@ int main(void)
         cmocka_unit_test(test_stale_update_ignored),
         cmocka_unit_test(test_save_restore_same_future),
         cmocka_unit_test(test_load_smaller_and_bad_files),
+        cmocka_unit_test(test_load_refuses_damaged_files),
+        cmocka_unit_test(test_insert_refuses_action_outside_branch),
         cmocka_unit_test(test_cfg_check_names_the_field),
         cmocka_unit_test(test_tree_shape_is_what_the_cpu_allocates),
         cmocka_unit_test(test_cpu_device_snapshot_and_budget),
