@@ -66,6 +66,9 @@ void vx_train_cfg_default(vx_train_cfg *c);
 vx_status vx_train_cfg_set(vx_train_cfg *c, const char *key, const char *value, const char *where,
                            vx_err *e);
 vx_status vx_train_cfg_load(vx_train_cfg *c, const char *yaml_path, vx_err *e);
+/* The same over YAML text in memory (a checkpoint's "config"); `name` stands for it in errors. */
+vx_status vx_train_cfg_load_text(vx_train_cfg *c, const char *text, size_t len, const char *name,
+                                 vx_err *e);
 /* Checks the settings together (after all sets), the algorithm's included. */
 vx_status vx_train_cfg_check(const vx_train_cfg *c, vx_err *e);
 /* Writes the run's keys and its algorithm's as YAML; the file reads back to the same settings. */

@@ -270,8 +270,7 @@ int vx_cmd_train(int argc, char **argv)
     return VX_EXIT_OK;
 }
 
-/* The resolved configuration a checkpoint carries in its metadata, read through a temporary file
- * (the YAML reader takes files). */
+/* The resolved configuration a checkpoint carries in its metadata, read from memory. */
 static vx_status load_config_from_checkpoint(vx_train_cfg *cfg, const char *ckpt, vx_err *e)
 {
     vx_safetensors s;
@@ -283,18 +282,10 @@ static vx_status load_config_from_checkpoint(vx_train_cfg *cfg, const char *ckpt
         return vx_err_line(e, VX_ERR_NOT_FOUND, ckpt, -1, "config",
                            "no config.yaml beside it and none in its metadata (use --config)");
     }
-    char tmp[] = "/tmp/vixen-config-XXXXXX";
-    int fd = mkstemp(tmp);
-    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
-    if (!f) {
-        vx_safetensors_free(&s);
-        return vx_err_set(e, VX_ERR_IO, "cannot create a temporary file for the config");
-    }
-    fputs(text, f);
-    fclose(f);
+    char name[1200];
+    snprintf(name, sizeof name, "%.1100s (its config)", ckpt);
+    st = vx_train_cfg_load_text(cfg, text, strlen(text), name, e);
     vx_safetensors_free(&s);
-    st = vx_train_cfg_load(cfg, tmp, e);
-    unlink(tmp);
     return st;
 }
 

@@ -169,6 +169,14 @@ vx_status vx_train_cfg_load(vx_train_cfg *c, const char *path, vx_err *e)
     return vx_settings_load(&s, path, e);
 }
 
+vx_status vx_train_cfg_load_text(vx_train_cfg *c, const char *text, size_t len, const char *name,
+                                 vx_err *e)
+{
+    vx_settings s;
+    bind(&s, c, -1);
+    return vx_settings_load_text(&s, text, len, name, e);
+}
+
 vx_status vx_train_cfg_write(const vx_train_cfg *c, FILE *f)
 {
     vx_settings s;

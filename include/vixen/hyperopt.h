@@ -1,0 +1,141 @@
+/* hyperopt.h — the hyperparameter search: a search space over training keys, a particle swarm
+ * that moves through it, and (later sections) the study that evaluates its particles as training
+ * runs.
+ *
+ * The space. Each parameter is one training key (any key `vixen train --keys` lists) and how its
+ * value is searched:
+ *   float       a value in [low, high], searched on a linear scale
+ *   logfloat    a value in [low, high] (both > 0), searched on the log scale
+ *   int         a whole number in [low, high]
+ *   logint      a whole number in [low, high] (low ≥ 1), searched on the log scale
+ *   categorical one of `values`: encoding "round" gives it one coordinate in
+ *               [-0.5, k - 0.5] that is rounded to a value's index (values next to each other are
+ *               neighbours: order them so), encoding "score" gives it k coordinates in [0, 1],
+ *               one score per value, and the value with the highest score is taken (no order)
+ * A particle is a point of the coordinate box the parameters span; decoding it gives each key's
+ * value as text, which is set on a copy of the base config through the key table, so a value the
+ * key refuses is an error of the space, found before the search starts (vx_space_check).
+ *
+ * The file (YAML, read by the same strict reader as configs: a key given twice is an error):
+ *   dqn.lr:     {type: logfloat, low: 1.0e-4, high: 3.0e-3}
+ *   dqn.gamma:  {type: float, low: 0.9, high: 0.999}
+ *   dqn.n_step: {type: int, low: 1, high: 5}
+ *   dqn.loss:   {type: categorical, values: [mse, huber, c51], encoding: score}
+ *
+ * The swarm (Kennedy & Eberhart 1995, with the inertia weight of Shi & Eberhart 1998 and the
+ * constriction values of Clerc & Kennedy 2002 as defaults: w = 0.7298, c1 = c2 = 1.49618). Each
+ * generation every particle is evaluated; then, in particle order, personal and global bests are
+ * updated (a strictly better objective replaces a best, so ties go to the earlier particle), and
+ * the next generation moves every particle:
+ *   v ← w v + c1 r1 (pbest − x) + c2 r2 (gbest − x),   |v_d| ≤ vmax (hi_d − lo_d),
+ *   x ← x + v, reflected back into [lo_d, hi_d] (the velocity component reversed).
+ * The objective is maximised. Every random number — initial positions and velocities, r1 and r2 —
+ * is a Philox draw keyed by (seed, particle, generation, coordinate), so a generation's positions
+ * depend only on the seed and the earlier generations' objectives: never on the order or the
+ * concurrency in which particles were evaluated. */
+#ifndef VIXEN_HYPEROPT_H
+#define VIXEN_HYPEROPT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "vixen/train.h"
+#include "vixen/util.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the search space ------------------------------------------------------------------------ */
+
+typedef enum {
+    VX_PARAM_FLOAT,
+    VX_PARAM_LOGFLOAT,
+    VX_PARAM_INT,
+    VX_PARAM_LOGINT,
+    VX_PARAM_CATEGORICAL,
+} vx_param_type;
+
+typedef enum { VX_ENCODE_ROUND, VX_ENCODE_SCORE } vx_param_encoding;
+
+#define VX_SPACE_MAX_PARAMS 32
+#define VX_SPACE_MAX_DIMS 128
+#define VX_PARAM_MAX_VALUES 32
+#define VX_PARAM_VALUE_LEN 128
+
+typedef struct {
+    char key[64]; /* the training key: "dqn.lr" */
+    vx_param_type type;
+    double low, high; /* numbers: the values' bounds */
+    int n_values;     /* categorical */
+    char values[VX_PARAM_MAX_VALUES][VX_PARAM_VALUE_LEN];
+    vx_param_encoding encoding;
+    int dim, n_dims; /* its coordinates: dim .. dim + n_dims − 1 */
+    int line;        /* where the file defines it */
+} vx_param;
+
+typedef struct {
+    vx_param p[VX_SPACE_MAX_PARAMS];
+    int n;
+    int dims;                                            /* coordinates in all */
+    double lo[VX_SPACE_MAX_DIMS], hi[VX_SPACE_MAX_DIMS]; /* each coordinate's bounds */
+} vx_space;
+
+/* Reads a space file (or text in memory, `name` standing for the file); every error names the file,
+ * the line and the parameter. */
+vx_status vx_space_load(vx_space *s, const char *path, vx_err *e);
+vx_status vx_space_load_text(vx_space *s, const char *text, size_t len, const char *name,
+                             vx_err *e);
+/* Every parameter's key is a training key, and every value it can decode to (bounds, each
+ * category, the middle) is accepted by that key on a copy of `base`. */
+vx_status vx_space_check(const vx_space *s, const vx_train_cfg *base, vx_err *e);
+/* Parameter i's value at coordinates x, as the text a key is set from ("0.000316", "3", "c51"). */
+void vx_space_value(const vx_space *s, int i, const double *x, char *out, size_t n);
+/* Sets every parameter's value at x on c. */
+vx_status vx_space_apply(const vx_space *s, const double *x, vx_train_cfg *c, vx_err *e);
+
+/* ---- the particle swarm ---------------------------------------------------------------------- */
+
+typedef struct {
+    int swarm;     /* particles (20) */
+    double w;      /* inertia (0.7298) */
+    double c1, c2; /* cognitive and social weights (1.49618 each) */
+    double vmax;   /* the largest velocity, as a fraction of each coordinate's range (0.5) */
+    uint64_t seed; /* of every draw */
+} vx_pso_cfg;
+
+void vx_pso_cfg_default(vx_pso_cfg *c);
+vx_status vx_pso_cfg_check(const vx_pso_cfg *c, vx_err *e);
+
+typedef struct {
+    vx_pso_cfg cfg;
+    int dims;
+    double lo[VX_SPACE_MAX_DIMS], hi[VX_SPACE_MAX_DIMS];
+    int generation;  /* the generation whose positions x holds (0: the first) */
+    double *x, *v;   /* swarm × dims: positions and velocities */
+    double *pbest_x; /* swarm × dims */
+    double *pbest_f; /* swarm: −inf until a particle has a finite objective */
+    double *gbest_x; /* dims */
+    double gbest_f;  /* −inf until some particle has one */
+    int gbest_particle, gbest_generation; /* −1 until then */
+    int *reported;                        /* swarm: this generation's objective is in */
+} vx_pso;
+
+/* A swarm over the box [lo, hi]^dims (a space's coordinates: s->lo, s->hi), generation 0's
+ * positions uniform in the box, velocities half the way to another uniform point. */
+vx_status vx_pso_init(vx_pso *p, const vx_pso_cfg *cfg, int dims, const double *lo,
+                      const double *hi, vx_err *e);
+void vx_pso_free(vx_pso *p);
+/* Particle i's coordinates in the current generation. */
+const double *vx_pso_position(const vx_pso *p, int i);
+/* The objective of particle i in the current generation (maximised; NaN or ±inf: a failed
+ * evaluation, never a best). Reports must come in particle order (what makes ties resolve the
+ * same whatever the concurrency); a report out of order or twice is an error. */
+vx_status vx_pso_report(vx_pso *p, int i, double f, vx_err *e);
+/* Moves every particle to the next generation; every particle must have been reported. */
+vx_status vx_pso_step(vx_pso *p, vx_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

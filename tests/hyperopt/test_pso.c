@@ -1,0 +1,367 @@
+/* test_pso.c — the search space and the particle swarm (hyperopt.h).
+ *
+ * The swarm: one move worked out by hand in float64 from the documented draws (so a flipped sign,
+ * a swapped pbest/gbest, a missing clamp or a wrong reflection fails); convergence on the sphere
+ * and on Rastrigin over several seeds, with the swarm ahead of random search given the same
+ * evaluations (a swarm whose moves were wrong would do no better than random); reports in order
+ * only; the same positions whatever order generations are drawn in.
+ * The space: every type decoded at its bounds and inside, each whole number of an integer range
+ * reachable with its share of the coordinate, both categorical encodings, values applied to a
+ * config, and every malformed file refused naming the line and the parameter. */
+#include "helpers.h"
+#include "vixen/dqn.h"
+#include "vixen/hyperopt.h"
+#include "vixen/philox.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the swarm ------------------------------------------------------------------------------- */
+
+/* The documented draw: stream (kind << 56 | generation << 24 | particle), first block = d, the
+ * first two words as a 53-bit uniform. Written out again here from the spec. */
+static double spec_draw(uint64_t seed, int kind, int gen, int particle, int d)
+{
+    uint64_t stream = ((uint64_t)kind << 56) | ((uint64_t)gen << 24) | (uint64_t)particle;
+    vx_u32x4 b = vx_philox_block(seed, stream, (uint64_t)d);
+    uint64_t hi = b.v[0], lo = b.v[1];
+    return (double)(((hi << 32) | lo) >> 11) / 9007199254740992.0;
+}
+
+static void test_pso_first_positions_and_one_move_by_hand(void **state)
+{
+    (void)state;
+    vx_pso_cfg c;
+    vx_pso_cfg_default(&c);
+    c.swarm = 3, c.seed = 77;
+    double lo[2] = {-1, 10}, hi[2] = {3, 20};
+    vx_pso p;
+    vx_err e;
+    assert_int_equal(vx_pso_init(&p, &c, 2, lo, hi, &e), VX_OK);
+    double x[3][2], v[3][2];
+    for (int i = 0; i < 3; i++)
+        for (int d = 0; d < 2; d++) {
+            double r = hi[d] - lo[d];
+            x[i][d] = lo[d] + r * spec_draw(77, 1, 0, i, d);
+            double target = lo[d] + r * spec_draw(77, 2, 0, i, d);
+            v[i][d] = fmax(fmin((target - x[i][d]) / 2, 0.5 * r), -0.5 * r);
+            assert_true(vx_pso_position(&p, i)[d] == x[i][d]);
+            assert_true(p.v[i * 2 + d] == v[i][d]);
+        }
+    /* objectives: particle 1 best, particle 2 failed (NaN) */
+    double f[3] = {-4.0, 2.5, NAN};
+    for (int i = 0; i < 3; i++) assert_int_equal(vx_pso_report(&p, i, f[i], &e), VX_OK);
+    assert_int_equal(p.gbest_particle, 1);
+    assert_true(p.gbest_f == 2.5);
+    assert_int_equal(vx_pso_step(&p, &e), VX_OK);
+    const double gb[2] = {x[1][0], x[1][1]};
+    for (int i = 0; i < 3; i++)
+        for (int d = 0; d < 2; d++) {
+            double r1 = spec_draw(77, 3, 1, i, d), r2 = spec_draw(77, 4, 1, i, d);
+            double cog = i == 2 ? 0 : 1.49618 * r1 * (x[i][d] - x[i][d]); /* pbest = x for 0, 1 */
+            double nv = 0.7298 * v[i][d] + cog + 1.49618 * r2 * (gb[d] - x[i][d]);
+            double vm = 0.5 * (hi[d] - lo[d]);
+            nv = fmax(fmin(nv, vm), -vm);
+            double nx = x[i][d] + nv;
+            if (nx > hi[d]) nx = 2 * hi[d] - nx, nv = -nv;
+            if (nx < lo[d]) nx = 2 * lo[d] - nx, nv = -nv;
+            if (fabs(vx_pso_position(&p, i)[d] - nx) > 1e-12 || fabs(p.v[i * 2 + d] - nv) > 1e-12)
+                fail_msg("particle %d coordinate %d: x %.17g v %.17g, by hand x %.17g v %.17g", i,
+                         d, vx_pso_position(&p, i)[d], p.v[i * 2 + d], nx, nv);
+        }
+    vx_pso_free(&p);
+}
+
+/* A particle pushed through a wall comes back inside, its velocity reversed; every velocity is
+ * within vmax of its range. */
+static void test_pso_reflects_and_clamps(void **state)
+{
+    (void)state;
+    vx_pso_cfg c;
+    vx_pso_cfg_default(&c);
+    c.swarm = 2, c.vmax = 0.25;
+    double lo[1] = {0}, hi[1] = {1};
+    vx_pso p;
+    vx_err e;
+    assert_int_equal(vx_pso_init(&p, &c, 1, lo, hi, &e), VX_OK);
+    p.x[0] = 0.95, p.v[0] = 0.25; /* particle 0 runs into the top wall */
+    p.x[1] = 0.05, p.v[1] = -0.25;
+    assert_int_equal(vx_pso_report(&p, 0, NAN, &e), VX_OK);
+    assert_int_equal(vx_pso_report(&p, 1, NAN, &e), VX_OK);
+    /* no finite objective: only inertia moves them: v = 0.7298·0.25 = 0.18245 */
+    assert_int_equal(vx_pso_step(&p, &e), VX_OK);
+    assert_true(fabs(p.x[0] - (2 * 1 - (0.95 + 0.18245))) < 1e-12);
+    assert_true(fabs(p.v[0] + 0.18245) < 1e-12);
+    assert_true(fabs(p.x[1] - (0 - (0.05 - 0.18245))) < 1e-12);
+    assert_true(fabs(p.v[1] - 0.18245) < 1e-12);
+    /* a huge pull is clamped to vmax · range */
+    assert_int_equal(vx_pso_report(&p, 0, 1.0, &e), VX_OK);
+    assert_int_equal(vx_pso_report(&p, 1, 0.0, &e), VX_OK);
+    for (int g = 0; g < 50; g++) {
+        for (int i = 0; i < 2; i++) {
+            assert_true(fabs(p.v[i]) <= 0.25 + 1e-15);
+            assert_true(p.x[i] >= 0 && p.x[i] <= 1);
+        }
+        if (g) {
+            assert_int_equal(vx_pso_report(&p, 0, -(double)g, &e), VX_OK);
+            assert_int_equal(vx_pso_report(&p, 1, -(double)g, &e), VX_OK);
+        }
+        assert_int_equal(vx_pso_step(&p, &e), VX_OK);
+    }
+    vx_pso_free(&p);
+}
+
+static void test_pso_reports_in_order_once(void **state)
+{
+    (void)state;
+    vx_pso_cfg c;
+    vx_pso_cfg_default(&c);
+    c.swarm = 3;
+    double lo[1] = {0}, hi[1] = {1};
+    vx_pso p;
+    vx_err e;
+    assert_int_equal(vx_pso_init(&p, &c, 1, lo, hi, &e), VX_OK);
+    assert_int_equal(vx_pso_report(&p, 1, 1, &e), VX_ERR_ARG); /* before particle 0 */
+    assert_int_equal(vx_pso_report(&p, 0, 1, &e), VX_OK);
+    assert_int_equal(vx_pso_report(&p, 0, 1, &e), VX_ERR_ARG); /* twice */
+    assert_int_equal(vx_pso_step(&p, &e), VX_ERR_ARG);         /* particles 1, 2 missing */
+    assert_non_null(strstr(e.msg, "particle 1"));
+    /* ties go to the earlier particle */
+    assert_int_equal(vx_pso_report(&p, 1, 1, &e), VX_OK);
+    assert_int_equal(vx_pso_report(&p, 2, 1, &e), VX_OK);
+    assert_int_equal(p.gbest_particle, 0);
+    vx_pso_free(&p);
+    c.swarm = 0;
+    assert_int_equal(vx_pso_init(&p, &c, 1, lo, hi, &e), VX_ERR_ARG);
+    vx_pso_cfg_default(&c);
+    c.vmax = 0;
+    assert_int_equal(vx_pso_init(&p, &c, 1, lo, hi, &e), VX_ERR_ARG);
+}
+
+static double sphere(const double *x, int n)
+{
+    double s = 0;
+    for (int i = 0; i < n; i++) s += x[i] * x[i];
+    return s;
+}
+
+static double rastrigin(const double *x, int n)
+{
+    double s = 10.0 * n;
+    for (int i = 0; i < n; i++) s += x[i] * x[i] - 10 * cos(2 * 3.14159265358979323846 * x[i]);
+    return s;
+}
+
+/* The best of `gens` generations of a swarm of 20 minimising f over [-5.12, 5.12]^n. */
+static double swarm_min(double (*f)(const double *, int), int n, int gens, uint64_t seed)
+{
+    vx_pso_cfg c;
+    vx_pso_cfg_default(&c);
+    c.seed = seed;
+    double lo[8], hi[8];
+    for (int d = 0; d < n; d++) lo[d] = -5.12, hi[d] = 5.12;
+    vx_pso p;
+    vx_err e;
+    assert_int_equal(vx_pso_init(&p, &c, n, lo, hi, &e), VX_OK);
+    for (int g = 0; g < gens; g++) {
+        for (int i = 0; i < c.swarm; i++)
+            assert_int_equal(vx_pso_report(&p, i, -f(vx_pso_position(&p, i), n), &e), VX_OK);
+        if (g + 1 < gens) assert_int_equal(vx_pso_step(&p, &e), VX_OK);
+    }
+    double best = -p.gbest_f;
+    vx_pso_free(&p);
+    return best;
+}
+
+/* Random search with the same evaluations (uniform points of its own Philox stream). */
+static double random_min(double (*f)(const double *, int), int n, int evals, uint64_t seed)
+{
+    vx_rng r = vx_rng_make(seed, 99, 0);
+    double best = INFINITY, x[8];
+    for (int k = 0; k < evals; k++) {
+        for (int d = 0; d < n; d++) x[d] = -5.12 + 10.24 * vx_rng_uniform_double(&r);
+        best = fmin(best, f(x, n));
+    }
+    return best;
+}
+
+/* Sphere in 5 dimensions, 100 generations: every one of 5 seeds ends below 1e-5 (random search
+ * with the same 2,000 points gets about 3: no swarm with a wrong move gets anywhere near). */
+static void test_pso_converges_on_sphere(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 5; seed++) {
+        double s = swarm_min(sphere, 5, 100, seed), r = random_min(sphere, 5, 2000, seed);
+        print_message("sphere 5-d seed %llu: swarm %.3g, random search %.3g\n",
+                      (unsigned long long)seed, s, r);
+        assert_true(s < 1e-5);
+        assert_true(r > 0.1);
+    }
+}
+
+/* Rastrigin in 2 dimensions (many local minima 1 apart, global 0 at the origin), 100 generations:
+ * the swarm's median over 9 seeds is below 0.1 and below random search's median with the same
+ * 2,000 points, and at least 6 of the 9 reach the global basin (< 0.5). */
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_pso_rastrigin(void **state)
+{
+    (void)state;
+    double s[9], r[9];
+    int basin = 0;
+    for (int k = 0; k < 9; k++) {
+        s[k] = swarm_min(rastrigin, 2, 100, 100 + (uint64_t)k);
+        r[k] = random_min(rastrigin, 2, 2000, 100 + (uint64_t)k);
+        basin += s[k] < 0.5;
+    }
+    qsort(s, 9, sizeof *s, by_value);
+    qsort(r, 9, sizeof *r, by_value);
+    print_message("rastrigin 2-d over 9 seeds: swarm median %.3g (worst %.3g), random median "
+                  "%.3g, %d in the global basin\n",
+                  s[4], s[8], r[4], basin);
+    assert_true(s[4] < 0.1);
+    assert_true(s[4] < r[4]);
+    assert_true(basin >= 6);
+}
+
+/* ---- the space ------------------------------------------------------------------------------- */
+
+static const char *mixed =
+    "dqn.lr: {type: logfloat, low: 1.0e-4, high: 1.0e-2}\n"
+    "dqn.gamma:\n  type: float\n  low: 0.9\n  high: 0.999\n"
+    "dqn.n_step: {type: int, low: 1, high: 5}\n"
+    "dqn.batch: {type: logint, low: 32, high: 512}\n"
+    "dqn.loss: {type: categorical, values: [mse, huber, c51]}\n"
+    "replay.kind: {type: categorical, values: [uniform, proportional, rank], encoding: score}\n";
+
+static void test_space_types_and_bounds(void **state)
+{
+    (void)state;
+    vx_space s;
+    vx_err e;
+    if (vx_space_load_text(&s, mixed, strlen(mixed), "mixed.yaml", &e)) fail_msg("%s", e.msg);
+    assert_int_equal(s.n, 6);
+    assert_int_equal(s.dims, 8); /* 5 single coordinates + 3 scores */
+    assert_true(fabs(s.lo[0] - log(1e-4)) < 1e-15 && fabs(s.hi[0] - log(1e-2)) < 1e-15);
+    assert_true(s.lo[2] == 0.5 && s.hi[2] == 5.5);
+    assert_true(s.lo[4] == -0.5 && s.hi[4] == 2.5);
+    assert_true(s.lo[5] == 0 && s.hi[7] == 1);
+    double x[8];
+    char v[128];
+    /* each corner of the box decodes to a value inside the bounds */
+    for (int corner = 0; corner < 2; corner++) {
+        for (int d = 0; d < 8; d++) x[d] = corner ? s.hi[d] : s.lo[d];
+        vx_space_value(&s, 0, x, v, sizeof v);
+        assert_true(fabs(atof(v) - (corner ? 1e-2 : 1e-4)) < 1e-15);
+        vx_space_value(&s, 2, x, v, sizeof v);
+        assert_string_equal(v, corner ? "5" : "1");
+        vx_space_value(&s, 3, x, v, sizeof v);
+        assert_string_equal(v, corner ? "512" : "32");
+        vx_space_value(&s, 4, x, v, sizeof v);
+        assert_string_equal(v, corner ? "c51" : "mse");
+    }
+    /* integers: each of 1..5 owns an equal fifth of the coordinate */
+    int hits[6] = {0};
+    for (int k = 0; k < 1000; k++) {
+        x[2] = 0.5 + 5.0 * (k + 0.5) / 1000;
+        vx_space_value(&s, 2, x, v, sizeof v);
+        int n = atoi(v);
+        assert_true(n >= 1 && n <= 5);
+        hits[n]++;
+    }
+    for (int n = 1; n <= 5; n++) assert_int_equal(hits[n], 200);
+    /* log scale: the middle of the lr coordinate is the geometric mean */
+    x[0] = (s.lo[0] + s.hi[0]) / 2;
+    vx_space_value(&s, 0, x, v, sizeof v);
+    assert_true(fabs(atof(v) - 1e-3) < 1e-15);
+    /* scores: the highest wins, ties to the first */
+    x[5] = 0.2, x[6] = 0.9, x[7] = 0.4;
+    vx_space_value(&s, 5, x, v, sizeof v);
+    assert_string_equal(v, "proportional");
+    x[5] = x[6] = x[7] = 0.5;
+    vx_space_value(&s, 5, x, v, sizeof v);
+    assert_string_equal(v, "uniform");
+    /* applied to a config: every key takes its value */
+    vx_train_cfg *c = malloc(sizeof *c);
+    vx_train_cfg_default(c);
+    assert_int_equal(vx_space_check(&s, c, &e), VX_OK);
+    for (int d = 0; d < 8; d++) x[d] = (s.lo[d] + s.hi[d]) / 2;
+    x[7] = 1; /* rank */
+    assert_int_equal(vx_space_apply(&s, x, c, &e), VX_OK);
+    vx_dqn_settings *dq = vx_train_algo_settings(c, "dqn");
+    assert_true(fabs(dq->learner.adam.lr - 1e-3) < 1e-15);
+    assert_int_equal(dq->learner.n_step, 3);
+    assert_int_equal(dq->learner.loss, VX_LOSS_HUBER); /* the middle of three */
+    assert_int_equal(dq->replay_kind, VX_REPLAY_RANK);
+    free(c);
+}
+
+static void test_space_refuses_bad_files(void **state)
+{
+    (void)state;
+    struct {
+        const char *text, *want;
+    } cases[] = {
+        {"dqn.lr: {low: 1, high: 2}\n", "no type"},
+        {"dqn.lr: {type: real, low: 1, high: 2}\n", "type 'real'"},
+        {"dqn.lr: {type: float, low: 2, high: 1}\n", "low must be below high"},
+        {"dqn.lr: {type: float, low: 1}\n", "needs low and high"},
+        {"dqn.lr: {type: float, low: x, high: 1}\n", "'x' is not a number"},
+        {"dqn.lr: {type: logfloat, low: 0, high: 1}\n", "low > 0"},
+        {"dqn.n_step: {type: int, low: 1.5, high: 3}\n", "whole"},
+        {"dqn.batch: {type: logint, low: 0, high: 3}\n", "low >= 1"},
+        {"dqn.loss: {type: categorical, values: [mse]}\n", "at least 2"},
+        {"dqn.loss: {type: categorical, values: [mse, mse]}\n", "given twice"},
+        {"dqn.loss: {type: categorical, values: [mse, c51], encoding: onehot}\n", "encoding"},
+        {"dqn.loss: {type: categorical, values: [mse, c51], low: 1}\n", "not low/high"},
+        {"dqn.lr: {type: float, low: 1, high: 2, step: 1}\n", "unknown field 'step'"},
+        {"dqn.lr: {type: float, low: 1, high: 2, encoding: score}\n", "categorical"},
+        {"train.seed: {type: int, low: 1, high: 9}\n", "not searched"},
+        {"split.val: {type: float, low: 0.1, high: 0.2}\n", "not searched"},
+        {"env.commission: {type: float, low: 0, high: 2}\n", "not searched"},
+        {"dqn.lr: {type: float, low: 1, high: 2}\ndqn.lr: {type: float, low: 1, high: 2}\n",
+         "given twice"},
+        {"", "no parameters"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        vx_space s;
+        vx_err e;
+        vx_status st = vx_space_load_text(&s, cases[i].text, strlen(cases[i].text), "s.yaml", &e);
+        if (!st || !strstr(e.msg, cases[i].want) || !strstr(e.msg, "s.yaml"))
+            fail_msg("case %zu: want '%s', got %s", i, cases[i].want, st ? e.msg : "accepted");
+    }
+    /* keys the config refuses, found before any trial runs */
+    vx_train_cfg *c = malloc(sizeof *c);
+    vx_train_cfg_default(c);
+    const char *bad[][2] = {{"dqn.learning_rate: {type: float, low: 1, high: 2}\n", "unknown"},
+                            {"dqn.gamma: {type: float, low: 0.9, high: 2}\n", "dqn.gamma"},
+                            {"dqn.loss: {type: categorical, values: [mse, l1]}\n", "l1"}};
+    for (int i = 0; i < 3; i++) {
+        vx_space s;
+        vx_err e;
+        assert_int_equal(vx_space_load_text(&s, bad[i][0], strlen(bad[i][0]), "s.yaml", &e), VX_OK);
+        vx_status st = vx_space_check(&s, c, &e);
+        if (!st || !strstr(e.msg, bad[i][1]))
+            fail_msg("check %d: want '%s', got %s", i, bad[i][1], st ? e.msg : "accepted");
+    }
+    free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_pso_first_positions_and_one_move_by_hand),
+        cmocka_unit_test(test_pso_reflects_and_clamps),
+        cmocka_unit_test(test_pso_reports_in_order_once),
+        cmocka_unit_test(test_pso_converges_on_sphere),
+        cmocka_unit_test(test_pso_rastrigin),
+        cmocka_unit_test(test_space_types_and_bounds),
+        cmocka_unit_test(test_space_refuses_bad_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
