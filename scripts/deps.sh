@@ -5,7 +5,7 @@
 set -euo pipefail
 
 packages=(cmake make gcc pkg-config libzstd-dev libcmocka-dev libxxhash-dev libopenblas-dev
-    libyaml-dev libcjson-dev)
+    libyaml-dev libcjson-dev libsqlite3-dev)
 # clang-format: scripts/format-check holds the sources to .clang-format. chromium and zlib1g-dev:
 # test_report loads a run's report.html in a headless browser and decodes its screenshot (without
 # a browser that part of the test is skipped). clang and libclang-rt-dev (libFuzzer and the

@@ -6,5 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 mkdir -p .deps
 cd .deps
-apt-get download libcmocka0 libcmocka-dev libxxhash-dev libyaml-0-2 libyaml-dev libcjson1 libcjson-dev
+apt-get download libcmocka0 libcmocka-dev libxxhash-dev libyaml-0-2 libyaml-dev libcjson1 libcjson-dev \
+    libsqlite3-0 libsqlite3-dev
 ls -1

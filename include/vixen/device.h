@@ -49,6 +49,24 @@ void vx_device_cfg_default(vx_device_cfg *c);
  * says which. */
 vx_status vx_device_open(const vx_device_cfg *cfg, vx_device **out, vx_err *e);
 void vx_device_close(vx_device *d);
+/* A share of d: a context on the same device (its handles, streams and backends) with a budget of
+ * its own. Every block an object on the share reserves is charged to the share and to d, so an
+ * object that outgrows its share fails by itself — the trials of a search each get one — while d
+ * still refuses what would take all shares past its budget. `label` names the share in errors.
+ * Close shares before d. */
+vx_status vx_device_share(vx_device *d, size_t budget, const char *label, vx_device **out,
+                          vx_err *e);
+
+/* What the hardware says now: memory free and in all (the driver's count for a GPU, MemAvailable
+ * and RAM for the CPU: other processes' use included, unlike the budget), and multiprocessors
+ * (CUDA) or online cores (the CPU). */
+typedef struct {
+    size_t free, total;
+    int units;
+} vx_device_info;
+
+vx_status vx_device_query(const vx_device *d, vx_device_info *out, vx_err *e);
+
 /* Usable CUDA devices in this build (0 without CUDA, a driver or a device). */
 int vx_device_cuda_count(void);
 
@@ -66,6 +84,8 @@ typedef struct {
     size_t reserved; /* what they hold now */
     size_t peak;     /* the most they held at once */
     size_t host;     /* pinned host memory they hold (CUDA staging) */
+    size_t refused;  /* reservations this context's own budget refused (or the fault hook, asked
+                      * on it): for a share, "the share was too small", not "the device was full" */
 } vx_device_mem;
 
 void vx_device_memory(const vx_device *d, vx_device_mem *out);
@@ -106,6 +126,18 @@ vx_status vx_mem_alloc(vx_mem *m, size_t bytes, void *ptr, vx_err *e);
 /* Host memory the device copies to and from at full speed (pinned on CUDA). */
 vx_status vx_mem_alloc_host(vx_mem *m, size_t bytes, void *ptr, vx_err *e);
 void vx_mem_release(vx_mem *m);
+
+/* Fault injection for the out-of-memory tests: while set, every device-memory reservation first
+ * asks fn(ctx, the context it is made on, the owner, bytes). VX_FAULT_REFUSE refuses it with
+ * VX_ERR_NOMEM as that context's own budget would (counted in its `refused`: for a share, "the
+ * share was too small"); VX_FAULT_DEVICE refuses it as a full device would (counted on the device
+ * the context is a share of). 0 lets it through. NULL removes the hook. Process-wide, set while
+ * nothing allocates; not for production use. */
+enum { VX_FAULT_REFUSE = 1, VX_FAULT_DEVICE = 2 };
+typedef int (*vx_mem_fault_fn)(void *ctx, const vx_device *dev, const char *owner, size_t bytes);
+void vx_mem_set_fault(vx_mem_fault_fn fn, void *ctx);
+/* The label a share was made with ("" for a context that is not a share). */
+const char *vx_device_label(const vx_device *d);
 
 #ifdef __cplusplus
 }

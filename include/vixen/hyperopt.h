@@ -38,6 +38,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include "vixen/device.h"
 #include "vixen/train.h"
 #include "vixen/util.h"
 
@@ -133,6 +135,146 @@ const double *vx_pso_position(const vx_pso *p, int i);
 vx_status vx_pso_report(vx_pso *p, int i, double f, vx_err *e);
 /* Moves every particle to the next generation; every particle must have been reported. */
 vx_status vx_pso_step(vx_pso *p, vx_err *e);
+
+/* ---- the hardware budget --------------------------------------------------------------------
+ * What one trial reserves, estimated from its config without creating it:
+ *   weights     parameters × 4 bytes × the copies the algorithm keeps (weights, Adam's two moments,
+ *               gradients; the DQN also its target and acting copies)
+ *   activations bytes one batch row needs in the forward and backward passes × the batch
+ *   replay      capacity × bytes per transition (the DQN), or the rollout (PPO)
+ *   envs        the environments' states, observations and their share of the market
+ *   fixed       GEMM workspaces and small buffers
+ * The study divides the device's budget less a safety margin by the largest estimate the space
+ * allows (every numeric parameter at its top, each categorical at its largest value), which gives
+ * the most trials that may run at once. */
+typedef struct {
+    int64_t params;
+    size_t weights, activations, replay, envs, fixed;
+    size_t total;
+    int batch; /* the batch (DQN) or minibatch rows (PPO) the estimate is for */
+} vx_trial_memory;
+
+vx_status vx_trial_memory_of(const vx_train_cfg *c, int device_kind, vx_trial_memory *out,
+                             vx_err *e);
+
+/* ---- the study -------------------------------------------------------------------------------
+ * A study is a folder: study.db (the store: the space, the base config, every trial with its
+ * parameters, seed, status, validation curve and result, the swarm of each generation, the
+ * concurrency and memory over time), trials/<id>/ (each trial's run folder), trials.csv,
+ * best.yaml (the best trial's config: `vixen train --config best.yaml` trains it again), test.txt
+ * and test.json (the best trial's one evaluation on the test split) and report.html.
+ *
+ * Trial (generation g, particle i, seed s) trains the base config with the particle's values, the
+ * training seed base + s, no test evaluation and no resumable checkpoints; its objective is its
+ * best validation Sharpe ratio, and a particle's is the mean over its seeds. Trials run in chunks,
+ * each in a thread of its own on a share of the device (vx_device_share). Five layers keep an
+ * out-of-memory error from ending the study: (1) the estimate with its margin sizes the shares;
+ * (2) the first chunk runs at half the estimated concurrency, the peak it reserved then sets the
+ * concurrency for the rest, and a chunk the device refuses is run again at half; (3) a trial its
+ * share refuses halves its batch and starts again; (4) before each chunk the device's free memory
+ * is read and below 10% the concurrency is halved, with a warning; (5) at concurrency 1 the study
+ * is sequential. None of them changes a result that did not itself run out of memory: a trial's
+ * result depends only on its config and seed, and the swarm's moves only on the results. */
+typedef enum {
+    VX_TRIAL_PENDING,
+    VX_TRIAL_RUNNING,
+    VX_TRIAL_DONE,
+    VX_TRIAL_PRUNED,
+    VX_TRIAL_FAILED,
+} vx_trial_status;
+
+const char *vx_trial_status_name(vx_trial_status s);
+
+typedef struct {
+    int64_t id; /* (generation × swarm + particle) × seeds + seed index */
+    int generation, particle, seed_index;
+    vx_trial_status status;
+    double objective;    /* the best validation Sharpe ratio (NaN: none) */
+    double objective_se; /* its standard error */
+    int best_epoch, epochs;
+    uint64_t train_seed;
+    int batch;                          /* the batch it ran with (after halvings) */
+    int halvings;                       /* out-of-memory halvings it took */
+    int64_t mem_estimate, mem_measured; /* bytes: the budget's estimate, its share's peak */
+    double seconds;
+    int64_t env_steps, updates; /* work done, for the aggregate throughput */
+    char params[2048];          /* "key=value" lines, the space's keys in order */
+    char error[512];
+} vx_trial;
+
+typedef struct {
+    int epoch;
+    double sharpe, se;
+} vx_curve_point;
+
+typedef struct {
+    double t; /* seconds since the study (this process) started */
+    int generation, concurrency, running;
+    int64_t reserved, peak, free_b, total; /* bytes: the budget's view and the driver's */
+    char note[160];
+} vx_study_event;
+
+typedef struct {
+    int generations;  /* 5 */
+    int seeds;        /* training seeds per particle (1) */
+    int concurrency;  /* trials at once; 0: from the budget */
+    double margin;    /* of the budget kept free (0.2) */
+    int prune;        /* median pruning (1) */
+    int prune_warmup; /* validations a trial makes before it may be pruned (2) */
+    vx_pso_cfg pso;
+} vx_study_cfg;
+
+void vx_study_cfg_default(vx_study_cfg *c);
+
+/* The plan: the device, the budget, the estimate per trial and the concurrency it allows. */
+typedef struct {
+    char device[192];
+    int kind;
+    vx_device_info info;
+    size_t budget, available; /* the context's budget, and that less the margin */
+    vx_trial_memory trial;    /* the largest estimate the space allows */
+    int max_concurrent;       /* floor(available / trial.total), capped at the trials of a
+                               * generation (and at the cores on the CPU) */
+    int first_chunk;          /* ceil(max_concurrent / 2) */
+    int batch_max;            /* the largest batch that fits available at concurrency 1 */
+    int batch_max_shared;     /* … and in one share at max_concurrent */
+} vx_plan;
+
+vx_status vx_study_plan(const vx_study_cfg *cfg, const vx_space *space, const vx_train_cfg *base,
+                        vx_device *dev, vx_plan *out, vx_err *e);
+void vx_plan_print(const vx_plan *p, FILE *f);
+
+typedef struct vx_study vx_study;
+
+/* A new study in `dir` (refused when it holds one), or an existing one to resume (the space,
+ * base config and settings come from its store; `cfg->concurrency` may differ). */
+vx_status vx_study_create(const char *dir, const vx_study_cfg *cfg, const char *space_text,
+                          size_t space_len, const vx_train_cfg *base, vx_study **out, vx_err *e);
+vx_status vx_study_open(const char *dir, int concurrency, vx_study **out, vx_err *e);
+
+/* Progress after each chunk: one line per call. */
+typedef struct {
+    int generation, generations;
+    int done, total; /* trials finished (any status) of the study */
+    int running, concurrency;
+    int64_t mem_per_trial; /* the share each trial runs in */
+    int halvings, pruned, failed;
+    double best; /* the best particle objective so far (NaN: none) */
+    char best_params[2048];
+    double seconds;
+} vx_study_progress;
+
+typedef void (*vx_study_progress_fn)(const vx_study_progress *p, void *ctx);
+
+/* Runs the study to its end on dev (trials on shares of it): every pending trial, then the best
+ * trial's one test evaluation, trials.csv, best.yaml and report.html. A stop asked by *stop
+ * (set from a signal handler) ends it after the chunk running, resumable. */
+vx_status vx_study_run(vx_study *s, vx_device *dev, vx_study_progress_fn cb, void *ctx,
+                       volatile int *stop, vx_err *e);
+void vx_study_close(vx_study *s);
+
+/* `vixen hyperopt status`: the study's state, read from its store (also while it runs). */
+vx_status vx_study_status(const char *dir, FILE *f, vx_err *e);
 
 #ifdef __cplusplus
 }

@@ -52,6 +52,8 @@ typedef struct {
     int device;            /* VX_DEVICE_AUTO (the GPU when one is present), _CPU, _CUDA: what
                             * `vixen train` opens; vx_train_run takes the device it is given */
     int gpu_graphs;        /* 1: CUDA graphs; 0: kernel by kernel, synchronised (the reference) */
+    int final_test;        /* 1: the chosen checkpoint is tested at the end (eval.json, report);
+                            * 0: not — a search's trial, whose study tests only its best */
     int async_checkpoints; /* 1: a GPU run's checkpoint is a device snapshot written by a
                             * background thread while training goes on */
     char run_dir[512];

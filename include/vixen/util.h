@@ -61,6 +61,9 @@ typedef enum { VX_LOG_DEBUG, VX_LOG_INFO, VX_LOG_WARN, VX_LOG_ERROR } vx_log_lev
 typedef void (*vx_log_sink)(vx_log_level level, const char *line, void *ctx);
 void vx_log_set_sink(vx_log_sink sink, void *ctx, vx_log_level min_level);
 void vx_log(vx_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* For the calling thread only: lines start with "<tag>: " and those below min_level are dropped
+ * (the trials of a search each run in a thread: their lines say which, and only warnings pass). */
+void vx_log_set_thread_tag(const char *tag, vx_log_level min_level);
 
 /* Monotonic clock. */
 uint64_t vx_now_ns(void);
@@ -106,6 +109,12 @@ vx_status vx_check_bytes(const char *keys, uint64_t a, uint64_t b, uint64_t c, v
  * itself does not block (O_NONBLOCK, cleared once the file is known to be regular). */
 vx_status vx_file_open_read(const char *path, FILE **out, vx_err *e);
 vx_status vx_file_read_all(const char *path, uint8_t **data, size_t *size, vx_err *e);
+/* Locks <dir>/lock for this process: flock, held until fd is closed or the process ends however
+ * it ends (kill -9 included: a stale lock file is just a file), with the holder's PID written in
+ * it; refused, naming that PID, when another process holds it. A run folder and a study folder
+ * each have one. */
+vx_status vx_folder_lock(const char *dir, int *fd, vx_err *e);
+void vx_folder_unlock(int fd);
 /* fsync of a folder: the renames and unlinks in it reach the disk. */
 vx_status vx_fsync_dir(const char *dir, vx_err *e);
 /* The XXH3-64 checksum of a whole file, as 16 hex digits (out: at least 17 bytes). */

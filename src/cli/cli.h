@@ -14,5 +14,13 @@ int vx_cmd_bench(int argc, char **argv);
 int vx_cmd_train(int argc, char **argv);
 int vx_cmd_eval(int argc, char **argv);
 int vx_cmd_report(int argc, char **argv);
+int vx_cmd_hyperopt(int argc, char **argv);
+
+/* Shared by train and hyperopt (cmd_train.c): --set KEY=VALUE overrides, and data files given as
+ * arguments; each returns an exit code (the error printed). */
+#include <stddef.h>
+#include "vixen/train.h"
+int vx_cli_apply_sets(vx_train_cfg *c, const char **sets, int n);
+int vx_cli_set_files(vx_train_cfg *c, const char **pos, size_t np);
 
 #endif

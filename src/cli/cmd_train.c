@@ -69,8 +69,8 @@ static void handle_interrupts(int on)
     if (on) vx_critical_set_exit_hook(quit_after_commit);
 }
 
-/* Applies KEY=VALUE overrides. */
-static int apply_sets(vx_train_cfg *c, const char **sets, int n)
+/* Applies KEY=VALUE overrides (cli.h). */
+int vx_cli_apply_sets(vx_train_cfg *c, const char **sets, int n)
 {
     for (int i = 0; i < n; i++) {
         const char *eq = strchr(sets[i], '=');
@@ -89,7 +89,7 @@ static int apply_sets(vx_train_cfg *c, const char **sets, int n)
     return VX_EXIT_OK;
 }
 
-static int set_files(vx_train_cfg *c, const char **pos, size_t np)
+int vx_cli_set_files(vx_train_cfg *c, const char **pos, size_t np)
 {
     if (np > VX_TRAIN_MAX_FILES) {
         fprintf(stderr, "vixen: at most %d data files or folders\n", VX_TRAIN_MAX_FILES);
@@ -201,7 +201,7 @@ int vx_cmd_train(int argc, char **argv)
         free(pos);
         return VX_EXIT_FAIL;
     }
-    rc = apply_sets(&cfg, sets, n_sets);
+    rc = vx_cli_apply_sets(&cfg, sets, n_sets);
     if (!rc && epochs && vx_train_cfg_set(&cfg, "train.epochs", epochs, "--epochs", &e)) {
         fprintf(stderr, "vixen: %s\n", e.msg);
         rc = VX_EXIT_USAGE;
@@ -218,7 +218,7 @@ int vx_cmd_train(int argc, char **argv)
         fprintf(stderr, "vixen: %s\n", e.msg);
         rc = VX_EXIT_USAGE;
     }
-    if (!rc) rc = set_files(&cfg, pos, np);
+    if (!rc) rc = vx_cli_set_files(&cfg, pos, np);
     free(pos);
     if (rc) return rc;
     const char *dir = resume ? resume : run;
@@ -370,8 +370,8 @@ int vx_cmd_eval(int argc, char **argv)
         fprintf(stderr, "vixen: %s\n", e.msg);
         return VX_EXIT_FAIL;
     }
-    rc = apply_sets(&cfg, sets, n_sets);
-    if (!rc) rc = set_files(&cfg, data, (size_t)n_data);
+    rc = vx_cli_apply_sets(&cfg, sets, n_sets);
+    if (!rc) rc = vx_cli_set_files(&cfg, data, (size_t)n_data);
     if (rc) return rc;
     vx_market m;
     vx_eval_report r;

@@ -56,6 +56,8 @@ static void usage(FILE *f)
                "  data features FILE...    compute the 45 market features into the feature cache\n"
                "  env bench                step N environments with a random policy, report speed\n"
                "  bench                    the benchmark suite (JSON)\n"
+               "  hyperopt SPACE [FILE...] tune training settings with a particle swarm\n"
+               "  hyperopt status DIR      a study's progress and best trial\n"
                "\n"
                "Every command takes --help. Exit codes: 0 ok, 1 failure, 2 usage error.\n");
 }
@@ -84,6 +86,7 @@ int main(int argc, char **argv)
     if (strcmp(cmd, "data") == 0) return vx_cmd_data(argc - 2, argv + 2);
     if (strcmp(cmd, "env") == 0) return vx_cmd_env(argc - 2, argv + 2);
     if (strcmp(cmd, "bench") == 0) return vx_cmd_bench(argc - 2, argv + 2);
+    if (strcmp(cmd, "hyperopt") == 0) return vx_cmd_hyperopt(argc - 2, argv + 2);
     fprintf(stderr, "vixen: unknown command '%s' (see vixen --help)\n", cmd);
     return VX_EXIT_USAGE;
 }

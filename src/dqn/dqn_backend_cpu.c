@@ -75,7 +75,8 @@ static vx_status cpu_create(const dqn_init *in, dqn_backend **out, dqn_state **s
     if (!st) {
         memcpy(b->dqn.online, in->init_params, np * sizeof(float));
         vx_dqn_sync_target(&b->dqn);
-        st = vx_replay_create(&rc, NULL, &b->replay, e);
+        /* charged to the run's context (a search's trial runs on a share of one) */
+        st = vx_replay_create(&rc, in->dev, &b->replay, e);
     }
     if (!st) st = vx_nstep_create((int)n, (int)N, (int)D, b->s.learner.gamma, &b->ns, e);
     if (!st) st = vx_tbuf_reserve(&b->tbuf, N * (T + n), (int)D, e);

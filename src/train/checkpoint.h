@@ -72,10 +72,6 @@ vx_status vx_ckpt_open(const char *dir, const char *algo, const char *run_id, vx
 
 #define VX_RUN_ID_LEN 32
 
-/* Locks <run_dir>/lock for this process (flock, released when fd is closed or the process ends);
- * refused, naming the holder's PID, when another process holds it. */
-vx_status vx_run_lock(const char *run_dir, int *fd, vx_err *e);
-void vx_run_unlock(int fd);
 /* A new random identity written to <run_dir>/run-id; reading it back. */
 vx_status vx_run_id_create(const char *run_dir, char id[VX_RUN_ID_LEN + 1], vx_err *e);
 vx_status vx_run_id_read(const char *run_dir, char id[VX_RUN_ID_LEN + 1], vx_err *e);

@@ -71,12 +71,16 @@ static const vx_key train_keys[] = {
         "stop after this many validations without a better one (0: never)"),
     NUM("max_revisits", VX_KEY_INT, max_revisits, 0, 1e9,
         "warn when training steps exceed this many per training bar (0: never)"),
-    NUM("checkpoint_every", VX_KEY_INT, checkpoint_every, 1, 1e9, "epochs between checkpoints"),
+    NUM("checkpoint_every", VX_KEY_INT, checkpoint_every, 0, 1e9,
+        "epochs between checkpoints (0: none, the run cannot be resumed; the best is still kept)"),
     NUM("seed", VX_KEY_U64, seed, 0, 1e18, "seed of everything random"),
     {"device", VX_KEY_ENUM, F(device), 0, 0, device_names, 0, 0, -1,
      "auto (the GPU when present), cpu or cuda"},
     NUM("gpu_graphs", VX_KEY_INT, gpu_graphs, 0, 1,
         "1: CUDA graphs; 0: kernel by kernel, synchronised (the reference path)"),
+    NUM("final_test", VX_KEY_INT, final_test, 0, 1,
+        "1: the chosen checkpoint is evaluated on the test split at the end; 0: not (the trials "
+        "of a search, whose study tests its best once)"),
     NUM("async_checkpoints", VX_KEY_INT, async_checkpoints, 0, 1,
         "1: GPU checkpoints written in the background while training goes on"),
     {"run_dir", VX_KEY_STR, F(run_dir), 0, 0, NULL, 0, 0, -1, "the run folder"},
@@ -150,6 +154,7 @@ void vx_train_cfg_default(vx_train_cfg *c)
     c->device = VX_DEVICE_AUTO;
     c->gpu_graphs = 1;
     c->async_checkpoints = 1;
+    c->final_test = 1;
     snprintf(c->run_dir, sizeof c->run_dir, "runs/run");
     for (int i = 0; i < vx_algo_count(); i++) vx_algo_at(i)->settings_default(c->algo_settings[i]);
 }
@@ -224,6 +229,11 @@ void vx_train_run_params(const vx_train_cfg *c, vx_run_params *out)
 vx_status vx_train_cfg_check(const vx_train_cfg *c, vx_err *e)
 {
     if (!c->run_dir[0]) return vx_err_set(e, VX_ERR_ARG, "train.run_dir is empty");
+    if (!c->final_test && c->env.folds > 1)
+        return vx_err_set(e, VX_ERR_ARG,
+                          "train.final_test 0 with split.folds %d: a walk-forward is its folds' "
+                          "test blocks",
+                          c->env.folds);
     const vx_algo_ops *a = vx_train_algo(c);
     if (!a) return vx_err_set(e, VX_ERR_ARG, "train.algo: no algorithm %d", c->algo);
     vx_run_params run;

@@ -178,7 +178,7 @@ static void run_free(run_state *r)
     vx_env_free(r->env);
     if (r->have_market) vx_market_close(&r->market);
     free(r->config);
-    vx_run_unlock(r->lock_fd); /* last: nothing of this run is written after it */
+    vx_folder_unlock(r->lock_fd); /* last: nothing of this run is written after it */
     free(r);
 }
 
@@ -249,7 +249,7 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
     snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoint", c->run_dir);
     vx_status st = vx_mkdirs(r->ckpt_dir, e);
     /* the folder is ours before anything in it is looked at or touched */
-    if (!st) st = vx_run_lock(c->run_dir, &r->lock_fd, e);
+    if (!st) st = vx_folder_lock(c->run_dir, &r->lock_fd, e);
     if (st) return st;
     char path[1200];
     struct stat sb;
@@ -397,10 +397,11 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
     while (!st && r->epoch < c->epochs) {
         uint64_t t0 = vx_now_ns();
         int last = r->epoch + 1 == c->epochs;
-        int due = (r->epoch + 1) % c->checkpoint_every == 0 || pending;
+        int ckpts = c->checkpoint_every > 0; /* 0: a run that is never resumed (a trial) */
+        int due = ckpts && ((r->epoch + 1) % c->checkpoint_every == 0 || pending);
         /* a snapshot needs the writer idle: the last epoch waits for it, others defer */
         if (last) st = vx_ckpt_writer_join(&r->writer, e);
-        int snap = !st && (last || (due && !vx_ckpt_writer_busy(&r->writer)));
+        int snap = !st && ckpts && (last || (due && !vx_ckpt_writer_busy(&r->writer)));
         if (due && !snap && !pending) r->deferred++;
         pending = due && !snap;
         vx_epoch_in in = {r->epoch, snap};
@@ -452,7 +453,7 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
             stop = 1;
         }
         int started = 0;
-        if (!st && (snap || stop)) {
+        if (!st && (snap || (stop && ckpts))) {
             st = checkpoint(r, last || stop, &started, e);
             r->written++;
         }
@@ -471,9 +472,10 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
                         r->epoch, c->epochs);
     vx_eval_report ev;
     memset(&ev, 0, sizeof ev);
-    if (!st) st = final_test(r, &ev, e);
-    if (!st) st = write_eval(c->run_dir, &ev, e);
-    if (!st) st = vx_report_write(c->run_dir, e);
+    int testing = !st && c->final_test;
+    if (testing) st = final_test(r, &ev, e);
+    if (testing && !st) st = write_eval(c->run_dir, &ev, e);
+    if (testing && !st) st = vx_report_write(c->run_dir, e);
     if (!st && final_eval) *final_eval = ev;
     else vx_eval_report_free(&ev);
     vx_csv_log_close(&csv);

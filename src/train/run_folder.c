@@ -1,60 +1,17 @@
-/* run_folder.c — who owns a run folder, and which run it holds (checkpoint.h).
- *
- * The lock: <run>/lock, flock'd exclusively for the run's lifetime, with the holder's PID written
- * in it for the message a second training gets. flock belongs to the open file, so the kernel
- * drops it when the process ends however it ends (kill -9 included): a stale lock file is just a
- * file, never a stuck run.
+/* run_folder.c — which run a run folder holds (checkpoint.h); who owns it is the folder lock of
+ * util.h (vx_folder_lock), taken by run.c.
  *
  * The identity: <run>/run-id, 32 random hex digits written once when the run is created. Every
  * checkpoint carries it, so a checkpoint copied in from another run (or left by a second training
  * that raced into the folder before locks existed) is refused on resume instead of mixed in. */
-#define _DEFAULT_SOURCE /* flock */
 #include "checkpoint.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/random.h>
 #include <unistd.h>
-
-vx_status vx_run_lock(const char *run_dir, int *fd_out, vx_err *e)
-{
-    char path[1100];
-    if ((size_t)snprintf(path, sizeof path, "%s/lock", run_dir) >= sizeof path)
-        return vx_err_line(e, VX_ERR_ARG, run_dir, -1, "", "run folder path too long");
-    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return vx_err_line(e, VX_ERR_IO, path, -1, "", "cannot open: %s", strerror(errno));
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        int err = errno;
-        char pid[32] = "";
-        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
-        pid[n > 0 ? n : 0] = '\0';
-        pid[strcspn(pid, "\n")] = '\0';
-        close(fd);
-        if (err == EWOULDBLOCK)
-            return vx_err_line(e, VX_ERR_ARG, run_dir, -1, "",
-                               "in use by another vixen (process %s); wait for it to finish or "
-                               "stop it (Ctrl-C checkpoints)",
-                               pid[0] ? pid : "?");
-        return vx_err_line(e, VX_ERR_IO, path, -1, "", "cannot lock: %s", strerror(err));
-    }
-    char line[32];
-    int n = snprintf(line, sizeof line, "%ld\n", (long)getpid());
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) {
-        int err = errno;
-        close(fd);
-        return vx_err_line(e, VX_ERR_IO, path, -1, "", "cannot write: %s", strerror(err));
-    }
-    *fd_out = fd;
-    return VX_OK;
-}
-
-void vx_run_unlock(int fd)
-{
-    if (fd >= 0) close(fd); /* closing drops the flock */
-}
 
 vx_status vx_run_id_create(const char *run_dir, char id[VX_RUN_ID_LEN + 1], vx_err *e)
 {

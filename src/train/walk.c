@@ -79,7 +79,7 @@ vx_status vx_train_walk_forward(const vx_train_cfg *c, vx_device *dev, int folds
     }
     vx_status st = vx_mkdirs(c->run_dir, e);
     int lock = -1; /* the whole walk's folder is ours (each fold's run locks its own too) */
-    if (!st) st = vx_run_lock(c->run_dir, &lock, e);
+    if (!st) st = vx_folder_lock(c->run_dir, &lock, e);
     if (!st && !resume) { /* the settings of the whole walk, for --resume */
         char path[1100];
         vx_atomic_file af;
@@ -118,7 +118,7 @@ vx_status vx_train_walk_forward(const vx_train_cfg *c, vx_device *dev, int folds
     if (!st) st = vx_eval_concat(rep, folds, all, e);
     if (!st) st = write_reports(c->run_dir, rep, folds, all, e);
     for (int k = 0; k < folds; k++) vx_eval_report_free(&rep[k]);
-    vx_run_unlock(lock);
+    vx_folder_unlock(lock);
     free(rep);
     free(fc);
     return st;

@@ -76,9 +76,25 @@ static vx_status cpu_stream_sync(vx_device *d, vx_stream s, vx_err *e)
 
 static void cpu_stream_destroy(vx_device *d, vx_stream s) { (void)d, (void)s; }
 
-static const vx_device_ops cpu_ops = {cpu_alloc,         cpu_free,        cpu_alloc,
-                                      cpu_free,          cpu_close,       cpu_copy,
-                                      cpu_stream_create, cpu_stream_sync, cpu_stream_destroy};
+static void host_memory(size_t *total, size_t *avail);
+
+static vx_status cpu_mem_info(vx_device *d, size_t *free_b, size_t *total_b, vx_err *e)
+{
+    (void)d, (void)e;
+    host_memory(total_b, free_b);
+    return VX_OK;
+}
+
+static int cpu_units(const vx_device *d)
+{
+    (void)d;
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static const vx_device_ops cpu_ops = {
+    cpu_alloc,         cpu_free,        cpu_alloc,          cpu_free,     cpu_close, cpu_copy,
+    cpu_stream_create, cpu_stream_sync, cpu_stream_destroy, cpu_mem_info, cpu_units};
 
 /* MemAvailable from /proc/meminfo, else the physical memory. */
 static void host_memory(size_t *total, size_t *avail)
@@ -143,12 +159,42 @@ void vx_device_close(vx_device *d)
     if (d->reserved || d->host)
         vx_log(VX_LOG_WARN, "device %s closed with %zu bytes still reserved (%zu pinned)", d->name,
                d->reserved, d->host);
-    d->ops->close(d);
+    if (!d->parent) d->ops->close(d); /* a share's handles are its parent's */
     pthread_mutex_destroy(&d->lock);
     free(d);
 }
 
 static const vx_device *dev_of(const vx_device *d) { return d ? d : vx_device_cpu(); }
+
+vx_status vx_device_share(vx_device *d0, size_t budget, const char *label, vx_device **out,
+                          vx_err *e)
+{
+    *out = NULL;
+    vx_device *d = (vx_device *)dev_of(d0);
+    vx_device *s = vx_device_alloc(d->kind, d->index);
+    if (!s) return vx_err_set(e, VX_ERR_NOMEM, "device: out of memory");
+    s->total = d->total;
+    s->budget = budget;
+    s->ops = d->ops;
+    s->backends = d->backends;
+    s->impl = d->impl;
+    s->parent = d;
+    snprintf(s->label, sizeof s->label, "%s", label ? label : "");
+    snprintf(s->name, sizeof s->name, "%.120s (share '%.40s', %.1f MB)", d->name, s->label,
+             budget / 1e6);
+    *out = s;
+    return VX_OK;
+}
+
+const char *vx_device_label(const vx_device *d) { return dev_of(d)->label; }
+
+vx_status vx_device_query(const vx_device *d0, vx_device_info *out, vx_err *e)
+{
+    vx_device *d = (vx_device *)dev_of(d0);
+    memset(out, 0, sizeof *out);
+    out->units = d->ops->sm_count(d);
+    return d->ops->mem_info(d, &out->free, &out->total, e);
+}
 
 int vx_device_kind(const vx_device *d) { return dev_of(d)->kind; }
 int vx_device_index(const vx_device *d) { return dev_of(d)->index; }
@@ -159,7 +205,7 @@ void vx_device_memory(const vx_device *d0, vx_device_mem *out)
     vx_device *d = (vx_device *)dev_of(d0);
     pthread_mutex_lock(&d->lock);
     out->total = d->total, out->budget = d->budget, out->reserved = d->reserved;
-    out->peak = d->peak, out->host = d->host;
+    out->peak = d->peak, out->host = d->host, out->refused = d->refused;
     pthread_mutex_unlock(&d->lock);
 }
 
@@ -217,18 +263,35 @@ void vx_mem_init(vx_mem *m, vx_device *dev, const char *owner)
     m->owner = owner;
 }
 
-/* Reserves `bytes` on the context (device memory unless host), or says why not. */
-static vx_status charge(vx_mem *m, size_t bytes, int host, vx_err *e)
+static vx_mem_fault_fn g_fault;
+static void *g_fault_ctx;
+
+void vx_mem_set_fault(vx_mem_fault_fn fn, void *ctx)
 {
-    vx_device *d = m->dev;
+    g_fault_ctx = ctx;
+    g_fault = fn;
+}
+
+static void uncharge_one(vx_device *d, size_t bytes, int host)
+{
+    pthread_mutex_lock(&d->lock);
+    if (host) d->host -= bytes;
+    else d->reserved -= bytes;
+    pthread_mutex_unlock(&d->lock);
+}
+
+/* Reserves `bytes` on one context (device memory unless host), or says why not. */
+static vx_status charge_one(vx_device *d, const vx_mem *m, size_t bytes, int host, vx_err *e)
+{
     vx_status st = VX_OK;
     pthread_mutex_lock(&d->lock);
-    if (!host && bytes > d->budget - (d->reserved < d->budget ? d->reserved : d->budget))
+    if (!host && bytes > d->budget - (d->reserved < d->budget ? d->reserved : d->budget)) {
+        d->refused++;
         st = vx_err_set(e, VX_ERR_NOMEM,
                         "%s: %.1f MB more would exceed the memory budget of %s (%.1f MB, %.1f MB "
                         "reserved)",
                         m->owner, bytes / 1e6, d->name, d->budget / 1e6, d->reserved / 1e6);
-    else if (host) d->host += bytes;
+    } else if (host) d->host += bytes;
     else {
         d->reserved += bytes;
         if (d->reserved > d->peak) d->peak = d->reserved;
@@ -237,13 +300,34 @@ static vx_status charge(vx_mem *m, size_t bytes, int host, vx_err *e)
     return st;
 }
 
+/* Reserves `bytes` on the account's context and every context it is a share of (a share first,
+ * so its own budget speaks first), or on none. */
+static vx_status charge(vx_mem *m, size_t bytes, int host, vx_err *e)
+{
+    vx_mem_fault_fn fault = g_fault;
+    int how = !host && fault ? fault(g_fault_ctx, m->dev, m->owner, bytes) : 0;
+    if (how) {
+        vx_device *d = m->dev; /* whose budget says no: the context's, or the device's */
+        while (how == VX_FAULT_DEVICE && d->parent) d = d->parent;
+        pthread_mutex_lock(&d->lock);
+        d->refused++;
+        pthread_mutex_unlock(&d->lock);
+        return vx_err_set(e, VX_ERR_NOMEM, "%s: %.1f MB refused on %s (out of memory, injected)",
+                          m->owner, bytes / 1e6, d->name);
+    }
+    for (vx_device *d = m->dev; d; d = d->parent) {
+        vx_status st = charge_one(d, m, bytes, host, e);
+        if (st) {
+            for (vx_device *x = m->dev; x != d; x = x->parent) uncharge_one(x, bytes, host);
+            return st;
+        }
+    }
+    return VX_OK;
+}
+
 static void uncharge(vx_mem *m, size_t bytes, int host)
 {
-    vx_device *d = m->dev;
-    pthread_mutex_lock(&d->lock);
-    if (host) d->host -= bytes;
-    else d->reserved -= bytes;
-    pthread_mutex_unlock(&d->lock);
+    for (vx_device *d = m->dev; d; d = d->parent) uncharge_one(d, bytes, host);
 }
 
 static vx_status mem_alloc(vx_mem *m, size_t bytes, void *ptr, int host, vx_err *e)

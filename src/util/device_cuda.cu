@@ -132,9 +132,21 @@ static void cuda_stream_destroy(vx_device *d, vx_stream s)
     vx_cuda_stream_destroy((cudaStream_t)s);
 }
 
+static vx_status cuda_mem_info(vx_device *d, size_t *free_b, size_t *total_b, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(d, e);
+    if (st) return st;
+    VX_CUDA_CHECK(cudaMemGetInfo(free_b, total_b));
+fail:
+    return st;
+}
+
+static int cuda_units(const vx_device *d) { return vx_cuda_sm_count(d); }
+
 static const vx_device_ops cuda_ops = {cuda_alloc,         cuda_free,        cuda_alloc_host,
                                        cuda_free_host,     cuda_close,       cuda_copy,
-                                       cuda_stream_create, cuda_stream_sync, cuda_stream_destroy};
+                                       cuda_stream_create, cuda_stream_sync, cuda_stream_destroy,
+                                       cuda_mem_info,      cuda_units};
 
 extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **out, vx_err *e)
 {

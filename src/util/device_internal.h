@@ -22,6 +22,9 @@ typedef struct {
     vx_status (*stream_create)(vx_device *d, vx_stream *out, vx_err *e);
     vx_status (*stream_sync)(vx_device *d, vx_stream s, vx_err *e);
     void (*stream_destroy)(vx_device *d, vx_stream s);
+    /* what the device has free and in all right now (the driver's count, not the budget's) */
+    vx_status (*mem_info)(vx_device *d, size_t *free_b, size_t *total_b, vx_err *e);
+    int (*sm_count)(const vx_device *d); /* multiprocessors (CUDA), cores (the CPU) */
 } vx_device_ops;
 
 /* A component's implementation on a kind of device: {"env", &its_ops}. */
@@ -35,10 +38,13 @@ struct vx_device {
     char name[192];
     size_t total, budget;
     pthread_mutex_t lock; /* guards the counters: trials in several threads share a context */
-    size_t reserved, peak, host;
+    size_t reserved, peak, host, refused;
     const vx_device_ops *ops;
     const vx_backend_entry *backends; /* ends with {NULL, NULL}; NULL: none */
     void *impl;                       /* the kind's own state (CUDA: handles) */
+    char label[64];                   /* a share's label */
+    vx_device *parent; /* a share (vx_device_share): the context it is carved from, which owns
+                        * impl and is charged for everything the share reserves */
 };
 
 /* A CPU context (device.c), and its initialisation for a struct the caller owns. */

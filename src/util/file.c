@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <ftw.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -283,4 +284,43 @@ vx_status vx_remove_tree(const char *path, vx_err *e)
     if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
         return vx_err_line(e, VX_ERR_IO, path, -1, "", "cannot remove: %s", strerror(errno));
     return VX_OK;
+}
+
+/* --- folder locks (util.h) --- */
+
+vx_status vx_folder_lock(const char *run_dir, int *fd_out, vx_err *e)
+{
+    char path[1100];
+    if ((size_t)snprintf(path, sizeof path, "%s/lock", run_dir) >= sizeof path)
+        return vx_err_line(e, VX_ERR_ARG, run_dir, -1, "", "folder path too long");
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) return vx_err_line(e, VX_ERR_IO, path, -1, "", "cannot open: %s", strerror(errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        int err = errno;
+        char pid[32] = "";
+        ssize_t n = pread(fd, pid, sizeof pid - 1, 0);
+        pid[n > 0 ? n : 0] = '\0';
+        pid[strcspn(pid, "\n")] = '\0';
+        close(fd);
+        if (err == EWOULDBLOCK)
+            return vx_err_line(e, VX_ERR_ARG, run_dir, -1, "",
+                               "in use by another vixen (process %s); wait for it to finish or "
+                               "stop it (Ctrl-C checkpoints)",
+                               pid[0] ? pid : "?");
+        return vx_err_line(e, VX_ERR_IO, path, -1, "", "cannot lock: %s", strerror(err));
+    }
+    char line[32];
+    int n = snprintf(line, sizeof line, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, line, (size_t)n, 0) != n) {
+        int err = errno;
+        close(fd);
+        return vx_err_line(e, VX_ERR_IO, path, -1, "", "cannot write: %s", strerror(err));
+    }
+    *fd_out = fd;
+    return VX_OK;
+}
+
+void vx_folder_unlock(int fd)
+{
+    if (fd >= 0) close(fd); /* closing drops the flock */
 }

@@ -119,13 +119,23 @@ void vx_log_set_sink(vx_log_sink sink, void *ctx, vx_log_level min_level)
     g_min_level = min_level;
 }
 
+static _Thread_local char g_tag[64];
+static _Thread_local vx_log_level g_thread_min;
+
+void vx_log_set_thread_tag(const char *tag, vx_log_level min_level)
+{
+    snprintf(g_tag, sizeof g_tag, "%s", tag ? tag : "");
+    g_thread_min = min_level;
+}
+
 void vx_log(vx_log_level level, const char *fmt, ...)
 {
-    if (!g_sink || level < g_min_level) return;
+    if (!g_sink || level < g_min_level || level < g_thread_min) return;
     char line[1024];
+    int k = g_tag[0] ? snprintf(line, sizeof line, "%s: ", g_tag) : 0;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line, sizeof line, fmt, ap);
+    vsnprintf(line + k, sizeof line - (size_t)k, fmt, ap);
     va_end(ap);
     g_sink(level, line, g_sink_ctx);
 }

@@ -342,10 +342,16 @@ static void test_foreign_or_damaged_checkpoint_refused(void **state)
     char dir[64], args[2048], path[256];
     th_tmpdir(dir, sizeof dir);
     const char *names[2] = {"a", "b"};
-    for (int i = 0; i < 2; i++) {
-        snprintf(args, sizeof args, "train " SMALL " --epochs 1 --run %s/%s", dir, names[i]);
+    for (int i = 0; i < 2; i++) { /* two runs of their own seeds: their files differ */
+        snprintf(args, sizeof args, "train " SMALL " --set train.seed=%d --epochs 1 --run %s/%s",
+                 i + 1, dir, names[i]);
         if (vixen_env("", args) != 0) fail_msg("%s", err);
     }
+    /* a's replay file, kept for the swap below */
+    char other[256];
+    snprintf(other, sizeof other, "%s/a/checkpoint/replay-00000001.bin", dir);
+    size_t on;
+    uint8_t *obytes = th_read(other, &on);
     /* b's checkpoint folder copied into a */
     snprintf(args, sizeof args, "rm -r %s/a/checkpoint && cp -r %s/b/checkpoint %s/a/", dir, dir,
              dir);
@@ -363,6 +369,13 @@ static void test_foreign_or_damaged_checkpoint_refused(void **state)
     assert_int_equal(vixen_env("", args), 1);
     if (!strstr(err, "replay-00000001.bin") || !strstr(err, "damaged")) fail_msg("%s", err);
     bytes[n / 2] ^= 0x10;
+    th_write(path, bytes, n);
+    /* a whole, valid replay file of another run (a's, same epoch and shape, another seed) in b's
+     * place: only the checksum b's checkpoint recorded for it tells them apart */
+    th_write(path, obytes, on);
+    free(obytes);
+    assert_int_equal(vixen_env("", args), 1);
+    if (!strstr(err, "xxh3.replay") || !strstr(err, "from another checkpoint")) fail_msg("%s", err);
     th_write(path, bytes, n);
     free(bytes);
     /* one flipped byte in b's tensors */
@@ -435,6 +448,9 @@ static void test_safetensors_hostile_headers(void **state)
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1e300],\"data_offsets\":[0,8]}}", 8, "shape[0]"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "shape[0]"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,8]}}", 8, "shape[0]"},
+        /* shapes that a cast would keep although data_offsets fit: negative, fractional */
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[-1,-2],\"data_offsets\":[0,8]}}", 8, "shape[0]"},
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[2.5],\"data_offsets\":[0,8]}}", 8, "shape[0]"},
         {"{\"w\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296,4294967296],"
          "\"data_offsets\":[0,8]}}",
          8, "shape[1]"},

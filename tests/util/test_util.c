@@ -288,6 +288,85 @@ static void test_device_accounts_and_budget(void **state)
     assert_ptr_equal(vx_device_cpu(), vx_device_cpu());
 }
 
+/* Shares: a block is charged to the share and its parent; the share's own budget refuses first
+ * (naming the share), the parent's refuses what all shares together would exceed, a refused
+ * block leaves every counter as it was, and releasing returns the bytes to both. */
+static void test_device_shares(void **state)
+{
+    (void)state;
+    vx_device_cfg c;
+    vx_device_cfg_default(&c);
+    c.kind = VX_DEVICE_CPU;
+    c.budget = 1000;
+    vx_device *d, *s1, *s2;
+    vx_err e;
+    assert_int_equal(vx_device_open(&c, &d, &e), VX_OK);
+    assert_int_equal(vx_device_share(d, 600, "trial 1", &s1, &e), VX_OK);
+    assert_int_equal(vx_device_share(d, 600, "trial 2", &s2, &e), VX_OK);
+    assert_string_equal(vx_device_label(s1), "trial 1");
+    assert_non_null(strstr(vx_device_name(s1), "share 'trial 1'"));
+    assert_int_equal(vx_device_kind(s1), VX_DEVICE_CPU);
+    vx_mem a, b;
+    vx_mem_init(&a, s1, "replay");
+    vx_mem_init(&b, s2, "replay");
+    char *p = NULL, *q = NULL;
+    assert_int_equal(vx_mem_alloc(&a, 601, &p, &e), VX_ERR_NOMEM); /* past its share */
+    assert_non_null(strstr(e.msg, "share 'trial 1'"));
+    assert_int_equal(vx_mem_alloc(&a, 500, &p, &e), VX_OK);
+    assert_int_equal(vx_device_available(s1), 100);
+    assert_int_equal(vx_device_available(d), 500);
+    /* trial 2's share allows 600, the device only 500 more */
+    assert_int_equal(vx_mem_alloc(&b, 550, &q, &e), VX_ERR_NOMEM);
+    assert_non_null(strstr(e.msg, "budget of cpu ("));
+    vx_device_mem m;
+    vx_device_memory(s2, &m);
+    assert_int_equal(m.reserved, 0); /* the refused block was taken back from the share too */
+    assert_int_equal(vx_mem_alloc(&b, 450, &q, &e), VX_OK);
+    vx_device_memory(d, &m);
+    assert_int_equal(m.reserved, 950);
+    vx_mem_release(&a);
+    vx_device_memory(d, &m);
+    assert_int_equal(m.reserved, 450);
+    assert_int_equal(vx_device_available(s1), 600);
+    vx_mem_release(&b);
+    assert_int_equal(vx_device_available(d), 1000);
+    vx_device_info info;
+    assert_int_equal(vx_device_query(s1, &info, &e), VX_OK);
+    assert_true(info.total > 0 && info.free <= info.total && info.units >= 1);
+    vx_device_close(s1);
+    vx_device_close(s2);
+    vx_device_close(d);
+}
+
+static int refuse_big_replay(void *ctx, const vx_device *dev, const char *owner, size_t bytes)
+{
+    (void)dev;
+    ++*(int *)ctx;
+    return strcmp(owner, "replay") == 0 && bytes > 100;
+}
+
+/* The fault hook refuses what it says, as a full device would, and nothing else. */
+static void test_device_alloc_fault_hook(void **state)
+{
+    (void)state;
+    int asked = 0;
+    vx_mem_set_fault(refuse_big_replay, &asked);
+    vx_mem a, b;
+    vx_mem_init(&a, NULL, "replay");
+    vx_mem_init(&b, NULL, "learner");
+    char *p = NULL;
+    vx_err e;
+    assert_int_equal(vx_mem_alloc(&a, 101, &p, &e), VX_ERR_NOMEM);
+    assert_non_null(strstr(e.msg, "injected"));
+    assert_int_equal(vx_mem_alloc(&a, 100, &p, &e), VX_OK);
+    assert_int_equal(vx_mem_alloc(&b, 4096, &p, &e), VX_OK);
+    vx_mem_set_fault(NULL, NULL);
+    assert_int_equal(vx_mem_alloc(&a, 4096, &p, &e), VX_OK);
+    assert_int_equal(asked, 3);
+    vx_mem_release(&a);
+    vx_mem_release(&b);
+}
+
 /* Asking for CUDA where there is none is an error that says why; AUTO takes the CPU then. */
 static void test_device_open_kinds(void **state)
 {
@@ -320,6 +399,8 @@ int main(void)
         cmocka_unit_test(test_progress_sink),
         cmocka_unit_test(test_atomic_file),
         cmocka_unit_test(test_device_accounts_and_budget),
+        cmocka_unit_test(test_device_shares),
+        cmocka_unit_test(test_device_alloc_fault_hook),
         cmocka_unit_test(test_device_open_kinds),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);

@@ -1,0 +1,624 @@
+/* test_study.c — studies of tiny DQN trials on the CPU (hyperopt.h).
+ *
+ * - The same study at concurrency 1, 2 and 4 gives the same trials bit for bit (parameters,
+ *   seeds, objectives, statuses) and the same best (layer 5: 1 is the sequential study).
+ * - Killed (SIGKILL) at a spread of points — inside trials' file writes and at the store's commits
+ *   — and resumed, a study ends with exactly the uninterrupted study's trials and best.
+ * - Pruning: every pruned trial's best validation so far was below the median of the earlier
+ *   generations' trials at that epoch, computed here in float64 from the store's curves, and no
+ *   trial that ran to the end ever was (after the warm-up).
+ * - The five out-of-memory layers, each triggered by the allocation fault hook (device.h) or by
+ *   memory held on the device: (1) the plan's concurrency from the estimate and the margin, and a
+ *   trial too large for the budget refused up front; (2) the first chunk at ceil(max / 2), then
+ *   the concurrency scaled to the measurement, and a chunk the device refuses run again at half;
+ *   (3) a trial its share refuses halves its batch and runs again while the others' results stay
+ *   as they were; (4) below 10% free the concurrency halves with a warning; (5) = the first test.
+ * - best.yaml trained on its own reproduces the best trial's validation result exactly. */
+#define _GNU_SOURCE /* memmem */
+#include "helpers.h"
+#include "hyperopt/study_internal.h"
+#include "train/checkpoint.h"
+#include "vixen/dqn.h"
+#include "vixen/hyperopt.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *space_text = "dqn.lr: {type: logfloat, low: 1.0e-4, high: 3.0e-3}\n"
+                                "dqn.gamma: {type: float, low: 0.9, high: 0.99}\n"
+                                "dqn.n_step: {type: int, low: 1, high: 3}\n"
+                                "dqn.loss: {type: categorical, values: [mse, huber]}\n";
+
+#define SMALL                                                                                      \
+    "--set data.synth_days=12 --set env.episode_len=60 --set train.envs=16 "                       \
+    "--set train.steps_per_epoch=40 --set dqn.batch=32 --set dqn.trunk=32,32 "                     \
+    "--set dqn.head_hidden=16 --set dqn.warmup=200 --set train.eval_every=1 --set train.epochs=4 " \
+    "--set replay.capacity=4000 --set train.device=cpu"
+
+static const char *small_keys[][2] = {
+    {"data.synth_days", "12"},       {"env.episode_len", "60"},   {"train.envs", "16"},
+    {"train.steps_per_epoch", "40"}, {"dqn.batch", "32"},         {"dqn.trunk", "32,32"},
+    {"dqn.head_hidden", "16"},       {"dqn.warmup", "200"},       {"train.eval_every", "1"},
+    {"train.epochs", "4"},           {"replay.capacity", "4000"}, {"train.device", "cpu"},
+};
+
+static vx_train_cfg *small_base(void)
+{
+    vx_train_cfg *c = malloc(sizeof *c);
+    vx_train_cfg_default(c);
+    vx_err e;
+    for (size_t i = 0; i < sizeof small_keys / sizeof *small_keys; i++)
+        if (vx_train_cfg_set(c, small_keys[i][0], small_keys[i][1], "test", &e))
+            fail_msg("%s", e.msg);
+    return c;
+}
+
+static void small_cfg(vx_study_cfg *c, int swarm, int gens, int concurrency)
+{
+    vx_study_cfg_default(c);
+    c->pso.swarm = swarm;
+    c->generations = gens;
+    c->concurrency = concurrency;
+}
+
+/* Runs a new study in dir on dev; the status it returns. */
+static vx_status run_study(const char *dir, const vx_study_cfg *c, vx_device *dev, vx_err *e)
+{
+    vx_train_cfg *base = small_base();
+    vx_study *s;
+    vx_status st = vx_study_create(dir, c, space_text, strlen(space_text), base, &s, e);
+    free(base);
+    if (st) return st;
+    st = vx_study_run(s, dev, NULL, NULL, NULL, e);
+    vx_study_close(s);
+    return st;
+}
+
+static vx_trial *trials_of(const char *dir, size_t *n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/study.db", dir);
+    vx_store s;
+    vx_err e;
+    if (vx_store_open(&s, path, 1, &e)) fail_msg("%s", e.msg);
+    vx_trial *t;
+    if (vx_store_trials(&s, &t, n, &e)) fail_msg("%s", e.msg);
+    vx_store_close(&s);
+    return t;
+}
+
+static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
+
+/* The trials of two studies agree: parameters, seeds, statuses, objectives bit for bit, and so
+ * do their best.yaml (unless a trial is left out of the comparison). */
+static void assert_same_trials(const char *a, const char *b, int skip_trial)
+{
+    size_t na, nb;
+    vx_trial *x = trials_of(a, &na), *y = trials_of(b, &nb);
+    assert_int_equal(na, nb);
+    for (size_t i = 0; i < na; i++) {
+        if ((int)i == skip_trial) continue;
+        if (strcmp(x[i].params, y[i].params) != 0 || x[i].status != y[i].status ||
+            !same_bits(x[i].objective, y[i].objective) || x[i].train_seed != y[i].train_seed ||
+            x[i].epochs != y[i].epochs || x[i].batch != y[i].batch)
+            fail_msg("trial %zu differs: %s %s %.17g epochs %d batch %d | %s %s %.17g epochs %d "
+                     "batch %d",
+                     i, vx_trial_status_name(x[i].status), x[i].params, x[i].objective, x[i].epochs,
+                     x[i].batch, vx_trial_status_name(y[i].status), y[i].params, y[i].objective,
+                     y[i].epochs, y[i].batch);
+    }
+    free(x), free(y);
+    if (skip_trial >= 0) return; /* the best may be the trial left out */
+    char pa[512], pb[512];
+    snprintf(pa, sizeof pa, "%s/best.yaml", a);
+    snprintf(pb, sizeof pb, "%s/best.yaml", b);
+    size_t la, lb;
+    uint8_t *ba = th_read(pa, &la), *bb = th_read(pb, &lb);
+    /* the first line names the folder */
+    const char *ra = memchr(ba, '\n', la), *rb = memchr(bb, '\n', lb);
+    assert_non_null(ra);
+    assert_non_null(rb);
+    assert_int_equal(la - (size_t)(ra - (char *)ba), lb - (size_t)(rb - (char *)bb));
+    assert_memory_equal(ra, rb, la - (size_t)(ra - (char *)ba));
+    free(ba), free(bb);
+}
+
+static void test_concurrency_does_not_change_results(void **state)
+{
+    (void)state;
+    char root[64], d[3][128];
+    th_tmpdir(root, sizeof root);
+    const int conc[3] = {1, 2, 4};
+    for (int k = 0; k < 3; k++) {
+        snprintf(d[k], sizeof d[k], "%s/c%d", root, conc[k]);
+        vx_study_cfg c;
+        small_cfg(&c, 6, 3, conc[k]);
+        vx_err e;
+        if (run_study(d[k], &c, NULL, &e)) fail_msg("concurrency %d: %s", conc[k], e.msg);
+    }
+    assert_same_trials(d[0], d[1], -1);
+    assert_same_trials(d[0], d[2], -1);
+    size_t n;
+    vx_trial *t = trials_of(d[0], &n);
+    int pruned = 0, done = 0;
+    for (size_t i = 0; i < n; i++)
+        pruned += t[i].status == VX_TRIAL_PRUNED, done += t[i].status == VX_TRIAL_DONE;
+    print_message("18 trials at concurrency 1, 2 and 4: identical (%d done, %d pruned)\n", done,
+                  pruned);
+    free(t);
+    th_rmtree(root);
+}
+
+/* ---- pruning, checked from the store -----------------------------------------------------------
+ */
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_pruning_follows_earlier_medians(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    vx_study_cfg c;
+    small_cfg(&c, 8, 3, 2);
+    c.prune_warmup = 1;
+    vx_err e;
+    if (run_study(dir, &c, NULL, &e)) fail_msg("%s", e.msg);
+    size_t n, np;
+    vx_trial *t = trials_of(dir, &n);
+    char path[512];
+    snprintf(path, sizeof path, "%s/study.db", dir);
+    vx_store s;
+    assert_int_equal(vx_store_open(&s, path, 1, &e), VX_OK);
+    vx_curve_point *pts;
+    int64_t *of;
+    assert_int_equal(vx_store_curves(&s, &pts, &of, &np, &e), VX_OK);
+    vx_store_close(&s);
+    /* best so far of trial i at epoch ep (NaN: no validation at ep) */
+    double best[64][8];
+    for (int i = 0; i < 64; i++)
+        for (int k = 0; k < 8; k++) best[i][k] = NAN;
+    for (size_t k = 0; k < np; k++) {
+        double prev = NAN;
+        for (int ep = 1; ep < pts[k].epoch; ep++)
+            if (!isnan(best[of[k]][ep])) prev = best[of[k]][ep];
+        double v = pts[k].sharpe;
+        best[of[k]][pts[k].epoch] = isnan(prev) || v > prev ? v : prev;
+    }
+    int pruned = 0, checked = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (t[i].generation == 0) {
+            assert_int_not_equal(t[i].status, VX_TRIAL_PRUNED); /* nothing to compare with */
+            continue;
+        }
+        for (int ep = 2; ep <= t[i].epochs; ep++) { /* after the warm-up of one validation */
+            double vals[64];
+            int m = 0;
+            for (size_t j = 0; j < n; j++)
+                if (t[j].generation < t[i].generation && !isnan(best[j][ep]))
+                    vals[m++] = best[j][ep];
+            if (m < 3) continue;
+            qsort(vals, (size_t)m, sizeof *vals, by_value);
+            double med = m % 2 ? vals[m / 2] : (vals[m / 2 - 1] + vals[m / 2]) / 2;
+            int below = best[i][ep] < med;
+            checked++;
+            if (ep < t[i].epochs) assert_false(below); /* it would have stopped here */
+            if (ep == t[i].epochs) {
+                if (t[i].status == VX_TRIAL_PRUNED && !below)
+                    fail_msg("trial %zu pruned at epoch %d: %.4f >= median %.4f", i, ep,
+                             best[i][ep], med);
+                if (t[i].status == VX_TRIAL_DONE && below && ep < 4)
+                    fail_msg("trial %zu below the median at epoch %d but not pruned", i, ep);
+                pruned += t[i].status == VX_TRIAL_PRUNED;
+            }
+        }
+    }
+    print_message("pruning: %d trials pruned, %d trial-epochs checked against float64 medians\n",
+                  pruned, checked);
+    assert_true(pruned >= 1);
+    free(t), free(pts), free(of);
+    th_rmtree(dir);
+}
+
+/* ---- a study killed at a spread of points, then resumed ----------------------------------------
+ */
+
+static char out[1 << 16], err[1 << 14];
+
+static int vixen(const char *env, const char *args)
+{
+    static char cmd[8192];
+    snprintf(cmd, sizeof cmd, "%s %s %s", env, VX_BINARY, args);
+    return th_run(cmd, out, sizeof out, err, sizeof err);
+}
+
+static void test_kill_and_resume(void **state)
+{
+    (void)state;
+    char root[64], space[128], ref[128], args[4096];
+    th_tmpdir(root, sizeof root);
+    snprintf(space, sizeof space, "%s/space.yaml", root);
+    th_write_str(space, space_text);
+    snprintf(ref, sizeof ref, "%s/ref", root);
+    const char *study = "--swarm 4 --generations 2 --concurrency 1";
+    snprintf(args, sizeof args, "hyperopt %s " SMALL " %s --study %s", space, study, ref);
+    if (vixen("", args) != 0) fail_msg("%s", err);
+    /* the file-system steps of the whole study (trials' writes and the store's commits) */
+    snprintf(args, sizeof args, "hyperopt %s " SMALL " %s --study %s/count", space, study, root);
+    assert_int_equal(vixen("VIXEN_FAULT_AT=1000000", args), 0);
+    int kills = 0;
+    for (int cut = 1; cut <= 12; cut++) {
+        char dir[128], env[64];
+        snprintf(dir, sizeof dir, "%s/k%d", root, cut);
+        /* a spread over the study: early steps densely (creating the store), then every 37th */
+        int at = cut <= 4 ? cut * 2 : 8 + (cut - 4) * 37;
+        snprintf(env, sizeof env, "VIXEN_FAULT_AT=%d", at);
+        snprintf(args, sizeof args, "hyperopt %s " SMALL " %s --study %s", space, study, dir);
+        int rc = vixen(env, args);
+        if (rc == 0) break; /* past the last step */
+        if (rc != 137) fail_msg("cut at step %d: exit %d: %s", at, rc, err);
+        kills++;
+        snprintf(args, sizeof args, "hyperopt --resume %s", dir);
+        rc = vixen("", args);
+        if (rc != 0 && strstr(err, "no study here")) { /* killed before the store existed */
+            snprintf(args, sizeof args, "hyperopt %s " SMALL " %s --study %s", space, study, dir);
+            th_rmtree(dir);
+            rc = vixen("", args);
+        }
+        if (rc != 0) fail_msg("resume after a cut at step %d: exit %d: %s", at, rc, err);
+        assert_same_trials(ref, dir, -1);
+    }
+    print_message("kill -9 at %d points of a 8-trial study, each resumed to the uninterrupted "
+                  "result\n",
+                  kills);
+    assert_true(kills >= 8);
+    th_rmtree(root);
+}
+
+/* ---- out of memory ------------------------------------------------------------------------------
+ */
+
+/* layer 1: concurrency = floor(available after the margin / the largest trial's estimate) */
+static void test_layer1_estimate_and_margin(void **state)
+{
+    (void)state;
+    vx_train_cfg *base = small_base();
+    vx_space sp;
+    vx_err e;
+    assert_int_equal(vx_space_load_text(&sp, space_text, strlen(space_text), "s", &e), VX_OK);
+    vx_trial_memory m;
+    assert_int_equal(vx_trial_memory_of(base, VX_DEVICE_CPU, &m, &e), VX_OK);
+    /* the largest the space allows: n_step 3 (the rings), otherwise as the base */
+    vx_train_cfg *t = malloc(sizeof *t);
+    *t = *base;
+    assert_int_equal(vx_train_cfg_set(t, "dqn.n_step", "3", "t", &e), VX_OK);
+    vx_trial_memory worst;
+    assert_int_equal(vx_trial_memory_of(t, VX_DEVICE_CPU, &worst, &e), VX_OK);
+    assert_true(worst.total > m.total);
+    assert_int_equal(m.total, m.weights + m.activations + m.replay + m.envs + m.fixed);
+    vx_dqn_settings *dq = vx_train_algo_settings(base, "dqn");
+    (void)dq;
+    vx_replay_cfg rc;
+    vx_replay_cfg_default(&rc, VX_REPLAY_PROPORTIONAL, 4000);
+    rc.obs_dim = VX_OBS_DIM;
+    assert_true(m.replay >= 4000 * vx_replay_bytes_per_transition(&rc));
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CPU;
+    dc.budget = (size_t)(worst.total * 7.2); /* × 0.8 = 5.76 trials: 5 */
+    vx_device *dev;
+    assert_int_equal(vx_device_open(&dc, &dev, &e), VX_OK);
+    vx_study_cfg c;
+    small_cfg(&c, 6, 1, 6);
+    vx_plan p;
+    assert_int_equal(vx_study_plan(&c, &sp, base, dev, &p, &e), VX_OK);
+    assert_int_equal(p.trial.total, worst.total);
+    assert_int_equal(p.max_concurrent, 5);
+    c.margin = 0.5; /* × 0.5 = 3.6: 3 */
+    assert_int_equal(vx_study_plan(&c, &sp, base, dev, &p, &e), VX_OK);
+    assert_int_equal(p.max_concurrent, 3);
+    c.concurrency = 0; /* from the budget: the first chunk is half, rounded up */
+    assert_int_equal(vx_study_plan(&c, &sp, base, dev, &p, &e), VX_OK);
+    assert_int_equal(p.first_chunk, (p.max_concurrent + 1) / 2);
+    vx_device_close(dev);
+    dc.budget = worst.total; /* × 0.8: not even one */
+    assert_int_equal(vx_device_open(&dc, &dev, &e), VX_OK);
+    c.margin = 0.2;
+    assert_int_equal(vx_study_plan(&c, &sp, base, dev, &p, &e), VX_ERR_NOMEM);
+    assert_non_null(strstr(e.msg, "one trial needs"));
+    vx_device_close(dev);
+    free(t), free(base);
+}
+
+/* The device holds `limit` bytes for the trials: a share's reservation past it is refused as the
+ * device would refuse it. */
+typedef struct {
+    vx_device *dev;
+    size_t limit;
+    int refused;
+} device_limit;
+
+static int device_full(void *ctx, const vx_device *d, const char *owner, size_t bytes)
+{
+    (void)d, (void)owner;
+    device_limit *l = ctx;
+    vx_device_mem m;
+    vx_device_memory(l->dev, &m);
+    if (m.reserved + bytes <= l->limit) return 0;
+    l->refused++;
+    return VX_FAULT_DEVICE;
+}
+
+/* layer 2: a device that holds two trials though the plan said four: the first chunk (4, as
+ * asked... at ceil(max/2) = 2 with a budget-given concurrency) — here forced to 4 — is refused in
+ * part, halved, and run again; the results are those of the study that never ran out */
+static void test_layer2_refused_chunk_halves(void **state)
+{
+    (void)state;
+    char root[64], ref[128], dir[128];
+    th_tmpdir(root, sizeof root);
+    snprintf(ref, sizeof ref, "%s/ref", root);
+    snprintf(dir, sizeof dir, "%s/oom", root);
+    vx_study_cfg c;
+    small_cfg(&c, 4, 2, 1);
+    vx_err e;
+    if (run_study(ref, &c, NULL, &e)) fail_msg("%s", e.msg);
+    size_t n;
+    vx_trial *t = trials_of(ref, &n);
+    int64_t per = t[0].mem_measured; /* what one trial really reserves */
+    free(t);
+    assert_true(per > 0);
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CPU;
+    vx_device *dev;
+    assert_int_equal(vx_device_open(&dc, &dev, &e), VX_OK);
+    device_limit lim = {dev, (size_t)(2.5 * (double)per), 0};
+    vx_mem_set_fault(device_full, &lim);
+    small_cfg(&c, 4, 2, 4);
+    vx_status st = run_study(dir, &c, dev, &e);
+    vx_mem_set_fault(NULL, NULL);
+    if (st) fail_msg("%s", e.msg);
+    assert_true(lim.refused >= 1);
+    assert_same_trials(ref, dir, -1);
+    /* the store's events say what happened */
+    char path[512];
+    snprintf(path, sizeof path, "%s/study.db", dir);
+    vx_store s;
+    assert_int_equal(vx_store_open(&s, path, 1, &e), VX_OK);
+    vx_study_event *ev;
+    assert_int_equal(vx_store_events(&s, &ev, &n, &e), VX_OK);
+    vx_store_close(&s);
+    int halved = 0;
+    for (size_t i = 0; i < n; i++) halved += strstr(ev[i].note, "concurrency 4 -> 2") != NULL;
+    assert_int_equal(halved, 1);
+    free(ev);
+    vx_device_close(dev);
+    th_rmtree(root);
+}
+
+/* layer 2, ramp-up: with the concurrency left to the budget, the first chunk runs at half the
+ * estimate's, then the rest at what the first measured */
+static void test_layer2_ramp_up(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    vx_train_cfg *base = small_base();
+    vx_space sp;
+    vx_err e;
+    assert_int_equal(vx_space_load_text(&sp, space_text, strlen(space_text), "s", &e), VX_OK);
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CPU;
+    vx_study_cfg c;
+    small_cfg(&c, 4, 1, 0);
+    vx_device *dev;
+    assert_int_equal(vx_device_open(&dc, &dev, &e), VX_OK);
+    vx_plan p;
+    assert_int_equal(vx_study_plan(&c, &sp, base, dev, &p, &e), VX_OK);
+    vx_study *s;
+    assert_int_equal(vx_study_create(dir, &c, space_text, strlen(space_text), base, &s, &e), VX_OK);
+    assert_int_equal(vx_study_run(s, dev, NULL, NULL, NULL, &e), VX_OK);
+    vx_study_close(s);
+    char path[512];
+    snprintf(path, sizeof path, "%s/study.db", dir);
+    vx_store st;
+    assert_int_equal(vx_store_open(&st, path, 1, &e), VX_OK);
+    vx_study_event *ev;
+    size_t n;
+    assert_int_equal(vx_store_events(&st, &ev, &n, &e), VX_OK);
+    vx_store_close(&st);
+    assert_true(n >= 2);
+    assert_int_equal(ev[0].running, p.first_chunk);
+    if (p.max_concurrent > p.first_chunk) {
+        assert_non_null(strstr(ev[0].note, "a trial"));
+        assert_int_equal(ev[1].concurrency, p.max_concurrent);
+    }
+    print_message("ramp-up: plan %d at once, first chunk %d, then %d (%s)\n", p.max_concurrent,
+                  p.first_chunk, ev[1].concurrency, ev[0].note);
+    free(ev);
+    vx_device_close(dev);
+    free(base);
+    th_rmtree(dir);
+}
+
+/* Refuses, once, the replay buffer of trial g0-p1-s0's first attempt, as its share would. */
+static int share_once(void *ctx, const vx_device *d, const char *owner, size_t bytes)
+{
+    (void)bytes;
+    int *done = ctx;
+    if (*done || strcmp(vx_device_label(d), "g0-p1-s0") != 0 || strcmp(owner, "replay") != 0)
+        return 0;
+    *done = 1;
+    return VX_FAULT_REFUSE;
+}
+
+/* layer 3: that trial halves its batch (32 -> 16) and runs again; every other trial's result is
+ * the one of the study that never ran out of memory */
+static void test_layer3_trial_halves_its_batch(void **state)
+{
+    (void)state;
+    char root[64], ref[128], dir[128];
+    th_tmpdir(root, sizeof root);
+    snprintf(ref, sizeof ref, "%s/ref", root);
+    snprintf(dir, sizeof dir, "%s/oom", root);
+    vx_study_cfg c;
+    small_cfg(&c, 3, 1, 3);
+    c.prune = 0;
+    vx_err e;
+    if (run_study(ref, &c, NULL, &e)) fail_msg("%s", e.msg);
+    int done = 0;
+    vx_mem_set_fault(share_once, &done);
+    vx_status st = run_study(dir, &c, NULL, &e);
+    vx_mem_set_fault(NULL, NULL);
+    if (st) fail_msg("%s", e.msg);
+    assert_true(done);
+    size_t n;
+    vx_trial *t = trials_of(dir, &n);
+    assert_int_equal(t[1].halvings, 1);
+    assert_int_equal(t[1].batch, 16);
+    assert_int_equal(t[1].status, VX_TRIAL_DONE);
+    assert_int_equal(t[0].halvings + t[2].halvings, 0);
+    /* its result is that of its config trained at batch 16 from scratch */
+    vx_train_cfg *cfg = small_base();
+    char line[256];
+    for (const char *p = t[1].params; sscanf(p, "%255[^\n]", line) == 1;) {
+        char *eq = strchr(line, '=');
+        *eq = '\0';
+        if (vx_train_cfg_set(cfg, line, eq + 1, "t", &e)) fail_msg("%s", e.msg);
+        p = strchr(p, '\n') + 1;
+    }
+    assert_int_equal(vx_train_cfg_set(cfg, "dqn.batch", "16", "t", &e), VX_OK);
+    cfg->final_test = 0;
+    snprintf(cfg->run_dir, sizeof cfg->run_dir, "%s/alone", root);
+    if (vx_train_run(cfg, NULL, 0, NULL, NULL, NULL, &e)) fail_msg("%s", e.msg);
+    char ck[256];
+    snprintf(ck, sizeof ck, "%s/alone/checkpoint", root);
+    int epoch;
+    double val;
+    assert_true(vx_ckpt_best(ck, &epoch, &val));
+    assert_true(same_bits(val, t[1].objective));
+    free(cfg), free(t);
+    assert_same_trials(ref, dir, 1);
+    th_rmtree(root);
+}
+
+/* layer 4: memory held on the device by someone else (92% of the budget) leaves under 10% free:
+ * the concurrency halves before the chunk, with a warning in the log and the store */
+static void test_layer4_watchdog(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    vx_train_cfg *base = small_base();
+    vx_trial_memory m;
+    vx_err e;
+    assert_int_equal(vx_trial_memory_of(base, VX_DEVICE_CPU, &m, &e), VX_OK);
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CPU;
+    dc.budget = 100 * m.total;
+    vx_device *dev;
+    assert_int_equal(vx_device_open(&dc, &dev, &e), VX_OK);
+    vx_mem ballast;
+    vx_mem_init(&ballast, dev, "another tenant");
+    void *p;
+    assert_int_equal(vx_mem_alloc(&ballast, 92 * m.total, &p, &e), VX_OK); /* never touched */
+    vx_study_cfg c;
+    small_cfg(&c, 4, 1, 4);
+    th_log_start();
+    vx_status st = run_study(dir, &c, dev, &e);
+    const char *log = th_log_text();
+    if (st) fail_msg("%s", e.msg);
+    assert_non_null(strstr(log, "% free: concurrency 4 -> 2"));
+    th_log_stop();
+    vx_mem_release(&ballast);
+    vx_device_close(dev);
+    free(base);
+    th_rmtree(dir);
+}
+
+/* ---- best.yaml ----------------------------------------------------------------------------------
+ */
+
+static void test_best_yaml_reproduces_the_trial(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    vx_study_cfg c;
+    small_cfg(&c, 4, 2, 2);
+    vx_err e;
+    if (run_study(dir, &c, NULL, &e)) fail_msg("%s", e.msg);
+    size_t n;
+    vx_trial *t = trials_of(dir, &n);
+    const vx_trial *best = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (t[i].status >= VX_TRIAL_DONE && isfinite(t[i].objective) &&
+            (!best || t[i].objective > best->objective))
+            best = &t[i];
+    assert_non_null(best);
+    char path[512];
+    snprintf(path, sizeof path, "%s/best.yaml", dir);
+    vx_train_cfg *cfg = malloc(sizeof *cfg);
+    vx_train_cfg_default(cfg);
+    if (vx_train_cfg_load(cfg, path, &e)) fail_msg("%s", e.msg);
+    snprintf(cfg->run_dir, sizeof cfg->run_dir, "%s/again", dir);
+    assert_int_equal(cfg->final_test, 1);
+    vx_eval_report r;
+    if (vx_train_run(cfg, NULL, 0, NULL, NULL, &r, &e)) fail_msg("%s", e.msg);
+    int epoch;
+    double val;
+    snprintf(path, sizeof path, "%s/again/checkpoint", dir);
+    assert_true(vx_ckpt_best(path, &epoch, &val));
+    assert_int_equal(epoch, best->best_epoch);
+    if (!same_bits(val, best->objective))
+        fail_msg("best.yaml trained alone: %.17g, the trial: %.17g", val, best->objective);
+    vx_eval_report_free(&r);
+    /* the study's test evaluation is the same checkpoint's */
+    snprintf(path, sizeof path, "%s/test.txt", dir);
+    size_t tn;
+    uint8_t *text = th_read(path, &tn);
+    assert_non_null(memmem(text, tn, "tested once", 11));
+    free(text);
+    /* status reads it back */
+    FILE *f = tmpfile();
+    assert_int_equal(vx_study_status(dir, f, &e), VX_OK);
+    rewind(f);
+    char line[4096];
+    size_t got = fread(line, 1, sizeof line - 1, f);
+    line[got] = '\0';
+    fclose(f);
+    assert_non_null(strstr(line, "finished: best.yaml"));
+    assert_non_null(strstr(line, "8 finished"));
+    free(cfg), free(t);
+    th_rmtree(dir);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_concurrency_does_not_change_results),
+        cmocka_unit_test(test_pruning_follows_earlier_medians),
+        cmocka_unit_test(test_layer1_estimate_and_margin),
+        cmocka_unit_test(test_layer2_refused_chunk_halves),
+        cmocka_unit_test(test_layer2_ramp_up),
+        cmocka_unit_test(test_layer3_trial_halves_its_batch),
+        cmocka_unit_test(test_layer4_watchdog),
+        cmocka_unit_test(test_best_yaml_reproduces_the_trial),
+        cmocka_unit_test(test_kill_and_resume),
+    };
+    const char *only = getenv("VX_TEST_ONLY");
+    if (only) cmocka_set_test_filter(only);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
