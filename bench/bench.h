@@ -62,6 +62,10 @@ int vx_bench_train_cuda(vx_bench_result *out, int max, FILE *log);
 /* PPO iterations on the GPU at 2,048 × 128 through vx_train_run, float32 and TF32. */
 int vx_bench_ppo_cuda(vx_bench_result *out, int max, FILE *log);
 
+/* Study trials one after another, at once in threads, and as separate processes: aggregate
+ * updates per second, memory per trial estimated and measured (the GPU when present). */
+int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log);
+
 void vx_bench_print_json(FILE *f, const vx_bench_result *r, int n);
 
 /* What a group may need from the command line; each uses the fields it names and ignores the

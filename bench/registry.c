@@ -68,6 +68,12 @@ static int bench_ppo(const vx_bench_opts *o, vx_bench_result *out, int max, FILE
     return vx_bench_ppo(out, max, log);
 }
 
+static int bench_hyperopt(const vx_bench_opts *o, vx_bench_result *out, int max, FILE *log)
+{
+    (void)o;
+    return vx_bench_hyperopt(out, max, log);
+}
+
 #if VX_HAVE_CUDA
 static int bench_gpu_env(const vx_bench_opts *o, vx_bench_result *out, int max, FILE *log)
 {
@@ -100,6 +106,8 @@ static const vx_bench_entry registry[] = {
     {"env", "CPU environment stepping with random actions (--envs, --steps)", 0, bench_env},
     {"learn", "CPU replay sample + update at 1 M, a DQN update, the default epoch", 0, bench_learn},
     {"ppo", "a CPU PPO iteration at the defaults, beside its FLOP bound", 0, bench_ppo},
+    {"hyperopt", "study trials one by one, at once in threads, as processes (the GPU if any)", 0,
+     bench_hyperopt},
 #if VX_HAVE_CUDA
     {"gpu-env", "environment stepping on the device, 100 steps as one graph", 1, bench_gpu_env},
     {"gpu-dqn", "one captured DQN update at batch 1,024 and 4,096", 1, bench_gpu_dqn},

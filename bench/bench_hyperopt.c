@@ -1,0 +1,191 @@
+/* bench_hyperopt.c — many trials at once against one after another, the path a study takes.
+ *
+ * The same trials three ways, in one call: a study of 20 particles at concurrency 1 (one after
+ * another), the same study at concurrency 20 (each trial in a thread of its own on a share of the
+ * device), and 20 separate `vixen train` processes of the same config started together. The
+ * trials are the default DQN on the default market, for a few epochs; the study's one parameter
+ * is dqn.eps_end in [0.05, 0.05 + 1e-8], so the trials are the same settings to the eighth digit
+ * (a space needs a parameter). The figure is the aggregate updates per second: every trial's
+ * updates over the wall time of the whole set. Beside it, memory per trial as the budget
+ * estimated it and as the trial's share measured it (its peak reservation).
+ *
+ * On a GPU: 20 trials of 10 epochs. On the CPU: as many trials as cores, 2 epochs each (the
+ * figures then say how threads share cores, which is not what the targets are about). */
+#define _DEFAULT_SOURCE
+#include "bench.h"
+#include "vixen/hyperopt.h"
+#include "vixen/train.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *space = "dqn.eps_end: {type: float, low: 0.05, high: 0.05000001}\n";
+
+typedef struct {
+    double seconds, updates;
+    double mem_estimate, mem_measured; /* bytes, the mean over trials */
+    int trials;
+} run_figures;
+
+static vx_status study(const char *dir, int trials, int epochs, int concurrency, vx_device *dev,
+                       run_figures *f, vx_err *e)
+{
+    memset(f, 0, sizeof *f);
+    vx_train_cfg *base = malloc(sizeof *base);
+    if (!base) return vx_err_set(e, VX_ERR_NOMEM, "bench: out of memory");
+    vx_train_cfg_default(base);
+    base->epochs = epochs;
+    base->eval_every = epochs;
+    base->device = vx_device_kind(dev);
+    vx_study_cfg c;
+    vx_study_cfg_default(&c);
+    c.pso.swarm = trials;
+    c.generations = 1;
+    c.concurrency = concurrency;
+    c.prune = 0;
+    vx_study *s;
+    uint64_t t0 = vx_now_ns();
+    vx_status st = vx_study_create(dir, &c, space, strlen(space), base, &s, e);
+    if (!st) st = vx_study_run(s, dev, NULL, NULL, NULL, e);
+    f->seconds = vx_seconds_since(t0);
+    vx_study_close(s);
+    free(base);
+    /* the trials' own figures, from trials.csv: updates and memory */
+    char path[600];
+    snprintf(path, sizeof path, "%s/trials.csv", dir);
+    FILE *in = st ? NULL : fopen(path, "r");
+    char line[8192];
+    if (in && fgets(line, sizeof line, in)) /* the header */
+        while (fgets(line, sizeof line, in)) {
+            /* id,generation,particle,seed,status,objective,objective_se,best_epoch,epochs,
+             * train_seed,batch,halvings,mem_estimate,mem_measured,seconds,env_steps,updates */
+            char *field[17];
+            char *p = line;
+            int k = 0;
+            for (; k < 17 && p; k++) {
+                field[k] = p;
+                p = strchr(p, ',');
+                if (p) *p++ = '\0';
+            }
+            if (k < 17) continue;
+            f->mem_estimate += atof(field[12]);
+            f->mem_measured += atof(field[13]);
+            f->updates += atof(field[16]);
+            f->trials++;
+        }
+    if (in) fclose(in);
+    if (f->trials) f->mem_estimate /= f->trials, f->mem_measured /= f->trials;
+    return st;
+}
+
+/* n `vixen train` processes of the same config at once; the wall time until the last ends. */
+static double processes(const char *dir, int n, int epochs, int cuda, FILE *log)
+{
+    char exe[1024];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) return NAN;
+    exe[len] = '\0';
+    pid_t *pid = calloc((size_t)n, sizeof *pid);
+    if (!pid) return NAN;
+    uint64_t t0 = vx_now_ns();
+    int started = 0;
+    for (int i = 0; i < n; i++) {
+        pid[i] = fork();
+        if (pid[i] < 0) break;
+        if (pid[i] == 0) {
+            char run[700], ep[64], ev[64];
+            snprintf(run, sizeof run, "%s/p%02d", dir, i);
+            snprintf(ep, sizeof ep, "train.epochs=%d", epochs);
+            snprintf(ev, sizeof ev, "train.eval_every=%d", epochs);
+            freopen("/dev/null", "w", stdout);
+            freopen("/dev/null", "w", stderr);
+            execl(exe, exe, "train", "--set", ep, "--set", ev, "--set", "train.final_test=0",
+                  "--set", "train.checkpoint_every=0", "--set", "train.async_checkpoints=0",
+                  "--set", "dqn.batch=64", "--set", cuda ? "train.device=cuda" : "train.device=cpu",
+                  "--run", run, (char *)NULL);
+            _exit(127);
+        }
+        started++;
+    }
+    int failed = started < n;
+    for (int i = 0; i < started; i++) {
+        int ws;
+        if (waitpid(pid[i], &ws, 0) != pid[i] || !WIFEXITED(ws) || WEXITSTATUS(ws) != 0) failed = 1;
+    }
+    double sec = vx_seconds_since(t0);
+    free(pid);
+    if (failed) {
+        fprintf(log, "bench: one of the %d training processes failed\n", n);
+        return NAN;
+    }
+    return sec;
+}
+
+static void put(vx_bench_result *r, const char *name, const char *unit, double items,
+                double seconds, double value, double target)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->unit, sizeof r->unit, "%s", unit);
+    r->items = items, r->seconds = seconds, r->value = value, r->target = target;
+}
+
+int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
+{
+    if (max < 7) return 0;
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.threads = 1;
+    vx_device *dev;
+    vx_err e;
+    if (vx_device_open(&dc, &dev, &e)) {
+        fprintf(log, "bench: %s\n", e.msg);
+        return -1;
+    }
+    int cuda = vx_device_kind(dev) == VX_DEVICE_CUDA;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int trials = cuda ? 20 : (int)(cores > 1 ? cores : 2), epochs = cuda ? 10 : 2;
+    char root[64], d1[128], dn[128], dp[128];
+    snprintf(root, sizeof root, "/tmp/vixen-bench-hyperopt-%d", (int)getpid());
+    snprintf(d1, sizeof d1, "%s/one-by-one", root);
+    snprintf(dn, sizeof dn, "%s/at-once", root);
+    snprintf(dp, sizeof dp, "%s/processes", root);
+    run_figures one, many;
+    fprintf(log, "bench: hyperopt: %d trials of %d epochs on %s, one after another\n", trials,
+            epochs, vx_device_name(dev));
+    vx_status st = study(d1, trials, epochs, 1, dev, &one, &e);
+    if (!st) {
+        fprintf(log, "bench: hyperopt: %.1f s; the same %d at once\n", one.seconds, trials);
+        st = study(dn, trials, epochs, trials, dev, &many, &e);
+    }
+    vx_device_close(dev);
+    if (st) {
+        fprintf(log, "bench: hyperopt: %s\n", e.msg);
+        vx_remove_tree(root, NULL);
+        return -1;
+    }
+    fprintf(log, "bench: hyperopt: %.1f s; %d processes at once\n", many.seconds, trials);
+    vx_mkdirs(dp, NULL);
+    double sp = processes(dp, trials, epochs, cuda, log);
+    vx_remove_tree(root, NULL);
+    int n = 0;
+    double u1 = one.updates / one.seconds, un = many.updates / many.seconds;
+    put(&out[n++], "hyperopt trials one after another", "updates/s", one.updates, one.seconds, u1,
+        0);
+    char name[48];
+    snprintf(name, sizeof name, "hyperopt %d trials at once", trials);
+    put(&out[n++], name, "updates/s", many.updates, many.seconds, un, 10 * u1);
+    snprintf(name, sizeof name, "hyperopt %d processes at once", trials);
+    put(&out[n++], name, "updates/s", one.updates, sp, one.updates / sp, 0);
+    put(&out[n++], "hyperopt speed-up, at once / one by one", "x", 1, 1, un / u1, 10);
+    put(&out[n++], "hyperopt memory per trial, estimate", "MB", 1, 1, many.mem_estimate / 1e6, 0);
+    put(&out[n++], "hyperopt memory per trial, measured", "MB", 1, 1, many.mem_measured / 1e6, 0);
+    /* within 25% and never below: the ratio in [1, 1.25] */
+    put(&out[n++], "hyperopt memory estimate / measured", "x", 1, 1,
+        many.mem_measured > 0 ? many.mem_estimate / many.mem_measured : NAN, 1.25);
+    out[n - 1].lower_is_better = 1;
+    return n;
+}
