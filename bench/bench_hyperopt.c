@@ -19,6 +19,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -100,8 +101,8 @@ static double processes(const char *dir, int n, int epochs, int cuda, FILE *log)
             snprintf(run, sizeof run, "%s/p%02d", dir, i);
             snprintf(ep, sizeof ep, "train.epochs=%d", epochs);
             snprintf(ev, sizeof ev, "train.eval_every=%d", epochs);
-            freopen("/dev/null", "w", stdout);
-            freopen("/dev/null", "w", stderr);
+            int null = open("/dev/null", O_WRONLY);
+            if (null >= 0) dup2(null, 1), dup2(null, 2);
             execl(exe, exe, "train", "--set", ep, "--set", ev, "--set", "train.final_test=0",
                   "--set", "train.checkpoint_every=0", "--set", "train.async_checkpoints=0",
                   "--set", "dqn.batch=64", "--set", cuda ? "train.device=cuda" : "train.device=cpu",
