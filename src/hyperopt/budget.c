@@ -77,11 +77,14 @@ static vx_status dqn_memory(const vx_train_cfg *c, const vx_dqn_settings *s, int
     size_t C = (size_t)s->replay_capacity;
     m->replay = C * (vx_replay_bytes_per_transition(&rc) + 4) +
                 (s->replay_kind == VX_REPLAY_RANK ? C * 28 : 0);
-    /* the rollout: the acting net over N rows, its transitions of an epoch (raw and packed), the
-     * n-step rings; the environments and their market */
-    m->envs = qnet_bytes(&L, N, 0) + 2 * N * T * (2 * D * 4 + A * 4 + 7) +
-              N * (3 * D * 4 + n * (D + A + 1) * 4 + 96) + N * sizeof(vx_env_state) +
-              market_bytes(c);
+    /* the rollout (rollout_cuda.cu): the acting net over N rows; an epoch's transitions in T·N·n
+     * slots (each step may emit up to n), packed into as many again with their flags and
+     * positions when n > 1 (the scan's scratch is bounded by 4 bytes a slot); the n-step rings;
+     * the environments and their market */
+    size_t slots = N * T * n, per_slot = 2 * D * 4 + A * 4 + 4 + 3;
+    size_t transitions = slots * per_slot + (n > 1 ? slots * (per_slot + 8 + 4) : 0);
+    m->envs = qnet_bytes(&L, N, 0) + transitions + N * (3 * D * 4 + n * (D + A + 1) * 4 + 96) +
+              N * sizeof(vx_env_state) + market_bytes(c);
     m->fixed = 2 * MB;           /* small buffers, statistics, the replay's update window */
     if (kind == VX_DEVICE_CPU) { /* the CPU learner: one network's activations, no workspaces */
         m->activations = B * (O * 4 + 2 * D * 4 + A * 4 + 40) * 3;

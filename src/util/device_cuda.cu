@@ -172,6 +172,25 @@ extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **o
     d->impl = c;
     d->ops = &cuda_ops;
     VX_CUDA_CHECK(cudaSetDevice(cfg->index));
+    {
+        /* how a host thread waits for the device: VIXEN_CUDA_SYNC=block makes it sleep instead of
+         * spinning on a core (many trials' threads, more than cores), =yield yields; the default
+         * is the runtime's (spin while there are cores to spare) */
+        const char *sync = getenv("VIXEN_CUDA_SYNC");
+        unsigned flags = !sync                        ? 0
+                         : strcmp(sync, "block") == 0 ? cudaDeviceScheduleBlockingSync
+                         : strcmp(sync, "yield") == 0 ? cudaDeviceScheduleYield
+                         : strcmp(sync, "spin") == 0  ? cudaDeviceScheduleSpin
+                                                      : 0;
+        if (flags) {
+            cudaError_t rc = cudaSetDeviceFlags(flags);
+            if (rc != cudaSuccess) {
+                cudaGetLastError();
+                vx_log(VX_LOG_WARN, "VIXEN_CUDA_SYNC=%s not applied: %s", sync,
+                       cudaGetErrorString(rc));
+            }
+        }
+    }
     VX_CUDA_CHECK(cudaGetDeviceProperties(&p, cfg->index));
     VX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     c->sm_count = p.multiProcessorCount;
