@@ -208,7 +208,7 @@ typedef struct {
 } vx_curve_point;
 
 typedef struct {
-    double t; /* seconds since the study (this process) started */
+    double t; /* wall-clock time (Unix seconds) */
     int generation, concurrency, running;
     int64_t reserved, peak, free_b, total; /* bytes: the budget's view and the driver's */
     char note[160];
@@ -272,6 +272,10 @@ typedef void (*vx_study_progress_fn)(const vx_study_progress *p, void *ctx);
 vx_status vx_study_run(vx_study *s, vx_device *dev, vx_study_progress_fn cb, void *ctx,
                        volatile int *stop, vx_err *e);
 void vx_study_close(vx_study *s);
+
+/* <dir>/report.html from the study's store and test.txt (written at the end of a study; `vixen
+ * hyperopt report DIR` writes it again, also for a study still running). */
+vx_status vx_study_report_write(const char *dir, vx_err *e);
 
 /* `vixen hyperopt status`: the study's state, read from its store (also while it runs). */
 vx_status vx_study_status(const char *dir, FILE *f, vx_err *e);

@@ -90,9 +90,30 @@ static int status_cmd(int argc, char **argv)
     return VX_EXIT_OK;
 }
 
+static int report_cmd(int argc, char **argv)
+{
+    vx_cmd c = {"vixen hyperopt report",
+                "DIR",
+                "Writes the study's report.html again from its store (also while it runs) and "
+                "prints its path.",
+                NULL,
+                0,
+                1,
+                1};
+    const char *pos[2];
+    size_t np;
+    int rc = vx_args_parse(&c, argc, argv, pos, &np);
+    if (rc) return rc == 2 ? VX_EXIT_USAGE : VX_EXIT_OK;
+    vx_err e;
+    if (vx_study_report_write(pos[0], &e)) return fail(&e);
+    printf("%s/report.html\n", pos[0]);
+    return VX_EXIT_OK;
+}
+
 int vx_cmd_hyperopt(int argc, char **argv)
 {
     if (argc > 0 && strcmp(argv[0], "status") == 0) return status_cmd(argc - 1, argv + 1);
+    if (argc > 0 && strcmp(argv[0], "report") == 0) return report_cmd(argc - 1, argv + 1);
     const char *config = NULL, *study = NULL, *resume = NULL, *device = NULL;
     const char *gens = NULL, *swarm = NULL, *seeds = NULL, *conc = NULL, *seed = NULL;
     const char *margin = NULL, *warmup = NULL, *sets[MAX_SETS];

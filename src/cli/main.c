@@ -58,6 +58,7 @@ static void usage(FILE *f)
                "  bench                    the benchmark suite (JSON)\n"
                "  hyperopt SPACE [FILE...] tune training settings with a particle swarm\n"
                "  hyperopt status DIR      a study's progress and best trial\n"
+               "  hyperopt report DIR      write a study's report.html again\n"
                "\n"
                "Every command takes --help. Exit codes: 0 ok, 1 failure, 2 usage error.\n");
 }

@@ -120,7 +120,11 @@ static vx_status ppo_memory(const vx_train_cfg *c, const vx_ppo_settings *s, int
      * flags, the shuffles' keys and permutations */
     m->replay = TN * (D * 4 + 7 * 4 + A * 4 + 2 + 3 * 4 + E * 4 + 8);
     m->envs = N * (4 * D * 4 + 24) + N * sizeof(vx_env_state) + market_bytes(c);
-    m->fixed = kind == VX_DEVICE_CPU ? MB : 2 * MB + 2 * 4 * MB;
+    /* each actor-critic's GEMM workspace (8 KB a row, 4 to 32 MB: ppo_backend_cuda.cu), the
+     * shuffles' sort scratch (bounded by 8 bytes a rollout step), statistics */
+    m->fixed = kind == VX_DEVICE_CPU ? MB
+                                     : clampz(2 * N * (8 << 10), 4 * MB, 32 * MB) +
+                                           clampz(M * (8 << 10), 4 * MB, 32 * MB) + TN * 8 + 2 * MB;
     return VX_OK;
 }
 

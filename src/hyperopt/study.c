@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define MAX_CURVE 100000
@@ -155,7 +156,7 @@ static char *settings_text(const vx_study_cfg *c)
     return buf;
 }
 
-static vx_status settings_parse(const char *text, vx_study_cfg *c, const char *where, vx_err *e)
+vx_status vx_study_settings_parse(const char *text, vx_study_cfg *c, const char *where, vx_err *e)
 {
     vx_study_cfg_default(c);
     unsigned long long seed = 0;
@@ -323,7 +324,7 @@ vx_status vx_study_open(const char *dir, int concurrency, vx_study **out, vx_err
     if (!st) st = path_in(s, path, sizeof path, "study.db", e);
     if (!st) st = vx_store_open(&s->store, path, 0, e);
     if (!st) st = vx_store_meta_get(&s->store, "settings", &text, e);
-    if (!st) st = settings_parse(text, &s->cfg, path, e);
+    if (!st) st = vx_study_settings_parse(text, &s->cfg, path, e);
     free(text), text = NULL;
     if (!st) st = vx_store_meta_get(&s->store, "space", &text, e);
     if (!st) st = vx_space_load_text(&s->space, text, strlen(text), path, e);
@@ -677,7 +678,9 @@ static vx_status event(vx_study *s, vx_device *dev, int g, int running, const ch
 {
     vx_study_event ev;
     memset(&ev, 0, sizeof ev);
-    ev.t = vx_seconds_since(s->t0);
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now); /* wall time: a resumed study's events follow on */
+    ev.t = (double)now.tv_sec + now.tv_nsec * 1e-9;
     ev.generation = g;
     ev.concurrency = s->cur_concurrency;
     ev.running = running;
@@ -1048,6 +1051,7 @@ static vx_status finish(vx_study *s, const vx_pso *p, vx_err *e)
                         "hyperopt: no trial has a validation result (see trials.csv)");
     if (!st) st = write_best(s, t, p->gbest_x, e);
     if (!st) st = test_best(s, t, p->gbest_x, e);
+    if (!st) st = vx_study_report_write(s->dir, e);
     return st;
 }
 
@@ -1098,7 +1102,7 @@ vx_status vx_study_status(const char *dir, FILE *f, vx_err *e)
     vx_trial *t = NULL;
     size_t n = 0;
     st = vx_store_meta_get(&st0, "settings", &settings, e);
-    if (!st) st = settings_parse(settings, &cfg, path, e);
+    if (!st) st = vx_study_settings_parse(settings, &cfg, path, e);
     if (!st) st = vx_store_trials(&st0, &t, &n, e);
     int tested_done = vx_store_meta_get(&st0, "tested", &tested, NULL) == VX_OK;
     free(tested);

@@ -39,6 +39,8 @@ vx_status vx_store_curves(vx_store *s, vx_curve_point **out, int64_t **trial_of,
 vx_status vx_store_swarm_put(vx_store *s, const vx_pso *p, vx_err *e);
 vx_status vx_store_event(vx_store *s, const vx_study_event *ev, vx_err *e);
 vx_status vx_store_events(vx_store *s, vx_study_event **out, size_t *n, vx_err *e);
+/* The study's own settings as the store keeps them ("key=value" lines), read back. */
+vx_status vx_study_settings_parse(const char *text, vx_study_cfg *c, const char *where, vx_err *e);
 /* A transaction around several writes (a finished trial and its curve). */
 vx_status vx_store_begin(vx_store *s, vx_err *e);
 vx_status vx_store_commit(vx_store *s, vx_err *e);

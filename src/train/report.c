@@ -11,8 +11,10 @@
  *
  * The page is static and self-contained: inline CSS and SVG drawn here, no script, no font, image
  * or style sheet fetched, so it opens offline in any browser and travels as one file. Long series
- * are thinned to at most MAX_POINTS points a line (each bucket keeps its first, lowest and highest
- * point, so peaks and troughs survive), which keeps a year of days or thousands of epochs small. */
+ * are thinned to at most VX_PLOT_MAX_POINTS points a line (each bucket keeps its first, lowest and
+ * highest point, so peaks and troughs survive), which keeps a year of days or thousands of epochs
+ * small. */
+#include "vixen/svg.h"
 #include "vixen/train.h"
 
 #include <cjson/cJSON.h>
@@ -20,8 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define MAX_POINTS 1500
 
 /* ---- what the page is made of ---------------------------------------------------------------- */
 
@@ -398,239 +398,6 @@ static vx_status read_config(report *r, vx_err *e)
     return st;
 }
 
-/* ---- HTML text ------------------------------------------------------------------------------- */
-
-static void esc_n(FILE *f, const char *s, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        switch (ch) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&#39;", f); break;
-        default:
-            /* control characters other than tab and line ends are not text; drop them */
-            if (ch >= 0x20 || ch == '\n' || ch == '\t') fputc(ch, f);
-        }
-    }
-}
-
-static void esc(FILE *f, const char *s) { esc_n(f, s, strlen(s)); }
-
-/* v with `dec` decimals and thousands separators, a real minus sign; "–" when undefined. */
-static const char *fmt_num(char *buf, size_t n, double v, int dec)
-{
-    if (!isfinite(v)) return snprintf(buf, n, "–"), buf;
-    char digits[64];
-    snprintf(digits, sizeof digits, "%.*f", dec, fabs(v));
-    int neg = v < 0 && strspn(digits, "0.") != strlen(digits); /* no "−0" */
-    size_t int_len = strcspn(digits, "."), k = 0;
-    if (neg) k += (size_t)snprintf(buf + k, n - k, "−");
-    for (size_t i = 0; digits[i] && k + 2 < n; i++) {
-        if (i < int_len && i > 0 && (int_len - i) % 3 == 0) buf[k++] = ',';
-        buf[k++] = digits[i];
-    }
-    buf[k < n ? k : n - 1] = '\0';
-    return buf;
-}
-
-/* "+$1,234" / "−$1,234" */
-static const char *fmt_money_signed(char *buf, size_t n, double v)
-{
-    char a[48];
-    fmt_num(a, sizeof a, fabs(v), 0);
-    int zero = strcmp(a, "0") == 0;
-    snprintf(buf, n, "%s$%s", zero ? "" : v < 0 ? "−" : "+", a);
-    return buf;
-}
-
-/* ---- charts: plots in SVG -------------------------------------------------------------------- */
-
-typedef struct {
-    FILE *f;
-    double l, t, w, h;     /* the plot area, in px */
-    double x0, x1, y0, y1; /* the data range it shows */
-} plot;
-
-static double clamp_px(double v) { return v < -1e5 ? -1e5 : v > 1e5 ? 1e5 : v; }
-static double px(const plot *p, double x)
-{
-    return clamp_px(p->l + (x - p->x0) / (p->x1 - p->x0) * p->w);
-}
-static double py(const plot *p, double y)
-{
-    return clamp_px(p->t + (p->y1 - y) / (p->y1 - p->y0) * p->h);
-}
-
-/* A step of 1, 2, 2.5 or 5 · 10^k giving about n intervals over span. */
-static double nice_step(double span, int n)
-{
-    double raw = span / n, mag = pow(10, floor(log10(raw))), f = raw / mag;
-    return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 2.5 ? 2.5 : f <= 5 ? 5 : 10) * mag;
-}
-
-/* Widens [lo, hi] to whole steps of about n intervals; returns the step. */
-static double nice_range(double *lo, double *hi, int n)
-{
-    if (!isfinite(*lo) || !isfinite(*hi) || !isfinite(*hi - *lo)) *lo = -1, *hi = 1;
-    if (!(*hi > *lo)) {
-        double d = fabs(*lo) > 0 ? fabs(*lo) * 0.1 : 1;
-        *lo -= d, *hi += d;
-    }
-    double s = nice_step(*hi - *lo, n);
-    *lo = floor(*lo / s) * s, *hi = ceil(*hi / s) * s;
-    return s;
-}
-
-/* Decimals that show every multiple of step exactly (0.25 → 2). */
-static int step_decimals(double step)
-{
-    int d = 0;
-    while (d < 6 && fabs(step * pow(10, d) - round(step * pow(10, d))) > 1e-6 * step * pow(10, d))
-        d++;
-    return d;
-}
-
-/* Axis label of a dollar value: $1,500 / $25k / $1.5M, by the axis' size. */
-static const char *fmt_axis_money(char *buf, size_t n, double v, double step, double top)
-{
-    double scale = 1;
-    const char *suffix = "";
-    if (top >= 1e6) scale = 1e6, suffix = "M";
-    else if (top >= 1e4) scale = 1e3, suffix = "k";
-    char a[64];
-    fmt_num(a, sizeof a, fabs(v) / scale, step_decimals(step / scale));
-    if (strchr(a, '.')) { /* 5.0k → 5k */
-        size_t k = strlen(a);
-        while (a[k - 1] == '0') a[--k] = '\0';
-        if (a[k - 1] == '.') a[k - 1] = '\0';
-    }
-    int zero = strcmp(a, "0") == 0;
-    snprintf(buf, n, "%s$%s%s", v < 0 && !zero ? "−" : "", a, zero ? "" : suffix);
-    return buf;
-}
-
-static void svg_open(FILE *f, const char *id, double w, double h, const char *label)
-{
-    fprintf(f,
-            "<svg id=\"%s\" class=\"chart\" viewBox=\"0 0 %.0f %.0f\" width=\"%.0f\" "
-            "height=\"%.0f\" role=\"img\" aria-label=\"",
-            id, w, h, w, h);
-    esc(f, label);
-    fprintf(f, "\">\n");
-}
-
-/* Horizontal grid lines and labels every step over [y0, y1] (money or plain numbers), the zero
- * line darker, and the frame's left and bottom edges. */
-static void y_axis(const plot *p, double step, int money)
-{
-    double top = fmax(fabs(p->y0), fabs(p->y1));
-    int dec = step_decimals(step);
-    for (int k = 0; k <= 40; k++) {
-        double v = p->y0 + k * step;
-        if (v > p->y1 + step * 1e-6) break;
-        if (fabs(v) < step * 1e-6) v = 0;
-        double y = py(p, v);
-        char lab[64];
-        if (money) fmt_axis_money(lab, sizeof lab, v, step, top);
-        else fmt_num(lab, sizeof lab, v, dec);
-        fprintf(p->f,
-                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\"/>"
-                "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-                p->l, y, p->l + p->w, y, v == 0 ? "#8c959f" : "#eaeef2", p->l - 6, y + 4, lab);
-    }
-    fprintf(p->f, "<path d=\"M%.1f %.1fV%.1fH%.1f\" fill=\"none\" stroke=\"#8c959f\"/>\n", p->l,
-            p->t, p->t + p->h, p->l + p->w);
-}
-
-static void x_tick(const plot *p, double x, const char *label)
-{
-    double X = px(p, x), Y = p->t + p->h;
-    fprintf(p->f,
-            "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#8c959f\"/>"
-            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">",
-            X, Y, X, Y + 5, X, Y + 18);
-    esc(p->f, label);
-    fprintf(p->f, "</text>\n");
-}
-
-/* Whole-number ticks (epochs) over [x0, x1]. */
-static void x_axis_int(const plot *p, const char *title)
-{
-    double step = fmax(1, round(nice_step(p->x1 - p->x0, 6)));
-    for (double x = ceil(p->x0 / step) * step; x <= p->x1 + 1e-9; x += step) {
-        char lab[32];
-        snprintf(lab, sizeof lab, "%.0f", x);
-        x_tick(p, x, lab);
-    }
-    fprintf(p->f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n", p->l + p->w / 2,
-            p->t + p->h + 34, title);
-}
-
-/* The points to draw of y[0..n): all when few; else, per bucket, its first, lowest and highest
- * point in order, and the last point. Returns how many (≤ MAX_POINTS + 1) went into idx. */
-static size_t thin(const double *y, size_t n, size_t *idx)
-{
-    if (n <= MAX_POINTS) {
-        for (size_t i = 0; i < n; i++) idx[i] = i;
-        return n;
-    }
-    size_t buckets = MAX_POINTS / 3, k = 0;
-    for (size_t b = 0; b < buckets; b++) {
-        size_t lo = b * n / buckets, hi = (b + 1) * n / buckets, mn = lo, mx = lo;
-        for (size_t i = lo; i < hi; i++) {
-            if (!isfinite(y[i])) continue;
-            if (!isfinite(y[mn]) || y[i] < y[mn]) mn = i;
-            if (!isfinite(y[mx]) || y[i] > y[mx]) mx = i;
-        }
-        size_t a = mn < mx ? mn : mx, c = mn < mx ? mx : mn;
-        idx[k++] = lo;
-        if (a != lo) idx[k++] = a;
-        if (c != a) idx[k++] = c;
-    }
-    if (idx[k - 1] != n - 1) idx[k++] = n - 1;
-    return k;
-}
-
-/* The "d" of a line through (x[i], y[i]) (x NULL: x = i), thinned; a non-finite y lifts the
- * pen. */
-static void path_d(const plot *p, const double *x, const double *y, size_t n, size_t *idx)
-{
-    size_t k = thin(y, n, idx);
-    int pen = 0;
-    for (size_t j = 0; j < k; j++) {
-        size_t i = idx[j];
-        double xv = x ? x[i] : (double)i;
-        if (!isfinite(y[i]) || !isfinite(xv)) {
-            pen = 0;
-            continue;
-        }
-        fprintf(p->f, "%s%.1f %.1f", pen ? "L" : "M", px(p, xv), py(p, y[i]));
-        pen = 1;
-    }
-}
-
-static void line_series(const plot *p, const char *name, const char *colour, double width,
-                        const char *dash, const double *x, const double *y, size_t n, size_t *idx)
-{
-    fprintf(p->f,
-            "<path class=\"series\" data-series=\"%s\" fill=\"none\" stroke=\"%s\" "
-            "stroke-width=\"%.1f\" stroke-linejoin=\"round\"",
-            name, colour, width);
-    if (dash && *dash) fprintf(p->f, " stroke-dasharray=\"%s\"", dash);
-    fprintf(p->f, " d=\"");
-    path_d(p, x, y, n, idx);
-    fprintf(p->f, "\"/>\n");
-}
-
-static void minmax(const double *y, size_t n, double *lo, double *hi)
-{
-    for (size_t i = 0; i < n; i++)
-        if (isfinite(y[i])) *lo = fmin(*lo, y[i]), *hi = fmax(*hi, y[i]);
-}
-
 /* The date of a period's end, as the axis shows it. */
 static void fmt_date(char *buf, size_t n, double unix_s, int with_time)
 {
@@ -641,7 +408,7 @@ static void fmt_date(char *buf, size_t n, double unix_s, int with_time)
 }
 
 /* x ticks at periods 1, 1 + step, … (x = period, 0 the start), labelled with their end dates. */
-static void x_axis_dates(const plot *p, const report *r)
+static void x_axis_dates(const vx_plot *p, const report *r)
 {
     size_t n = r->n_ts, step = n > 6 ? (n - 1 + 4) / 5 : 1; /* at most 6, evenly spaced */
     /* ticks hours apart need the time of day to differ (only periods of bars can be so close) */
@@ -649,7 +416,7 @@ static void x_axis_dates(const plot *p, const report *r)
     for (size_t j = 1; j <= n; j += step) {
         char lab[32];
         fmt_date(lab, sizeof lab, r->ts[j - 1], with_time);
-        x_tick(p, (double)j, lab);
+        vx_plot_x_tick(p, (double)j, lab);
     }
 }
 
@@ -691,25 +458,25 @@ static vx_status chart_equity(FILE *f, const report *r, size_t *idx, vx_err *e)
             for (int j = 0; j < k; j++) free(cum[j]);
             return vx_err_set(e, VX_ERR_NOMEM, "report: out of memory");
         }
-        minmax(cum[k], n + 1, &lo, &hi);
+        vx_minmax(cum[k], n + 1, &lo, &hi);
     }
-    double step = nice_range(&lo, &hi, 6);
-    plot p = {f, 78, 14, 600, 260, 0, (double)n, lo, hi};
-    svg_open(f, "chart-equity", 900, 310,
-             "cumulative net PnL of the agent and the baselines per period");
-    y_axis(&p, step, 1);
+    double step = vx_nice_range(&lo, &hi, 6);
+    vx_plot p = {f, 78, 14, 600, 260, 0, (double)n, lo, hi};
+    vx_svg_open(f, "chart-equity", 900, 310,
+                "cumulative net PnL of the agent and the baselines per period");
+    vx_plot_y_axis(&p, step, 1);
     x_axis_dates(&p, r);
     /* the baselines first, the agent on top; the legend in the same order as the table */
     for (int k = VX_EVAL_ROWS - 1; k >= 0; k--)
         if (cum[k])
-            line_series(&p, vx_eval_row_key((vx_eval_row)k), row_colour[k],
-                        k == VX_EVAL_AGENT ? 2.4 : 1.4, row_dash[k], NULL, cum[k], n + 1, idx);
+            vx_plot_line(&p, vx_eval_row_key((vx_eval_row)k), row_colour[k],
+                         k == VX_EVAL_AGENT ? 2.4 : 1.4, row_dash[k], NULL, cum[k], n + 1, idx);
     double ly = 22;
     for (int k = 0; k < VX_EVAL_ROWS; k++) {
         if (!cum[k]) continue;
         char name[64], fin[64];
         row_label(r, k, name, sizeof name);
-        fmt_money_signed(fin, sizeof fin, cum[k][n]);
+        vx_fmt_money_signed(fin, sizeof fin, cum[k][n]);
         fprintf(f,
                 "<g class=\"legend\" data-series=\"%s\"><line x1=\"696\" y1=\"%.0f\" x2=\"720\" "
                 "y2=\"%.0f\" stroke=\"%s\" stroke-width=\"%s\"%s%s%s/><text x=\"726\" y=\"%.0f\" "
@@ -717,7 +484,7 @@ static vx_status chart_equity(FILE *f, const report *r, size_t *idx, vx_err *e)
                 vx_eval_row_key((vx_eval_row)k), ly, ly, row_colour[k],
                 k == VX_EVAL_AGENT ? "2.4" : "1.6", *row_dash[k] ? " stroke-dasharray=\"" : "",
                 row_dash[k], *row_dash[k] ? "\"" : "", ly + 4);
-        esc(f, name);
+        vx_html_esc(f, name);
         fprintf(f, "</text><text x=\"726\" y=\"%.0f\" class=\"lv\">%s</text></g>\n", ly + 18, fin);
         ly += 40;
     }
@@ -735,18 +502,19 @@ static vx_status chart_equity(FILE *f, const report *r, size_t *idx, vx_err *e)
         if (dd[i] < worst) worst = dd[i], worst_at = i;
     }
     double dlo = worst, dhi = 0;
-    step = nice_range(&dlo, &dhi, 4);
-    plot q = {f, 78, 14, 600, 180, 0, (double)n, dlo, dhi};
+    step = vx_nice_range(&dlo, &dhi, 4);
+    vx_plot q = {f, 78, 14, 600, 180, 0, (double)n, dlo, dhi};
     fprintf(f, "<h3 id=\"drawdown\">The agent's drawdown</h3>\n");
-    svg_open(f, "chart-drawdown", 900, 230, "the agent's equity below its running peak");
-    y_axis(&q, step, 1);
+    vx_svg_open(f, "chart-drawdown", 900, 230, "the agent's equity below its running peak");
+    vx_plot_y_axis(&q, step, 1);
     x_axis_dates(&q, r);
     fprintf(f, "<path class=\"area\" fill=\"#cf222e\" fill-opacity=\"0.18\" stroke=\"none\" d=\"");
-    path_d(&q, NULL, dd, n + 1, idx);
-    fprintf(f, "L%.1f %.1fL%.1f %.1fZ\"/>\n", px(&q, (double)n), py(&q, 0), px(&q, 0), py(&q, 0));
-    line_series(&q, "drawdown", "#cf222e", 1.6, "", NULL, dd, n + 1, idx);
+    vx_plot_path(&q, NULL, dd, n + 1, idx);
+    fprintf(f, "L%.1f %.1fL%.1f %.1fZ\"/>\n", vx_plot_x(&q, (double)n), vx_plot_y(&q, 0),
+            vx_plot_x(&q, 0), vx_plot_y(&q, 0));
+    vx_plot_line(&q, "drawdown", "#cf222e", 1.6, "", NULL, dd, n + 1, idx);
     char w[64], when[32] = "";
-    fmt_num(w, sizeof w, -worst, 0);
+    vx_fmt_num(w, sizeof w, -worst, 0);
     if (worst_at > 0) fmt_date(when, sizeof when, r->ts[worst_at - 1], 0);
     fprintf(f,
             "</svg>\n<p class=\"note\">Measured at the end of each %s: the largest drawdown is "
@@ -785,18 +553,18 @@ static void chart_loss(FILE *f, const report *r, double *x, double *y, size_t *i
         return;
     }
     double lo = INFINITY, hi = -INFINITY;
-    minmax(y, n, &lo, &hi);
-    double step = nice_range(&lo, &hi, 5);
-    plot p = {f, 64, 12, 380, 190, 0, 0, lo, hi};
+    vx_minmax(y, n, &lo, &hi);
+    double step = vx_nice_range(&lo, &hi, 5);
+    vx_plot p = {f, 64, 12, 380, 190, 0, 0, lo, hi};
     epoch_range(r, &p.x0, &p.x1);
-    svg_open(f, "chart-loss", 460, 250, "training loss per epoch");
-    y_axis(&p, step, 0);
-    x_axis_int(&p, "epoch");
-    line_series(&p, "loss", "#1f6feb", 1.8, "", x, y, n, idx);
+    vx_svg_open(f, "chart-loss", 460, 250, "training loss per epoch");
+    vx_plot_y_axis(&p, step, 0);
+    vx_plot_x_axis_int(&p, "epoch");
+    vx_plot_line(&p, "loss", "#1f6feb", 1.8, "", x, y, n, idx);
     if (n <= 80)
         for (size_t i = 0; i < n; i++)
             fprintf(f, "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"#1f6feb\"/>",
-                    px(&p, x[i]), py(&p, y[i]));
+                    vx_plot_x(&p, x[i]), vx_plot_y(&p, y[i]));
     fprintf(f, "\n</svg>\n<p class=\"note\">The algorithm's training loss, mean per epoch.</p>\n"
                "</figure>\n");
 }
@@ -823,13 +591,13 @@ static void chart_val(FILE *f, const report *r, double *x, double *y, double *se
         hi = fmax(hi, y[k] + (isfinite(se[k]) ? se[k] : 0));
         k++;
     }
-    double step = nice_range(&lo, &hi, 5);
-    plot p = {f, 64, 12, 380, 190, 0, 0, lo, hi};
+    double step = vx_nice_range(&lo, &hi, 5);
+    vx_plot p = {f, 64, 12, 380, 190, 0, 0, lo, hi};
     epoch_range(r, &p.x0, &p.x1);
-    svg_open(f, "chart-val", 460, 250,
-             "validation Sharpe ratio per epoch, with its standard error");
-    y_axis(&p, step, 0);
-    x_axis_int(&p, "epoch");
+    vx_svg_open(f, "chart-val", 460, 250,
+                "validation Sharpe ratio per epoch, with its standard error");
+    vx_plot_y_axis(&p, step, 0);
+    vx_plot_x_axis_int(&p, "epoch");
     /* ± se: one band over each run of points that have it */
     for (size_t i = 0; i < n;) {
         if (!isfinite(se[i])) {
@@ -841,39 +609,40 @@ static void chart_val(FILE *f, const report *r, double *x, double *y, double *se
         fprintf(f, "<path class=\"band\" fill=\"#1f6feb\" fill-opacity=\"0.15\" stroke=\"none\" "
                    "d=\"");
         if (j - i == 1) { /* a lone point: an error bar */
-            double X = px(&p, x[i]);
-            fprintf(f, "M%.1f %.1fH%.1fV%.1fH%.1fZ", X - 2, py(&p, y[i] + se[i]), X + 2,
-                    py(&p, y[i] - se[i]), X - 2);
+            double X = vx_plot_x(&p, x[i]);
+            fprintf(f, "M%.1f %.1fH%.1fV%.1fH%.1fZ", X - 2, vx_plot_y(&p, y[i] + se[i]), X + 2,
+                    vx_plot_y(&p, y[i] - se[i]), X - 2);
         } else { /* upper edge forwards, lower edge back, both thinned alike */
-            size_t m = thin(y + i, j - i, idx);
+            size_t m = vx_plot_thin(y + i, j - i, idx);
             for (size_t t = 0; t < m; t++) {
                 size_t k = i + idx[t];
-                fprintf(f, "%s%.1f %.1f", t ? "L" : "M", px(&p, x[k]), py(&p, y[k] + se[k]));
+                fprintf(f, "%s%.1f %.1f", t ? "L" : "M", vx_plot_x(&p, x[k]),
+                        vx_plot_y(&p, y[k] + se[k]));
             }
             for (size_t t = m; t-- > 0;) {
                 size_t k = i + idx[t];
-                fprintf(f, "L%.1f %.1f", px(&p, x[k]), py(&p, y[k] - se[k]));
+                fprintf(f, "L%.1f %.1f", vx_plot_x(&p, x[k]), vx_plot_y(&p, y[k] - se[k]));
             }
             fprintf(f, "Z");
         }
         fprintf(f, "\"/>\n");
         i = j;
     }
-    line_series(&p, "val_sharpe", "#1f6feb", 1.8, "", x, y, n, idx);
+    vx_plot_line(&p, "val_sharpe", "#1f6feb", 1.8, "", x, y, n, idx);
     if (n <= 80)
         for (size_t i = 0; i < n; i++)
             fprintf(f, "<circle class=\"pt\" cx=\"%.1f\" cy=\"%.1f\" r=\"2.5\" fill=\"#1f6feb\"/>",
-                    px(&p, x[i]), py(&p, y[i]));
+                    vx_plot_x(&p, x[i]), vx_plot_y(&p, y[i]));
     fprintf(f, "\n");
     if (isfinite(best)) {
-        double bx = px(&p, best);
+        double bx = vx_plot_x(&p, best);
         fprintf(f,
                 "<g class=\"best\" data-best-epoch=\"%.0f\"><line x1=\"%.1f\" y1=\"%.1f\" "
                 "x2=\"%.1f\" y2=\"%.1f\" stroke=\"#1a7f37\" stroke-dasharray=\"4 3\"/>"
                 "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"5.5\" fill=\"none\" stroke=\"#1a7f37\" "
                 "stroke-width=\"2\"/><text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" "
                 "fill=\"#1a7f37\">chosen: epoch %.0f</text></g>\n",
-                best, bx, p.t, bx, p.t + p.h, bx, py(&p, best_y), bx + (bx > 300 ? -6 : 6),
+                best, bx, p.t, bx, p.t + p.h, bx, vx_plot_y(&p, best_y), bx + (bx > 300 ? -6 : 6),
                 p.t + 12, bx > 300 ? "end" : "start", best);
     }
     fprintf(f, "</svg>\n<p class=\"note\">Annualised Sharpe ratio on the validation split, with a "
@@ -897,13 +666,14 @@ static void chart_hist(FILE *f, const char *id, const char *title, const double 
     }
     for (int i = 0; i < n; i++) top = fmax(top, 100 * h[i] / total);
     double lo = 0, hi = top;
-    double step = nice_range(&lo, &hi, 4);
-    plot p = {f, 46, 18, 370, 160, 0, n, 0, hi};
-    svg_open(f, id, 430, 222, title);
-    y_axis(&p, step, 0);
+    double step = vx_nice_range(&lo, &hi, 4);
+    vx_plot p = {f, 46, 18, 370, 160, 0, n, 0, hi};
+    vx_svg_open(f, id, 430, 222, title);
+    vx_plot_y_axis(&p, step, 0);
     double slot = p.w / n;
     for (int i = 0; i < n; i++) {
-        double share = 100 * h[i] / total, x = p.l + slot * i + slot * 0.15, y = py(&p, share);
+        double share = 100 * h[i] / total, x = p.l + slot * i + slot * 0.15,
+               y = vx_plot_y(&p, share);
         fprintf(f,
                 "<rect class=\"bar\" x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
                 "fill=\"#1f6feb\" fill-opacity=\"0.8\"><title>%s: %.0f (%.1f%%)</title></rect>"
@@ -948,61 +718,27 @@ static void histograms(FILE *f, const report *r)
 
 /* ---- the page -------------------------------------------------------------------------------- */
 
-static const char *const css =
-    "*{box-sizing:border-box}\n"
-    "body{margin:0 auto;max-width:1120px;padding:24px 28px 48px;color:#1f2328;background:#fff;"
-    "font:14px/1.5 system-ui,-apple-system,'Segoe UI',Roboto,Helvetica,Arial,sans-serif}\n"
-    "h1{font-size:22px;margin:0 0 2px}\n"
-    "h2{font-size:17px;margin:34px 0 10px;padding-bottom:4px;border-bottom:1px solid #d0d7de}\n"
-    "h3{font-size:14px;margin:16px 0 4px}\n"
-    "code{font:12.5px ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}\n"
-    ".muted,.note{color:#656d76}\n"
-    ".note{font-size:12.5px;margin:4px 0 10px}\n"
-    ".facts{margin:14px 0;padding:0;list-style:none}\n"
-    ".facts li{margin:3px 0}\n"
-    ".warn{background:#fff8c5;border:1px solid #d4a72c;border-left:6px solid #bf8700;"
-    "border-radius:6px;padding:10px 16px;margin:16px 0}\n"
-    ".warn ul{margin:6px 0 0 18px;padding:0}\n"
-    ".ok{color:#1a7f37}\n"
-    ".scroll{overflow-x:auto}\n"
-    "table{border-collapse:collapse;width:100%;font-variant-numeric:tabular-nums}\n"
-    "th,td{padding:5px 9px;border-bottom:1px solid #d0d7de;text-align:right;white-space:nowrap}\n"
-    "th:first-child,td:first-child{text-align:left}\n"
-    "thead th{background:#f6f8fa;font-weight:600}\n"
-    "tr.agent td{font-weight:600;background:#ddf4ff}\n"
-    "tr.in_sample td{color:#656d76;font-style:italic}\n"
-    ".swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:6px}\n"
-    "svg.chart{display:block;max-width:100%;height:auto}\n"
-    "svg text{font-family:system-ui,sans-serif;font-size:11px;fill:#57606a}\n"
-    "svg text.lg{font-size:12px;fill:#1f2328}\n"
-    "svg text.lv{font-size:12px;font-weight:600;fill:#1f2328}\n"
-    ".grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(440px,1fr));gap:8px 28px}\n"
-    "figure{margin:0}\n"
-    "pre{background:#f6f8fa;border:1px solid #d0d7de;border-radius:6px;padding:12px 14px;"
-    "overflow:auto;font:12px/1.45 ui-monospace,SFMono-Regular,Menlo,Consolas,monospace}\n"
-    "footer{margin-top:36px;font-size:12px;color:#656d76}\n";
-
 static void header(FILE *f, const report *r)
 {
     const row_data *a = &r->row[VX_EVAL_AGENT];
     char b[64], d[64], ep[64], lo[64], hi[64];
     fprintf(f, "<header>\n<h1>Run report</h1>\n<p class=\"muted\">run folder <code>");
-    esc(f, r->dir);
+    vx_html_esc(f, r->dir);
     fprintf(f, "</code> · algorithm <code>");
-    esc(f, r->algo);
+    vx_html_esc(f, r->algo);
     fprintf(f, "</code> · %zu epoch%s logged</p>\n</header>\n", r->n_ep, r->n_ep == 1 ? "" : "s");
     fprintf(f, "<section id=\"summary\">\n<ul class=\"facts\">\n<li><strong>Evaluated:</strong> "
                "the <strong>");
     fprintf(f, "%s</strong> split", r->split);
     if (isfinite(r->first_row) && isfinite(r->last_row))
-        fprintf(f, ", rows %s–%s", fmt_num(lo, sizeof lo, r->first_row, 0),
-                fmt_num(hi, sizeof hi, r->last_row, 0));
-    fprintf(f, ": %s bars in %s %s%s", fmt_num(b, sizeof b, a->fig[F_BARS], 0),
-            fmt_num(d, sizeof d, (double)r->n_ts, 0), r->period, r->n_ts == 1 ? "" : "s");
+        fprintf(f, ", rows %s–%s", vx_fmt_num(lo, sizeof lo, r->first_row, 0),
+                vx_fmt_num(hi, sizeof hi, r->last_row, 0));
+    fprintf(f, ": %s bars in %s %s%s", vx_fmt_num(b, sizeof b, a->fig[F_BARS], 0),
+            vx_fmt_num(d, sizeof d, (double)r->n_ts, 0), r->period, r->n_ts == 1 ? "" : "s");
     if (isfinite(r->episodes))
-        fprintf(f, ", walked as %s episodes", fmt_num(ep, sizeof ep, r->episodes, 0));
+        fprintf(f, ", walked as %s episodes", vx_fmt_num(ep, sizeof ep, r->episodes, 0));
     fprintf(f, "; money after costs.</li>\n<li><strong>Checkpoint:</strong> ");
-    esc(f, r->checkpoint[0] ? r->checkpoint : "not recorded");
+    vx_html_esc(f, r->checkpoint[0] ? r->checkpoint : "not recorded");
     fprintf(f, "</li>\n</ul>\n");
     int nw = r->warnings ? cJSON_GetArraySize(r->warnings) : 0;
     if (nw) {
@@ -1012,7 +748,7 @@ static void header(FILE *f, const report *r)
         cJSON_ArrayForEach(w, r->warnings)
         {
             fprintf(f, "<li>");
-            esc(f, w->valuestring);
+            vx_html_esc(f, w->valuestring);
             fprintf(f, "</li>\n");
         }
         fprintf(f, "</ul>\n</div>\n");
@@ -1035,20 +771,21 @@ static void table(FILE *f, const report *r)
         fprintf(f, "<tr class=\"%s\"><td>", vx_eval_row_key((vx_eval_row)k));
         if (k != VX_EVAL_IN_SAMPLE)
             fprintf(f, "<span class=\"swatch\" style=\"background:%s\"></span>", row_colour[k]);
-        esc(f, row_label(r, k, name, sizeof name));
+        vx_html_esc(f, row_label(r, k, name, sizeof name));
         fprintf(f, "</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>",
-                fmt_num(c[0], 64, d->fig[F_NET], 0), fmt_num(c[1], 64, d->fig[F_GROSS], 0),
-                fmt_num(c[2], 64, d->fig[F_COSTS], 0), fmt_num(c[3], 64, d->fig[F_PER_BAR], 2));
-        fmt_num(c[4], 64, d->fig[F_SHARPE], 2);
+                vx_fmt_num(c[0], 64, d->fig[F_NET], 0), vx_fmt_num(c[1], 64, d->fig[F_GROSS], 0),
+                vx_fmt_num(c[2], 64, d->fig[F_COSTS], 0),
+                vx_fmt_num(c[3], 64, d->fig[F_PER_BAR], 2));
+        vx_fmt_num(c[4], 64, d->fig[F_SHARPE], 2);
         if (isfinite(d->fig[F_SE]))
-            fprintf(f, "<td>%s ± %s</td>", c[4], fmt_num(c[5], 64, d->fig[F_SE], 2));
+            fprintf(f, "<td>%s ± %s</td>", c[4], vx_fmt_num(c[5], 64, d->fig[F_SE], 2));
         else fprintf(f, "<td>%s</td>", c[4]);
-        fprintf(f, "<td>%s</td><td>%s</td>", fmt_num(c[6], 64, d->fig[F_MAXDD], 0),
-                fmt_num(c[7], 64, d->fig[F_TURN], 3));
+        fprintf(f, "<td>%s</td><td>%s</td>", vx_fmt_num(c[6], 64, d->fig[F_MAXDD], 0),
+                vx_fmt_num(c[7], 64, d->fig[F_TURN], 3));
         if (isfinite(d->fig[F_HIT])) fprintf(f, "<td>%.1f%%</td>", 100 * d->fig[F_HIT]);
         else fprintf(f, "<td>–</td>");
-        fprintf(f, "<td>%s</td><td>%s</td></tr>\n", fmt_num(c[0], 64, d->fig[F_TRADES], 0),
-                fmt_num(c[1], 64, d->fig[F_BARS], 0));
+        fprintf(f, "<td>%s</td><td>%s</td></tr>\n", vx_fmt_num(c[0], 64, d->fig[F_TRADES], 0),
+                vx_fmt_num(c[1], 64, d->fig[F_BARS], 0));
     }
     fprintf(f,
             "</tbody></table></div>\n<p class=\"note\">Money in dollars after costs unless "
@@ -1063,7 +800,8 @@ static void table(FILE *f, const report *r)
 static vx_status write_page(FILE *f, const report *r, vx_err *e)
 {
     size_t n = r->n_ep ? r->n_ep : 1;
-    size_t *idx = malloc((MAX_POINTS + 2) * sizeof *idx); /* what thin() can return */
+    size_t *idx =
+        malloc((VX_PLOT_MAX_POINTS + 2) * sizeof *idx); /* what vx_plot_thin() can return */
     double *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y), *se = malloc(n * sizeof *se);
     if (!idx || !x || !y || !se) {
         free(idx), free(x), free(y), free(se);
@@ -1072,8 +810,8 @@ static vx_status write_page(FILE *f, const report *r, vx_err *e)
     fprintf(f, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
                "<title>vixen run report: ");
-    esc(f, r->dir);
-    fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n", css);
+    vx_html_esc(f, r->dir);
+    fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n", vx_page_css);
     header(f, r);
     table(f, r);
     vx_status st = chart_equity(f, r, idx, e);
@@ -1091,7 +829,7 @@ static vx_status write_page(FILE *f, const report *r, vx_err *e)
         fprintf(f, "<section id=\"config\">\n<h2>Configuration</h2>\n"
                    "<p class=\"note\">config.yaml: every setting of the run, resolved.</p>\n"
                    "<pre>");
-        esc_n(f, r->config, r->config_n);
+        vx_html_esc_n(f, r->config, r->config_n);
         fprintf(f, "</pre>\n</section>\n<footer>Written by vixen from the run folder's eval.json, "
                    "metrics.csv and config.yaml; <code>vixen report RUN</code> writes it "
                    "again.</footer>\n</body>\n</html>\n");

@@ -10,6 +10,7 @@
 #define _XOPEN_SOURCE 700
 #include "helpers.h"
 #include "vixen/dqn.h"
+#include "vixen/hyperopt.h"
 #include "vixen/train.h"
 
 #include <math.h>
@@ -26,6 +27,7 @@
 static char g_out[1 << 20], g_err[1 << 20];
 static char g_run[128];     /* a real tiny run's folder, for the browser */
 static char g_browser[512]; /* the browser found on PATH */
+static char g_study[128];   /* a tiny study's folder, for the browser */
 
 /* ---- files ----------------------------------------------------------------------------------- */
 
@@ -636,6 +638,108 @@ static void test_run_writes_report_and_command(void **state)
     free(c);
 }
 
+/* ---- a study's report --------------------------------------------------------------------- */
+
+static int browse(const char *page, const char *what, const char *size); /* below */
+static int console_lines(void);
+
+/* A tiny study's page from its store: balanced, self-contained, finite; the history has a point
+ * for every trial with a result, each parameter a chart; the command writes it again. */
+static void test_study_report(void **state)
+{
+    (void)state;
+    th_tmpdir(g_study, sizeof g_study);
+    vx_train_cfg *c = malloc(sizeof *c);
+    vx_train_cfg_default(c);
+    vx_err e;
+    const char *keys[][2] = {
+        {"data.synth_days", "12"},       {"env.episode_len", "60"},   {"train.envs", "16"},
+        {"train.steps_per_epoch", "40"}, {"dqn.batch", "32"},         {"dqn.trunk", "32,32"},
+        {"dqn.head_hidden", "16"},       {"dqn.warmup", "200"},       {"train.eval_every", "1"},
+        {"train.epochs", "3"},           {"replay.capacity", "4000"}, {"train.device", "cpu"}};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        assert_int_equal(vx_train_cfg_set(c, keys[i][0], keys[i][1], "t", &e), VX_OK);
+    const char *space = "dqn.lr: {type: logfloat, low: 1.0e-4, high: 3.0e-3}\n"
+                        "dqn.n_step: {type: int, low: 1, high: 3}\n"
+                        "dqn.loss: {type: categorical, values: [mse, huber]}\n";
+    vx_study_cfg sc;
+    vx_study_cfg_default(&sc);
+    sc.pso.swarm = 4, sc.generations = 2, sc.concurrency = 2;
+    vx_study *s;
+    assert_int_equal(vx_study_create(g_study, &sc, space, strlen(space), c, &s, &e), VX_OK);
+    if (vx_study_run(s, NULL, NULL, NULL, NULL, &e)) fail_msg("%s", e.msg);
+    vx_study_close(s);
+    free(c);
+    char page[256];
+    snprintf(page, sizeof page, "%s/report.html", g_study);
+    char *h = slurp(page);
+    check_balanced(h);
+    check_self_contained(h);
+    check_svgs_finite(h);
+    const char *ids[] = {"history", "curves",      "param-0", "param-1",
+                         "param-2", "concurrency", "memory"};
+    for (int i = 0; i < 7; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "<svg id=\"%s\"", ids[i]);
+        if (!strstr(h, key)) fail_msg("the study report has no %s", key);
+    }
+    char *hist = svg_of(h, "history");
+    assert_int_equal(count(hist, "<circle"), 8); /* 8 trials, each with a validation result */
+    free(hist);
+    assert_non_null(strstr(h, "The best trial on the test split"));
+    assert_non_null(strstr(h, "dqn.n_step: {type: int"));
+    free(h);
+    unlink(page);
+    char args[300];
+    snprintf(args, sizeof args, "hyperopt report %s", g_study);
+    assert_int_equal(vixen(args), 0);
+    assert_true(file_exists(g_study, "report.html"));
+    snprintf(args, sizeof args, "hyperopt report %s/none", g_study);
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(g_err, "no study here"));
+}
+
+/* In the browser: no console message, every chart laid out at a readable size. */
+static void test_study_report_in_browser(void **state)
+{
+    (void)state;
+    char page[256], probe[256];
+    snprintf(page, sizeof page, "%s/report.html", g_study);
+    snprintf(probe, sizeof probe, "%s/probe.html", g_study);
+    assert_int_equal(browse(page, "--dump-dom", "1200,2000"), 0);
+    if (console_lines()) fail_msg("console messages on the study report: %.2000s", g_err);
+    char *src = slurp(page);
+    assert_int_equal(count(g_out, "<circle"), count(src, "<circle"));
+    const char *measure =
+        "<script>(function () { var o = [];\n"
+        "document.querySelectorAll('svg.chart').forEach(function (s) {\n"
+        "  var b = s.getBoundingClientRect();\n"
+        "  o.push(s.id + ' ' + Math.round(b.width) + ' ' + Math.round(b.height)); });\n"
+        "var pre = document.createElement('pre'); pre.id = 'measured';\n"
+        "pre.textContent = o.join('\\n') + '\\n'; document.body.appendChild(pre); })();</script>\n";
+    char *at = strstr(src, "</body>");
+    assert_non_null(at);
+    FILE *f = fopen(probe, "w");
+    assert_non_null(f);
+    fprintf(f, "%.*s%s%s", (int)(at - src), src, measure, at);
+    fclose(f);
+    free(src);
+    assert_int_equal(browse(probe, "--dump-dom", "1200,2000"), 0);
+    const char *m = strstr(g_out, "<pre id=\"measured\">");
+    if (!m) fail_msg("the measuring script wrote nothing: %.1000s", g_err);
+    const char *ids[] = {"history", "curves", "param-0", "concurrency", "memory"};
+    for (int i = 0; i < 5; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "\n%s ", ids[i]);
+        const char *l = strstr(m, key);
+        if (!l && strncmp(m + 19, key + 1, strlen(key) - 1) == 0) l = m + 18;
+        if (!l) fail_msg("no size for %s: %.600s", ids[i], m);
+        int w = 0, hgt = 0;
+        assert_int_equal(sscanf(l + strlen(key), "%d %d", &w, &hgt), 2);
+        if (w < 300 || hgt < 120) fail_msg("%s laid out at %d x %d px", ids[i], w, hgt);
+    }
+}
+
 /* ---- the page in a real browser -------------------------------------------------------------- */
 
 static int find_browser(void)
@@ -864,6 +968,7 @@ int main(void)
         cmocka_unit_test(test_long_series_thinned),
         cmocka_unit_test(test_bad_inputs),
         cmocka_unit_test(test_run_writes_report_and_command),
+        cmocka_unit_test(test_study_report),
     };
     int rc = cmocka_run_group_tests_name("report", tests, NULL, NULL);
     if (!rc && !find_browser()) {
@@ -872,7 +977,8 @@ int main(void)
         rc = 77;
     } else if (!rc) {
         printf("test_report: browser %s\n", g_browser);
-        const struct CMUnitTest browser[] = {cmocka_unit_test(test_browser)};
+        const struct CMUnitTest browser[] = {cmocka_unit_test(test_browser),
+                                             cmocka_unit_test(test_study_report_in_browser)};
         rc = cmocka_run_group_tests_name("report in a browser", browser, NULL, NULL);
     }
     char root[128];
@@ -880,5 +986,6 @@ int main(void)
         snprintf(root, sizeof root, "%.*s", (int)(strrchr(g_run, '/') - g_run), g_run);
         th_rmtree(root);
     }
+    if (g_study[0]) th_rmtree(g_study);
     return rc;
 }
