@@ -233,8 +233,9 @@ typedef struct {
     vx_device_info info;
     size_t budget, available; /* the context's budget, and that less the margin */
     vx_trial_memory trial;    /* the largest estimate the space allows */
-    int max_concurrent;       /* floor(available / trial.total), capped at the trials of a
-                               * generation (and at the cores on the CPU) */
+    int64_t fit;              /* floor(available / trial.total): what memory alone allows */
+    int max_concurrent;       /* fit, capped at the trials of a generation (and at the cores on
+                               * the CPU) */
     int first_chunk;          /* ceil(max_concurrent / 2) */
     int batch_max;            /* the largest batch that fits available at concurrency 1 */
     int batch_max_shared;     /* … and in one share at max_concurrent */

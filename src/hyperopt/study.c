@@ -420,6 +420,7 @@ vx_status vx_study_plan(const vx_study_cfg *cfg, const vx_space *space, const vx
     if (st) return st;
     size_t per = p->trial.total ? p->trial.total : 1;
     int64_t fit = (int64_t)(p->available / per);
+    p->fit = fit;
     int cap = cfg->pso.swarm * cfg->seeds;
     if (p->kind == VX_DEVICE_CPU && cap > cores()) cap = cores(); /* a trial keeps a core busy */
     if (cfg->concurrency > 0) cap = cfg->concurrency; /* asked for: the memory still bounds it */
@@ -464,8 +465,10 @@ void vx_plan_print(const vx_plan *p, FILE *f)
             "activations %.1f (batch %d), replay %.1f, environments %.1f, fixed %.1f MB\n",
             t->total / 1e6, (long long)t->params, t->weights / 1e6, t->activations / 1e6, t->batch,
             t->replay / 1e6, t->envs / 1e6, t->fixed / 1e6);
-    fprintf(f, "concurrency at most %d trials at once (the first chunk %d, then as measured)\n",
-            p->max_concurrent, p->first_chunk);
+    fprintf(f,
+            "concurrency memory allows %lld trials at once; at most %d run (the first chunk %d, "
+            "then as measured)\n",
+            (long long)p->fit, p->max_concurrent, p->first_chunk);
     fprintf(f, "batch       at most %d alone, %d in a share at that concurrency\n", p->batch_max,
             p->batch_max_shared);
 }
