@@ -606,7 +606,7 @@ static vx_status record(vx_study *s, trial_job *j, vx_err *e)
     else {
         t->status = VX_TRIAL_FAILED;
         t->objective = NAN;
-        snprintf(t->error, sizeof t->error, "%s", j->err.msg);
+        snprintf(t->error, sizeof t->error, "%.500s", j->err.msg);
         char label[48];
         trial_label(t, label, sizeof label);
         vx_log(VX_LOG_WARN, "hyperopt: trial %s failed: %s", label, j->err.msg);
