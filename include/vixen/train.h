@@ -75,6 +75,9 @@ vx_status vx_train_cfg_load_text(vx_train_cfg *c, const char *text, size_t len, 
 vx_status vx_train_cfg_check(const vx_train_cfg *c, vx_err *e);
 /* Writes the run's keys and its algorithm's as YAML; the file reads back to the same settings. */
 vx_status vx_train_cfg_write(const vx_train_cfg *c, FILE *f);
+/* The same as text (malloc'd; NULL when out of memory): config.yaml, a checkpoint's "config", a
+ * study's base config. */
+char *vx_train_cfg_text(const vx_train_cfg *c);
 /* The key list, for `vixen train --keys`. */
 void vx_train_cfg_print_keys(FILE *f);
 

@@ -190,6 +190,17 @@ vx_status vx_store_trial_put(vx_store *s, const vx_trial *t, vx_err *e)
     return rc == SQLITE_DONE ? VX_OK : fail(s, "writing a trial", e);
 }
 
+/* The array a (capacity *cap elements of `elem` bytes) with room for element n, doubling from 64:
+ * a itself or its reallocation; NULL when out of memory (a is then still valid). */
+static void *grow(void *a, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap) return a;
+    size_t c = *cap ? 2 * *cap : 64;
+    void *na = realloc(a, c * elem);
+    if (na) *cap = c;
+    return na;
+}
+
 static void copy_text(char *dst, size_t n, const unsigned char *src)
 {
     snprintf(dst, n, "%s", src ? (const char *)src : "");
@@ -206,15 +217,12 @@ vx_status vx_store_trials(vx_store *s, vx_trial **out, size_t *n, vx_err *e)
     vx_status st = VX_OK;
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 64;
-            vx_trial *nt = realloc(*out, cap * sizeof *nt);
-            if (!nt) {
-                st = vx_err_set(e, VX_ERR_NOMEM, "store: out of memory");
-                break;
-            }
-            *out = nt;
+        vx_trial *more = grow(*out, &cap, *n, sizeof **out);
+        if (!more) {
+            st = vx_err_set(e, VX_ERR_NOMEM, "store: out of memory");
+            break;
         }
+        *out = more;
         vx_trial *t = &(*out)[(*n)++];
         memset(t, 0, sizeof *t);
         int k = 0;
@@ -287,20 +295,17 @@ vx_status vx_store_curves(vx_store *s, vx_curve_point **out, int64_t **trial_of,
     if (sqlite3_prepare_v2(s->db, "SELECT * FROM curves ORDER BY trial, epoch", -1, &q, NULL) !=
         SQLITE_OK)
         return fail(s, "curves", e);
-    size_t cap = 0;
+    size_t cap = 0, cap_of = 0;
     vx_status st = VX_OK;
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 256;
-            vx_curve_point *np = realloc(*out, cap * sizeof *np);
-            int64_t *nt = np ? realloc(*trial_of, cap * sizeof *nt) : NULL;
-            if (np) *out = np;
-            if (nt) *trial_of = nt;
-            if (!np || !nt) {
-                st = vx_err_set(e, VX_ERR_NOMEM, "store: out of memory");
-                break;
-            }
+        vx_curve_point *more = grow(*out, &cap, *n, sizeof **out);
+        if (more) *out = more;
+        int64_t *more_of = more ? grow(*trial_of, &cap_of, *n, sizeof **trial_of) : NULL;
+        if (more_of) *trial_of = more_of;
+        if (!more || !more_of) {
+            st = vx_err_set(e, VX_ERR_NOMEM, "store: out of memory");
+            break;
         }
         (*trial_of)[*n] = sqlite3_column_int64(q, 0);
         vx_curve_point *p = &(*out)[(*n)++];
@@ -370,15 +375,12 @@ vx_status vx_store_events(vx_store *s, vx_study_event **out, size_t *n, vx_err *
     vx_status st = VX_OK;
     int rc;
     while ((rc = sqlite3_step(q)) == SQLITE_ROW) {
-        if (*n == cap) {
-            cap = cap ? 2 * cap : 64;
-            vx_study_event *ne = realloc(*out, cap * sizeof *ne);
-            if (!ne) {
-                st = vx_err_set(e, VX_ERR_NOMEM, "store: out of memory");
-                break;
-            }
-            *out = ne;
+        vx_study_event *more = grow(*out, &cap, *n, sizeof **out);
+        if (!more) {
+            st = vx_err_set(e, VX_ERR_NOMEM, "store: out of memory");
+            break;
         }
+        *out = more;
         vx_study_event *ev = &(*out)[(*n)++];
         int k = 0;
         ev->t = sqlite3_column_double(q, k++);

@@ -123,20 +123,6 @@ static vx_status path_in(const vx_study *s, char *buf, size_t n, const char *nam
     return VX_OK;
 }
 
-static char *config_yaml(const vx_train_cfg *c)
-{
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    if (!f) return NULL;
-    int bad = vx_train_cfg_write(c, f) != VX_OK;
-    if (fclose(f) != 0 || bad) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
 /* The study's own settings as "key=value" lines, and back. */
 static char *settings_text(const vx_study_cfg *c)
 {
@@ -291,7 +277,7 @@ vx_status vx_study_create(const char *dir, const vx_study_cfg *cfg, const char *
     if (!st) st = path_in(s, path, sizeof path, "study.db", e);
     if (!st) st = vx_store_create(&s->store, path, e);
     if (!st) {
-        yaml = config_yaml(s->base);
+        yaml = vx_train_cfg_text(s->base);
         settings = settings_text(&s->cfg);
         space = malloc(space_len + 1);
         if (!yaml || !settings || !space)

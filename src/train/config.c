@@ -189,6 +189,20 @@ vx_status vx_train_cfg_write(const vx_train_cfg *c, FILE *f)
     return vx_settings_write(&s, f);
 }
 
+char *vx_train_cfg_text(const vx_train_cfg *c)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return NULL;
+    int bad = vx_train_cfg_write(c, f) != VX_OK;
+    if (fclose(f) != 0 || bad) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
 void vx_train_cfg_print_keys(FILE *f)
 {
     vx_train_cfg *c = malloc(sizeof *c);

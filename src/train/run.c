@@ -134,21 +134,6 @@ static vx_status write_eval(const char *dir, const vx_eval_report *r, vx_err *e)
     return VX_OK;
 }
 
-/* The resolved config as YAML text (malloc'd), for config.yaml and the checkpoints. */
-static char *config_text(const vx_train_cfg *c)
-{
-    char *buf = NULL;
-    size_t n = 0;
-    FILE *f = open_memstream(&buf, &n);
-    if (!f) return NULL;
-    int bad = vx_train_cfg_write(c, f) != VX_OK;
-    if (fclose(f) != 0 || bad) {
-        free(buf);
-        return NULL;
-    }
-    return buf;
-}
-
 /* ---- the run --------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -286,7 +271,7 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
     st = r->ops->create(&in, &r->algo, e);
     if (st) return st;
     r->ops->settings_resolved(r->algo, r->cfg.algo_settings[c->algo]);
-    r->config = config_text(&r->cfg);
+    r->config = vx_train_cfg_text(&r->cfg);
     if (!r->config) return vx_err_set(e, VX_ERR_NOMEM, "train: cannot format the config");
     if (resume) {
         vx_safetensors s;
