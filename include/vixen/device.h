@@ -49,9 +49,8 @@ void vx_device_cfg_default(vx_device_cfg *c);
  * says which. */
 vx_status vx_device_open(const vx_device_cfg *cfg, vx_device **out, vx_err *e);
 void vx_device_close(vx_device *d);
-/* A share of d: a context on the same device (its streams and backends; on CUDA a cuBLASLt handle
- * of its own, so that trials choosing their GEMM algorithms at once do not queue on one) with a
- * budget of its own. Every block an object on the share reserves is charged to the share and to d, so an
+/* A share of d: a context on the same device (its handles, streams and backends) with a budget of
+ * its own. Every block an object on the share reserves is charged to the share and to d, so an
  * object that outgrows its share fails by itself — the trials of a search each get one — while d
  * still refuses what would take all shares past its budget. `label` names the share in errors.
  * Close shares before d. */

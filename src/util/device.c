@@ -94,7 +94,7 @@ static int cpu_units(const vx_device *d)
 
 static const vx_device_ops cpu_ops = {
     cpu_alloc,         cpu_free,        cpu_alloc,          cpu_free,     cpu_close, cpu_copy,
-    cpu_stream_create, cpu_stream_sync, cpu_stream_destroy, cpu_mem_info, cpu_units, NULL};
+    cpu_stream_create, cpu_stream_sync, cpu_stream_destroy, cpu_mem_info, cpu_units};
 
 /* MemAvailable from /proc/meminfo, else the physical memory. */
 static void host_memory(size_t *total, size_t *avail)
@@ -159,7 +159,7 @@ void vx_device_close(vx_device *d)
     if (d->reserved || d->host)
         vx_log(VX_LOG_WARN, "device %s closed with %zu bytes still reserved (%zu pinned)", d->name,
                d->reserved, d->host);
-    if (!d->parent || d->own_impl) d->ops->close(d); /* else the handles are the parent's */
+    if (!d->parent) d->ops->close(d); /* a share's handles are its parent's */
     pthread_mutex_destroy(&d->lock);
     free(d);
 }
@@ -179,15 +179,6 @@ vx_status vx_device_share(vx_device *d0, size_t budget, const char *label, vx_de
     s->backends = d->backends;
     s->impl = d->impl;
     s->parent = d;
-    if (d->ops->share) {
-        vx_status st = d->ops->share(d, s, e);
-        if (st) {
-            pthread_mutex_destroy(&s->lock);
-            free(s);
-            return st;
-        }
-        s->own_impl = 1;
-    }
     snprintf(s->label, sizeof s->label, "%s", label ? label : "");
     snprintf(s->name, sizeof s->name, "%.120s (share '%.40s', %.1f MB)", d->name, s->label,
              budget / 1e6);

@@ -143,28 +143,10 @@ fail:
 
 static int cuda_units(const vx_device *d) { return vx_cuda_sm_count(d); }
 
-/* A share gets a cuBLASLt handle of its own: one handle serves any number of threads, but a
- * search's trials all choosing their GEMM algorithms at their start queue on it. */
-static vx_status cuda_share(const vx_device *parent, vx_device *share, vx_err *e)
-{
-    vx_status st = vx_cuda_enter(parent, e);
-    if (st) return st;
-    cuda_impl *c = (cuda_impl *)calloc(1, sizeof *c);
-    if (!c) return vx_err_set(e, VX_ERR_NOMEM, "device: out of memory");
-    c->sm_count = ((const cuda_impl *)parent->impl)->sm_count;
-    cublasStatus_t bs = cublasLtCreate(&c->lt);
-    if (bs != CUBLAS_STATUS_SUCCESS) {
-        free(c);
-        return vx_err_set(e, VX_ERR_CUDA, "device: cublasLtCreate failed: status %d", (int)bs);
-    }
-    share->impl = c;
-    return VX_OK;
-}
-
 static const vx_device_ops cuda_ops = {cuda_alloc,         cuda_free,        cuda_alloc_host,
                                        cuda_free_host,     cuda_close,       cuda_copy,
                                        cuda_stream_create, cuda_stream_sync, cuda_stream_destroy,
-                                       cuda_mem_info,      cuda_units,       cuda_share};
+                                       cuda_mem_info,      cuda_units};
 
 extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **out, vx_err *e)
 {

@@ -25,9 +25,6 @@ typedef struct {
     /* what the device has free and in all right now (the driver's count, not the budget's) */
     vx_status (*mem_info)(vx_device *d, size_t *free_b, size_t *total_b, vx_err *e);
     int (*sm_count)(const vx_device *d); /* multiprocessors (CUDA), cores (the CPU) */
-    /* a share's own state (CUDA: a cuBLASLt handle of its own, so trials in threads do not queue
-     * on one handle's heuristics); NULL: the share uses its parent's impl */
-    vx_status (*share)(const vx_device *parent, vx_device *share, vx_err *e);
 } vx_device_ops;
 
 /* A component's implementation on a kind of device: {"env", &its_ops}. */
@@ -46,9 +43,8 @@ struct vx_device {
     const vx_backend_entry *backends; /* ends with {NULL, NULL}; NULL: none */
     void *impl;                       /* the kind's own state (CUDA: handles) */
     char label[64];                   /* a share's label */
-    vx_device *parent; /* a share (vx_device_share): the context it is carved from, charged for
-                        * everything the share reserves */
-    int own_impl;      /* a share whose impl is its own (closed with it), not its parent's */
+    vx_device *parent; /* a share (vx_device_share): the context it is carved from, which owns
+                        * impl and is charged for everything the share reserves */
 };
 
 /* A CPU context (device.c), and its initialisation for a struct the caller owns. */
