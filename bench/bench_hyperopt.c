@@ -28,7 +28,7 @@ static const char *space = "dqn.eps_end: {type: float, low: 0.05, high: 0.050000
 typedef struct {
     double seconds, updates;
     double mem_estimate, mem_measured; /* bytes, the mean over trials */
-    int trials;
+    int trials, not_done;
 } run_figures;
 
 static vx_status study(const char *dir, int trials, int epochs, int concurrency, vx_device *dev,
@@ -72,6 +72,11 @@ static vx_status study(const char *dir, int trials, int epochs, int concurrency,
                 if (p) *p++ = '\0';
             }
             if (k < 17) continue;
+            if (strcmp(field[4], "done") != 0) { /* a figure over fewer trials says so */
+                fprintf(stderr, "bench: hyperopt: trial %s is %s: %.300s", field[0], field[4],
+                        p ? p : "\n");
+                f->not_done++;
+            }
             f->mem_estimate += atof(field[12]);
             f->mem_measured += atof(field[13]);
             f->updates += atof(field[16]);
@@ -169,6 +174,9 @@ int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
         return -1;
     }
     fprintf(log, "bench: hyperopt: %.1f s; %d processes at once\n", many.seconds, trials);
+    if (one.not_done || many.not_done)
+        fprintf(log, "bench: hyperopt: %d and %d trials did not finish: the figures count fewer\n",
+                one.not_done, many.not_done);
     vx_mkdirs(dp, NULL);
     double sp = processes(dp, trials, epochs, cuda, log);
     vx_remove_tree(root, NULL);
