@@ -58,9 +58,9 @@ static void print_progress(const vx_study_progress *p, void *ctx)
         best[k] = '\0';
     }
     fprintf(stderr,
-            "hyperopt: generation %d/%d | trials %d/%d | concurrency %d, %.0f MB a trial | "
-            "%d halvings, %d pruned, %d failed | %s%s\n",
-            p->generation + 1, p->generations, p->done, p->total, p->concurrency,
+            "hyperopt: generation %d/%d | trials %d/%d done, %d running | concurrency %d, %.0f MB "
+            "a trial | %d halvings, %d pruned, %d failed | %s%s\n",
+            p->generation + 1, p->generations, p->done, p->total, p->running, p->concurrency,
             p->mem_per_trial / 1e6, p->halvings, p->pruned, p->failed, t, best);
 }
 

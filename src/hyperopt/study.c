@@ -845,6 +845,7 @@ static vx_status run_generation(vx_study *s, vx_pso *p, int g, vx_device *dev, s
             }
             started++;
         }
+        progress(s, p, g, started, share, cb, ctx); /* the chunk as it starts */
         int refused = 0;
         int64_t measured = 0;
         for (int k = 0; k < started; k++) {
