@@ -269,10 +269,13 @@ typedef void (*vx_study_progress_fn)(const vx_study_progress *p, void *ctx);
 
 /* Runs the study to its end on dev (trials on shares of it): every pending trial, then the best
  * trial's one test evaluation, trials.csv, best.yaml and report.html. A stop asked by *stop
- * (set from a signal handler) ends it after the chunk running, resumable. */
+ * (set from a signal handler) stops the trials running at their next epoch (they are pending
+ * again: a resume runs them from the start) and returns VX_ERR_STOPPED. */
 vx_status vx_study_run(vx_study *s, vx_device *dev, vx_study_progress_fn cb, void *ctx,
                        volatile int *stop, vx_err *e);
 void vx_study_close(vx_study *s);
+/* The device kind the study's base config names (train.device: VX_DEVICE_AUTO, _CPU, _CUDA). */
+int vx_study_device_kind(const vx_study *s);
 
 /* <dir>/report.html from the study's store and test.txt (written at the end of a study; `vixen
  * hyperopt report DIR` writes it again, also for a study still running). */

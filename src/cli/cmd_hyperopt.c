@@ -5,9 +5,10 @@
  *   vixen hyperopt --resume DIR              go on with a study after a stop or a crash
  *   vixen hyperopt status DIR                a study's state (also while it runs)
  *
- * Ctrl-C (or SIGTERM) stops after the chunk of trials running (their results are kept; --resume
- * goes on); a second one quits at once, which loses nothing either: every write to the store is a
- * transaction, and the trials that were running are run again. */
+ * Ctrl-C (or SIGTERM) stops the trials running at their next epoch's end, marks them pending in
+ * the store and ends the study (the finished trials' results are kept; --resume runs the stopped
+ * ones again from the start); a second one quits at once, which loses nothing either: every write
+ * to the store is a transaction, and trials left running are run again. */
 #include "args.h"
 #include "cli.h"
 #include "vixen/device.h"
@@ -28,7 +29,7 @@ static void on_interrupt(int sig)
     (void)sig;
     if (g_stop) _exit(VX_EXIT_INTERRUPTED);
     g_stop = 1;
-    static const char m[] = "\nvixen: interrupted: finishing the trials running, then stopping "
+    static const char m[] = "\nvixen: interrupted: stopping the trials running at their next epoch "
                             "(interrupt again to quit at once; --resume goes on either way)\n";
     ssize_t n = write(STDERR_FILENO, m, sizeof m - 1);
     (void)n;
@@ -187,7 +188,9 @@ int vx_cmd_hyperopt(int argc, char **argv)
     else if (warmup) rc = VX_EXIT_USAGE;
     if (margin && vx_arg_double(&c, "margin", margin, &sc.margin) != 0) rc = VX_EXIT_USAGE;
     sc.prune = !no_prune;
-    if (!rc && resume && (np || study || config || n_sets)) {
+    if (!rc && resume &&
+        (np || study || config || n_sets || plan || gens || swarm || seeds || seed || margin ||
+         warmup || no_prune)) {
         fprintf(stderr, "vixen: --resume takes the study's own space and settings (only "
                         "--concurrency and --device may be given)\n");
         rc = VX_EXIT_USAGE;
@@ -229,7 +232,8 @@ int vx_cmd_hyperopt(int argc, char **argv)
     if (!rc) {
         vx_device_cfg dc;
         vx_device_cfg_default(&dc);
-        dc.kind = base->device;
+        /* a resumed study runs where it was created, unless --device says otherwise */
+        dc.kind = s && !device ? vx_study_device_kind(s) : base->device;
         dc.threads = 1; /* on the CPU every trial runs its own BLAS in its own thread */
         if (vx_device_open(&dc, &dev, &e)) {
             fprintf(stderr, "vixen: device: %s\n", e.msg);

@@ -193,6 +193,19 @@ vx_status vx_space_load_text(vx_space *s, const char *text, size_t len, const ch
     for (size_t i = 0; i < n && !st; i++) st = take(s, &kv[i], name, e);
     vx_kv_free(kv, n);
     for (int i = 0; i < s->n && !st; i++) st = finish(s, &s->p[i], name, e);
+    /* a trial keeps its values as "key=value" lines (vx_trial.params): the longest must fit */
+    size_t chars = 0;
+    for (int i = 0; i < s->n && !st; i++) {
+        size_t v = 25; /* a number written %.17g */
+        for (int k = 0; k < s->p[i].n_values; k++)
+            if (strlen(s->p[i].values[k]) > v) v = strlen(s->p[i].values[k]);
+        chars += strlen(s->p[i].key) + 1 + v + 1;
+    }
+    if (!st && chars >= sizeof(((vx_trial *)0)->params))
+        st = vx_err_line(e, VX_ERR_FORMAT, name, -1, "",
+                         "the parameters' keys and values take up to %zu characters as text (a "
+                         "trial records at most %zu): fewer or shorter ones",
+                         chars, sizeof(((vx_trial *)0)->params) - 1);
     if (!st && s->n == 0)
         st = vx_err_line(e, VX_ERR_FORMAT, name, -1, "", "no parameters: nothing to search");
     return st;

@@ -408,8 +408,12 @@ vx_status vx_store_begin(vx_store *s, vx_err *e) { return exec(s, "BEGIN IMMEDIA
  * just after. */
 vx_status vx_store_commit(vx_store *s, vx_err *e)
 {
-    if (vx_fault_point("store commit")) return vx_err_set(e, VX_ERR_IO, "%s: commit cut", s->path);
+    if (vx_fault_point("store commit")) {
+        vx_store_rollback(s); /* nothing of it stays, and the next transaction can begin */
+        return vx_err_set(e, VX_ERR_IO, "%s: commit cut", s->path);
+    }
     vx_status st = exec(s, "COMMIT;", e);
+    if (st) vx_store_rollback(s);
     if (!st && vx_fault_point("store committed"))
         return vx_err_set(e, VX_ERR_IO, "%s: after the commit: cut", s->path);
     return st;

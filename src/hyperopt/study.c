@@ -293,9 +293,8 @@ vx_status vx_study_create(const char *dir, const vx_study_cfg *cfg, const char *
     if (!st) st = vx_store_commit(&s->store, e);
     free(yaml), free(settings), free(space);
     if (!st) st = alloc_trials(s, e);
-    s->cfg.concurrency = cfg->concurrency;
     if (st) {
-        vx_study_close(s);
+        vx_study_close(s); /* NULL when the folder could not be taken */
         return st;
     }
     *out = s;
@@ -331,6 +330,8 @@ vx_status vx_study_open(const char *dir, int concurrency, vx_study **out, vx_err
     *out = s;
     return VX_OK;
 }
+
+int vx_study_device_kind(const vx_study *s) { return s->base->device; }
 
 void vx_study_close(vx_study *s)
 {
@@ -474,7 +475,7 @@ typedef struct {
     volatile int *stop;
     vx_curve_point *curve;
     int n_curve, cap_curve;
-    int validations, pruned, device_refused;
+    int validations, pruned, device_refused, out_of_memory;
     double best, best_se;
     vx_status st;
     vx_err err;
@@ -499,7 +500,10 @@ static int on_epoch(const vx_epoch_report *r, void *ctx)
         if (j->n_curve == j->cap_curve) {
             int cap = j->cap_curve ? 2 * j->cap_curve : 16;
             vx_curve_point *c = realloc(j->curve, (size_t)cap * sizeof *c);
-            if (!c) return 1;
+            if (!c) {
+                j->out_of_memory = 1; /* a failure, not a prune or a stop */
+                return 1;
+            }
             j->curve = c, j->cap_curve = cap;
         }
         j->curve[j->n_curve++] = (vx_curve_point){r->epoch, r->val.sharpe, r->val.sharpe_se};
@@ -550,7 +554,7 @@ static void *trial_main(void *arg)
     }
     uint64_t t0 = vx_now_ns();
     for (;;) {
-        j->n_curve = j->validations = j->pruned = j->device_refused = 0;
+        j->n_curve = j->validations = j->pruned = j->device_refused = j->out_of_memory = 0;
         j->best = j->best_se = NAN;
         j->t.updates = j->t.env_steps = 0;
         j->st = trial_config(j, c, &j->err);
@@ -586,8 +590,12 @@ static vx_status record(vx_study *s, trial_job *j, vx_err *e)
     vx_trial *t = &s->trials[j->t.id];
     *t = j->t;
     t->objective = j->best, t->objective_se = j->best_se;
-    if (j->st == VX_OK) t->status = VX_TRIAL_DONE;
-    else if (j->st == VX_ERR_STOPPED && j->pruned) t->status = VX_TRIAL_PRUNED;
+    if (j->out_of_memory && !j->st)
+        j->st = vx_err_set(&j->err, VX_ERR_NOMEM, "out of host memory for the curve");
+    if (j->out_of_memory) t->status = VX_TRIAL_FAILED;
+    /* pruned at its last validation, a run ends normally: still a pruned trial */
+    else if ((j->st == VX_OK || j->st == VX_ERR_STOPPED) && j->pruned) t->status = VX_TRIAL_PRUNED;
+    else if (j->st == VX_OK) t->status = VX_TRIAL_DONE;
     else if (j->st == VX_ERR_STOPPED || j->device_refused) t->status = VX_TRIAL_PENDING;
     else {
         t->status = VX_TRIAL_FAILED;
@@ -597,7 +605,12 @@ static vx_status record(vx_study *s, trial_job *j, vx_err *e)
         trial_label(t, label, sizeof label);
         vx_log(VX_LOG_WARN, "hyperopt: trial %s failed: %s", label, j->err.msg);
     }
-    if (t->status == VX_TRIAL_PENDING) return VX_OK; /* runs again */
+    if (t->status == VX_TRIAL_PENDING) { /* runs again; the store says so (status) */
+        vx_status ps = vx_store_begin(&s->store, e);
+        if (!ps) ps = vx_store_trial_put(&s->store, t, e);
+        if (!ps) ps = vx_store_commit(&s->store, e);
+        return ps;
+    }
     free(s->curve[t->id]);
     s->curve[t->id] = j->curve;
     s->n_curve[t->id] = j->n_curve;
@@ -793,8 +806,8 @@ static void progress(vx_study *s, const vx_pso *p, int g, int running, size_t sh
 
 /* Runs the pending trials of generation g in chunks. */
 static vx_status run_generation(vx_study *s, vx_pso *p, int g, vx_device *dev, size_t avail,
-                                int cap, vx_study_progress_fn cb, void *ctx, volatile int *stop,
-                                vx_err *e)
+                                int cap, size_t worst, vx_study_progress_fn cb, void *ctx,
+                                volatile int *stop, vx_err *e)
 {
     int n_med = 0, next = 0;
     double *med = medians(s, g, &n_med);
@@ -874,17 +887,18 @@ static vx_status run_generation(vx_study *s, vx_pso *p, int g, vx_device *dev, s
             break;
         } else if (!s->ramped) { /* layer 2: scale to what a trial really took */
             s->ramped = 1;
-            /* on the CPU most of a trial's memory is outside the accounts: the estimate stands */
-            int64_t per = vx_device_kind(dev) == VX_DEVICE_CPU || measured <= 0
-                              ? s->trials[base + todo[0]].mem_estimate
-                              : measured;
+            /* a share never below the largest trial the space allows (so no later trial halves
+             * what it would not halve alone), nor below what the first chunk really took; on the
+             * CPU most of a trial's memory is outside the accounts, so the estimate stands */
+            int64_t per = (int64_t)worst;
+            if (vx_device_kind(dev) != VX_DEVICE_CPU && measured > per) per = measured;
             int64_t fit = per > 0 ? (int64_t)(avail / (size_t)per) : cap;
             int to = fit < cap ? (int)fit : cap;
             if (to > s->cur_concurrency) {
                 snprintf(note, sizeof note,
-                         "the first chunk took %.1f MB a trial (%s): concurrency %d -> %d",
-                         per / 1e6, per == measured ? "measured" : "estimated", s->cur_concurrency,
-                         to);
+                         "the first chunk peaked at %.1f MB a trial (the largest trial's estimate "
+                         "%.1f MB): concurrency %d -> %d",
+                         measured / 1e6, worst / 1e6, s->cur_concurrency, to);
                 vx_log(VX_LOG_INFO, "hyperopt: %s", note);
                 s->cur_concurrency = to;
             }
@@ -908,6 +922,13 @@ static const vx_trial *best_trial(const vx_study *s, const vx_pso *p)
     return &s->trials[id];
 }
 
+static void csv_quoted(FILE *f, const char *v, size_t n)
+{
+    fputs(",\"", f);
+    for (size_t i = 0; i < n; i++) fputs(v[i] == '"' ? "\"\"" : (char[2]){v[i], 0}, f);
+    fputc('"', f);
+}
+
 static vx_status write_trials_csv(const vx_study *s, vx_err *e)
 {
     char path[600];
@@ -928,17 +949,16 @@ static vx_status write_trials_csv(const vx_study *s, vx_err *e)
                 t->epochs, (unsigned long long)t->train_seed, t->batch, t->halvings,
                 (long long)t->mem_estimate, (long long)t->mem_measured, t->seconds,
                 (long long)t->env_steps, (long long)t->updates);
-        /* the values in the space's order, from the "key=value" lines */
+        /* the values in the space's order, from the "key=value" lines, then the error: quoted
+         * (a value may hold commas: "64,64"), their quotes doubled */
         const char *line = t->params;
         for (int k = 0; k < s->space.n; k++) {
             const char *eq = line ? strchr(line, '=') : NULL, *nl = eq ? strchr(eq, '\n') : NULL;
-            if (eq && nl) fprintf(f, ",%.*s", (int)(nl - eq - 1), eq + 1), line = nl + 1;
-            else fprintf(f, ","), line = NULL;
+            csv_quoted(f, eq && nl ? eq + 1 : "", eq && nl ? (size_t)(nl - eq - 1) : 0);
+            line = eq && nl ? nl + 1 : NULL;
         }
-        /* an error message, quoted (commas inside) with its quotes doubled */
-        fputs(",\"", f);
-        for (const char *c = t->error; *c; c++) fputs(*c == '"' ? "\"\"" : (char[2]){*c, 0}, f);
-        fputs("\"\n", f);
+        csv_quoted(f, t->error, strlen(t->error));
+        fputc('\n', f);
     }
     if (ferror(f)) {
         vx_atomic_abort(&af);
@@ -986,11 +1006,15 @@ static vx_status write_best(const vx_study *s, const vx_trial *t, const double *
 /* The best trial's chosen checkpoint on the test split, once: test.json and test.txt. */
 static vx_status test_best(vx_study *s, const vx_trial *t, const double *x, vx_err *e)
 {
-    char *done = NULL;
-    if (vx_store_meta_get(&s->store, "tested", &done, NULL) == VX_OK) { /* already, once */
-        free(done);
-        return VX_OK;
-    }
+    char *done = NULL, json[600];
+    vx_status ts = vx_store_meta_get(&s->store, "tested", &done, e);
+    free(done);
+    if (ts == VX_OK) return VX_OK; /* already, once */
+    if (ts != VX_ERR_NOT_FOUND) return ts;
+    vx_status pst = path_in(s, json, sizeof json, "test.json", e);
+    if (pst) return pst;
+    if (access(json, F_OK) == 0) /* written by a process killed before it said so */
+        return vx_store_meta_set(&s->store, "tested", "1", e);
     vx_train_cfg *c = malloc(sizeof *c);
     if (!c) return vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory");
     trial_job j;
@@ -1039,6 +1063,9 @@ static vx_status finish(vx_study *s, const vx_pso *p, vx_err *e)
     if (!st && !t)
         st = vx_err_set(e, VX_ERR_VALIDATION,
                         "hyperopt: no trial has a validation result (see trials.csv)");
+    char id[32];
+    if (t) snprintf(id, sizeof id, "%lld", (long long)t->id);
+    if (!st) st = vx_store_meta_set(&s->store, "best", id, e); /* the report names this one */
     if (!st) st = write_best(s, t, p->gbest_x, e);
     if (!st) st = test_best(s, t, p->gbest_x, e);
     if (!st) st = vx_study_report_write(s->dir, e);
@@ -1069,7 +1096,9 @@ vx_status vx_study_run(vx_study *s, vx_device *dev, vx_study_progress_fn cb, voi
         if (g > 0) st = vx_pso_step(&p, e);
         if (!st) st = vx_store_swarm_put(&s->store, &p, e);
         if (!st) st = prepare_generation(s, &p, g, plan.kind, e);
-        if (!st) st = run_generation(s, &p, g, dev, plan.available, cap, cb, ctx, stop, e);
+        if (!st)
+            st = run_generation(s, &p, g, dev, plan.available, cap, plan.trial.total, cb, ctx, stop,
+                                e);
     }
     if (!st) st = finish(s, &p, e);
     vx_pso_free(&p);

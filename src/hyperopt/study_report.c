@@ -33,7 +33,8 @@ typedef struct {
     size_t n_pts;
     vx_study_event *ev;
     size_t n_ev;
-    char *test; /* test.txt, or NULL before the study ended */
+    int64_t best_id; /* the swarm's best (best.yaml's, test.txt's); −1 before the study ended */
+    char *test;      /* test.txt, or NULL before the study ended */
     size_t test_n;
     size_t *idx; /* room for what vx_plot_thin returns */
 } page;
@@ -41,23 +42,31 @@ typedef struct {
 static const char *const colours[TOP_CURVES] = {"#1f6feb", "#bf3989", "#1a7f37", "#9a6700",
                                                 "#6e7781"};
 
-/* The value of parameter `key` in a trial's "key=value" lines, as a number (categories: their
- * index); NaN when absent. */
-static double param_value(const vx_param *p, const char *params)
+/* The text of `key`'s value in a trial's "key=value" lines (a whole line's key, so "ppo.clip"
+ * never finds "ppo.clip_value"); NULL when absent. */
+static const char *param_text(const char *params, const char *key, size_t *len)
 {
-    size_t kl = strlen(p->key);
+    size_t kl = strlen(key);
     for (const char *l = params; l && *l;) {
         const char *nl = strchr(l, '\n');
-        if (strncmp(l, p->key, kl) == 0 && l[kl] == '=') {
-            const char *v = l + kl + 1;
-            size_t vl = nl ? (size_t)(nl - v) : strlen(v);
-            if (p->type != VX_PARAM_CATEGORICAL) return atof(v);
-            for (int k = 0; k < p->n_values; k++)
-                if (strlen(p->values[k]) == vl && strncmp(p->values[k], v, vl) == 0) return k;
-            return NAN;
+        if (strncmp(l, key, kl) == 0 && l[kl] == '=') {
+            *len = nl ? (size_t)(nl - l - kl - 1) : strlen(l + kl + 1);
+            return l + kl + 1;
         }
         l = nl ? nl + 1 : NULL;
     }
+    return NULL;
+}
+
+/* The value as a number (categories: their index); NaN when absent. */
+static double param_value(const vx_param *p, const char *params)
+{
+    size_t vl;
+    const char *v = param_text(params, p->key, &vl);
+    if (!v) return NAN;
+    if (p->type != VX_PARAM_CATEGORICAL) return atof(v);
+    for (int k = 0; k < p->n_values; k++)
+        if (strlen(p->values[k]) == vl && strncmp(p->values[k], v, vl) == 0) return k;
     return NAN;
 }
 
@@ -158,7 +167,9 @@ static void parameters(FILE *f, const page *g)
             }
         } else {
             double a = x0, b = x1, step = vx_nice_range(&a, &b, 4);
-            for (double v = a; v <= b + step * 1e-9; v += step) {
+            for (int j = 0; j <= 40; j++) { /* a few ticks; counted, as a step can vanish */
+                double v = a + j * step;
+                if (v > b + step * 1e-9) break;
                 if (v < x0 - step * 1e-9 || v > x1 + step * 1e-9) continue;
                 char lab[48];
                 snprintf(lab, sizeof lab, "%.3g", logx ? pow(10, v) : v);
@@ -263,10 +274,10 @@ static void table(FILE *f, const page *g, const vx_trial *const *top, int n_top)
                 t->best_epoch, t->batch, t->halvings ? " (halved)" : "", t->mem_estimate / 1e6,
                 t->mem_measured / 1e6, t->seconds);
         for (int k = 0; k < g->space.n; k++) {
-            const char *l = strstr(t->params, g->space.p[k].key);
-            const char *v = l ? strchr(l, '=') : NULL, *nl = v ? strchr(v, '\n') : NULL;
+            size_t vl;
+            const char *v = param_text(t->params, g->space.p[k].key, &vl);
             fprintf(f, "<td>");
-            if (v && nl) vx_html_esc_n(f, v + 1, (size_t)(nl - v - 1));
+            if (v) vx_html_esc_n(f, v, vl);
             fprintf(f, "</td>");
         }
         fprintf(f, "</tr>\n");
@@ -296,12 +307,14 @@ static void header(FILE *f, const page *g, const vx_trial *best)
             g->cfg.pso.w, g->cfg.pso.c1, g->cfg.pso.c2, g->cfg.pso.vmax,
             (unsigned long long)g->cfg.pso.seed, g->cfg.prune ? "on" : "off");
     if (best) {
+        int chosen = best->id == g->best_id;
         fprintf(f,
-                "<li><strong>the best trial: %lld</strong> (generation %d, particle %d), "
-                "validation Sharpe %.3f ± %.3f at epoch %d; <code>best.yaml</code> trains it "
-                "again</li>\n",
-                (long long)best->id, best->generation + 1, best->particle, best->objective,
-                best->objective_se, best->best_epoch);
+                "<li><strong>the best trial%s: %lld</strong> (generation %d, particle %d, seed "
+                "%d), validation Sharpe %.3f ± %.3f at epoch %d%s</li>\n",
+                chosen ? "" : " so far", (long long)best->id, best->generation + 1, best->particle,
+                best->seed_index, best->objective, best->objective_se, best->best_epoch,
+                chosen ? " (the best particle's first seed); <code>best.yaml</code> trains it again"
+                       : "");
     }
     fprintf(f, "</ul>\n</header>\n");
     if (g->test) {
@@ -330,7 +343,10 @@ static vx_status write_page(FILE *f, const page *g, vx_err *e)
                "<title>vixen study report: ");
     vx_html_esc(f, g->dir);
     fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n", vx_page_css);
-    header(f, g, n_fin ? order[0] : NULL);
+    const vx_trial *best = n_fin ? order[0] : NULL; /* so far, while the study runs */
+    for (size_t i = 0; i < g->n; i++)
+        if (g->t[i].id == g->best_id) best = &g->t[i];
+    header(f, g, best);
     fprintf(f, "<section id=\"search\">\n<h2>The search</h2>\n");
     history(f, g);
     if (n_fin) curves(f, g, order, n_fin < TOP_CURVES ? n_fin : TOP_CURVES);
@@ -364,6 +380,10 @@ vx_status vx_study_report_write(const char *dir, vx_err *e)
     if (!st) st = vx_store_trials(&s, &g.t, &g.n, e);
     if (!st) st = vx_store_curves(&s, &g.pts, &g.of, &g.n_pts, e);
     if (!st) st = vx_store_events(&s, &g.ev, &g.n_ev, e);
+    char *best = NULL;
+    g.best_id = -1;
+    if (!st && vx_store_meta_get(&s, "best", &best, NULL) == VX_OK) g.best_id = atoll(best);
+    free(best);
     vx_store_close(&s);
     free(settings);
     snprintf(path, sizeof path, "%s/test.txt", dir);

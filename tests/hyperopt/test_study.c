@@ -284,6 +284,36 @@ static void test_kill_and_resume(void **state)
     th_rmtree(root);
 }
 
+/* Usage errors are errors, not crashes: --resume with settings it would ignore, a study folder
+ * path too long (it once crashed on a null study), no SPACE, no --study. */
+static void test_command_errors(void **state)
+{
+    (void)state;
+    char root[64], space[128], args[4096], longp[600];
+    th_tmpdir(root, sizeof root);
+    snprintf(space, sizeof space, "%s/space.yaml", root);
+    th_write_str(space, space_text);
+    const char *bad[] = {"--plan", "--swarm 3", "--generations 2", "--seed 4", "--no-prune"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(args, sizeof args, "hyperopt --resume %s %s", root, bad[i]);
+        assert_int_equal(vixen("", args), 2);
+        assert_non_null(strstr(err, "--resume takes the study's own"));
+    }
+    memset(longp, 'a', sizeof longp - 1);
+    longp[sizeof longp - 1] = '\0';
+    snprintf(args, sizeof args, "hyperopt %s " SMALL " --study %s/%s", space, root, longp);
+    assert_int_equal(vixen("", args), 1);
+    assert_non_null(strstr(err, "too long"));
+    assert_int_equal(vixen("", "hyperopt --study x"), 2);
+    snprintf(args, sizeof args, "hyperopt %s", space);
+    assert_int_equal(vixen("", args), 2);
+    assert_non_null(strstr(err, "--study"));
+    snprintf(args, sizeof args, "hyperopt status %s/none", root);
+    assert_int_equal(vixen("", args), 1);
+    assert_non_null(strstr(err, "no study here"));
+    th_rmtree(root);
+}
+
 /* ---- out of memory ------------------------------------------------------------------------------
  */
 
@@ -548,6 +578,119 @@ static void test_layer4_watchdog(void **state)
     th_rmtree(dir);
 }
 
+/* ---- what a user sees --------------------------------------------------------------------- */
+
+/* Fields of one CSV line, quotes honoured. */
+static int csv_fields(const char *line)
+{
+    int n = 1, quoted = 0;
+    for (const char *c = line; *c && *c != '\n'; c++) {
+        if (*c == '"') quoted = !quoted;
+        else if (*c == ',' && !quoted) n++;
+    }
+    return n;
+}
+
+static volatile int g_stop;
+
+static void stop_at_first_chunk(const vx_study_progress *p, void *ctx)
+{
+    (void)ctx;
+    if (p->running > 0) g_stop = 1; /* the chunk's trials see it at their next epoch */
+}
+
+static char *read_text(const char *path)
+{
+    size_t n;
+    char *t = (char *)th_read(path, &n);
+    t = realloc(t, n + 1);
+    assert_non_null(t);
+    t[n] = '\0';
+    return t;
+}
+
+/* trials.csv keeps a value with commas in one column; the report's table shows each key's own
+ * value where one key is another's prefix (env.reward, env.reward_scale) and names as the best
+ * trial the one best.yaml holds (seeds 2: the best particle's first seed); a study stopped while
+ * its trials run leaves none "running" in the store, and resumes to the uninterrupted result. */
+static void test_outputs_and_a_stop(void **state)
+{
+    (void)state;
+    char root[64], a[128], b[128], path[512];
+    th_tmpdir(root, sizeof root);
+    snprintf(a, sizeof a, "%s/a", root);
+    snprintf(b, sizeof b, "%s/b", root);
+    /* the longer key first: a search for "env.reward" alone would find its line */
+    const char *sp = "dqn.trunk: {type: categorical, values: [\"16,16\", \"32,32\"]}\n"
+                     "env.reward_scale: {type: float, low: 50, high: 100}\n"
+                     "env.reward: {type: categorical, values: [pnl, vol]}\n";
+    vx_train_cfg *base = small_base();
+    vx_study_cfg c;
+    small_cfg(&c, 3, 2, 2);
+    c.seeds = 2;
+    vx_study *s;
+    vx_err e;
+    assert_int_equal(vx_study_create(a, &c, sp, strlen(sp), base, &s, &e), VX_OK);
+    if (vx_study_run(s, NULL, NULL, NULL, NULL, &e)) fail_msg("%s", e.msg);
+    vx_study_close(s);
+    snprintf(path, sizeof path, "%s/trials.csv", a);
+    char *csv = read_text(path);
+    int want = csv_fields(csv), rows = 0;
+    for (char *l = strchr(csv, '\n'); l && l[1]; l = strchr(l + 1, '\n'), rows++)
+        if (csv_fields(l + 1) != want)
+            fail_msg("a row of %d fields, the header %d: %.200s", csv_fields(l + 1), want, l + 1);
+    assert_int_equal(rows, 12);
+    assert_true(strstr(csv, ",\"16,16\",") || strstr(csv, ",\"32,32\","));
+    free(csv);
+    snprintf(path, sizeof path, "%s/report.html", a);
+    char *html = read_text(path);
+    /* the table's columns: trial .. seconds (10), dqn.trunk, env.reward_scale, env.reward */
+    const char *tb = strstr(html, "<section id=\"best\">");
+    assert_non_null(tb);
+    int cells = 0;
+    for (const char *r = strstr(tb, "<tbody>"); (r = strstr(r + 1, "<tr")) != NULL;) {
+        const char *end = strstr(r, "</tr>");
+        int col = 0;
+        for (const char *td = strstr(r, "<td>"); td && td < end; td = strstr(td + 1, "<td>"))
+            if (++col == 13) {
+                if (strncmp(td + 4, "pnl<", 4) != 0 && strncmp(td + 4, "vol<", 4) != 0)
+                    fail_msg("env.reward shows %.20s", td + 4);
+                cells++;
+            }
+    }
+    assert_true(cells >= 1);
+    /* the best trial the page names is the one best.yaml was written from */
+    size_t nt;
+    vx_trial *t = trials_of(a, &nt);
+    snprintf(path, sizeof path, "%s/best.yaml", a);
+    vx_train_cfg *by = malloc(sizeof *by);
+    vx_train_cfg_default(by);
+    assert_int_equal(vx_train_cfg_load(by, path, &e), VX_OK);
+    const char *named = strstr(html, "the best trial: ");
+    assert_non_null(named);
+    long id = atol(named + strlen("the best trial: "));
+    assert_true(id >= 0 && (size_t)id < nt);
+    assert_int_equal(t[id].seed_index, 0);
+    assert_true(by->seed == t[id].train_seed);
+    assert_int_equal(by->n_files, 0);
+    free(by), free(html), free(t);
+    /* stopped while the first chunk runs: nothing left "running" in the store */
+    g_stop = 0;
+    assert_int_equal(vx_study_create(b, &c, sp, strlen(sp), base, &s, &e), VX_OK);
+    assert_int_equal(vx_study_run(s, NULL, stop_at_first_chunk, NULL, &g_stop, &e), VX_ERR_STOPPED);
+    vx_study_close(s);
+    t = trials_of(b, &nt);
+    assert_true(nt >= 1);
+    for (size_t i = 0; i < nt; i++) assert_int_not_equal(t[i].status, VX_TRIAL_RUNNING);
+    free(t);
+    assert_int_equal(vx_study_open(b, 0, &s, &e), VX_OK);
+    if (vx_study_run(s, NULL, NULL, NULL, NULL, &e)) fail_msg("%s", e.msg);
+    vx_study_close(s);
+    assert_same_trials(a, b, -1);
+    free(base);
+    th_rmtree(root);
+}
+
 /* ---- best.yaml ----------------------------------------------------------------------------------
  */
 
@@ -616,7 +759,9 @@ int main(void)
         cmocka_unit_test(test_layer3_trial_halves_its_batch),
         cmocka_unit_test(test_layer4_watchdog),
         cmocka_unit_test(test_best_yaml_reproduces_the_trial),
+        cmocka_unit_test(test_outputs_and_a_stop),
         cmocka_unit_test(test_kill_and_resume),
+        cmocka_unit_test(test_command_errors),
     };
     const char *only = getenv("VX_TEST_ONLY");
     if (only) cmocka_set_test_filter(only);
