@@ -92,6 +92,19 @@ static vx_trial *trials_of(const char *dir, size_t *n)
     return t;
 }
 
+static vx_study_event *events_of(const char *dir, size_t *n)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/study.db", dir);
+    vx_store s;
+    vx_err e;
+    if (vx_store_open(&s, path, 1, &e)) fail_msg("%s", e.msg);
+    vx_study_event *ev;
+    if (vx_store_events(&s, &ev, n, &e)) fail_msg("%s", e.msg);
+    vx_store_close(&s);
+    return ev;
+}
+
 static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
 
 /* The trials of two studies agree: parameters, seeds, statuses, objectives bit for bit, and so
@@ -388,9 +401,9 @@ static int device_full(void *ctx, const vx_device *d, const char *owner, size_t 
     return VX_FAULT_DEVICE;
 }
 
-/* layer 2: a device that holds two trials though the plan said four: the first chunk (4, as
- * asked... at ceil(max/2) = 2 with a budget-given concurrency) — here forced to 4 — is refused in
- * part, halved, and run again; the results are those of the study that never ran out */
+/* layer 2: a device that holds 2.5 trials though the plan allows four: the chunk of 4 (asked
+ * for) is refused in part, halved, and run again; the results are those of the study that never
+ * ran out */
 static void test_layer2_refused_chunk_halves(void **state)
 {
     (void)state;
@@ -421,13 +434,7 @@ static void test_layer2_refused_chunk_halves(void **state)
     assert_true(lim.refused >= 1);
     assert_same_trials(ref, dir, -1);
     /* the store's events say what happened */
-    char path[512];
-    snprintf(path, sizeof path, "%s/study.db", dir);
-    vx_store s;
-    assert_int_equal(vx_store_open(&s, path, 1, &e), VX_OK);
-    vx_study_event *ev;
-    assert_int_equal(vx_store_events(&s, &ev, &n, &e), VX_OK);
-    vx_store_close(&s);
+    vx_study_event *ev = events_of(dir, &n);
     int halved = 0;
     for (size_t i = 0; i < n; i++) halved += strstr(ev[i].note, "concurrency 4 -> 2") != NULL;
     assert_int_equal(halved, 1);
@@ -460,14 +467,8 @@ static void test_layer2_ramp_up(void **state)
     assert_int_equal(vx_study_create(dir, &c, space_text, strlen(space_text), base, &s, &e), VX_OK);
     assert_int_equal(vx_study_run(s, dev, NULL, NULL, NULL, &e), VX_OK);
     vx_study_close(s);
-    char path[512];
-    snprintf(path, sizeof path, "%s/study.db", dir);
-    vx_store st;
-    assert_int_equal(vx_store_open(&st, path, 1, &e), VX_OK);
-    vx_study_event *ev;
     size_t n;
-    assert_int_equal(vx_store_events(&st, &ev, &n, &e), VX_OK);
-    vx_store_close(&st);
+    vx_study_event *ev = events_of(dir, &n);
     assert_true(n >= 2);
     assert_int_equal(ev[0].running, p.first_chunk);
     if (p.max_concurrent > p.first_chunk) {
