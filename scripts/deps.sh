@@ -4,8 +4,10 @@
 # `deps.sh test` (adding the tools only the tests use); safe to run by hand.
 set -euo pipefail
 
+# libopenmpi-dev and openmpi-bin: `mpirun vixen hyperopt` (a study over several GPUs or hosts;
+# without them vixen builds and studies run in one process)
 packages=(cmake make gcc pkg-config libzstd-dev libcmocka-dev libxxhash-dev libopenblas-dev
-    libyaml-dev libcjson-dev libsqlite3-dev)
+    libyaml-dev libcjson-dev libsqlite3-dev libopenmpi-dev openmpi-bin)
 # clang-format: scripts/format-check holds the sources to .clang-format. chromium and zlib1g-dev:
 # test_report loads a run's report.html in a headless browser and decodes its screenshot (without
 # a browser that part of the test is skipped). clang and libclang-rt-dev (libFuzzer and the

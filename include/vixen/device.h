@@ -70,6 +70,13 @@ vx_status vx_device_query(const vx_device *d, vx_device_info *out, vx_err *e);
 /* Usable CUDA devices in this build (0 without CUDA, a driver or a device). */
 int vx_device_cuda_count(void);
 
+/* Opens the context of one of `local_size` processes on a node (the ranks of an MPI job there):
+ * kind CUDA (or AUTO where there are GPUs) takes GPU local_rank modulo the node's GPUs, its budget
+ * (cfg->budget, or what the GPU has free) divided among the processes that share that GPU; the CPU
+ * is shared by core: *cores is this process's share of the node's cores. */
+vx_status vx_device_open_local(const vx_device_cfg *cfg, int local_rank, int local_size,
+                               vx_device **out, int *cores, vx_err *e);
+
 /* The process-wide CPU context (what NULL stands for). */
 vx_device *vx_device_cpu(void);
 

@@ -198,6 +198,7 @@ typedef struct {
     int64_t mem_estimate, mem_measured; /* bytes: the budget's estimate, its share's peak */
     double seconds;
     int64_t env_steps, updates; /* work done, for the aggregate throughput */
+    int rank;                   /* the MPI rank that ran it (0 in one process) */
     char params[2048];          /* "key=value" lines, the space's keys in order */
     char error[512];
 } vx_trial;
@@ -221,6 +222,8 @@ typedef struct {
     double margin;    /* of the budget kept free (0.2) */
     int prune;        /* median pruning (1) */
     int prune_warmup; /* validations a trial makes before it may be pruned (2) */
+    int cpu_cores;    /* cores this process's trials may keep busy on the CPU (0: every online
+                       * one; an MPI rank gets its node's cores divided by the ranks there) */
     vx_pso_cfg pso;
 } vx_study_cfg;
 
@@ -256,9 +259,10 @@ vx_status vx_study_open(const char *dir, int concurrency, vx_study **out, vx_err
 /* Progress after each chunk: one line per call. */
 typedef struct {
     int generation, generations;
-    int done, total; /* trials finished (any status) of the study */
-    int running, concurrency;
-    int64_t mem_per_trial; /* the share each trial runs in */
+    int done, total;          /* trials finished (any status) of the study */
+    int running, concurrency; /* over every rank */
+    int ranks;                /* processes running trials (1 without MPI) */
+    int64_t mem_per_trial;    /* the share each trial of this process runs in */
     int halvings, pruned, failed;
     double best; /* the best particle objective so far (NaN: none) */
     char best_params[2048];
@@ -283,6 +287,45 @@ vx_status vx_study_report_write(const char *dir, vx_err *e);
 
 /* `vixen hyperopt status`: the study's state, read from its store (also while it runs). */
 vx_status vx_study_status(const char *dir, FILE *f, vx_err *e);
+
+/* ---- across processes: MPI (study_mpi.c) ------------------------------------------------------
+ * `mpirun -np K vixen hyperopt ...` (or srun): rank 0 owns the swarm, the store and the progress
+ * output, and hands the pending trials of a generation out in sets, one set to each rank as it
+ * becomes free (rank 0 included, unless it only coordinates); every rank runs its sets on its own
+ * device under its own budget, with the five layers inside it, and sends the results back. The
+ * generation barrier of the swarm is kept and a trial's result depends only on its config and
+ * seed, so the study ends where a single process ends, whichever rank ran what. Each rank takes
+ * the GPU of its node-local rank (modulo the node's GPUs; ranks sharing one split its memory) or,
+ * without one, its share of the node's cores. The study folder must be on a file system every
+ * rank sees (the trials write their run folders there). A rank that dies takes the job down
+ * (OpenMPI has no fault tolerance); --resume re-runs only the trials that were running. */
+typedef struct {
+    int rank, size;             /* in MPI_COMM_WORLD */
+    int local_rank, local_size; /* on this node (MPI_Comm_split_type, shared memory) */
+    char host[256];
+} vx_ranks;
+
+/* Whether this build has MPI, and whether this process was started by an MPI launcher (mpirun,
+ * mpiexec, srun: their environment variables). */
+int vx_mpi_built(void);
+int vx_mpi_launched(void);
+vx_status vx_mpi_init(vx_ranks *r, vx_err *e);
+void vx_mpi_finalize(void);
+
+/* Opens a rank's device of the given kind (vx_device_open_local with the rank's place on its
+ * node): the command's, which links the backends. */
+typedef vx_status (*vx_rank_open_fn)(const vx_ranks *r, int kind, vx_device **out, int *cores,
+                                     vx_err *e);
+
+/* Rank 0: runs the study with every rank (coordinate_only: rank 0 runs no trials itself). */
+vx_status vx_study_run_ranks(vx_study *s, vx_device *dev, const vx_ranks *r, int coordinate_only,
+                             int cores, vx_study_progress_fn cb, void *ctx, volatile int *stop,
+                             vx_err *e);
+/* Rank 0, on its way out whatever happened: the other ranks are told there is no (more) study
+ * and waited for. */
+void vx_study_release_ranks(const vx_ranks *r);
+/* Ranks > 0: serves rank 0's study until it is done (or there is none). */
+vx_status vx_study_serve(const vx_ranks *r, vx_rank_open_fn open, volatile int *stop, vx_err *e);
 
 #ifdef __cplusplus
 }

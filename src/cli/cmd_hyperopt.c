@@ -5,6 +5,10 @@
  *   vixen hyperopt --resume DIR              go on with a study after a stop or a crash
  *   vixen hyperopt status DIR                a study's state (also while it runs)
  *
+ * Under an MPI launcher (mpirun -np K vixen hyperopt ..., srun) rank 0 runs the command and the
+ * other ranks serve its study (hyperopt.h, "across processes"): each opens its own device and runs
+ * the sets of trials rank 0 hands it.
+ *
  * Ctrl-C (or SIGTERM) stops the trials running at their next epoch's end, marks them pending in
  * the store and ends the study (the finished trials' results are kept; --resume runs the stopped
  * ones again from the start); a second one quits at once, which loses nothing either: every write
@@ -23,12 +27,14 @@
 #define MAX_SETS 64
 
 static volatile int g_stop;
+static int g_quiet; /* a worker rank: rank 0 says it */
 
 static void on_interrupt(int sig)
 {
     (void)sig;
     if (g_stop) _exit(VX_EXIT_INTERRUPTED);
     g_stop = 1;
+    if (g_quiet) return;
     static const char m[] = "\nvixen: interrupted: stopping the trials running at their next epoch "
                             "(interrupt again to quit at once; --resume goes on either way)\n";
     ssize_t n = write(STDERR_FILENO, m, sizeof m - 1);
@@ -58,10 +64,12 @@ static void print_progress(const vx_study_progress *p, void *ctx)
             best[k++] = *c == '\n' ? (c[1] ? ',' : '\0') : *c;
         best[k] = '\0';
     }
+    char ranks[32] = "";
+    if (p->ranks > 1) snprintf(ranks, sizeof ranks, " over %d ranks", p->ranks);
     fprintf(stderr,
-            "hyperopt: generation %d/%d | trials %d/%d done, %d running | concurrency %d, %.0f MB "
-            "a trial | %d halvings, %d pruned, %d failed | %s%s\n",
-            p->generation + 1, p->generations, p->done, p->total, p->running, p->concurrency,
+            "hyperopt: generation %d/%d | trials %d/%d done, %d running | concurrency %d%s, %.0f "
+            "MB a trial | %d halvings, %d pruned, %d failed | %s%s\n",
+            p->generation + 1, p->generations, p->done, p->total, p->running, p->concurrency, ranks,
             p->mem_per_trial / 1e6, p->halvings, p->pruned, p->failed, t, best);
 }
 
@@ -111,14 +119,53 @@ static int report_cmd(int argc, char **argv)
     return VX_EXIT_OK;
 }
 
+/* A rank's device: its node's GPU by its place there, or its share of the cores. */
+static vx_status open_rank_device(const vx_ranks *r, int kind, vx_device **out, int *cores,
+                                  vx_err *e)
+{
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = kind;
+    dc.threads = 1; /* on the CPU every trial runs its own BLAS in its own thread */
+    return vx_device_open_local(&dc, r->local_rank, r->local_size, out, cores, e);
+}
+
+/* Ranks > 0: rank 0's study, until it is done. */
+static int serve_cmd(const vx_ranks *r)
+{
+    g_quiet = 1;
+    handle_interrupts(1);
+    vx_err e;
+    vx_status st = vx_study_serve(r, open_rank_device, &g_stop, &e);
+    handle_interrupts(0);
+    if (st) fprintf(stderr, "vixen: rank %d on %s: %s\n", r->rank, r->host, e.msg);
+    return st ? VX_EXIT_FAIL : VX_EXIT_OK;
+}
+
+static int study_cmd(int argc, char **argv, const vx_ranks *r);
+
 int vx_cmd_hyperopt(int argc, char **argv)
 {
     if (argc > 0 && strcmp(argv[0], "status") == 0) return status_cmd(argc - 1, argv + 1);
     if (argc > 0 && strcmp(argv[0], "report") == 0) return report_cmd(argc - 1, argv + 1);
+    vx_ranks r = {0, 1, 0, 1, ""};
+    int mpi = vx_mpi_launched();
+    if (mpi) {
+        vx_err e;
+        if (vx_mpi_init(&r, &e)) return fail(&e);
+    }
+    int rc = r.rank > 0 ? serve_cmd(&r) : study_cmd(argc, argv, &r);
+    vx_study_release_ranks(&r); /* whatever rank 0 did, the others hear of it */
+    if (mpi) vx_mpi_finalize();
+    return rc;
+}
+
+static int study_cmd(int argc, char **argv, const vx_ranks *r)
+{
     const char *config = NULL, *study = NULL, *resume = NULL, *device = NULL;
     const char *gens = NULL, *swarm = NULL, *seeds = NULL, *conc = NULL, *seed = NULL;
     const char *margin = NULL, *warmup = NULL, *sets[MAX_SETS];
-    int n_sets = 0, plan = 0, no_prune = 0;
+    int n_sets = 0, plan = 0, no_prune = 0, coordinate_only = 0;
     vx_opt opts[] = {
         {"study", "DIR", "the study folder (new)", &study, NULL, NULL, NULL, 0},
         {"resume", "DIR", "go on with the study in DIR", &resume, NULL, NULL, NULL, 0},
@@ -141,6 +188,9 @@ int vx_cmd_hyperopt(int argc, char **argv)
          &device, NULL, NULL, NULL, 0},
         {"plan", NULL, "print the hardware budget and the concurrency it allows, and exit", NULL,
          &plan, NULL, NULL, 0},
+        {"coordinate-only", NULL,
+         "under MPI: rank 0 runs no trials, only the swarm, the store and the progress", NULL,
+         &coordinate_only, NULL, NULL, 0},
     };
     vx_cmd c = {
         "vixen hyperopt",
@@ -153,7 +203,10 @@ int vx_cmd_hyperopt(int argc, char **argv)
         "at once on one device, as many as its memory budget allows. The study folder gets "
         "study.db (the store: resumable after any crash), trials/, trials.csv, best.yaml "
         "(`vixen train --config best.yaml` trains the best trial again) and test.txt, the best "
-        "trial evaluated once on the test split. `vixen hyperopt status DIR` reads a study.",
+        "trial evaluated once on the test split. `vixen hyperopt status DIR` reads a study. Under "
+        "mpirun or srun every rank runs trials on its own device (its node's GPU by its place "
+        "there, or its share of the cores) and rank 0 keeps the study; the folder must be on a "
+        "file system every rank sees.",
         opts,
         sizeof opts / sizeof *opts,
         0,
@@ -226,6 +279,7 @@ int vx_cmd_hyperopt(int argc, char **argv)
     free(pos);
     vx_study *s = NULL;
     vx_device *dev = NULL;
+    int cores = 0; /* every core, unless ranks share the node */
     if (!rc && resume) {
         if (vx_study_open(resume, sc.concurrency, &s, &e)) rc = fail(&e);
     }
@@ -235,7 +289,9 @@ int vx_cmd_hyperopt(int argc, char **argv)
         /* a resumed study runs where it was created, unless --device says otherwise */
         dc.kind = s && !device ? vx_study_device_kind(s) : base->device;
         dc.threads = 1; /* on the CPU every trial runs its own BLAS in its own thread */
-        if (vx_device_open(&dc, &dev, &e)) {
+        vx_status ds = r->size > 1 ? open_rank_device(r, dc.kind, &dev, &cores, &e)
+                                   : vx_device_open(&dc, &dev, &e);
+        if (ds) {
             fprintf(stderr, "vixen: device: %s\n", e.msg);
             rc = VX_EXIT_FAIL;
         }
@@ -249,7 +305,8 @@ int vx_cmd_hyperopt(int argc, char **argv)
             rc = fail(&e);
         if (!rc) {
             handle_interrupts(1);
-            vx_status st = vx_study_run(s, dev, print_progress, NULL, &g_stop, &e);
+            vx_status st = vx_study_run_ranks(s, dev, r, coordinate_only, cores, print_progress,
+                                              NULL, &g_stop, &e);
             handle_interrupts(0);
             const char *dir = resume ? resume : study;
             if (st == VX_ERR_STOPPED) {

@@ -34,7 +34,7 @@ static const char *schema =
     "CREATE TABLE trials(id INTEGER PRIMARY KEY, generation INT, particle INT, seed_index INT,"
     " status INT, objective REAL, objective_se REAL, best_epoch INT, epochs INT, train_seed INT,"
     " batch INT, halvings INT, mem_estimate INT, mem_measured INT, seconds REAL, env_steps INT,"
-    " updates INT, params TEXT, error TEXT);"
+    " updates INT, params TEXT, error TEXT, rank INT);"
     "CREATE TABLE curves(trial INT, epoch INT, sharpe REAL, se REAL, PRIMARY KEY(trial, epoch));"
     "CREATE TABLE swarm(generation INT, particle INT, x BLOB, v BLOB, pbest_x BLOB, pbest_f REAL,"
     " PRIMARY KEY(generation, particle));"
@@ -162,7 +162,7 @@ vx_status vx_store_trial_put(vx_store *s, const vx_trial *t, vx_err *e)
     sqlite3_stmt *q;
     if (sqlite3_prepare_v2(s->db,
                            "INSERT OR REPLACE INTO trials VALUES(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-                           "?, ?, ?, ?, ?, ?, ?, ?)",
+                           "?, ?, ?, ?, ?, ?, ?, ?, ?)",
                            -1, &q, NULL) != SQLITE_OK)
         return fail(s, "trials", e);
     int k = 1;
@@ -185,6 +185,7 @@ vx_status vx_store_trial_put(vx_store *s, const vx_trial *t, vx_err *e)
     sqlite3_bind_int64(q, k++, t->updates);
     sqlite3_bind_text(q, k++, t->params, -1, SQLITE_STATIC);
     sqlite3_bind_text(q, k++, t->error, -1, SQLITE_STATIC);
+    sqlite3_bind_int(q, k++, t->rank);
     int rc = sqlite3_step(q);
     sqlite3_finalize(q);
     return rc == SQLITE_DONE ? VX_OK : fail(s, "writing a trial", e);
@@ -245,6 +246,7 @@ vx_status vx_store_trials(vx_store *s, vx_trial **out, size_t *n, vx_err *e)
         t->updates = sqlite3_column_int64(q, k++);
         copy_text(t->params, sizeof t->params, sqlite3_column_text(q, k++));
         copy_text(t->error, sizeof t->error, sqlite3_column_text(q, k++));
+        t->rank = sqlite3_column_int(q, k++);
         if (t->status > VX_TRIAL_FAILED) {
             st = vx_err_line(e, VX_ERR_FORMAT, s->path, -1, "status", "trial %lld has status %d",
                              (long long)t->id, (int)t->status);

@@ -61,60 +61,8 @@ static vx_status cfg_check(const vx_study_cfg *c, vx_err *e)
     return vx_pso_cfg_check(&c->pso, e);
 }
 
-/* ---- the batch each algorithm can halve ------------------------------------------------------ */
-
-/* The setting whose halving halves a trial's per-batch memory: the DQN's batch; PPO's minibatch
- * rows, by doubling the minibatches. */
-static int batch_of(const vx_train_cfg *c)
-{
-    const char *a = vx_train_algo(c)->name;
-    if (strcmp(a, "dqn") == 0)
-        return ((const vx_dqn_settings *)vx_train_algo_settings_c(c, "dqn"))->learner.batch;
-    if (strcmp(a, "ppo") == 0) {
-        const vx_ppo_settings *s = vx_train_algo_settings_c(c, "ppo");
-        return (int)((int64_t)c->envs * c->steps_per_epoch / s->minibatches);
-    }
-    return 0;
-}
-
-static vx_status set_batch(vx_train_cfg *c, int batch, vx_err *e)
-{
-    const char *a = vx_train_algo(c)->name;
-    char v[32];
-    if (strcmp(a, "dqn") == 0) {
-        snprintf(v, sizeof v, "%d", batch); /* given explicitly: a GPU never chooses another */
-        return vx_train_cfg_set(c, "dqn.batch", v, "hyperopt", e);
-    }
-    if (strcmp(a, "ppo") == 0) {
-        int64_t rows = (int64_t)c->envs * c->steps_per_epoch;
-        if (batch < 2 || rows % batch != 0)
-            return vx_err_set(e, VX_ERR_ARG, "ppo: minibatches of %d rows do not divide %lld",
-                              batch, (long long)rows);
-        snprintf(v, sizeof v, "%lld", (long long)(rows / batch));
-        return vx_train_cfg_set(c, "ppo.minibatches", v, "hyperopt", e);
-    }
-    return VX_OK;
-}
-
 /* ---- the study ---------------------------------------------------------------------------------
  */
-
-struct vx_study {
-    char dir[512];
-    vx_store store;
-    vx_study_cfg cfg;
-    vx_space space;
-    vx_train_cfg *base;
-    int lock_fd;
-    int per_gen; /* trials of a generation: swarm × seeds */
-    size_t n_trials;
-    vx_trial *trials; /* every trial of every generation, by id */
-    vx_curve_point **curve;
-    int *n_curve;
-    uint64_t t0;
-    int cur_concurrency; /* the concurrency the next chunk runs at (0: not planned yet) */
-    int ramped;          /* the first chunk's measurement was taken */
-};
 
 static vx_status path_in(const vx_study *s, char *buf, size_t n, const char *name, vx_err *e)
 {
@@ -170,7 +118,7 @@ static vx_status base_check(const vx_train_cfg *b, vx_err *e)
     if (b->env.folds > 1)
         return vx_err_set(e, VX_ERR_ARG, "split.folds %d: a study's trials are single runs",
                           b->env.folds);
-    if (batch_of(b) < 1)
+    if (vx_trial_batch_of(b) < 1)
         return vx_err_set(e, VX_ERR_UNSUPPORTED, "hyperopt: algorithm '%s' is not supported",
                           vx_train_algo(b)->name);
     return vx_train_cfg_check(b, e);
@@ -331,6 +279,36 @@ vx_status vx_study_open(const char *dir, int concurrency, vx_study **out, vx_err
     return VX_OK;
 }
 
+vx_status vx_study_worker_copy(const char *dir, const char *settings, const char *space,
+                               const char *base, int concurrency, vx_study **out, vx_err *e)
+{
+    *out = NULL;
+    vx_study *s = calloc(1, sizeof *s);
+    if (!s || !(s->base = malloc(sizeof *s->base))) {
+        free(s);
+        return vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory");
+    }
+    s->lock_fd = -1; /* rank 0 holds the folder's lock */
+    s->t0 = vx_now_ns();
+    snprintf(s->dir, sizeof s->dir, "%s", dir);
+    vx_status st = strlen(dir) >= sizeof s->dir - 64
+                       ? vx_err_line(e, VX_ERR_ARG, dir, -1, "", "study folder path too long")
+                       : vx_study_settings_parse(settings, &s->cfg, "rank 0's study", e);
+    if (!st) st = vx_space_load_text(&s->space, space, strlen(space), "rank 0's study", e);
+    if (!st) {
+        vx_train_cfg_default(s->base);
+        st = vx_train_cfg_load_text(s->base, base, strlen(base), "rank 0's study", e);
+    }
+    if (st) {
+        vx_study_close(s);
+        return st;
+    }
+    s->cfg.concurrency = concurrency;
+    s->per_gen = s->cfg.pso.swarm * s->cfg.seeds;
+    *out = s;
+    return VX_OK;
+}
+
 int vx_study_device_kind(const vx_study *s) { return s->base->device; }
 
 void vx_study_close(vx_study *s)
@@ -382,12 +360,6 @@ static vx_status worst_trial(const vx_space *sp, const vx_train_cfg *base, int k
     return st;
 }
 
-static int cores(void)
-{
-    long n = sysconf(_SC_NPROCESSORS_ONLN);
-    return n > 0 ? (int)n : 1;
-}
-
 vx_status vx_study_plan(const vx_study_cfg *cfg, const vx_space *space, const vx_train_cfg *base,
                         vx_device *dev, vx_plan *p, vx_err *e)
 {
@@ -409,7 +381,8 @@ vx_status vx_study_plan(const vx_study_cfg *cfg, const vx_space *space, const vx
     int64_t fit = (int64_t)(p->available / per);
     p->fit = fit;
     int cap = cfg->pso.swarm * cfg->seeds;
-    if (p->kind == VX_DEVICE_CPU && cap > cores()) cap = cores(); /* a trial keeps a core busy */
+    if (p->kind == VX_DEVICE_CPU && cap > vx_study_cores(cfg)) /* a trial keeps a core busy */
+        cap = vx_study_cores(cfg);
     if (cfg->concurrency > 0) cap = cfg->concurrency; /* asked for: the memory still bounds it */
     p->max_concurrent = fit < cap ? (int)fit : cap;
     p->first_chunk = (p->max_concurrent + 1) / 2;
@@ -421,7 +394,7 @@ vx_status vx_study_plan(const vx_study_cfg *cfg, const vx_space *space, const vx
     for (int b = 2; b <= (1 << 20) && !st; b *= 2) {
         *t = *base;
         vx_trial_memory tm;
-        if (set_batch(t, b, NULL) != VX_OK) continue;
+        if (vx_trial_set_batch(t, b, NULL) != VX_OK) continue;
         if (vx_trial_memory_of(t, p->kind, &tm, NULL) != VX_OK) break;
         if (tm.total <= p->available) p->batch_max = b;
         if (tm.total <= share) p->batch_max_shared = b;
@@ -460,131 +433,6 @@ void vx_plan_print(const vx_plan *p, FILE *f)
             p->batch_max_shared);
 }
 
-/* ---- running trials ----------------------------------------------------------------------------
- */
-
-/* One trial in its thread. */
-typedef struct {
-    vx_study *s;
-    vx_trial t; /* in: identity, params, seed, batch; out: the result */
-    const double *x;
-    vx_device *dev;
-    size_t share;
-    const double *median; /* per epoch: earlier generations' median best-so-far (NaN: none) */
-    int n_median;
-    volatile int *stop;
-    vx_curve_point *curve;
-    int n_curve, cap_curve;
-    int validations, pruned, device_refused, out_of_memory;
-    double best, best_se;
-    vx_status st;
-    vx_err err;
-    pthread_t thread;
-} trial_job;
-
-static void trial_label(const vx_trial *t, char *buf, size_t n)
-{
-    snprintf(buf, n, "g%d-p%d-s%d", t->generation, t->particle, t->seed_index);
-}
-
-/* The trial's run: validations recorded, pruned against earlier generations (after the warm-up),
- * stopped when the study is. */
-static int on_epoch(const vx_epoch_report *r, void *ctx)
-{
-    trial_job *j = ctx;
-    double upd = vx_epoch_metric(r, "updates");
-    if (isfinite(upd)) j->t.updates = (int64_t)upd; /* the algorithm counts them all */
-    j->t.env_steps = r->env_steps;
-    j->t.epochs = r->epoch;
-    if (r->validated) {
-        if (j->n_curve == j->cap_curve) {
-            int cap = j->cap_curve ? 2 * j->cap_curve : 16;
-            vx_curve_point *c = realloc(j->curve, (size_t)cap * sizeof *c);
-            if (!c) {
-                j->out_of_memory = 1; /* a failure, not a prune or a stop */
-                return 1;
-            }
-            j->curve = c, j->cap_curve = cap;
-        }
-        j->curve[j->n_curve++] = (vx_curve_point){r->epoch, r->val.sharpe, r->val.sharpe_se};
-        j->validations++;
-        if (isfinite(r->val.sharpe) && !(r->val.sharpe <= j->best)) { /* the first best counts */
-            j->best = r->val.sharpe, j->best_se = r->val.sharpe_se;
-            j->t.best_epoch = r->epoch;
-        }
-        const vx_study_cfg *c = &j->s->cfg;
-        double med = r->epoch < j->n_median ? j->median[r->epoch] : NAN;
-        if (c->prune && j->validations > c->prune_warmup && isfinite(med) && !(j->best >= med)) {
-            j->pruned = 1;
-            return 1;
-        }
-    }
-    return *j->stop != 0;
-}
-
-static vx_status trial_config(const trial_job *j, vx_train_cfg *c, vx_err *e)
-{
-    const vx_study *s = j->s;
-    *c = *s->base;
-    vx_status st = vx_space_apply(&s->space, j->x, c, e);
-    if (!st) st = set_batch(c, j->t.batch, e);
-    if (st) return st;
-    c->seed = j->t.train_seed;
-    c->final_test = 0;       /* the study tests its best trial, once */
-    c->checkpoint_every = 0; /* a trial is re-run, never resumed */
-    c->async_checkpoints = 0;
-    char id[32];
-    snprintf(id, sizeof id, "trials/%06lld", (long long)j->t.id);
-    if ((size_t)snprintf(c->run_dir, sizeof c->run_dir, "%s/%s", s->dir, id) >= sizeof c->run_dir)
-        return vx_err_line(e, VX_ERR_ARG, s->dir, -1, "", "study folder path too long");
-    return vx_train_cfg_check(c, e);
-}
-
-/* layer 3: a trial its share refuses halves its batch and starts again, alone */
-static void *trial_main(void *arg)
-{
-    trial_job *j = arg;
-    char label[48];
-    trial_label(&j->t, label, sizeof label);
-    vx_log_set_thread_tag(label, VX_LOG_WARN);
-    vx_train_cfg *c = malloc(sizeof *c);
-    if (!c) {
-        j->st = vx_err_set(&j->err, VX_ERR_NOMEM, "%s: out of memory", label);
-        return NULL;
-    }
-    uint64_t t0 = vx_now_ns();
-    for (;;) {
-        j->n_curve = j->validations = j->pruned = j->device_refused = j->out_of_memory = 0;
-        j->best = j->best_se = NAN;
-        j->t.updates = j->t.env_steps = 0;
-        j->st = trial_config(j, c, &j->err);
-        if (j->st) break;
-        vx_remove_tree(c->run_dir, NULL); /* whatever an attempt before left */
-        vx_device *sh = NULL;
-        j->st = vx_device_share(j->dev, j->share, label, &sh, &j->err);
-        if (j->st) break;
-        j->st = vx_train_run(c, sh, 0, on_epoch, j, NULL, &j->err);
-        vx_device_mem m;
-        vx_device_memory(sh, &m);
-        if ((int64_t)m.peak > j->t.mem_measured) j->t.mem_measured = (int64_t)m.peak;
-        vx_device_close(sh);
-        if (j->st != VX_ERR_NOMEM) break;
-        if (!m.refused) { /* the device, not the share: the study's concern (layers 2, 4) */
-            j->device_refused = 1;
-            break;
-        }
-        if (j->t.batch < 2) break;
-        vx_log(VX_LOG_WARN, "out of memory in its %.1f MB share at batch %d: halving to %d",
-               j->share / 1e6, j->t.batch, j->t.batch / 2);
-        j->t.batch /= 2;
-        j->t.halvings++;
-    }
-    free(c);
-    j->t.seconds = vx_seconds_since(t0);
-    return NULL;
-}
-
-/* The result of a joined job into its trial; VX_OK unless the store fails. */
 static vx_status record(vx_study *s, trial_job *j, vx_err *e)
 {
     vx_trial *t = &s->trials[j->t.id];
@@ -602,7 +450,7 @@ static vx_status record(vx_study *s, trial_job *j, vx_err *e)
         t->objective = NAN;
         snprintf(t->error, sizeof t->error, "%.500s", j->err.msg);
         char label[48];
-        trial_label(t, label, sizeof label);
+        vx_trial_label(s, t, label, sizeof label);
         vx_log(VX_LOG_WARN, "hyperopt: trial %s failed: %s", label, j->err.msg);
     }
     if (t->status == VX_TRIAL_PENDING) { /* runs again; the store says so (status) */
@@ -676,46 +524,13 @@ static void params_text(const vx_space *sp, const double *x, char *out, size_t n
     }
 }
 
-static vx_status event(vx_study *s, vx_device *dev, int g, int running, const char *note, vx_err *e)
+static vx_status event(vx_study *s, vx_device *dev, int g, int running, int concurrency,
+                       const char *note, vx_err *e)
 {
     vx_study_event ev;
-    memset(&ev, 0, sizeof ev);
-    struct timespec now;
-    clock_gettime(CLOCK_REALTIME, &now); /* wall time: a resumed study's events follow on */
-    ev.t = (double)now.tv_sec + now.tv_nsec * 1e-9;
-    ev.generation = g;
-    ev.concurrency = s->cur_concurrency;
-    ev.running = running;
-    vx_device_mem m;
-    vx_device_memory(dev, &m);
-    ev.reserved = (int64_t)m.reserved, ev.peak = (int64_t)m.peak;
-    vx_device_info info;
-    if (vx_device_query(dev, &info, NULL) == VX_OK)
-        ev.free_b = (int64_t)info.free, ev.total = (int64_t)info.total;
-    snprintf(ev.note, sizeof ev.note, "%s", note ? note : "");
+    vx_event_fill(dev, g, concurrency, running, note, &ev);
     return vx_store_event(&s->store, &ev, e);
 }
-
-/* layer 4: below 10% free on the device (the driver's count, or the budget's), halve */
-static void watchdog(vx_study *s, vx_device *dev, int g, vx_err *e)
-{
-    vx_device_info info;
-    if (vx_device_query(dev, &info, NULL) != VX_OK || !info.total) return;
-    vx_device_mem m;
-    vx_device_memory(dev, &m);
-    double free_frac = (double)info.free / (double)info.total;
-    double budget_frac = m.budget ? (double)vx_device_available(dev) / (double)m.budget : 1;
-    double f = free_frac < budget_frac ? free_frac : budget_frac;
-    if (f >= 0.10 || s->cur_concurrency <= 1) return;
-    int to = (s->cur_concurrency + 1) / 2;
-    char note[160];
-    snprintf(note, sizeof note, "only %.1f%% free: concurrency %d -> %d", 100 * f,
-             s->cur_concurrency, to);
-    vx_log(VX_LOG_WARN, "hyperopt: %s", note);
-    s->cur_concurrency = to;
-    event(s, dev, g, 0, note, e);
-}
-
 /* A particle's objective: the mean of its seeds' (NaN when one of them has none). */
 static double particle_objective(const vx_study *s, int g, int i)
 {
@@ -761,7 +576,7 @@ static vx_status prepare_generation(vx_study *s, const vx_pso *p, int g, int kin
         st = vx_space_apply(&s->space, x, c, e);
         vx_trial_memory m;
         if (!st) st = vx_trial_memory_of(c, kind, &m, e);
-        if (!st && t->halvings == 0) t->batch = batch_of(c);
+        if (!st && t->halvings == 0) t->batch = vx_trial_batch_of(c);
         if (!st) t->mem_estimate = (int64_t)m.total;
     }
     free(c);
@@ -780,7 +595,7 @@ static vx_status report_ready(vx_study *s, vx_pso *p, int g, int *next, vx_err *
 }
 
 static void progress(vx_study *s, const vx_pso *p, int g, int running, size_t share,
-                     vx_study_progress_fn cb, void *ctx)
+                     const vx_engine *eng, const vx_workers *w, vx_study_progress_fn cb, void *ctx)
 {
     if (!cb) return;
     vx_study_progress pr;
@@ -795,7 +610,8 @@ static void progress(vx_study *s, const vx_pso *p, int g, int running, size_t sh
         pr.failed += t->status == VX_TRIAL_FAILED;
     }
     pr.running = running;
-    pr.concurrency = s->cur_concurrency;
+    pr.concurrency = (eng->local ? *eng->cur : 0) + vx_workers_concurrency(w);
+    pr.ranks = eng->local + vx_workers_count(w);
     pr.mem_per_trial = (int64_t)share;
     pr.best = p->gbest_particle >= 0 ? p->gbest_f : NAN;
     if (p->gbest_particle >= 0)
@@ -804,110 +620,164 @@ static void progress(vx_study *s, const vx_pso *p, int g, int running, size_t sh
     cb(&pr, ctx);
 }
 
-/* Runs the pending trials of generation g in chunks. */
-static vx_status run_generation(vx_study *s, vx_pso *p, int g, vx_device *dev, size_t avail,
-                                int cap, size_t worst, vx_study_progress_fn cb, void *ctx,
-                                volatile int *stop, vx_err *e)
+/* Marks up to `max` pending trials of generation g running (in the store: a kill from here
+ * re-runs them) and copies them into t, their positions into x. */
+static vx_status claim(vx_study *s, const vx_pso *p, int g, int max, vx_trial *t, const double **x,
+                       int *n, vx_err *e)
 {
-    int n_med = 0, next = 0;
-    double *med = medians(s, g, &n_med);
     size_t base = (size_t)g * s->per_gen;
-    trial_job *jobs = calloc((size_t)s->per_gen, sizeof *jobs);
-    int *todo = malloc((size_t)s->per_gen * sizeof *todo);
-    vx_status st = !jobs || !todo || (!med && g > 0)
-                       ? vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory")
-                       : VX_OK;
-    if (!st) st = report_ready(s, p, g, &next, e);
-    while (!st) {
-        int n = 0;
-        for (int k = 0; k < s->per_gen; k++)
-            if (s->trials[base + k].status == VX_TRIAL_PENDING) todo[n++] = k;
-        if (n == 0) break;
-        if (*stop) {
-            st = vx_err_set(e, VX_ERR_STOPPED,
-                            "hyperopt: stopped in generation %d; resume with "
-                            "--resume",
-                            g + 1);
+    *n = 0;
+    for (int k = 0; k < s->per_gen && *n < max; k++)
+        if (s->trials[base + k].status == VX_TRIAL_PENDING) {
+            vx_trial *tr = &s->trials[base + k];
+            tr->status = VX_TRIAL_RUNNING;
+            t[*n] = *tr;
+            x[(*n)++] = vx_pso_position(p, tr->particle);
+        }
+    if (*n == 0) return VX_OK;
+    vx_status st = vx_store_begin(&s->store, e);
+    for (int k = 0; k < *n && !st; k++) st = vx_store_trial_put(&s->store, &t[k], e);
+    if (!st) st = vx_store_commit(&s->store, e);
+    else vx_store_rollback(&s->store);
+    if (st)
+        for (int k = 0; k < *n; k++) s->trials[t[k].id].status = VX_TRIAL_PENDING;
+    return st;
+}
+
+/* What a worker returned, recorded as if its trials had run here. */
+static vx_status record_reply(vx_study *s, int g, vx_reply *r, vx_err *e)
+{
+    if (r->error[0])
+        return vx_err_set(e, VX_ERR_IO, "hyperopt: rank %d failed: %s", r->worker, r->error);
+    vx_status st = VX_OK;
+    for (int k = 0; k < r->n && !st; k++) {
+        const vx_trial_outcome *o = &r->o[k];
+        if (o->t.id < 0 || (size_t)o->t.id >= s->n_trials || o->t.generation != g ||
+            s->trials[o->t.id].status != VX_TRIAL_RUNNING) {
+            st = vx_err_set(e, VX_ERR_FORMAT,
+                            "hyperopt: rank %d returned trial %lld, which it "
+                            "was not given",
+                            r->worker, (long long)o->t.id);
             break;
         }
-        watchdog(s, dev, g, e);
-        int c = s->cur_concurrency < n ? s->cur_concurrency : n;
-        size_t share = avail / (size_t)s->cur_concurrency;
-        /* the chunk's trials are running: a kill from here re-runs them */
-        st = vx_store_begin(&s->store, e);
-        for (int k = 0; k < c && !st; k++) {
-            vx_trial *t = &s->trials[base + todo[k]];
-            t->status = VX_TRIAL_RUNNING;
-            st = vx_store_trial_put(&s->store, t, e);
-        }
-        if (!st) st = vx_store_commit(&s->store, e);
-        else vx_store_rollback(&s->store);
-        if (st) break;
-        int started = 0;
-        for (int k = 0; k < c; k++) {
-            trial_job *j = &jobs[k];
-            memset(j, 0, sizeof *j);
-            j->s = s, j->t = s->trials[base + todo[k]], j->dev = dev, j->share = share;
-            j->x = vx_pso_position(p, j->t.particle);
-            j->median = med, j->n_median = n_med, j->stop = stop;
-            j->t.status = VX_TRIAL_RUNNING;
-            if (pthread_create(&j->thread, NULL, trial_main, j) != 0) {
-                st = vx_err_set(e, VX_ERR_NOMEM, "hyperopt: cannot start a trial thread: %s",
-                                strerror(errno));
-                break;
-            }
-            started++;
-        }
-        progress(s, p, g, started, share, cb, ctx); /* the chunk as it starts */
-        int refused = 0;
-        int64_t measured = 0;
-        for (int k = 0; k < started; k++) {
-            pthread_join(jobs[k].thread, NULL);
-            refused += jobs[k].device_refused;
-            if (jobs[k].t.mem_measured > measured) measured = jobs[k].t.mem_measured;
-            vx_status rs = record(s, &jobs[k], e);
-            if (!st) st = rs;
-            free(jobs[k].curve);
-        }
-        for (int k = started; k < c; k++) s->trials[base + todo[k]].status = VX_TRIAL_PENDING;
-        if (st) break;
-        char note[160] = "";
-        if (refused && s->cur_concurrency > 1) { /* layer 2: the device was fuller than planned */
-            int to = (c + 1) / 2;
-            snprintf(note, sizeof note, "the device refused %d of %d trials: concurrency %d -> %d",
-                     refused, c, s->cur_concurrency, to);
-            vx_log(VX_LOG_WARN, "hyperopt: %s", note);
-            s->cur_concurrency = to;
-            s->ramped = 1;
-        } else if (refused) {
-            st = vx_err_set(e, VX_ERR_NOMEM,
-                            "hyperopt: the device refused a trial running alone (%.1f MB "
-                            "share): free memory on it or lower the batch",
-                            share / 1e6);
-            break;
-        } else if (!s->ramped) { /* layer 2: scale to what a trial really took */
-            s->ramped = 1;
-            /* a share never below the largest trial the space allows (so no later trial halves
-             * what it would not halve alone), nor below what the first chunk really took; on the
-             * CPU most of a trial's memory is outside the accounts, so the estimate stands */
-            int64_t per = (int64_t)worst;
-            if (vx_device_kind(dev) != VX_DEVICE_CPU && measured > per) per = measured;
-            int64_t fit = per > 0 ? (int64_t)(avail / (size_t)per) : cap;
-            int to = fit < cap ? (int)fit : cap;
-            if (to > s->cur_concurrency) {
-                snprintf(note, sizeof note,
-                         "the first chunk peaked at %.1f MB a trial (the largest trial's estimate "
-                         "%.1f MB): concurrency %d -> %d",
-                         measured / 1e6, worst / 1e6, s->cur_concurrency, to);
-                vx_log(VX_LOG_INFO, "hyperopt: %s", note);
-                s->cur_concurrency = to;
-            }
-        }
-        if (!st) st = event(s, dev, g, c, note, e);
-        if (!st) st = report_ready(s, p, g, &next, e);
-        progress(s, p, g, 0, share, cb, ctx);
+        trial_job j;
+        memset(&j, 0, sizeof j);
+        j.s = s, j.t = o->t, j.best = o->best, j.best_se = o->best_se;
+        j.pruned = o->pruned, j.out_of_memory = o->out_of_memory;
+        j.device_refused = o->device_refused, j.st = (vx_status)o->st;
+        snprintf(j.err.msg, sizeof j.err.msg, "%s", o->err);
+        j.curve = r->curve[k], j.n_curve = o->n_curve;
+        r->curve[k] = NULL; /* record takes it */
+        st = record(s, &j, e);
+        free(j.curve);
     }
-    free(med), free(jobs), free(todo);
+    if (!st && r->ev.note[0]) {
+        vx_study_event ev = r->ev;
+        snprintf(ev.note, sizeof ev.note, "rank %d: %.140s", r->worker, r->ev.note);
+        st = vx_store_event(&s->store, &ev, e);
+    }
+    return st;
+}
+
+/* Runs the pending trials of generation g: in chunks on this process's engine (when `local`), and
+ * in sets handed to the worker ranks as they become free. Results are recorded as they come, in
+ * whatever order; the swarm hears them in particle order (report_ready). */
+static vx_status run_generation(vx_study *s, vx_pso *p, int g, vx_engine *eng, vx_workers *w,
+                                int local, vx_study_progress_fn cb, void *ctx, volatile int *stop,
+                                vx_err *e)
+{
+    int n_med = 0, next = 0, n_workers = vx_workers_count(w);
+    double *med = medians(s, g, &n_med);
+    vx_trial *t = malloc((size_t)s->per_gen * sizeof *t);
+    const double **x = malloc((size_t)s->per_gen * sizeof *x);
+    vx_chunk ch = {0};
+    vx_status st = !t || !x || (!med && g > 0)
+                       ? vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory")
+                       : vx_chunk_init(&ch, s->per_gen, e);
+    if (!st) st = report_ready(s, p, g, &next, e);
+    int local_busy = 0, stopping = 0;
+    volatile int halt = 0; /* what this process's trials read: the stop, or an error */
+    char note[160];
+    while (!st) {
+        if (*stop) halt = 1;
+        if (*stop && !stopping) {
+            stopping = 1;
+            vx_workers_stop(w);
+        }
+        /* the pending trials are spread over the ranks free now: no rank takes more than its
+         * part while another that could run them waits */
+        int n = 0, pending = 0, free_ranks = local && !local_busy;
+        for (int k = 0; k < s->per_gen; k++)
+            pending += s->trials[(size_t)g * s->per_gen + k].status == VX_TRIAL_PENDING;
+        for (int k = 1; k <= n_workers; k++) free_ranks += vx_workers_capacity(w, k) > 0;
+        int part = free_ranks ? (pending + free_ranks - 1) / free_ranks : 0;
+        if (!stopping && local && !local_busy && part > 0) {
+            vx_watchdog(eng, note, sizeof note);
+            if (note[0]) st = event(s, eng->dev, g, 0, *eng->cur, note, e);
+            int max = *eng->cur < part ? *eng->cur : part;
+            if (!st) st = claim(s, p, g, max, t, x, &n, e);
+            if (!st && n) st = vx_chunk_start(s, eng, &ch, t, x, n, med, n_med, &halt, e);
+            if (!st && n) {
+                local_busy = 1;
+                progress(s, p, g, ch.started + vx_workers_running(w), ch.share, eng, w, cb, ctx);
+            }
+        }
+        for (int k = 1; k <= n_workers && !st && !stopping; k++) {
+            int cap = vx_workers_capacity(w, k);
+            if (cap > part) cap = part;
+            if (cap <= 0) continue;
+            st = claim(s, p, g, cap, t, x, &n, e);
+            if (!st && n) st = vx_workers_send(w, k, s, g, t, x, n, med, n_med, e);
+            if (!st && n)
+                progress(s, p, g, (local_busy ? ch.started : 0) + vx_workers_running(w), ch.share,
+                         eng, w, cb, ctx);
+        }
+        if (st || (!local_busy && vx_workers_running(w) == 0)) break;
+        /* wait for the local chunk or a worker's reply, whichever comes first */
+        if (local_busy && vx_chunk_wait(&ch, n_workers ? 2 : 100)) {
+            local_busy = 0;
+            st = vx_chunk_end(eng, &ch, note, sizeof note, e);
+            for (int k = 0; k < ch.started; k++) {
+                vx_status rs = record(s, &ch.jobs[k], e);
+                if (!st) st = rs;
+                free(ch.jobs[k].curve);
+            }
+            if (!st) st = event(s, eng->dev, g, ch.started, *eng->cur, note, e);
+            if (!st) st = report_ready(s, p, g, &next, e);
+            progress(s, p, g, vx_workers_running(w), ch.share, eng, w, cb, ctx);
+            continue;
+        }
+        vx_reply r;
+        int got = n_workers ? vx_workers_poll(w, &r, e) : 0;
+        if (got < 0) st = VX_ERR_IO;
+        if (got > 0) {
+            if (r.interrupted && !stopping) stopping = 1, halt = 1, vx_workers_stop(w);
+            st = record_reply(s, g, &r, e);
+            vx_reply_free(&r);
+            if (!st) st = report_ready(s, p, g, &next, e);
+            progress(s, p, g, (local_busy ? ch.started : 0) + vx_workers_running(w), ch.share, eng,
+                     w, cb, ctx);
+        } else if (!got && !local_busy) {
+            struct timespec ms = {0, 2000000};
+            nanosleep(&ms, NULL); /* only workers are busy: poll, do not spin */
+        }
+    }
+    if (local_busy) { /* an error while the local chunk ran: it ends with the study */
+        vx_workers_stop(w);
+        halt = 1; /* its trials stop at their next epoch */
+        vx_chunk_wait(&ch, -1);
+        char ignored[160];
+        vx_err e2;
+        vx_chunk_end(eng, &ch, ignored, sizeof ignored, &e2);
+        for (int k = 0; k < ch.started; k++) free(ch.jobs[k].curve);
+    }
+    if (!st && stopping)
+        st = vx_err_set(e, VX_ERR_STOPPED,
+                        "hyperopt: stopped in generation %d; resume with "
+                        "--resume",
+                        g + 1);
+    vx_chunk_free(&ch);
+    free(med), free(t), free(x);
     return st;
 }
 
@@ -937,18 +807,19 @@ static vx_status write_trials_csv(const vx_study *s, vx_err *e)
     if (!st) st = vx_atomic_open(&af, path, e);
     if (st) return st;
     FILE *f = af.f;
-    fprintf(f, "id,generation,particle,seed,status,objective,objective_se,best_epoch,epochs,"
-               "train_seed,batch,halvings,mem_estimate,mem_measured,seconds,env_steps,updates");
+    fprintf(f,
+            "id,generation,particle,seed,status,objective,objective_se,best_epoch,epochs,"
+            "train_seed,batch,halvings,mem_estimate,mem_measured,seconds,env_steps,updates,rank");
     for (int i = 0; i < s->space.n; i++) fprintf(f, ",%s", s->space.p[i].key);
     fprintf(f, ",error\n");
     for (size_t i = 0; i < s->n_trials; i++) {
         const vx_trial *t = &s->trials[i];
-        fprintf(f, "%lld,%d,%d,%d,%s,%.17g,%.17g,%d,%d,%llu,%d,%d,%lld,%lld,%.3f,%lld,%lld",
+        fprintf(f, "%lld,%d,%d,%d,%s,%.17g,%.17g,%d,%d,%llu,%d,%d,%lld,%lld,%.3f,%lld,%lld,%d",
                 (long long)t->id, t->generation, t->particle, t->seed_index,
                 vx_trial_status_name(t->status), t->objective, t->objective_se, t->best_epoch,
                 t->epochs, (unsigned long long)t->train_seed, t->batch, t->halvings,
                 (long long)t->mem_estimate, (long long)t->mem_measured, t->seconds,
-                (long long)t->env_steps, (long long)t->updates);
+                (long long)t->env_steps, (long long)t->updates, t->rank);
         /* the values in the space's order, from the "key=value" lines, then the error: quoted
          * (a value may hold commas: "64,64"), their quotes doubled */
         const char *line = t->params;
@@ -973,10 +844,7 @@ static vx_status write_best(const vx_study *s, const vx_trial *t, const double *
 {
     vx_train_cfg *c = malloc(sizeof *c);
     if (!c) return vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory");
-    trial_job j;
-    memset(&j, 0, sizeof j);
-    j.s = (vx_study *)s, j.t = *t, j.x = x;
-    vx_status st = trial_config(&j, c, e);
+    vx_status st = vx_trial_config(s, t, x, c, e);
     if (!st) {
         c->final_test = s->base->final_test;
         c->checkpoint_every = s->base->checkpoint_every;
@@ -1017,10 +885,7 @@ static vx_status test_best(vx_study *s, const vx_trial *t, const double *x, vx_e
         return vx_store_meta_set(&s->store, "tested", "1", e);
     vx_train_cfg *c = malloc(sizeof *c);
     if (!c) return vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory");
-    trial_job j;
-    memset(&j, 0, sizeof j);
-    j.s = s, j.t = *t, j.x = x;
-    vx_status st = trial_config(&j, c, e);
+    vx_status st = vx_trial_config(s, t, x, c, e);
     vx_market m;
     int have_market = 0;
     if (!st) st = vx_train_open_market(c, &m, e), have_market = !st;
@@ -1072,37 +937,45 @@ static vx_status finish(vx_study *s, const vx_pso *p, vx_err *e)
     return st;
 }
 
-vx_status vx_study_run(vx_study *s, vx_device *dev, vx_study_progress_fn cb, void *ctx,
-                       volatile int *stop, vx_err *e)
+vx_status vx_study_run_with(vx_study *s, vx_device *dev, vx_workers *w, int local,
+                            vx_study_progress_fn cb, void *ctx, volatile int *stop, vx_err *e)
 {
     static volatile int never;
     if (!stop) stop = &never;
     vx_plan plan;
-    vx_status st = vx_study_plan(&s->cfg, &s->space, s->base, dev, &plan, e);
+    vx_engine eng;
+    int state[2] = {s->cur_concurrency, s->ramped};
+    vx_status st = vx_engine_init(s, dev, &eng, state, &plan, e);
     if (st) return st;
-    int cap = s->per_gen;
-    if (plan.kind == VX_DEVICE_CPU && cap > cores()) cap = cores();
-    if (s->cfg.concurrency > 0) cap = s->cfg.concurrency;
-    if (!s->cur_concurrency) s->cur_concurrency = plan.first_chunk;
-    s->ramped = s->cfg.concurrency > 0; /* a concurrency asked for is kept */
-    vx_log(VX_LOG_INFO,
-           "hyperopt: %d generations x %d particles x %d seeds on %s; a trial needs %.1f MB "
-           "(estimate), %.1f MB available: %d at once at most, starting with %d",
-           s->cfg.generations, s->cfg.pso.swarm, s->cfg.seeds, plan.device, plan.trial.total / 1e6,
-           plan.available / 1e6, plan.max_concurrent, s->cur_concurrency);
+    eng.local = local;
+    if (!local && vx_workers_count(w) == 0)
+        return vx_err_set(e, VX_ERR_ARG,
+                          "hyperopt: rank 0 runs no trials and there are no "
+                          "other ranks");
+    if (local)
+        vx_log(VX_LOG_INFO,
+               "hyperopt: %d generations x %d particles x %d seeds on %s; a trial needs %.1f MB "
+               "(estimate), %.1f MB available: %d at once at most, starting with %d",
+               s->cfg.generations, s->cfg.pso.swarm, s->cfg.seeds, plan.device,
+               plan.trial.total / 1e6, plan.available / 1e6, plan.max_concurrent, *eng.cur);
     vx_pso p;
     st = vx_pso_init(&p, &s->cfg.pso, s->space.dims, s->space.lo, s->space.hi, e);
     for (int g = 0; g < s->cfg.generations && !st; g++) {
         if (g > 0) st = vx_pso_step(&p, e);
         if (!st) st = vx_store_swarm_put(&s->store, &p, e);
         if (!st) st = prepare_generation(s, &p, g, plan.kind, e);
-        if (!st)
-            st = run_generation(s, &p, g, dev, plan.available, cap, plan.trial.total, cb, ctx, stop,
-                                e);
+        if (!st) st = run_generation(s, &p, g, &eng, w, local, cb, ctx, stop, e);
+        s->cur_concurrency = *eng.cur, s->ramped = *eng.ramped;
     }
     if (!st) st = finish(s, &p, e);
     vx_pso_free(&p);
     return st;
+}
+
+vx_status vx_study_run(vx_study *s, vx_device *dev, vx_study_progress_fn cb, void *ctx,
+                       volatile int *stop, vx_err *e)
+{
+    return vx_study_run_with(s, dev, NULL, 1, cb, ctx, stop, e);
 }
 
 /* ---- status ------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@
  * otherwise. */
 #include "device_internal.h"
 
+#include <unistd.h>
+
 #if VX_HAVE_CUDA
 /* The registry names each component's CUDA table, so it sees the components' internal headers:
  * the one place a lower layer's file looks up at higher ones (like ggml's backend registry). */
@@ -59,4 +61,31 @@ vx_status vx_device_open(const vx_device_cfg *cfg, vx_device **out, vx_err *e)
                       "device: cuda asked for, but this build of vixen has no CUDA "
                       "(rebuild with nvcc present)");
 #endif
+}
+
+vx_status vx_device_open_local(const vx_device_cfg *cfg, int local_rank, int local_size,
+                               vx_device **out, int *cores, vx_err *e)
+{
+    vx_device_cfg dc = *cfg;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    int local = local_size > 0 ? local_size : 1;
+    *cores = online > local ? (int)(online / local) : 1;
+    int gpus = dc.kind == VX_DEVICE_CPU ? 0 : vx_device_cuda_count();
+    if (gpus > 0) {
+        dc.kind = VX_DEVICE_CUDA;
+        dc.index = local_rank % gpus;
+        int sharing = 0; /* the node's processes on this GPU */
+        for (int k = 0; k < local; k++) sharing += k % gpus == dc.index;
+        if (sharing > 1 && !dc.budget) { /* what the GPU has free, divided among them */
+            vx_device *d;
+            vx_status st = vx_device_open(&dc, &d, e);
+            if (st) return st;
+            vx_device_mem m;
+            vx_device_memory(d, &m);
+            vx_device_close(d);
+            dc.budget = m.budget;
+        }
+        if (sharing > 1) dc.budget /= (size_t)sharing;
+    }
+    return vx_device_open(&dc, out, e);
 }

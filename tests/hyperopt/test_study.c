@@ -16,6 +16,7 @@
  * - best.yaml trained on its own reproduces the best trial's validation result exactly. */
 #define _GNU_SOURCE /* memmem */
 #include "helpers.h"
+#include "hyperopt/study_common.h"
 #include "hyperopt/study_internal.h"
 #include "train/checkpoint.h"
 #include "vixen/dqn.h"
@@ -28,17 +29,6 @@
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-static const char *space_text = "dqn.lr: {type: logfloat, low: 1.0e-4, high: 3.0e-3}\n"
-                                "dqn.gamma: {type: float, low: 0.9, high: 0.99}\n"
-                                "dqn.n_step: {type: int, low: 1, high: 3}\n"
-                                "dqn.loss: {type: categorical, values: [mse, huber]}\n";
-
-#define SMALL                                                                                      \
-    "--set data.synth_days=12 --set env.episode_len=60 --set train.envs=16 "                       \
-    "--set train.steps_per_epoch=40 --set dqn.batch=32 --set dqn.trunk=32,32 "                     \
-    "--set dqn.head_hidden=16 --set dqn.warmup=200 --set train.eval_every=1 --set train.epochs=4 " \
-    "--set replay.capacity=4000 --set train.device=cpu"
 
 static const char *small_keys[][2] = {
     {"data.synth_days", "12"},       {"env.episode_len", "60"},   {"train.envs", "16"},
@@ -79,19 +69,6 @@ static vx_status run_study(const char *dir, const vx_study_cfg *c, vx_device *de
     return st;
 }
 
-static vx_trial *trials_of(const char *dir, size_t *n)
-{
-    char path[512];
-    snprintf(path, sizeof path, "%s/study.db", dir);
-    vx_store s;
-    vx_err e;
-    if (vx_store_open(&s, path, 1, &e)) fail_msg("%s", e.msg);
-    vx_trial *t;
-    if (vx_store_trials(&s, &t, n, &e)) fail_msg("%s", e.msg);
-    vx_store_close(&s);
-    return t;
-}
-
 static vx_study_event *events_of(const char *dir, size_t *n)
 {
     char path[512];
@@ -103,42 +80,6 @@ static vx_study_event *events_of(const char *dir, size_t *n)
     if (vx_store_events(&s, &ev, n, &e)) fail_msg("%s", e.msg);
     vx_store_close(&s);
     return ev;
-}
-
-static int same_bits(double a, double b) { return memcmp(&a, &b, sizeof a) == 0; }
-
-/* The trials of two studies agree: parameters, seeds, statuses, objectives bit for bit, and so
- * do their best.yaml (unless a trial is left out of the comparison). */
-static void assert_same_trials(const char *a, const char *b, int skip_trial)
-{
-    size_t na, nb;
-    vx_trial *x = trials_of(a, &na), *y = trials_of(b, &nb);
-    assert_int_equal(na, nb);
-    for (size_t i = 0; i < na; i++) {
-        if ((int)i == skip_trial) continue;
-        if (strcmp(x[i].params, y[i].params) != 0 || x[i].status != y[i].status ||
-            !same_bits(x[i].objective, y[i].objective) || x[i].train_seed != y[i].train_seed ||
-            x[i].epochs != y[i].epochs || x[i].batch != y[i].batch)
-            fail_msg("trial %zu differs: %s %s %.17g epochs %d batch %d | %s %s %.17g epochs %d "
-                     "batch %d",
-                     i, vx_trial_status_name(x[i].status), x[i].params, x[i].objective, x[i].epochs,
-                     x[i].batch, vx_trial_status_name(y[i].status), y[i].params, y[i].objective,
-                     y[i].epochs, y[i].batch);
-    }
-    free(x), free(y);
-    if (skip_trial >= 0) return; /* the best may be the trial left out */
-    char pa[512], pb[512];
-    snprintf(pa, sizeof pa, "%s/best.yaml", a);
-    snprintf(pb, sizeof pb, "%s/best.yaml", b);
-    size_t la, lb;
-    uint8_t *ba = th_read(pa, &la), *bb = th_read(pb, &lb);
-    /* the first line names the folder */
-    const char *ra = memchr(ba, '\n', la), *rb = memchr(bb, '\n', lb);
-    assert_non_null(ra);
-    assert_non_null(rb);
-    assert_int_equal(la - (size_t)(ra - (char *)ba), lb - (size_t)(rb - (char *)bb));
-    assert_memory_equal(ra, rb, la - (size_t)(ra - (char *)ba));
-    free(ba), free(bb);
 }
 
 static void test_concurrency_does_not_change_results(void **state)
@@ -258,9 +199,7 @@ static void test_kill_and_resume(void **state)
 {
     (void)state;
     char root[64], space[128], ref[128], args[4096];
-    th_tmpdir(root, sizeof root);
-    snprintf(space, sizeof space, "%s/space.yaml", root);
-    th_write_str(space, space_text);
+    study_folder(root, sizeof root, space, sizeof space);
     snprintf(ref, sizeof ref, "%s/ref", root);
     const char *study = "--swarm 4 --generations 2 --concurrency 1";
     snprintf(args, sizeof args, "hyperopt %s " SMALL " %s --study %s", space, study, ref);
@@ -303,9 +242,7 @@ static void test_command_errors(void **state)
 {
     (void)state;
     char root[64], space[128], args[4096], longp[600];
-    th_tmpdir(root, sizeof root);
-    snprintf(space, sizeof space, "%s/space.yaml", root);
-    th_write_str(space, space_text);
+    study_folder(root, sizeof root, space, sizeof space);
     const char *bad[] = {"--plan", "--swarm 3", "--generations 2", "--seed 4", "--no-prune"};
     for (int i = 0; i < 5; i++) {
         snprintf(args, sizeof args, "hyperopt --resume %s %s", root, bad[i]);
@@ -749,6 +686,35 @@ static void test_best_yaml_reproduces_the_trial(void **state)
     th_rmtree(dir);
 }
 
+/* An MPI rank on the CPU (vx_device_open_local) gets its node's cores divided by the ranks there,
+ * and a study caps its concurrency at them. */
+static void test_rank_cpu_share(void **state)
+{
+    (void)state;
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CPU;
+    vx_device *d;
+    vx_err e;
+    int cores = 0;
+    for (int local = 1; local <= 4; local++) {
+        if (vx_device_open_local(&dc, local - 1, local, &d, &cores, &e)) fail_msg("%s", e.msg);
+        assert_int_equal(cores, online > local ? online / local : 1);
+        vx_device_close(d);
+    }
+    vx_study_cfg c;
+    small_cfg(&c, 8, 1, 0);
+    c.cpu_cores = 1;
+    vx_space sp;
+    if (vx_space_load_text(&sp, space_text, strlen(space_text), "space", &e)) fail_msg("%s", e.msg);
+    vx_train_cfg *base = small_base();
+    vx_plan p;
+    if (vx_study_plan(&c, &sp, base, NULL, &p, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(p.max_concurrent, 1);
+    free(base);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -763,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_outputs_and_a_stop),
         cmocka_unit_test(test_kill_and_resume),
         cmocka_unit_test(test_command_errors),
+        cmocka_unit_test(test_rank_cpu_share),
     };
     const char *only = getenv("VX_TEST_ONLY");
     if (only) cmocka_set_test_filter(only);

@@ -120,6 +120,38 @@ static void test_concurrency_does_not_change_results(void **state)
     th_rmtree(a), th_rmtree(b);
 }
 
+/* An MPI rank's device (vx_device_open_local): the GPU of its node-local rank modulo the GPUs,
+ * and the budget of a GPU split between the ranks that share it. */
+static void test_rank_devices(void **state)
+{
+    (void)state;
+    int gpus = vx_device_cuda_count(), cores;
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CUDA;
+    dc.budget = (size_t)8 << 30;
+    vx_err e;
+    vx_device *alone, *d;
+    if (vx_device_open_local(&dc, 0, 1, &alone, &cores, &e)) fail_msg("%s", e.msg);
+    vx_device_mem m1;
+    vx_device_memory(alone, &m1);
+    assert_int_equal(m1.budget, dc.budget);
+    vx_device_close(alone);
+    /* 2·gpus + 1 ranks on the node: rank gpus takes GPU 0, shared by three ranks when there is
+     * one GPU (by 3 ranks of 3: 0, 1, 2) and by two otherwise (0 and gpus, 2·gpus) */
+    int local = 2 * gpus + 1, rank = gpus;
+    if (vx_device_open_local(&dc, rank, local, &d, &cores, &e)) fail_msg("%s", e.msg);
+    char want[16];
+    snprintf(want, sizeof want, "cuda:%d ", rank % gpus);
+    assert_int_equal(strncmp(vx_device_name(d), want, strlen(want)), 0);
+    vx_device_mem m;
+    vx_device_memory(d, &m);
+    assert_int_equal(m.budget, dc.budget / 3); /* GPU 0: ranks 0, gpus and 2·gpus */
+    printf("rank %d of %d on %d GPU(s): %s, budget %.2f GiB of %.2f\n", rank, local, gpus,
+           vx_device_name(d), m.budget / 1073741824.0, dc.budget / 1073741824.0);
+    vx_device_close(d);
+}
+
 int main(void)
 {
     if (vx_cuda_device_count() == 0) {
@@ -138,6 +170,7 @@ int main(void)
         cmocka_unit_test(test_dqn_estimates),
         cmocka_unit_test(test_ppo_estimates),
         cmocka_unit_test(test_concurrency_does_not_change_results),
+        cmocka_unit_test(test_rank_devices),
     };
     int failed = cmocka_run_group_tests_name("study_cuda", tests, NULL, NULL);
     vx_device_close(g_dev);
