@@ -71,9 +71,12 @@ vx_status vx_device_query(const vx_device *d, vx_device_info *out, vx_err *e);
 int vx_device_cuda_count(void);
 
 /* Opens the context of one of `local_size` processes on a node (the ranks of an MPI job there):
- * kind CUDA (or AUTO where there are GPUs) takes GPU local_rank modulo the node's GPUs, its budget
- * (cfg->budget, or what the GPU has free) divided among the processes that share that GPU; the CPU
- * is shared by core: *cores is this process's share of the node's cores. */
+ * kind CUDA (or AUTO where there are GPUs) takes GPU local_rank modulo the GPUs this process sees,
+ * its budget (cfg->budget, or what the GPU has free) divided among the processes that share that
+ * GPU; the CPU's memory budget is divided among all of them. *cores is this process's share of the
+ * node's cores: the cores it is bound to when a launcher bound it, else the node's divided by
+ * local_size. (Every process is taken to see the node's GPUs in the same order: a launcher that
+ * gives each one GPU of its own makes them all "GPU 0" and divides its budget needlessly.) */
 vx_status vx_device_open_local(const vx_device_cfg *cfg, int local_rank, int local_size,
                                vx_device **out, int *cores, vx_err *e);
 

@@ -302,6 +302,7 @@ vx_status vx_study_status(const char *dir, FILE *f, vx_err *e);
 typedef struct {
     int rank, size;             /* in MPI_COMM_WORLD */
     int local_rank, local_size; /* on this node (MPI_Comm_split_type, shared memory) */
+    int rank0_here;             /* rank 0 runs on this node (its local rank 0) */
     char host[256];
 } vx_ranks;
 

@@ -66,11 +66,14 @@ static void print_progress(const vx_study_progress *p, void *ctx)
     }
     char ranks[32] = "";
     if (p->ranks > 1) snprintf(ranks, sizeof ranks, " over %d ranks", p->ranks);
+    char mem[48] = ""; /* none on a rank 0 that only coordinates */
+    if (p->mem_per_trial > 0)
+        snprintf(mem, sizeof mem, ", %.0f MB a trial", p->mem_per_trial / 1e6);
     fprintf(stderr,
-            "hyperopt: generation %d/%d | trials %d/%d done, %d running | concurrency %d%s, %.0f "
-            "MB a trial | %d halvings, %d pruned, %d failed | %s%s\n",
+            "hyperopt: generation %d/%d | trials %d/%d done, %d running | concurrency %d%s%s | %d "
+            "halvings, %d pruned, %d failed | %s%s\n",
             p->generation + 1, p->generations, p->done, p->total, p->running, p->concurrency, ranks,
-            p->mem_per_trial / 1e6, p->halvings, p->pruned, p->failed, t, best);
+            mem, p->halvings, p->pruned, p->failed, t, best);
 }
 
 static int fail(const vx_err *e)
@@ -148,7 +151,7 @@ int vx_cmd_hyperopt(int argc, char **argv)
 {
     if (argc > 0 && strcmp(argv[0], "status") == 0) return status_cmd(argc - 1, argv + 1);
     if (argc > 0 && strcmp(argv[0], "report") == 0) return report_cmd(argc - 1, argv + 1);
-    vx_ranks r = {0, 1, 0, 1, ""};
+    vx_ranks r = {0, 1, 0, 1, 1, ""};
     int mpi = vx_mpi_launched();
     if (mpi) {
         vx_err e;
@@ -289,8 +292,11 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
         /* a resumed study runs where it was created, unless --device says otherwise */
         dc.kind = s && !device ? vx_study_device_kind(s) : base->device;
         dc.threads = 1; /* on the CPU every trial runs its own BLAS in its own thread */
-        vx_status ds = r->size > 1 ? open_rank_device(r, dc.kind, &dev, &cores, &e)
-                                   : vx_device_open(&dc, &dev, &e);
+        /* a rank 0 that runs trials takes its share of the node; one that only coordinates
+         * (or a process alone) the whole device */
+        vx_status ds = r->size > 1 && !coordinate_only
+                           ? open_rank_device(r, dc.kind, &dev, &cores, &e)
+                           : vx_device_open(&dc, &dev, &e);
         if (ds) {
             fprintf(stderr, "vixen: device: %s\n", e.msg);
             rc = VX_EXIT_FAIL;

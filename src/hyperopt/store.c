@@ -99,6 +99,12 @@ vx_status vx_store_open(vx_store *s, const char *path, int readonly, vx_err *e)
     if (st == VX_ERR_NOT_FOUND || (st && !fmt))
         st = vx_err_line(e, VX_ERR_FORMAT, path, -1, "format", "not a vixen study store");
     free(fmt);
+    /* a store from before trials recorded their rank gets the column (0: one process) */
+    sqlite3_stmt *q = NULL;
+    if (!st && !readonly &&
+        sqlite3_prepare_v2(s->db, "SELECT rank FROM trials LIMIT 0", -1, &q, NULL) != SQLITE_OK)
+        st = exec(s, "ALTER TABLE trials ADD COLUMN rank INT DEFAULT 0", e);
+    sqlite3_finalize(q);
     if (st) vx_store_close(s);
     return st;
 }
@@ -246,7 +252,7 @@ vx_status vx_store_trials(vx_store *s, vx_trial **out, size_t *n, vx_err *e)
         t->updates = sqlite3_column_int64(q, k++);
         copy_text(t->params, sizeof t->params, sqlite3_column_text(q, k++));
         copy_text(t->error, sizeof t->error, sqlite3_column_text(q, k++));
-        t->rank = sqlite3_column_int(q, k++);
+        t->rank = sqlite3_column_count(q) > k ? sqlite3_column_int(q, k) : 0; /* an older store */
         if (t->status > VX_TRIAL_FAILED) {
             st = vx_err_line(e, VX_ERR_FORMAT, s->path, -1, "status", "trial %lld has status %d",
                              (long long)t->id, (int)t->status);

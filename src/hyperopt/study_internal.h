@@ -13,7 +13,8 @@
  * trials(...)        one row per trial (vx_trial_row), written when it starts and when it ends
  * curves(...)        each trial's validations (epoch, Sharpe, standard error)
  * swarm(...)         each generation's positions, velocities and bests, as the swarm had them
- * events(...)        concurrency and memory before and after each chunk
+ * events(...)        concurrency and memory after each of rank 0's chunks (and the watchdog's
+ *                    halvings), and every worker rank's notes of what its layers changed
  * Every write is a transaction with synchronous=FULL: a kill at any instant leaves the database as
  * it was after the last one that committed. */
 typedef struct {

@@ -17,11 +17,13 @@
  *   STOP  0 → k  stop the trials running at their next epoch (they come back pending)
  *   DONE  0 → k  no more sets; BYE k → 0 answers it, so no message is left in flight when the
  *                ranks finalise
- * Waiting is a probe every 2 ms, not a blocking receive: OpenMPI's blocking calls spin a core,
- * which trials on the same node would lose. */
+ * Waiting for a message is a probe every 2 ms, not a blocking receive: OpenMPI's blocking calls
+ * spin a core, which trials on the same node would lose. Rank 0 sends without waiting (MPI_Isend);
+ * a worker's sends block, but only until rank 0, which probes all the time, takes them. */
 #define _DEFAULT_SOURCE
 #include "study_internal.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -206,6 +208,13 @@ vx_status vx_mpi_init(vx_ranks *r, vx_err *e)
     MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, r->rank, MPI_INFO_NULL, &node);
     MPI_Comm_rank(node, &r->local_rank);
     MPI_Comm_size(node, &r->local_size);
+    MPI_Group world_g, node_g;
+    int zero = 0, zero_here = MPI_UNDEFINED;
+    MPI_Comm_group(MPI_COMM_WORLD, &world_g);
+    MPI_Comm_group(node, &node_g);
+    MPI_Group_translate_ranks(world_g, 1, &zero, node_g, &zero_here);
+    r->rank0_here = zero_here != MPI_UNDEFINED;
+    MPI_Group_free(&world_g), MPI_Group_free(&node_g);
     MPI_Comm_free(&node);
     int len = 0;
     char name[MPI_MAX_PROCESSOR_NAME];
@@ -321,6 +330,8 @@ static int parse_reply(int src, const char *data, int n, vx_reply *r)
     for (int k = 0; k < m && !rd.bad; k++) {
         int c = r->o[k].n_curve;
         r->o[k].err[sizeof r->o[k].err - 1] = '\0';
+        r->o[k].t.params[sizeof r->o[k].t.params - 1] = '\0';
+        r->o[k].t.error[sizeof r->o[k].t.error - 1] = '\0';
         if (c < 0 || (size_t)c > (rd.n - rd.off) / sizeof(vx_curve_point)) rd.bad = 1;
         if (rd.bad || c == 0) continue;
         r->curve[k] = malloc((size_t)c * sizeof(vx_curve_point));
@@ -371,36 +382,45 @@ void vx_workers_stop(vx_workers *w)
 
 /* ---- rank 0 ---------------------------------------------------------------------------------- */
 
-static void send_setup(const vx_ranks *r, const vx_study *s, int concurrency)
+/* The study to every worker (s NULL: there is none, and they end). When its texts cannot be
+ * read, the workers hear of no study and the status says why. */
+static vx_status send_setup(const vx_ranks *r, const vx_study *s, int kind, int coordinate_only,
+                            vx_err *e)
 {
-    char *settings = NULL, *space = NULL, *base = NULL;
+    char *settings = NULL, *space = NULL, *base = NULL, dir[PATH_MAX];
+    vx_status st = VX_OK;
     if (s) {
-        vx_store_meta_get((vx_store *)&s->store, "settings", &settings, NULL);
-        vx_store_meta_get((vx_store *)&s->store, "space", &space, NULL);
-        vx_store_meta_get((vx_store *)&s->store, "base", &base, NULL);
+        st = vx_store_meta_get((vx_store *)&s->store, "settings", &settings, e);
+        if (!st) st = vx_store_meta_get((vx_store *)&s->store, "space", &space, e);
+        if (!st) st = vx_store_meta_get((vx_store *)&s->store, "base", &base, e);
+        /* the folder as every rank can name it, whatever its working directory */
+        if (!realpath(s->dir, dir)) snprintf(dir, sizeof dir, "%s", s->dir);
     }
-    int has = s && settings && space && base;
+    int has = s && !st;
     msg_buf b = {0};
     put_int(&b, has);
     put_int(&b, (int)sizeof(vx_trial)), put_int(&b, (int)sizeof(vx_trial_outcome));
-    put_int(&b, has ? s->base->device : 0);
-    put_int(&b, concurrency);
-    put_text(&b, has ? s->dir : "");
+    put_int(&b, kind);
+    put_int(&b, has ? s->cfg.concurrency : 0);
+    put_int(&b, coordinate_only);
+    put_text(&b, has ? dir : "");
     put_text(&b, settings), put_text(&b, space), put_text(&b, base);
     free(settings), free(space), free(base);
     if (b.oom) { /* the workers then hear of no study */
         free(b.p);
         memset(&b, 0, sizeof b);
         put_int(&b, 0);
+        if (has) st = vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory for the ranks' setup");
     }
     for (int k = 1; k < r->size; k++)
         MPI_Send(b.p, (int)b.n, MPI_BYTE, k, TAG_SETUP, MPI_COMM_WORLD);
     free(b.p);
     g_setup_sent = 1;
+    return st;
 }
 
 typedef struct {
-    int concurrency, max_concurrent;
+    int concurrency, max_concurrent, cores;
     int64_t available, trial;
     char device[192];
     char host[256];
@@ -413,19 +433,29 @@ vx_status vx_study_run_ranks(vx_study *s, vx_device *dev, const vx_ranks *r, int
 {
     s->cfg.cpu_cores = cores;
     if (r->size < 2) return vx_study_run_with(s, dev, NULL, 1, cb, ctx, stop, e);
-    send_setup(r, s, s->cfg.concurrency);
     vx_workers *w = &g_workers;
     w->n = r->size - 1;
     w->w = calloc((size_t)w->n, sizeof *w->w);
-    if (!w->w) return vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory");
+    if (!w->w) {
+        send_setup(r, NULL, 0, 0, NULL);
+        return vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory");
+    }
     for (int k = 0; k < w->n; k++) w->w[k].req = MPI_REQUEST_NULL;
-    vx_status st = VX_OK;
+    /* the workers run on the kind of device rank 0 does (--device included) */
+    vx_status st = send_setup(r, s, vx_device_kind(dev), coordinate_only, e);
+    if (st) { /* the workers heard of no study: nothing to wait for */
+        free(w->w);
+        memset(w, 0, sizeof *w);
+        return st;
+    }
     for (int got = 0; got < w->n && !st;) { /* every rank's device and concurrency */
         int src = -1, tag = 0, n = 0;
         char *data = NULL;
-        int p = probe(MPI_ANY_SOURCE, &src, &tag, &data, &n);
+        if (*stop)
+            st = vx_err_set(e, VX_ERR_STOPPED, "hyperopt: stopped before every rank had started");
+        int p = st ? 0 : probe(MPI_ANY_SOURCE, &src, &tag, &data, &n);
         if (p == 0) {
-            pause_ms(2);
+            if (!st) pause_ms(2);
             continue;
         }
         hello h;
@@ -445,14 +475,15 @@ vx_status vx_study_run_ranks(vx_study *s, vx_device *dev, const vx_ranks *r, int
         }
         w->w[src - 1].capacity = h.concurrency;
         vx_log(VX_LOG_INFO,
-               "hyperopt: rank %d on %s: %s; a trial needs %.1f MB (estimate), %.1f MB "
+               "hyperopt: rank %d on %s: %s, %d cores; a trial needs %.1f MB (estimate), %.1f MB "
                "available: %d at once at most, starting with %d",
-               src, h.host, h.device, h.trial / 1e6, h.available / 1e6, h.max_concurrent,
+               src, h.host, h.device, h.cores, h.trial / 1e6, h.available / 1e6, h.max_concurrent,
                h.concurrency);
     }
     if (!st) {
         if (!coordinate_only)
-            vx_log(VX_LOG_INFO, "hyperopt: rank 0 on %s: %s", r->host, vx_device_name(dev));
+            vx_log(VX_LOG_INFO, "hyperopt: rank 0 on %s: %s, %d cores", r->host,
+                   vx_device_name(dev), cores);
         else vx_log(VX_LOG_INFO, "hyperopt: rank 0 on %s only coordinates", r->host);
         st = vx_study_run_with(s, dev, w, !coordinate_only, cb, ctx, stop, e);
     }
@@ -464,7 +495,7 @@ void vx_study_release_ranks(const vx_ranks *r)
     if (r->size < 2 || r->rank != 0 || g_released) return;
     g_released = 1;
     if (!g_setup_sent) {
-        send_setup(r, NULL, 0);
+        send_setup(r, NULL, 0, 0, NULL);
         return;
     }
     vx_workers *w = &g_workers;
@@ -553,6 +584,8 @@ static void run_set(serve_ctx *c, const char *data, int n)
     vx_trial_outcome *o = NULL;
     vx_curve_point **curve = NULL;
     int *todo = NULL;
+    vx_trial *ct = NULL; /* a chunk's trials and positions */
+    const double **cx = NULL;
     vx_chunk ch = {0};
     vx_err e;
     if (rd.bad || m < 1 || m > s->per_gen || n_med < 0 || n_med > 10000000 || dims != s->space.dims)
@@ -562,11 +595,16 @@ static void run_set(serve_ctx *c, const char *data, int n)
         x = calloc((size_t)m, sizeof *x), o = calloc((size_t)m, sizeof *o);
         curve = calloc((size_t)m, sizeof *curve), todo = calloc((size_t)m, sizeof *todo);
         med = calloc((size_t)(n_med ? n_med : 1), sizeof *med);
-        if (!t || !xs || !x || !o || !curve || !todo || !med)
+        ct = calloc((size_t)m, sizeof *ct), cx = calloc((size_t)m, sizeof *cx);
+        if (!t || !xs || !x || !o || !curve || !todo || !med || !ct || !cx)
             snprintf(error, sizeof error, "out of memory for a set of %d trials", m);
     }
     if (!error[0]) {
         get(&rd, t, (size_t)m * sizeof *t);
+        for (int k = 0; k < m; k++) {
+            t[k].params[sizeof t[k].params - 1] = t[k].error[sizeof t[k].error - 1] = '\0';
+            if (t[k].id < 0 || t[k].generation != g) rd.bad = 1;
+        }
         get(&rd, xs, (size_t)m * dims * sizeof *xs);
         get(&rd, med, (size_t)n_med * sizeof *med);
         if (rd.bad || rd.off != rd.n)
@@ -582,8 +620,6 @@ static void run_set(serve_ctx *c, const char *data, int n)
         vx_watchdog(&c->eng, note, sizeof note);
         if (note[0]) snprintf(last, sizeof last, "%s", note);
         int k_n = left < *c->eng.cur ? left : *c->eng.cur;
-        vx_trial ct[k_n];
-        const double *cx[k_n];
         for (int k = 0; k < k_n; k++) ct[k] = t[todo[k]], cx[k] = x[todo[k]];
         if (vx_chunk_start(s, &c->eng, &ch, ct, cx, k_n, med, n_med, &c->halt, &e)) {
             snprintf(error, sizeof error, "%s", e.msg);
@@ -641,14 +677,14 @@ static void run_set(serve_ctx *c, const char *data, int n)
     free(out.p);
     for (int k = 0; curve && k < m; k++) free(curve[k]);
     vx_chunk_free(&ch);
-    free(t), free(xs), free(x), free(o), free(curve), free(todo), free(med);
+    free(t), free(xs), free(x), free(o), free(curve), free(todo), free(med), free(ct), free(cx);
 }
 
 /* The study rank 0 sent: a copy of it, this rank's device and engine, HELLO, then its sets until
  * DONE. A rank that cannot take part says why in its HELLO and waits for DONE. */
 static vx_status serve_study(serve_ctx *c, msg_rd *rd, hello *h, vx_err *e)
 {
-    int kind = get_int(rd), concurrency = get_int(rd);
+    int kind = get_int(rd), concurrency = get_int(rd), coordinate_only = get_int(rd);
     char *dir = get_text(rd), *settings = get_text(rd), *space = get_text(rd);
     char *base = get_text(rd);
     vx_status st = VX_OK;
@@ -667,7 +703,10 @@ static vx_status serve_study(serve_ctx *c, msg_rd *rd, hello *h, vx_err *e)
     free(dir), free(settings), free(space), free(base);
     vx_device *dev = NULL;
     int cores = 1;
-    if (!st) st = c->open(c->r, kind, &dev, &cores, e);
+    /* a coordinating rank 0 takes no share of its node: the ranks there divide it without it */
+    vx_ranks place = *c->r;
+    if (coordinate_only && place.rank0_here) place.local_rank--, place.local_size--;
+    if (!st) st = c->open(&place, kind, &dev, &cores, e);
     vx_plan plan;
     if (!st) {
         snprintf(c->s->tag, sizeof c->s->tag, "r%d:", c->r->rank);
@@ -676,7 +715,7 @@ static vx_status serve_study(serve_ctx *c, msg_rd *rd, hello *h, vx_err *e)
         st = vx_engine_init(c->s, dev, &c->eng, c->state, &plan, e);
     }
     if (!st) {
-        h->concurrency = *c->eng.cur, h->max_concurrent = plan.max_concurrent;
+        h->concurrency = *c->eng.cur, h->max_concurrent = plan.max_concurrent, h->cores = cores;
         h->available = (int64_t)plan.available, h->trial = (int64_t)plan.trial.total;
         snprintf(h->device, sizeof h->device, "%s", plan.device);
     }

@@ -5,8 +5,10 @@
  *
  * Built into the CUDA library when CUDA is on (it names the CUDA backends), into the core library
  * otherwise. */
+#define _GNU_SOURCE /* sched_getaffinity */
 #include "device_internal.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #if VX_HAVE_CUDA
@@ -70,22 +72,28 @@ vx_status vx_device_open_local(const vx_device_cfg *cfg, int local_rank, int loc
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     int local = local_size > 0 ? local_size : 1;
     *cores = online > local ? (int)(online / local) : 1;
+    /* a process the launcher bound to some cores (mpirun's --bind-to, Slurm's --cpus-per-task)
+     * has its share already: those */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) < online)
+        *cores = CPU_COUNT(&set);
     int gpus = dc.kind == VX_DEVICE_CPU ? 0 : vx_device_cuda_count();
+    int sharing = local; /* on the CPU: the node's processes share its memory */
     if (gpus > 0) {
         dc.kind = VX_DEVICE_CUDA;
         dc.index = local_rank % gpus;
-        int sharing = 0; /* the node's processes on this GPU */
+        sharing = 0; /* the node's processes on this GPU */
         for (int k = 0; k < local; k++) sharing += k % gpus == dc.index;
-        if (sharing > 1 && !dc.budget) { /* what the GPU has free, divided among them */
-            vx_device *d;
-            vx_status st = vx_device_open(&dc, &d, e);
-            if (st) return st;
-            vx_device_mem m;
-            vx_device_memory(d, &m);
-            vx_device_close(d);
-            dc.budget = m.budget;
-        }
-        if (sharing > 1) dc.budget /= (size_t)sharing;
     }
+    if (sharing > 1 && !dc.budget) { /* what the device has free, divided among them */
+        vx_device *d;
+        vx_status st = vx_device_open(&dc, &d, e);
+        if (st) return st;
+        vx_device_mem m;
+        vx_device_memory(d, &m);
+        vx_device_close(d);
+        dc.budget = m.budget;
+    }
+    if (sharing > 1) dc.budget /= (size_t)sharing;
     return vx_device_open(&dc, out, e);
 }

@@ -686,6 +686,38 @@ static void test_best_yaml_reproduces_the_trial(void **state)
     th_rmtree(dir);
 }
 
+/* A store made before trials recorded their rank (no `rank` column) is read as it is by status,
+ * and gets the column when a study opens it to go on. */
+static void test_store_without_the_rank_column(void **state)
+{
+    (void)state;
+    char root[64], path[128];
+    th_tmpdir(root, sizeof root);
+    vx_study_cfg c;
+    small_cfg(&c, 2, 1, 1);
+    vx_err e;
+    if (run_study(root, &c, NULL, &e)) fail_msg("%s", e.msg);
+    snprintf(path, sizeof path, "%s/study.db", root);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_exec(db, "ALTER TABLE trials DROP COLUMN rank", NULL, NULL, NULL),
+                     SQLITE_OK);
+    sqlite3_close(db);
+    for (int readonly = 1; readonly >= 0; readonly--) {
+        vx_store st;
+        if (vx_store_open(&st, path, readonly, &e)) fail_msg("%s", e.msg);
+        vx_trial *t;
+        size_t n;
+        if (vx_store_trials(&st, &t, &n, &e)) fail_msg("%s", e.msg);
+        assert_int_equal(n, 2);
+        assert_int_equal(t[0].rank, 0);
+        if (!readonly) assert_int_equal(vx_store_trial_put(&st, &t[0], &e), VX_OK);
+        free(t);
+        vx_store_close(&st);
+    }
+    th_rmtree(root);
+}
+
 /* An MPI rank on the CPU (vx_device_open_local) gets its node's cores divided by the ranks there,
  * and a study caps its concurrency at them. */
 static void test_rank_cpu_share(void **state)
@@ -730,6 +762,7 @@ int main(void)
         cmocka_unit_test(test_kill_and_resume),
         cmocka_unit_test(test_command_errors),
         cmocka_unit_test(test_rank_cpu_share),
+        cmocka_unit_test(test_store_without_the_rank_column),
     };
     const char *only = getenv("VX_TEST_ONLY");
     if (only) cmocka_set_test_filter(only);

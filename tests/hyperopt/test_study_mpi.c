@@ -26,10 +26,14 @@
 #include <yaml.h>
 
 /* mpirun as root (CI), on this node only (no ssh), more ranks than cores, and no single-copy
- * shared-memory transfers (ptrace is often not allowed in containers) */
+ * shared-memory transfers (ptrace is often not allowed in containers). In the sanitizer build the
+ * ranks run without leak detection: OpenMPI leaves thousands of blocks allocated at MPI_Finalize
+ * from components it has unloaded by then, whose frames cannot be named or suppressed (memory
+ * errors are still caught; vixen's own leaks are checked by the single-process tests). */
 #define MPI_ENV                                                                                    \
     "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_plm=isolated "             \
-    "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 "
+    "OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1 "           \
+    "ASAN_OPTIONS=detect_leaks=0 "
 
 static char out[1 << 16], err[1 << 16];
 
@@ -42,6 +46,13 @@ static int sh(const char *fmt, ...)
     vsnprintf(cmd, sizeof cmd, fmt, ap);
     va_end(ap);
     return th_run(cmd, out, sizeof out, err, sizeof err);
+}
+
+/* The end of what the last command wrote to stderr (where its error is). */
+static const char *err_tail(void)
+{
+    size_t n = strlen(err);
+    return n > 1500 ? err + n - 1500 : err;
 }
 
 static char *read_text(const char *path)
@@ -92,7 +103,7 @@ static void test_ranks_give_the_single_process_result(void **state)
         snprintf(ref, sizeof ref, "%s/ref", root);
         int rc = sh(MPI_ENV "mpirun -np %d %s hyperopt %s " SMALL " %s --study %s%s", k, VX_BINARY,
                     space, study, dir, co ? " --coordinate-only" : "");
-        if (rc != 0) fail_msg("%d ranks: exit %d: %s", k, rc, err);
+        if (rc != 0) fail_msg("%d ranks: exit %d: ...%s", k, rc, err_tail());
         assert_same_trials(ref, dir, -1);
         assert_same_file(ref, dir, "test.txt");
         int ranks[8];
@@ -214,7 +225,7 @@ static void test_killed_worker_then_resume(void **state)
     int left = 18 - finished_trials(dir);
     assert_true(left > 0); /* the kill landed in the middle */
     if (sh(MPI_ENV "mpirun -np 2 %s hyperopt --resume %s", VX_BINARY, dir) != 0)
-        fail_msg("resume: %s", err);
+        fail_msg("resume: ...%s", err_tail());
     assert_same_trials(ref, dir, -1);
     assert_same_file(ref, dir, "test.txt");
     /* a trial finished before the kill kept its row: the same rank and time, not run again */
