@@ -364,7 +364,7 @@ int vx_workers_poll(vx_workers *w, vx_reply *r, vx_err *e)
         return -1;
     }
     worker *wk = &w->w[src - 1];
-    wk->running = 0;
+    if (r->n > 0 || !r->interrupted || r->error[0]) wk->running = 0; /* else: a notice only */
     if (r->concurrency > 0) wk->capacity = r->concurrency;
     return 1;
 }
@@ -458,6 +458,11 @@ vx_status vx_study_run_ranks(vx_study *s, vx_device *dev, const vx_ranks *r, int
             if (!st) pause_ms(2);
             continue;
         }
+        if (p > 0 && tag == TAG_REPLY) { /* a rank that said hello was interrupted since */
+            free(data);
+            st = vx_err_set(e, VX_ERR_STOPPED, "hyperopt: rank %d was interrupted", src);
+            break;
+        }
         hello h;
         msg_rd rd = {data, (size_t)(p > 0 ? n : 0), 0, 0};
         get(&rd, &h, sizeof h);
@@ -537,13 +542,31 @@ typedef struct {
     volatile int *signal; /* this process's own interrupt */
     volatile int halt;    /* what its trials read: the interrupt, or rank 0's STOP */
     int done;             /* DONE came while a set ran: BYE once it is replied */
+    int told;             /* rank 0 knows of this rank's interrupt */
 } serve_ctx;
+
+/* An interrupt that reached this rank alone (kill -INT, not mpirun's forwarding) while it has no
+ * set: rank 0 hears of it as an empty reply, and stops the study as for its own. */
+static void tell_interrupt(serve_ctx *c)
+{
+    if (!*c->signal || c->told) return;
+    c->told = 1;
+    msg_buf b = {0};
+    vx_study_event ev;
+    memset(&ev, 0, sizeof ev);
+    char error[768] = "";
+    put_int(&b, 0), put_int(&b, c->eng.cur ? *c->eng.cur : 0), put_int(&b, 1);
+    put(&b, &ev, sizeof ev), put(&b, error, sizeof error);
+    if (!b.oom) send_to_0(TAG_REPLY, &b);
+    free(b.p);
+}
 
 /* Waits for rank 0's next message, heeding STOP: 1 with a JOB's bytes, 0 when DONE came. */
 static int next_job(serve_ctx *c, char **data, int *n)
 {
     for (;;) {
         if (*c->signal) c->halt = 1;
+        if (c->s) tell_interrupt(c); /* after its HELLO: rank 0 reads replies then */
         int src, tag;
         int p = probe(0, &src, &tag, data, n);
         if (p < 0) return 0;
@@ -658,6 +681,7 @@ static void run_set(serve_ctx *c, const char *data, int n)
     put_int(&out, error[0] ? 0 : m);
     put_int(&out, *c->eng.cur);
     put_int(&out, *c->signal != 0);
+    c->told |= *c->signal != 0;
     put(&out, &ev, sizeof ev);
     put(&out, error, sizeof error);
     if (!error[0]) {

@@ -6,8 +6,9 @@
  *   best.yaml and its test evaluation; every rank reported its device, and the ranks that run
  *   trials each ran some (the store records who ran what: a study that ignored its workers would
  *   give the same results, so this is what catches it).
- * - A worker rank killed (SIGKILL) mid-study takes the job down; --resume (at 2 ranks) ends with
- *   the uninterrupted result, and the trials that had finished before the kill were not run again.
+ * - A worker rank killed (SIGKILL) mid-study takes the job down, and one interrupted alone (SIGINT
+ *   to it, not through mpirun) makes rank 0 stop the study; either way --resume (at 2 ranks) ends
+ *   with the uninterrupted result, and the trials finished before were not run again.
  * - The Slurm script and the MPI Operator manifest of examples/mpi: their keys, rank counts that
  *   match the resources they ask for, and vixen command lines the command accepts.
  * Skipped (77) in a build without MPI or where mpirun is missing. */
@@ -181,28 +182,24 @@ static int finished_trials(const char *dir)
 /* trials that take a few seconds a study, so that a kill lands in the middle */
 #define LONGER " --set train.steps_per_epoch=1000 --set train.epochs=10"
 
-static void test_killed_worker_then_resume(void **state)
+/* Starts a 3-rank study of the LONGER trials in dir, sends rank 1 `sig` once a few trials are in,
+ * waits for mpirun (its exit status returned), resumes at 2 ranks and checks the result is ref's
+ * and that the trials finished before the signal were not run again. */
+static int signal_worker_then_resume(const char *root, const char *space, const char *ref,
+                                     const char *dir, int sig, int *kept, int *left)
 {
-    (void)state;
-    char root[64], space[128], ref[128], dir[128];
-    study_folder(root, sizeof root, space, sizeof space);
-    snprintf(ref, sizeof ref, "%s/ref", root);
-    snprintf(dir, sizeof dir, "%s/killed", root);
-    const char *study = "--swarm 6 --generations 3";
-    if (sh("%s hyperopt %s " SMALL LONGER " %s --study %s", VX_BINARY, space, study, ref) != 0)
-        fail_msg("%s", err);
     char cmd[4096];
     snprintf(cmd, sizeof cmd,
-             MPI_ENV "exec mpirun -np 3 %s hyperopt %s " SMALL LONGER " %s --study %s "
-                     ">%s/killed.out 2>%s/killed.err",
-             VX_BINARY, space, study, dir, root, root);
+             MPI_ENV "exec mpirun -np 3 %s hyperopt %s " SMALL LONGER " --swarm 6 --generations 3 "
+                     "--study %s >%s/job.out 2>%s/job.err",
+             VX_BINARY, space, dir, root, root);
     pid_t job = fork();
     assert_true(job >= 0);
     if (job == 0) {
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
-    /* once a few trials are in (and before the last), kill rank 1 */
+    /* once a few trials are in (and before the last), signal rank 1 */
     pid_t victim = 0;
     for (int tries = 0; tries < 6000 && !victim; tries++) {
         struct timespec ms = {0, 10000000};
@@ -216,34 +213,66 @@ static void test_killed_worker_then_resume(void **state)
     }
     size_t n_before;
     vx_trial *t_before = trials_of(dir, &n_before);
-    kill(victim, SIGKILL);
+    kill(victim, sig);
     int status;
     waitpid(job, &status, 0);
     assert_true(WIFEXITED(status));
     int rc = WEXITSTATUS(status);
-    if (rc == 0) fail_msg("mpirun succeeded though rank 1 was killed");
-    int left = 18 - finished_trials(dir);
-    assert_true(left > 0); /* the kill landed in the middle */
+    if (rc == 0) fail_msg("mpirun succeeded though rank 1 got signal %d", sig);
+    *left = 18 - finished_trials(dir);
+    assert_true(*left > 0); /* the signal landed in the middle */
     if (sh(MPI_ENV "mpirun -np 2 %s hyperopt --resume %s", VX_BINARY, dir) != 0)
         fail_msg("resume: ...%s", err_tail());
     assert_same_trials(ref, dir, -1);
     assert_same_file(ref, dir, "test.txt");
-    /* a trial finished before the kill kept its row: the same rank and time, not run again */
+    /* a trial finished before the signal kept its row: the same rank and time, not run again */
     size_t n_after;
     vx_trial *t_after = trials_of(dir, &n_after);
-    int kept = 0;
+    *kept = 0;
     for (size_t i = 0; i < n_before; i++) {
         if (t_before[i].status < VX_TRIAL_DONE) continue;
         const vx_trial *a = &t_after[t_before[i].id];
         if (!same_bits(a->seconds, t_before[i].seconds) || a->rank != t_before[i].rank)
-            fail_msg("trial %lld finished before the kill but ran again", (long long)a->id);
-        kept++;
+            fail_msg("trial %lld finished before signal %d but ran again", (long long)a->id, sig);
+        (*kept)++;
     }
-    print_message("rank 1 killed with %d of 18 trials finished (mpirun exit %d; %d finished, %d "
-                  "left when the job was down); resumed at 2 ranks to the uninterrupted result, "
-                  "the %d finished before the kill not run again\n",
-                  kept, rc, 18 - left, left, kept);
     free(t_before), free(t_after);
+    return rc;
+}
+
+/* SIGKILL: the job goes down (OpenMPI has no fault tolerance). SIGINT to rank 1 alone (not
+ * through mpirun): rank 0 hears of it and stops the study as for its own Ctrl-C. */
+static void test_signalled_worker_then_resume(void **state)
+{
+    (void)state;
+    char root[64], space[128], ref[128], dir[160];
+    study_folder(root, sizeof root, space, sizeof space);
+    snprintf(ref, sizeof ref, "%s/ref", root);
+    if (sh("%s hyperopt %s " SMALL LONGER " --swarm 6 --generations 3 --study %s", VX_BINARY, space,
+           ref) != 0)
+        fail_msg("%s", err);
+    static const struct {
+        int sig;
+        const char *name;
+    } sigs[] = {{SIGKILL, "killed (SIGKILL)"}, {SIGINT, "interrupted (SIGINT to it alone)"}};
+    for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++) {
+        snprintf(dir, sizeof dir, "%s/s%d", root, sigs[i].sig);
+        int kept, left;
+        int rc = signal_worker_then_resume(root, space, ref, dir, sigs[i].sig, &kept, &left);
+        if (sigs[i].sig == SIGINT) { /* rank 0 said why it stopped */
+            char path[256];
+            snprintf(path, sizeof path, "%s/job.err", root);
+            char *t = read_text(path);
+            if (!strstr(t, "stopped in generation"))
+                fail_msg("rank 1 interrupted, rank 0 did not stop: ...%s",
+                         strlen(t) > 1500 ? t + strlen(t) - 1500 : t);
+            free(t);
+        }
+        print_message("rank 1 %s with %d of 18 trials finished (mpirun exit %d; %d left when the "
+                      "job ended); resumed at 2 ranks to the uninterrupted result, the %d finished "
+                      "before not run again\n",
+                      sigs[i].name, kept, rc, left, kept);
+    }
     th_rmtree(root);
 }
 
@@ -407,7 +436,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ranks_give_the_single_process_result),
-        cmocka_unit_test(test_killed_worker_then_resume),
+        cmocka_unit_test(test_signalled_worker_then_resume),
         cmocka_unit_test(test_slurm_script),
         cmocka_unit_test(test_mpijob_manifest),
     };
