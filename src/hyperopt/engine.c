@@ -30,6 +30,17 @@ int vx_trial_batch_of(const vx_train_cfg *c)
     return 0;
 }
 
+int vx_trial_halved_batch(const vx_train_cfg *c, int batch)
+{
+    if (strcmp(vx_train_algo(c)->name, "ppo") != 0) return batch / 2;
+    /* PPO's minibatch rows must divide the rollout: the largest divisor at most half of them (an
+     * odd count of rows has no exact half: 75 of 600 rows goes to 30, not 37) */
+    int64_t rows = (int64_t)c->envs * c->steps_per_epoch;
+    for (int d = batch / 2; d >= 2; d--)
+        if (rows % d == 0) return d;
+    return 0;
+}
+
 vx_status vx_trial_set_batch(vx_train_cfg *c, int batch, vx_err *e)
 {
     const char *a = vx_train_algo(c)->name;
@@ -142,10 +153,11 @@ static void *trial_main(void *arg)
             j->device_refused = 1;
             break;
         }
-        if (j->t.batch < 2) break;
+        int half = vx_trial_halved_batch(c, j->t.batch);
+        if (half < 1) break;
         vx_log(VX_LOG_WARN, "out of memory in its %.1f MB share at batch %d: halving to %d",
-               j->share / 1e6, j->t.batch, j->t.batch / 2);
-        j->t.batch /= 2;
+               j->share / 1e6, j->t.batch, half);
+        j->t.batch = half;
         j->t.halvings++;
     }
     free(c);

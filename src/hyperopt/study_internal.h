@@ -74,6 +74,9 @@ struct vx_study {
  * rows), read and set; 0 for an algorithm a study does not support. */
 int vx_trial_batch_of(const vx_train_cfg *c);
 vx_status vx_trial_set_batch(vx_train_cfg *c, int batch, vx_err *e);
+/* The batch layer 3 retries with: half (the DQN), or for PPO the largest count of minibatch rows
+ * at most half that divides the rollout; 0 when there is none. */
+int vx_trial_halved_batch(const vx_train_cfg *c, int batch);
 /* Trial t's config: the base with the values at x, its batch and seed, its run folder. */
 vx_status vx_trial_config(const vx_study *s, const vx_trial *t, const double *x, vx_train_cfg *c,
                           vx_err *e);

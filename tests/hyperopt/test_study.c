@@ -718,6 +718,30 @@ static void test_store_without_the_rank_column(void **state)
     th_rmtree(root);
 }
 
+/* Layer 3's smaller batch: half for the DQN; for PPO minibatch rows that still divide the
+ * rollout (600 rows in minibatches of 75: 37 would not, 30 does), none below 2. */
+static void test_halved_batch(void **state)
+{
+    (void)state;
+    vx_train_cfg *c = small_base();
+    assert_int_equal(vx_trial_halved_batch(c, 32), 16);
+    assert_int_equal(vx_trial_halved_batch(c, 1), 0);
+    vx_err e;
+    static const char *ppo[][2] = {{"train.algo", "ppo"},
+                                   {"train.envs", "15"},
+                                   {"train.steps_per_epoch", "40"},
+                                   {"ppo.minibatches", "8"}};
+    for (size_t i = 0; i < sizeof ppo / sizeof *ppo; i++)
+        if (vx_train_cfg_set(c, ppo[i][0], ppo[i][1], "test", &e)) fail_msg("%s", e.msg);
+    static const int cases[][2] = {{75, 30}, {600, 300}, {30, 15}, {5, 2}, {3, 0}, {2, 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        int half = vx_trial_halved_batch(c, cases[i][0]);
+        assert_int_equal(half, cases[i][1]);
+        if (half) assert_int_equal(vx_trial_set_batch(c, half, &e), VX_OK); /* a valid split */
+    }
+    free(c);
+}
+
 /* An MPI rank on the CPU (vx_device_open_local) gets its node's cores divided by the ranks there,
  * and a study caps its concurrency at them. */
 static void test_rank_cpu_share(void **state)
@@ -762,6 +786,7 @@ int main(void)
         cmocka_unit_test(test_kill_and_resume),
         cmocka_unit_test(test_command_errors),
         cmocka_unit_test(test_rank_cpu_share),
+        cmocka_unit_test(test_halved_batch),
         cmocka_unit_test(test_store_without_the_rank_column),
     };
     const char *only = getenv("VX_TEST_ONLY");
