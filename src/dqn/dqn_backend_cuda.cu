@@ -160,8 +160,8 @@ static void cuda_free_backend(dqn_backend *b)
                          &b->c1[0], &b->c1[1],        &b->l0,         &b->l1};
     for (size_t i = 0; i < sizeof ev / sizeof *ev; i++)
         if (*ev[i]) cudaEventDestroy(*ev[i]);
-    vx_cuda_stream_destroy(b->learn);
-    vx_cuda_stream_destroy(b->collect);
+    vx_cuda_stream_destroy(b->dev, b->learn);
+    vx_cuda_stream_destroy(b->dev, b->collect);
     vx_mem_release(&b->mem);
     free(b);
 }

@@ -189,7 +189,7 @@ extern "C" void dqn_learner_free(dqn_learner *d)
     if (d->fork) cudaEventDestroy(d->fork);
     if (d->join) cudaEventDestroy(d->join);
     if (d->acc_ready) cudaEventDestroy(d->acc_ready);
-    vx_cuda_stream_destroy(d->side);
+    vx_cuda_stream_destroy(d->dev, d->side);
     vx_qnet_free(d->qs);
     vx_qnet_free(d->qt);
     vx_optim_free(d->opt);

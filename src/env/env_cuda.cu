@@ -116,7 +116,7 @@ static void cuda_free(void *impl)
     if (!st && c->setup) VX_CUDA_CHECK(cudaStreamSynchronize(c->setup));
 fail:
     vx_mem_release(&c->mem);
-    vx_cuda_stream_destroy(c->setup);
+    vx_cuda_stream_destroy(c->dev, c->setup);
     free(c);
 }
 

@@ -130,11 +130,11 @@ static vx_status oc_create(const vx_adam_cfg *cfg, double max_norm, size_t n, vx
     VX_CUDA_CHECK(cudaMemsetAsync(o->t, 0, sizeof(long long), s));
     VX_CUDA_CHECK(cudaMemsetAsync(o->scratch, 0, (NORM_BLOCKS + 2) * sizeof(double), s));
     VX_CUDA_CHECK(cudaStreamSynchronize(s));
-    vx_cuda_stream_destroy(s);
+    vx_cuda_stream_destroy(dev, s);
     *impl = o;
     return VX_OK;
 fail:
-    vx_cuda_stream_destroy(s);
+    vx_cuda_stream_destroy(dev, s);
     oc_free(o);
     return st;
 }

@@ -52,7 +52,7 @@ static void qc_free(void *impl)
     if (!q) return;
     for (int h = 0; h < HEADS; h++) {
         vx_dense_ctx_free(q->hd[h]);
-        vx_cuda_stream_destroy(q->hs[h]);
+        vx_cuda_stream_destroy(q->dev, q->hs[h]);
         if (q->done[h]) cudaEventDestroy(q->done[h]);
         if (q->dv_done[h]) cudaEventDestroy(q->dv_done[h]);
     }

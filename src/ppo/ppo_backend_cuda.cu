@@ -495,7 +495,7 @@ static void cuda_free(ppo_backend *b)
     ac_cuda_free(b->net_act);
     ac_cuda_free(b->net_mb);
     vx_optim_free(b->opt);
-    vx_cuda_stream_destroy(b->st);
+    vx_cuda_stream_destroy(b->dev, b->st);
     vx_mem_release(&b->mem);
     free(b);
 }

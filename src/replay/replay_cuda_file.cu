@@ -225,7 +225,7 @@ void vx_rc_snap_free(rc_buf *b)
     rc_snapshot *sn = &b->snap;
     vx_rc_stager_destroy(&sn->io);
     if (sn->done) cudaEventDestroy(sn->done);
-    vx_cuda_stream_destroy(sn->io.s);
+    vx_cuda_stream_destroy(sn->mem.dev, sn->io.s);
     vx_mem_release(&sn->mem);
     sn->done = NULL;
     sn->io.s = NULL;

@@ -53,7 +53,7 @@ static void rc_free(vx_replay *r)
     vx_rc_snap_free(b);
     vx_rc_stager_destroy(&b->io);
     vx_mem_release(&b->mem);
-    vx_cuda_stream_destroy(b->ps);
+    vx_cuda_stream_destroy(r->dev, b->ps);
     vx_replay_free(b->cpu);
     free(b->stage);
     free(b);

@@ -32,6 +32,7 @@ vx_device *vx_device_alloc(int kind, int index)
     d->kind = kind;
     d->index = index;
     pthread_mutex_init(&d->lock, NULL);
+    pthread_mutex_init(&d->streams_lock, NULL);
     return d;
 }
 
@@ -159,8 +160,13 @@ void vx_device_close(vx_device *d)
     if (d->reserved || d->host)
         vx_log(VX_LOG_WARN, "device %s closed with %zu bytes still reserved (%zu pinned)", d->name,
                d->reserved, d->host);
+    if (d->n_streams)
+        vx_log(VX_LOG_WARN, "device %s closed with %d stream(s) not destroyed", d->name,
+               d->n_streams);
     if (!d->parent) d->ops->close(d); /* a share's handles are its parent's */
     pthread_mutex_destroy(&d->lock);
+    pthread_mutex_destroy(&d->streams_lock);
+    free(d->streams);
     free(d);
 }
 

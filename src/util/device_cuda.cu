@@ -1,6 +1,14 @@
 /* device_cuda.cu — the CUDA kind of device context (device_cuda.h): the device made current per
  * thread, streams, the shared cuBLASLt handle, and device and pinned memory charged to the
- * context's budget (device.c does the accounting; this file only allocates). */
+ * context's budget (device.c does the accounting; this file only allocates).
+ *
+ * Device memory is stream-ordered (cudaMallocAsync, cudaFreeAsync on a stream of the context's
+ * own) where the device has memory pools: cudaFree waits for the whole device to go idle, so
+ * with many trials on one GPU every trial's start and end stalled all the others (measured on
+ * the H200, 20 trials at once: 143 frees blocked for 7.5 s in all, up to 0.6 s each). A free
+ * waits instead for the streams of the context that owned the memory (device_internal.h), then
+ * hands the block back; the pool keeps nothing (release threshold 0), so the driver's count of
+ * free memory, which the search's watchdog reads, stays what it was with cudaFree. */
 #include "device_cuda.h"
 #include "cuda_check.h"
 
@@ -10,7 +18,15 @@
 typedef struct {
     cublasLtHandle_t lt;
     int sm_count;
+    int pools;          /* the device has stream-ordered memory pools */
+    cudaStream_t alloc; /* where allocations and frees are ordered (with pools) */
 } cuda_impl;
+
+/* Before the process's first CUDA call: the hardware work queues a context's streams map onto.
+ * The default 8 puts 20 trials' streams behind one another (measured on the H200, 20 trials at
+ * once: their epochs 0.18 s with 8 queues, 0.09 s with 32, the most there are). A value the
+ * user set is kept. */
+extern "C" void vx_cuda_env_defaults(void) { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
 
 /* Only a thread on another device switches: cudaGetDevice is safe anywhere, also inside a stream
  * capture, and most calls find the device already current. */
@@ -26,19 +42,63 @@ fail:
     return st;
 }
 
-extern "C" vx_status vx_cuda_stream_create(const vx_device *d, cudaStream_t *s, vx_err *e)
+/* The context's streams, which a free of its memory waits for (device_internal.h). */
+static int streams_add(vx_device *d, cudaStream_t s)
+{
+    pthread_mutex_lock(&d->streams_lock);
+    int ok = 1;
+    if (d->n_streams == d->cap_streams) {
+        int cap = d->cap_streams ? 2 * d->cap_streams : 16;
+        void **grown = (void **)realloc(d->streams, (size_t)cap * sizeof *grown);
+        if (grown) d->streams = grown, d->cap_streams = cap;
+        else ok = 0;
+    }
+    if (ok) d->streams[d->n_streams++] = (void *)s;
+    pthread_mutex_unlock(&d->streams_lock);
+    return ok;
+}
+
+static void streams_remove(vx_device *d, cudaStream_t s)
+{
+    pthread_mutex_lock(&d->streams_lock);
+    for (int i = 0; i < d->n_streams; i++)
+        if (d->streams[i] == (void *)s) {
+            d->streams[i] = d->streams[--d->n_streams];
+            break;
+        }
+    pthread_mutex_unlock(&d->streams_lock);
+}
+
+/* Every stream of the context idle: nothing queued there can still touch its memory. */
+static void streams_wait(vx_device *d)
+{
+    pthread_mutex_lock(&d->streams_lock);
+    for (int i = 0; i < d->n_streams; i++) cudaStreamSynchronize((cudaStream_t)d->streams[i]);
+    pthread_mutex_unlock(&d->streams_lock);
+}
+
+extern "C" vx_status vx_cuda_stream_create(vx_device *d, cudaStream_t *s, vx_err *e)
 {
     *s = NULL;
     vx_status st = vx_cuda_enter(d, e);
     if (st) return st;
     VX_CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+    if (!streams_add(d, *s)) {
+        cudaStreamDestroy(*s);
+        *s = NULL;
+        return vx_err_set(e, VX_ERR_NOMEM, "device: out of memory");
+    }
 fail:
     return st;
 }
 
-extern "C" void vx_cuda_stream_destroy(cudaStream_t s)
+/* The stream's work finishes first: once it is gone, a free would no longer wait for it. */
+extern "C" void vx_cuda_stream_destroy(vx_device *d, cudaStream_t s)
 {
-    if (s) cudaStreamDestroy(s);
+    if (!s) return;
+    if (vx_cuda_enter(d, NULL) == VX_OK) cudaStreamSynchronize(s);
+    streams_remove(d, s);
+    cudaStreamDestroy(s);
 }
 
 extern "C" cublasLtHandle_t vx_cuda_lt(const vx_device *d) { return ((cuda_impl *)d->impl)->lt; }
@@ -48,9 +108,19 @@ static vx_status cuda_alloc(vx_device *d, size_t bytes, void **out, vx_err *e)
 {
     vx_status st = vx_cuda_enter(d, e);
     if (st) return st;
-    cudaError_t rc = cudaMalloc(out, bytes ? bytes : 1);
+    const cuda_impl *c = (const cuda_impl *)d->impl;
+    cudaError_t rc;
+    *out = NULL;
+    if (c->pools) {
+        /* ready for any stream once the allocating stream has passed it */
+        rc = cudaMallocAsync(out, bytes ? bytes : 1, c->alloc);
+        if (rc == cudaSuccess) rc = cudaStreamSynchronize(c->alloc);
+    } else {
+        rc = cudaMalloc(out, bytes ? bytes : 1);
+    }
     if (rc != cudaSuccess) {
         cudaGetLastError(); /* an out-of-memory error is not sticky: clear it */
+        if (*out && c->pools) cudaFreeAsync(*out, c->alloc);
         *out = NULL;
         return vx_err_set(e, rc == cudaErrorMemoryAllocation ? VX_ERR_NOMEM : VX_ERR_CUDA,
                           "cudaMalloc of %.1f MB on %s failed: %s", bytes / 1e6, d->name,
@@ -61,7 +131,15 @@ static vx_status cuda_alloc(vx_device *d, size_t bytes, void **out, vx_err *e)
 
 static void cuda_free(vx_device *d, void *p)
 {
-    if (vx_cuda_enter(d, NULL) == VX_OK) cudaFree(p);
+    if (vx_cuda_enter(d, NULL) != VX_OK) return;
+    const cuda_impl *c = (const cuda_impl *)d->impl;
+    if (!c->pools) {
+        cudaFree(p);
+        return;
+    }
+    streams_wait(d);
+    cudaFreeAsync(p, c->alloc);
+    cudaStreamSynchronize(c->alloc); /* the pool gives the block back to the device here */
 }
 
 static vx_status cuda_alloc_host(vx_device *d, size_t bytes, void **out, vx_err *e)
@@ -88,6 +166,10 @@ static void cuda_close(vx_device *d)
     cuda_impl *c = (cuda_impl *)d->impl;
     if (!c) return;
     if (c->lt) cublasLtDestroy(c->lt);
+    if (c->alloc) {
+        cudaStreamSynchronize(c->alloc);
+        cudaStreamDestroy(c->alloc);
+    }
     free(c);
     d->impl = NULL;
 }
@@ -104,7 +186,7 @@ static vx_status cuda_copy(vx_device *d, void *dst, const void *src, size_t n, i
                                   to_device ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost, s));
     VX_CUDA_CHECK(cudaStreamSynchronize(s));
 fail:
-    vx_cuda_stream_destroy(s);
+    vx_cuda_stream_destroy(d, s);
     return st;
 }
 
@@ -128,8 +210,7 @@ fail:
 
 static void cuda_stream_destroy(vx_device *d, vx_stream s)
 {
-    (void)d;
-    vx_cuda_stream_destroy((cudaStream_t)s);
+    vx_cuda_stream_destroy(d, (cudaStream_t)s);
 }
 
 static vx_status cuda_mem_info(vx_device *d, size_t *free_b, size_t *total_b, vx_err *e)
@@ -156,6 +237,7 @@ extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **o
     size_t free_b = 0, total_b = 0;
     cudaDeviceProp p;
     cublasStatus_t bs;
+    vx_cuda_env_defaults();
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         cudaGetLastError();
         n = 0;
@@ -194,6 +276,14 @@ extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **o
     VX_CUDA_CHECK(cudaGetDeviceProperties(&p, cfg->index));
     VX_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     c->sm_count = p.multiProcessorCount;
+    VX_CUDA_CHECK(cudaDeviceGetAttribute(&c->pools, cudaDevAttrMemoryPoolsSupported, cfg->index));
+    if (c->pools) {
+        cudaMemPool_t pool;
+        unsigned long long keep = 0; /* nothing held back from the device (the top comment) */
+        VX_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, cfg->index));
+        VX_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+        VX_CUDA_CHECK(cudaStreamCreateWithFlags(&c->alloc, cudaStreamNonBlocking));
+    }
     bs = cublasLtCreate(&c->lt);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         st = vx_err_set(e, VX_ERR_CUDA, "device: cublasLtCreate failed: status %d", (int)bs);

@@ -17,10 +17,15 @@
 extern "C" {
 #endif
 
+/* Settings the CUDA runtime reads from the environment when it starts, where the user set none:
+ * called before the first CUDA call (vx_cuda_device_count, vx_device_open). */
+void vx_cuda_env_defaults(void);
 /* Makes d current for the calling thread; an error when d is not a CUDA context. */
 vx_status vx_cuda_enter(const vx_device *d, vx_err *e);
-vx_status vx_cuda_stream_create(const vx_device *d, cudaStream_t *s, vx_err *e);
-void vx_cuda_stream_destroy(cudaStream_t s);
+/* A non-blocking stream of d's, which frees of d's memory wait for until it is destroyed;
+ * destroying it waits for its work. */
+vx_status vx_cuda_stream_create(vx_device *d, cudaStream_t *s, vx_err *e);
+void vx_cuda_stream_destroy(vx_device *d, cudaStream_t s);
 cublasLtHandle_t vx_cuda_lt(const vx_device *d);
 int vx_cuda_sm_count(const vx_device *d);
 

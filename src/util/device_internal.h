@@ -45,6 +45,12 @@ struct vx_device {
     char label[64];                   /* a share's label */
     vx_device *parent; /* a share (vx_device_share): the context it is carved from, which owns
                         * impl and is charged for everything the share reserves */
+    /* CUDA: the streams made from this context and not destroyed yet (vx_cuda_stream_create).
+     * A free of the context's memory waits for them, and for nothing else on the device: the
+     * memory is this context's objects' own, so only their work can still be using it. */
+    pthread_mutex_t streams_lock;
+    void **streams;
+    int n_streams, cap_streams;
 };
 
 /* A CPU context (device.c), and its initialisation for a struct the caller owns. */
