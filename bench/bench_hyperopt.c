@@ -106,6 +106,7 @@ static double processes(const char *dir, int n, int epochs, int cuda, FILE *log)
             snprintf(run, sizeof run, "%s/p%02d", dir, i);
             snprintf(ep, sizeof ep, "train.epochs=%d", epochs);
             snprintf(ev, sizeof ev, "train.eval_every=%d", epochs);
+            vx_device_forget_work_queues(); /* each process as `vixen train` runs alone */
             int null = open("/dev/null", O_WRONLY);
             if (null >= 0) dup2(null, 1), dup2(null, 2);
             execl(exe, exe, "train", "--set", ep, "--set", ev, "--set", "train.final_test=0",

@@ -45,6 +45,18 @@ typedef struct {
 
 void vx_device_cfg_default(vx_device_cfg *c);
 
+/* Asks for n hardware work queues (CUDA_DEVICE_MAX_CONNECTIONS, at most 32) for this process's
+ * CUDA streams; it takes effect only before the process's first CUDA call, and a value the user
+ * set is kept (then it returns 0, else 1). CUDA's default of 8 puts many trials' streams behind
+ * one another (H200, 20 trials at once: their epochs 0.18 s with 8 queues, 0.10 s with 32), but
+ * the queues are the GPU's channels, shared by every process on it (20 processes asking for 32:
+ * 14 could not create a context), so only a process that runs many trials at once asks for more:
+ * `vixen hyperopt` (32, divided among the ranks of a node) and `vixen bench`.
+ * vx_device_forget_work_queues takes the request back out of the environment, for a child about
+ * to run another program. */
+int vx_device_request_work_queues(int n);
+void vx_device_forget_work_queues(void);
+
 /* Opens a context. CUDA asked for in a build without CUDA, or with no device, is an error that
  * says which. */
 vx_status vx_device_open(const vx_device_cfg *cfg, vx_device **out, vx_err *e);

@@ -90,7 +90,8 @@ int vx_cmd_bench(int argc, char **argv)
     const char *pos[1];
     size_t np;
     int rc = vx_args_parse(&c, argc, argv, pos, &np);
-    free(about); /* only --help prints it */
+    free(about);                       /* only --help prints it */
+    vx_device_request_work_queues(32); /* the search's rows run many trials here (device.h) */
     long bars = 1000000, envs = 4096, steps = 1000;
     if (!rc && bars_s && vx_arg_long(&c, "bars", bars_s, 1000, 100000000, &bars)) rc = 2;
     if (!rc && envs_s && vx_arg_long(&c, "envs", envs_s, 1, 10000000, &envs)) rc = 2;

@@ -393,13 +393,15 @@ static vx_status cuda_epoch(dqn_backend *b, const dqn_plan *p, dqn_result *r, vx
         int64_t size = (int64_t)vx_replay_size(b->replay); /* host bookkeeping: no read-back */
         if (size >= b->s.warmup && size >= b->s.learner.batch) {
             st = vx_replay_set_beta(b->replay, p->beta, b->learn, e);
-            for (int k = 0; k < p->K && !st; k++) {
-                if (b->s.replay_kind == VX_REPLAY_RANK &&
+            /* the epoch's updates in as few launches as the rank buffer's re-sorts allow (one
+             * where there are none), each launch a run of updates inside the graph */
+            for (int k = 0; k < p->K && !st;) {
+                int rank = b->s.replay_kind == VX_REPLAY_RANK;
+                if (rank &&
                     (b->updates_since_sort == 0 || b->updates_since_sort >= b->s.rank_refresh)) {
                     st = vx_replay_rank_refresh(b->replay, b->learn, e);
                     b->updates_since_sort = 0;
                 }
-                b->updates_since_sort++;
                 if (!st && !b->eager && !vx_replay_on_device(b->replay)) {
                     /* the buffer fell back to the CPU (a launch failed, in set_beta, a sort or
                      * an update): the captured graph points at freed device memory and must
@@ -408,8 +410,17 @@ static vx_status cuda_epoch(dqn_backend *b, const dqn_plan *p, dqn_result *r, vx
                                         "continue kernel by kernel");
                     b->eager = 1;
                 }
-                if (!st) st = dqn_learner_update(b->learner, b->eager, e);
-                if (!st) b->adam_t++;
+                int n = 1;
+                if (!b->eager) {
+                    n = p->K - k;
+                    if (rank && n > b->s.rank_refresh - b->updates_since_sort)
+                        n = b->s.rank_refresh - b->updates_since_sort;
+                    if (n < 1) n = 1;
+                }
+                if (!st)
+                    st = b->eager ? dqn_learner_update(b->learner, 1, e)
+                                  : dqn_learner_update_n(b->learner, n, e);
+                if (!st) b->adam_t += n, b->updates_since_sort += n, k += n;
                 if (!st && b->eager) VX_CUDA_CHECK(cudaStreamSynchronize(b->learn));
             }
             if (st) goto fail;

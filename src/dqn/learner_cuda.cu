@@ -7,6 +7,12 @@
  *   side:          └─ target(s′) ─────────────────────────┘        0..B−1) → clip + Adam → new
  *                                                                   priorities → statistics
  *                                                                   (→ Polyak when τ > 0)
+ * The graph runs n of them in one launch: the update is the body of a conditional while node,
+ * followed by the hard target copy when it is due (τ = 0) and the count of updates left, which
+ * decides on the device whether the loop goes on. One launch an epoch instead of one an update:
+ * many trials' threads sharing a GPU had spent their time queueing launches behind one another
+ * (the driver takes a lock per launch), and a trial's first graph instantiation waited for them.
+ * Kernel by kernel (eager), the host issues the same kernels and the copy, update by update.
  * Built without fused multiply-adds (CMakeLists.txt): the loss must round like the CPU's. */
 #include "vixen/dqn_loss.h"
 #include "vixen/optim_math.h"
@@ -34,8 +40,10 @@ struct dqn_learner {
     float2 *qstat;
     dqn_learner_acc *acc, *acc_host;
     cudaEvent_t fork, join, acc_ready;
-    cudaGraph_t graph;
+    cudaGraph_t graph; /* the loop of updates (the top comment) */
     cudaGraphExec_t exec;
+    cudaGraphConditionalHandle loop;
+    long long *count; /* device: [0] updates made, [1] updates left in this launch */
     long long updates;
 };
 
@@ -120,6 +128,31 @@ static __global__ void polyak_kernel(float *target, const float *online, size_t 
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) target[i] = vx_polyak_elem(target[i], online[i], tau);
+}
+
+/* The loop's own steps. Before it: the count it starts from and the updates to make. */
+static __global__ void loop_start_kernel(long long *count, long long made, long long n)
+{
+    count[0] = made;
+    count[1] = n;
+}
+
+/* After an update: the hard target copy when the update just made is a multiple of target_every
+ * (after_update's rule, on the device). */
+static __global__ void target_due_kernel(float *target, const float *online, size_t n,
+                                         const long long *count, long long every)
+{
+    if ((count[0] + 1) % every != 0) return;
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) target[i] = online[i];
+}
+
+/* Then: one update more made, one fewer left; the loop goes on while some are left. */
+static __global__ void loop_tick_kernel(long long *count, cudaGraphConditionalHandle loop)
+{
+    count[0] += 1;
+    count[1] -= 1;
+    cudaGraphSetConditional(loop, count[1] > 0);
 }
 
 /* A given batch (device memory) into the learner's batch arrays, in place of a sample. */
@@ -237,6 +270,7 @@ extern "C" vx_status dqn_learner_create(const vx_dqn_cfg *cfg, const vx_qnet_lay
     if (!st) st = vx_mem_alloc(m, B * 4, &d->b.weights, e);
     if (!st) st = vx_mem_alloc(m, B * 4, &d->b.index, e);
     if (!st) st = vx_mem_alloc(m, B * 4, &d->b.gen, e);
+    if (!st) st = vx_mem_alloc(m, 2 * sizeof(long long), &d->count, e);
     if (st) goto fail;
     d->b.obs = d->obs2;
     d->b.next_obs = d->obs2 + B * D;
@@ -267,30 +301,72 @@ fail:
     return st;
 }
 
-extern "C" vx_status dqn_learner_update(dqn_learner *d, int eager, vx_err *e)
+/* The loop graph: a while node whose body is one update and its bookkeeping (the top comment). */
+static vx_status build_loop(dqn_learner *d, vx_err *e)
+{
+    vx_status st = VX_OK;
+    cudaGraphNode_t node;
+    cudaGraphNodeParams p = {}; /* zeroed: the fields not set here must be */
+    cudaGraph_t body, captured = NULL;
+    size_t np = d->L.n_params;
+    cudaError_t rc;
+    VX_CUDA_CHECK(cudaGraphCreate(&d->graph, 0));
+    /* the body runs at least once a launch: every launch makes one update or more */
+    VX_CUDA_CHECK(
+        cudaGraphConditionalHandleCreate(&d->loop, d->graph, 1, cudaGraphCondAssignDefault));
+    p.type = cudaGraphNodeTypeConditional;
+    p.conditional.handle = d->loop;
+    p.conditional.type = cudaGraphCondTypeWhile;
+    p.conditional.size = 1;
+    VX_CUDA_CHECK(cudaGraphAddNode(&node, d->graph, NULL, NULL, 0, &p));
+    body = p.conditional.phGraph_out[0];
+    VX_CUDA_CHECK(
+        cudaStreamBeginCaptureToGraph(d->s, body, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
+    st = update_body(d, NULL, e);
+    if (!st && d->cfg.tau == 0)
+        target_due_kernel<<<(unsigned)((np + 255) / 256), 256, 0, d->s>>>(
+            d->target, d->online, np, d->count, d->cfg.target_every);
+    if (!st) loop_tick_kernel<<<1, 1, 0, d->s>>>(d->count, d->loop);
+    rc = st ? cudaSuccess : cudaGetLastError();
+    {
+        cudaError_t end = cudaStreamEndCapture(d->s, &captured); /* always ends the capture */
+        if (rc == cudaSuccess) rc = end;
+    }
+    if (st) goto fail;
+    VX_CUDA_CHECK(rc);
+    VX_CUDA_CHECK(cudaGraphInstantiate(&d->exec, d->graph, 0));
+fail:
+    return st;
+}
+
+/* n updates in one launch of the loop graph (built on first use: the buffer is filled by then). */
+extern "C" vx_status dqn_learner_update_n(dqn_learner *d, int n, vx_err *e)
 {
     vx_status st = vx_cuda_enter(d->dev, e);
-    if (st) return st;
-    if (eager) {
-        st = update_body(d, NULL, e);
-        return st ? st : after_update(d, e);
-    }
-    if (!d->exec) { /* capture on first use: the buffer is filled by then */
-        VX_CUDA_CHECK(cudaStreamBeginCapture(d->s, cudaStreamCaptureModeThreadLocal));
-        st = update_body(d, NULL, e);
-        cudaError_t rc = cudaStreamEndCapture(d->s, &d->graph);
+    if (st || n <= 0) return st;
+    if (!d->exec) {
+        st = build_loop(d, e);
         if (st) goto fail;
-        VX_CUDA_CHECK(rc);
-        VX_CUDA_CHECK(cudaGraphInstantiate(&d->exec, d->graph, 0));
     }
+    loop_start_kernel<<<1, 1, 0, d->s>>>(d->count, d->updates, n);
+    VX_CUDA_LAUNCH_CHECK(d->s);
     VX_CUDA_CHECK(cudaGraphLaunch(d->exec, d->s));
-    st = after_update(d, e);
+    d->updates += n;
 fail:
-    if (!d->exec && d->graph) { /* a failed capture leaves nothing behind for the next try */
+    if (!d->exec && d->graph) { /* a failed build leaves nothing behind for the next try */
         cudaGraphDestroy(d->graph);
         d->graph = NULL;
     }
     return st;
+}
+
+extern "C" vx_status dqn_learner_update(dqn_learner *d, int eager, vx_err *e)
+{
+    if (!eager) return dqn_learner_update_n(d, 1, e);
+    vx_status st = vx_cuda_enter(d->dev, e);
+    if (st) return st;
+    st = update_body(d, NULL, e);
+    return st ? st : after_update(d, e);
 }
 
 extern "C" vx_status dqn_learner_update_batch(dqn_learner *d, const vx_replay_batch *b,

@@ -1,8 +1,9 @@
 /* learner_cuda.h — the DQN learner on a CUDA device (internal to the dqn layer): one update —
  * sample from the device replay buffer, online([s; s′]) and target(s′) forwards, the loss,
- * backward, clipped Adam, new priorities (and Polyak averaging when τ > 0) — captured once as a
- * CUDA graph and replayed per update with no host synchronisation. Hard target copies (τ = 0) are
- * issued by the host every target_every updates, outside the graph. Statistics (loss, Q, norm)
+ * backward, clipped Adam, new priorities (and Polyak averaging when τ > 0) — captured once as the
+ * body of a CUDA graph's loop, n updates a launch, with no host synchronisation. Hard target
+ * copies (τ = 0) every target_every updates happen inside the loop (by the host, kernel by
+ * kernel). Statistics (loss, Q, norm)
  * accumulate on the device and are fetched behind an event. */
 #ifndef VIXEN_LEARNER_CUDA_H
 #define VIXEN_LEARNER_CUDA_H
@@ -33,6 +34,8 @@ vx_status dqn_learner_create(const vx_dqn_cfg *cfg, const vx_qnet_layout *L,
 void dqn_learner_free(dqn_learner *d);
 /* One update: a graph launch (captured at the first), or (eager) its kernels one by one. */
 vx_status dqn_learner_update(dqn_learner *d, int eager, vx_err *e);
+/* n updates (n ≥ 1) as one launch of the captured loop; dqn_learner_update(d, 0) is n = 1. */
+vx_status dqn_learner_update_n(dqn_learner *d, int n, vx_err *e);
 /* For tests: one update (eager), as dqn_learner_update's, on the batch b (device memory, cfg.batch
  * rows; index and gen unused; steps NULL means 1) instead of a sample, leaving the replay buffer
  * alone. priority (device memory, cfg.batch floats; may be NULL) gets each row's new priority

@@ -6,8 +6,10 @@
  * block it allocates and the context refuses a block that would take the reserved total past the
  * budget — before asking the allocator — so trials sharing a device cannot starve each other
  * through the back door of the driver's free list. */
+#define _POSIX_C_SOURCE 200809L /* setenv */
 #include "device_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -34,6 +36,24 @@ vx_device *vx_device_alloc(int kind, int index)
     pthread_mutex_init(&d->lock, NULL);
     pthread_mutex_init(&d->streams_lock, NULL);
     return d;
+}
+
+static int g_queues_ours; /* this process set CUDA_DEVICE_MAX_CONNECTIONS */
+
+int vx_device_request_work_queues(int n)
+{
+    if (getenv("CUDA_DEVICE_MAX_CONNECTIONS")) return 0;
+    char v[16];
+    snprintf(v, sizeof v, "%d", n < 1 ? 1 : n > 32 ? 32 : n);
+    if (setenv("CUDA_DEVICE_MAX_CONNECTIONS", v, 1) != 0) return 0;
+    g_queues_ours = 1;
+    return 1;
+}
+
+void vx_device_forget_work_queues(void)
+{
+    if (g_queues_ours) unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    g_queues_ours = 0;
 }
 
 /* ---- the CPU kind ---------------------------------------------------------------------------- */

@@ -22,12 +22,6 @@ typedef struct {
     cudaStream_t alloc; /* where allocations and frees are ordered (with pools) */
 } cuda_impl;
 
-/* Before the process's first CUDA call: the hardware work queues a context's streams map onto.
- * The default 8 puts 20 trials' streams behind one another (measured on the H200, 20 trials at
- * once: their epochs 0.18 s with 8 queues, 0.09 s with 32, the most there are). A value the
- * user set is kept. */
-extern "C" void vx_cuda_env_defaults(void) { setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0); }
-
 /* Only a thread on another device switches: cudaGetDevice is safe anywhere, also inside a stream
  * capture, and most calls find the device already current. */
 extern "C" vx_status vx_cuda_enter(const vx_device *d, vx_err *e)
@@ -237,7 +231,6 @@ extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **o
     size_t free_b = 0, total_b = 0;
     cudaDeviceProp p;
     cublasStatus_t bs;
-    vx_cuda_env_defaults();
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         cudaGetLastError();
         n = 0;

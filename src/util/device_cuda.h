@@ -17,9 +17,6 @@
 extern "C" {
 #endif
 
-/* Settings the CUDA runtime reads from the environment when it starts, where the user set none:
- * called before the first CUDA call (vx_cuda_device_count, vx_device_open). */
-void vx_cuda_env_defaults(void);
 /* Makes d current for the calling thread; an error when d is not a CUDA context. */
 vx_status vx_cuda_enter(const vx_device *d, vx_err *e);
 /* A non-blocking stream of d's, which frees of d's memory wait for until it is destroyed;

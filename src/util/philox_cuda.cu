@@ -6,7 +6,6 @@
 #include "vixen/cuda_util.h"
 #include "vixen/philox.h"
 #include "cuda_check.h"
-#include "device_cuda.h"
 
 #include <stdio.h>
 
@@ -42,7 +41,6 @@ static cudaError_t launch_philox_fill(cudaStream_t stream, uint64_t seed, size_t
 extern "C" int vx_cuda_device_count(void)
 {
     int n = 0;
-    vx_cuda_env_defaults();
     if (cudaGetDeviceCount(&n) != cudaSuccess) {
         cudaGetLastError(); /* clear the sticky "no driver" error */
         return 0;
