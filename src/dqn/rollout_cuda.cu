@@ -1,6 +1,13 @@
 /* rollout_cuda.cu — the DQN's collection on a CUDA device (rollout_cuda.h): per step the acting
  * forward pass → ε-greedy actions → environment step → n-step emit, T steps captured as one
- * graph. The acting and n-step arithmetic is dqn_act.h's, the CPU collection's own code.
+ * graph: a conditional while node whose body is one step (the step's index and the steps left
+ * on the device), then the rollout's tail (the n-step packing, the episode sums) as a second
+ * graph. One step's nodes instead of T steps' unrolled: a graph of about 13 nodes instead of
+ * 1,300 to instantiate and upload, which with many trials on one GPU had taken each trial up to
+ * 0.6 s and 2 s while the others launched. Kernel by kernel (eager), the host issues the same
+ * step T times. The current observations are always obs[0]: each step writes the next ones to
+ * obs[1] and copies them over after the emit. The acting and n-step arithmetic is dqn_act.h's,
+ * the CPU collection's own code.
  *
  * Order of the staged transitions: the CPU collection appends, per step, environment 0's
  * completed transitions, then environment 1's, …; a step completes at most n transitions per
@@ -56,8 +63,10 @@ struct dqn_rollout {
     unsigned long long *count, *count_host;
     void *cub_tmp;
     size_t cub_tmp_n;
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
+    int *tcount; /* device: [0] the step within the rollout, [1] steps left */
+    cudaGraph_t graph, tail;
+    cudaGraphExec_t exec, tail_exec;
+    cudaGraphConditionalHandle loop;
 };
 
 static __global__ void act_kernel(vx_loss_shape shape, const float *q, int O, int N,
@@ -83,7 +92,7 @@ fail:
 
 /* One thread per environment: the CPU collection's episode accounting and vx_nstep_push for
  * step t, into the fixed slots of (t, i). */
-static __global__ void emit_kernel(int N, int n, int t, double gamma, const float *obs,
+static __global__ void emit_kernel(int N, int n, const int *tcount, double gamma, const float *obs,
                                    const int32_t *act, const float *rew, const uint8_t *te,
                                    const uint8_t *tr, const float *next_obs, const float *final_obs,
                                    dev_nstep ns, dev_trans out, uint32_t *flags, double *ep_ret,
@@ -92,6 +101,7 @@ static __global__ void emit_kernel(int N, int n, int t, double gamma, const floa
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i == 0) *step += 1; /* the act kernel of this step has read it */
     if (i >= N) return;
+    int t = tcount[0];
     int ended = te[i] | tr[i];
     ep_ret[i] += rew[i];
     if (ended) {
@@ -110,6 +120,23 @@ static __global__ void emit_kernel(int N, int n, int t, double gamma, const floa
                                  rew[i], te[i], tr[i], nx, o);
     if (flags)
         for (int j = 0; j < n; j++) flags[base + j] = j < emit;
+}
+
+/* The step counter: reset before a rollout, advanced after each step (in the graph, the loop goes
+ * on while steps are left). */
+static __global__ void steps_start_kernel(int *tcount, int T)
+{
+    tcount[0] = 0;
+    tcount[1] = T;
+}
+
+static __global__ void step_tick_kernel(int *tcount) { tcount[0] += 1; }
+
+static __global__ void loop_tick_kernel(int *tcount, cudaGraphConditionalHandle loop)
+{
+    tcount[0] += 1;
+    tcount[1] -= 1;
+    cudaGraphSetConditional(loop, tcount[1] > 0);
 }
 
 /* n > 1: packs the flagged slots in order (pos is the flags' exclusive scan). */
@@ -180,6 +207,8 @@ extern "C" void dqn_rollout_free(dqn_rollout *r)
     if (!r) return;
     if (r->exec) cudaGraphExecDestroy(r->exec);
     if (r->graph) cudaGraphDestroy(r->graph);
+    if (r->tail_exec) cudaGraphExecDestroy(r->tail_exec);
+    if (r->tail) cudaGraphDestroy(r->tail);
     vx_qnet_free(r->net);
     vx_mem_release(&r->mem);
     free(r);
@@ -231,6 +260,7 @@ extern "C" vx_status dqn_rollout_create(const dqn_rollout_cfg *cfg, vx_env *env,
     if (!st) st = vx_mem_alloc(m, 2 * 8, &r->ep_stats, e);
     if (!st) st = vx_mem_alloc(m, 8, &r->eps, e);
     if (!st) st = vx_mem_alloc(m, 8, &r->step, e);
+    if (!st) st = vx_mem_alloc(m, 2 * sizeof(int), &r->tcount, e);
     if (!st) st = trans_alloc(m, &r->raw, slots, e);
     if (!st && n > 1) {
         st = trans_alloc(m, &r->packed, slots, e);
@@ -270,31 +300,39 @@ fail:
     return st;
 }
 
-/* The sequence the graph holds. */
-static vx_status rollout_body(dqn_rollout *r, vx_err *e)
+/* One step: act on obs[0], step into obs[1], emit, obs[1] over obs[0], the counter on. In the
+ * loop's body (in_loop) the counter also decides whether the loop goes on. */
+static vx_status step_body(dqn_rollout *r, int in_loop, vx_err *e)
 {
     vx_status st = VX_OK;
     int N = r->N, n = r->n, O = r->L.out_dim;
-    size_t slots = (size_t)r->T * N * n;
     unsigned blocks = (unsigned)((N + 127) / 128);
-    for (int t = 0; t < r->T && !st; t++) {
-        float *cur = r->obs[t & 1], *next = r->obs[(t + 1) & 1];
-        st = vx_qnet_forward(r->net, r->cfg.act_params, cur, N, r->s, e);
-        if (st) break;
-        act_kernel<<<blocks, 128, 0, r->s>>>(r->shape, vx_qnet_output(r->net), O, N, r->eps,
-                                             r->cfg.seed, r->step, r->act);
-        VX_CUDA_LAUNCH_CHECK(r->s);
-        st = vx_env_step(r->env, r->act, next, r->rew, r->te, r->tr, r->final_obs, r->s, e);
-        if (st) break;
-        emit_kernel<<<blocks, 128, 0, r->s>>>(N, n, t, r->cfg.gamma, cur, r->act, r->rew, r->te,
-                                              r->tr, next, r->final_obs, r->ns, r->raw, r->flags,
-                                              r->ep_ret, r->ret_sum, r->ep_count, r->step);
-        VX_CUDA_LAUNCH_CHECK(r->s);
-    }
+    float *cur = r->obs[0], *next = r->obs[1];
+    st = vx_qnet_forward(r->net, r->cfg.act_params, cur, N, r->s, e);
     if (st) goto fail;
-    if (r->T & 1) /* the current observations always start a rollout in obs[0] */
-        VX_CUDA_CHECK(cudaMemcpyAsync(r->obs[0], r->obs[1], (size_t)N * D * 4,
-                                      cudaMemcpyDeviceToDevice, r->s));
+    act_kernel<<<blocks, 128, 0, r->s>>>(r->shape, vx_qnet_output(r->net), O, N, r->eps,
+                                         r->cfg.seed, r->step, r->act);
+    VX_CUDA_LAUNCH_CHECK(r->s);
+    st = vx_env_step(r->env, r->act, next, r->rew, r->te, r->tr, r->final_obs, r->s, e);
+    if (st) goto fail;
+    emit_kernel<<<blocks, 128, 0, r->s>>>(N, n, r->tcount, r->cfg.gamma, cur, r->act, r->rew, r->te,
+                                          r->tr, next, r->final_obs, r->ns, r->raw, r->flags,
+                                          r->ep_ret, r->ret_sum, r->ep_count, r->step);
+    VX_CUDA_LAUNCH_CHECK(r->s);
+    VX_CUDA_CHECK(cudaMemcpyAsync(cur, next, (size_t)N * D * 4, cudaMemcpyDeviceToDevice, r->s));
+    if (in_loop) loop_tick_kernel<<<1, 1, 0, r->s>>>(r->tcount, r->loop);
+    else step_tick_kernel<<<1, 1, 0, r->s>>>(r->tcount);
+    VX_CUDA_LAUNCH_CHECK(r->s);
+fail:
+    return st;
+}
+
+/* After the T steps: the n-step packing and the episode sums. */
+static vx_status tail_body(dqn_rollout *r, vx_err *e)
+{
+    vx_status st = VX_OK;
+    int N = r->N, n = r->n;
+    size_t slots = (size_t)r->T * N * n;
     if (n > 1) {
         size_t tmp = r->cub_tmp_n;
         VX_CUDA_CHECK(
@@ -310,24 +348,64 @@ fail:
     return st;
 }
 
+/* The two graphs (the top comment): the loop over one step's body, and the tail. */
+static vx_status build_graphs(dqn_rollout *r, vx_err *e)
+{
+    vx_status st = VX_OK;
+    cudaGraphNode_t node;
+    cudaGraphNodeParams p = {}; /* zeroed: the fields not set here must be */
+    cudaGraph_t body, captured = NULL;
+    cudaError_t rc, end;
+    VX_CUDA_CHECK(cudaGraphCreate(&r->graph, 0));
+    /* a rollout has a step or more: the body runs at least once a launch */
+    VX_CUDA_CHECK(
+        cudaGraphConditionalHandleCreate(&r->loop, r->graph, 1, cudaGraphCondAssignDefault));
+    p.type = cudaGraphNodeTypeConditional;
+    p.conditional.handle = r->loop;
+    p.conditional.type = cudaGraphCondTypeWhile;
+    p.conditional.size = 1;
+    VX_CUDA_CHECK(cudaGraphAddNode(&node, r->graph, NULL, NULL, 0, &p));
+    body = p.conditional.phGraph_out[0];
+    VX_CUDA_CHECK(
+        cudaStreamBeginCaptureToGraph(r->s, body, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
+    st = step_body(r, 1, e);
+    end = cudaStreamEndCapture(r->s, &captured); /* always ends the capture */
+    if (st) goto fail;
+    VX_CUDA_CHECK(end);
+    VX_CUDA_CHECK(cudaStreamBeginCapture(r->s, cudaStreamCaptureModeThreadLocal));
+    st = tail_body(r, e);
+    rc = cudaStreamEndCapture(r->s, &r->tail);
+    if (st) goto fail;
+    VX_CUDA_CHECK(rc);
+    VX_CUDA_CHECK(cudaGraphInstantiate(&r->exec, r->graph, 0));
+    VX_CUDA_CHECK(cudaGraphInstantiate(&r->tail_exec, r->tail, 0));
+fail:
+    return st;
+}
+
 extern "C" vx_status dqn_rollout_run(dqn_rollout *r, int eager, vx_err *e)
 {
     vx_status st = vx_cuda_enter(r->dev, e);
     if (st) return st;
-    if (eager) return rollout_body(r, e);
-    if (!r->exec) {
-        VX_CUDA_CHECK(cudaStreamBeginCapture(r->s, cudaStreamCaptureModeThreadLocal));
-        st = rollout_body(r, e);
-        cudaError_t rc = cudaStreamEndCapture(r->s, &r->graph);
+    if (!eager && !r->tail_exec) {
+        st = build_graphs(r, e);
         if (st) goto fail;
-        VX_CUDA_CHECK(rc);
-        VX_CUDA_CHECK(cudaGraphInstantiate(&r->exec, r->graph, 0));
+    }
+    steps_start_kernel<<<1, 1, 0, r->s>>>(r->tcount, r->T);
+    VX_CUDA_LAUNCH_CHECK(r->s);
+    if (eager) {
+        for (int t = 0; t < r->T && !st; t++) st = step_body(r, 0, e);
+        if (!st) st = tail_body(r, e);
+        return st;
     }
     VX_CUDA_CHECK(cudaGraphLaunch(r->exec, r->s));
+    VX_CUDA_CHECK(cudaGraphLaunch(r->tail_exec, r->s));
 fail:
-    if (!r->exec && r->graph) { /* a failed capture leaves nothing behind for the next try */
-        cudaGraphDestroy(r->graph);
-        r->graph = NULL;
+    if (!r->tail_exec) { /* a failed build leaves nothing behind for the next try */
+        if (r->exec) cudaGraphExecDestroy(r->exec);
+        if (r->graph) cudaGraphDestroy(r->graph);
+        if (r->tail) cudaGraphDestroy(r->tail);
+        r->exec = NULL, r->graph = NULL, r->tail = NULL;
     }
     return st;
 }

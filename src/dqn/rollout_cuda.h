@@ -1,8 +1,9 @@
 /* rollout_cuda.h — the DQN's experience collection on a CUDA device (internal to the dqn layer):
  * T steps of N environments, each step the acting network's forward pass on the current
  * observations, per-branch ε-greedy actions and the n-step transitions (dqn_act.h, the CPU's
- * arithmetic), the environment step — all captured as one CUDA graph. ε and the acting step
- * counter live in device memory, so one graph serves every epoch. The transitions land in a
+ * arithmetic), the environment step — captured as a CUDA graph that loops over one step's
+ * body, and a second for the rollout's tail. ε, the acting step counter and the step within the
+ * rollout live in device memory, so the graphs serve every epoch. The transitions land in a
  * staging buffer in the CPU collection's order, for the caller to insert into the replay buffer.
  *
  * Acting reads a parameter vector the caller owns (its snapshot of the online weights: the one
@@ -37,8 +38,8 @@ vx_status dqn_rollout_create(const dqn_rollout_cfg *cfg, vx_env *env, cudaStream
 void dqn_rollout_free(dqn_rollout *r);
 /* Sets ε for the next rollout (queued on the rollout's stream). */
 vx_status dqn_rollout_set_eps(dqn_rollout *r, double eps, vx_err *e);
-/* One rollout of T steps, queued: a graph launch (captured at the first), or (eager) the same
- * kernels one by one. */
+/* One rollout of T steps, queued: the graphs' launches (captured at the first), or (eager) the
+ * same kernels one by one. */
 vx_status dqn_rollout_run(dqn_rollout *r, int eager, vx_err *e);
 /* The staged transitions of the last rollout (device pointers) and their count: N·T with n = 1;
  * with n > 1 read from pinned memory, valid once the rollout is done. The buffer is rewritten by
