@@ -104,6 +104,7 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
         } else if (log) {
             fprintf(log, "bench: %s\n", e.msg);
         }
+        cudaStreamSynchronize(s); /* a stream of our own: idle before the frees (device.h) */
         dqn_learner_free(d);
         vx_replay_free(rep);
         cudaStreamDestroy(s);

@@ -263,6 +263,7 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
                     }
                 }
             }
+            cudaStreamSynchronize(s); /* a stream of our own: idle before the free (device.h) */
             vx_replay_free(r);
         }
     cudaEventDestroy(e0);

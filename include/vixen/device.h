@@ -51,11 +51,14 @@ void vx_device_cfg_default(vx_device_cfg *c);
  * one another (H200, 20 trials at once: their epochs 0.18 s with 8 queues, 0.10 s with 32), but
  * the queues are the GPU's channels, shared by every process on it (20 processes asking for 32:
  * 14 could not create a context), so only a process that runs many trials at once asks for more:
- * `vixen hyperopt` (32, divided among the ranks of a node) and `vixen bench`.
+ * `vixen hyperopt` (32, divided among the ranks that share a GPU) and `vixen bench`.
  * vx_device_forget_work_queues takes the request back out of the environment, for a child about
- * to run another program. */
+ * to run another program. vx_device_work_queues_for: 32 divided among the ranks of a node that
+ * share one of its GPUs (counted from CUDA_VISIBLE_DEVICES, else the driver's list, without a
+ * CUDA call), at least CUDA's 8. */
 int vx_device_request_work_queues(int n);
 void vx_device_forget_work_queues(void);
+int vx_device_work_queues_for(int ranks_on_node);
 
 /* Opens a context. CUDA asked for in a build without CUDA, or with no device, is an error that
  * says which. */
@@ -132,7 +135,10 @@ const void *vx_device_backend(const vx_device *d, const char *component);
 
 /* ---- memory accounts -------------------------------------------------------------------------
  * One per object: every block the object allocates, charged to its device. vx_mem_release frees
- * them all (objects allocate at creation and release at the end: no per-call allocation). */
+ * them all (objects allocate at creation and release at the end: no per-call allocation). On a
+ * GPU the free waits for the streams made from the same context (vx_stream_create and the
+ * library's own), not for the whole device: a stream the caller made some other way must be idle
+ * before the memory its work uses is released. */
 typedef struct vx_mem_block vx_mem_block;
 typedef struct {
     vx_device *dev;

@@ -157,10 +157,9 @@ int vx_cmd_hyperopt(int argc, char **argv)
         vx_err e;
         if (vx_mpi_init(&r, &e)) return fail(&e);
     }
-    /* many trials at once in this process: more hardware queues, the node's 32 divided among
-     * its ranks (device.h), before the first CUDA call */
-    int queues = 32 / (r.local_size > 0 ? r.local_size : 1);
-    vx_device_request_work_queues(queues < 8 ? 8 : queues);
+    /* many trials at once in this process: more hardware queues, a GPU's 32 divided among the
+     * ranks on it (device.h), before the first CUDA call */
+    vx_device_request_work_queues(vx_device_work_queues_for(r.local_size));
     int rc = r.rank > 0 ? serve_cmd(&r) : study_cmd(argc, argv, &r);
     vx_study_release_ranks(&r); /* whatever rank 0 did, the others hear of it */
     if (mpi) vx_mpi_finalize();

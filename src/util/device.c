@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L /* setenv */
 #include "device_internal.h"
 
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,6 +49,35 @@ int vx_device_request_work_queues(int n)
     if (setenv("CUDA_DEVICE_MAX_CONNECTIONS", v, 1) != 0) return 0;
     g_queues_ours = 1;
     return 1;
+}
+
+/* The GPUs this process will see, without a CUDA call (which would be too early to ask for
+ * queues after): CUDA_VISIBLE_DEVICES's entries where it is set, else the driver's list. */
+static int gpus_without_cuda(void)
+{
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    int n = 0;
+    if (v) {
+        for (const char *p = v; *p; p++)
+            if (*p != ',' && (p == v || p[-1] == ',')) n++;
+        return n;
+    }
+    DIR *dir = opendir("/proc/driver/nvidia/gpus");
+    if (!dir) return 0;
+    for (struct dirent *d; (d = readdir(dir));)
+        if (d->d_name[0] != '.') n++;
+    closedir(dir);
+    return n;
+}
+
+int vx_device_work_queues_for(int ranks_on_node)
+{
+    int gpus = gpus_without_cuda();
+    if (gpus < 1) gpus = 1;
+    if (ranks_on_node < 1) ranks_on_node = 1;
+    int per_gpu = (ranks_on_node + gpus - 1) / gpus;
+    int q = 32 / per_gpu;
+    return q < 8 ? 8 : q;
 }
 
 void vx_device_forget_work_queues(void)

@@ -63,11 +63,19 @@ static void streams_remove(vx_device *d, cudaStream_t s)
     pthread_mutex_unlock(&d->streams_lock);
 }
 
-/* Every stream of the context idle: nothing queued there can still touch its memory. */
+/* Every stream of the context idle: nothing queued there can still touch its memory. A stream
+ * that another thread is capturing into a graph is passed over: waiting for it would end that
+ * capture in error, and what it is capturing does not run. (Its objects are that thread's, busy
+ * capturing, not the ones whose memory is being freed.) */
 static void streams_wait(vx_device *d)
 {
     pthread_mutex_lock(&d->streams_lock);
-    for (int i = 0; i < d->n_streams; i++) cudaStreamSynchronize((cudaStream_t)d->streams[i]);
+    for (int i = 0; i < d->n_streams; i++) {
+        cudaStream_t s = (cudaStream_t)d->streams[i];
+        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        if (cudaStreamIsCapturing(s, &cs) != cudaSuccess) cudaGetLastError();
+        if (cs == cudaStreamCaptureStatusNone) cudaStreamSynchronize(s);
+    }
     pthread_mutex_unlock(&d->streams_lock);
 }
 
@@ -291,6 +299,7 @@ extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **o
 fail:
     cuda_close(d);
     pthread_mutex_destroy(&d->lock);
+    pthread_mutex_destroy(&d->streams_lock);
     free(d);
     return st;
 }

@@ -54,6 +54,14 @@ extern "C" spin *spin_start(vx_device *dev, int *write_to, double max_seconds)
     return p;
 }
 
+extern "C" int spin_device_has_pools(int device)
+{
+    int pools = 0;
+    if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, device) != cudaSuccess)
+        return 0;
+    return pools;
+}
+
 extern "C" int spin_busy(const spin *p) { return cudaStreamQuery(p->s) == cudaErrorNotReady; }
 
 extern "C" void spin_release(spin *p) { *p->flag = 1; }

@@ -368,6 +368,43 @@ static void test_device_alloc_fault_hook(void **state)
 }
 
 /* Asking for CUDA where there is none is an error that says why; AUTO takes the CPU then. */
+/* The work queues a search asks for: a GPU's 32 divided among the ranks sharing it, never below
+ * CUDA's 8; a value the user set is kept, and only a value of vixen's own is taken back. */
+static void test_work_queues(void **state)
+{
+    (void)state;
+    const char *had = getenv("CUDA_VISIBLE_DEVICES");
+    char *saved = had ? strdup(had) : NULL;
+    setenv("CUDA_VISIBLE_DEVICES", "0", 1);
+    assert_int_equal(vx_device_work_queues_for(1), 32);
+    assert_int_equal(vx_device_work_queues_for(2), 16);
+    assert_int_equal(vx_device_work_queues_for(3), 10);
+    assert_int_equal(vx_device_work_queues_for(8), 8);
+    setenv("CUDA_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7", 1); /* one rank per GPU: all 32 each */
+    assert_int_equal(vx_device_work_queues_for(8), 32);
+    assert_int_equal(vx_device_work_queues_for(16), 16);
+    setenv("CUDA_VISIBLE_DEVICES", "2,3", 1);
+    assert_int_equal(vx_device_work_queues_for(4), 16);
+    if (saved) setenv("CUDA_VISIBLE_DEVICES", saved, 1);
+    else unsetenv("CUDA_VISIBLE_DEVICES");
+    free(saved);
+
+    const char *q = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    char *user = q ? strdup(q) : NULL;
+    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    assert_int_equal(vx_device_request_work_queues(99), 1);
+    assert_string_equal(getenv("CUDA_DEVICE_MAX_CONNECTIONS"), "32"); /* clamped to CUDA's most */
+    vx_device_forget_work_queues();
+    assert_null(getenv("CUDA_DEVICE_MAX_CONNECTIONS"));
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "4", 1); /* the user's */
+    assert_int_equal(vx_device_request_work_queues(32), 0);
+    vx_device_forget_work_queues();
+    assert_string_equal(getenv("CUDA_DEVICE_MAX_CONNECTIONS"), "4");
+    if (user) setenv("CUDA_DEVICE_MAX_CONNECTIONS", user, 1);
+    else unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    free(user);
+}
+
 static void test_device_open_kinds(void **state)
 {
     (void)state;
@@ -402,6 +439,7 @@ int main(void)
         cmocka_unit_test(test_device_shares),
         cmocka_unit_test(test_device_alloc_fault_hook),
         cmocka_unit_test(test_device_open_kinds),
+        cmocka_unit_test(test_work_queues),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
 }
