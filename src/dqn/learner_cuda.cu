@@ -304,24 +304,12 @@ fail:
 /* The loop graph: a while node whose body is one update and its bookkeeping (the top comment). */
 static vx_status build_loop(dqn_learner *d, vx_err *e)
 {
-    vx_status st = VX_OK;
-    cudaGraphNode_t node;
-    cudaGraphNodeParams p = {}; /* zeroed: the fields not set here must be */
-    cudaGraph_t body, captured = NULL;
+    cudaGraph_t captured = NULL;
     size_t np = d->L.n_params;
     cudaError_t rc;
-    VX_CUDA_CHECK(cudaGraphCreate(&d->graph, 0));
-    /* the body runs at least once a launch: every launch makes one update or more */
-    VX_CUDA_CHECK(
-        cudaGraphConditionalHandleCreate(&d->loop, d->graph, 1, cudaGraphCondAssignDefault));
-    p.type = cudaGraphNodeTypeConditional;
-    p.conditional.handle = d->loop;
-    p.conditional.type = cudaGraphCondTypeWhile;
-    p.conditional.size = 1;
-    VX_CUDA_CHECK(cudaGraphAddNode(&node, d->graph, NULL, NULL, 0, &p));
-    body = p.conditional.phGraph_out[0];
-    VX_CUDA_CHECK(
-        cudaStreamBeginCaptureToGraph(d->s, body, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
+    /* every launch makes one update or more: the body runs at least once */
+    vx_status st = vx_cuda_loop_begin(d->s, &d->graph, &d->loop, e);
+    if (st) return st;
     st = update_body(d, NULL, e);
     if (!st && d->cfg.tau == 0)
         target_due_kernel<<<(unsigned)((np + 255) / 256), 256, 0, d->s>>>(

@@ -351,23 +351,11 @@ fail:
 /* The two graphs (the top comment): the loop over one step's body, and the tail. */
 static vx_status build_graphs(dqn_rollout *r, vx_err *e)
 {
-    vx_status st = VX_OK;
-    cudaGraphNode_t node;
-    cudaGraphNodeParams p = {}; /* zeroed: the fields not set here must be */
-    cudaGraph_t body, captured = NULL;
+    cudaGraph_t captured = NULL;
     cudaError_t rc, end;
-    VX_CUDA_CHECK(cudaGraphCreate(&r->graph, 0));
-    /* a rollout has a step or more: the body runs at least once a launch */
-    VX_CUDA_CHECK(
-        cudaGraphConditionalHandleCreate(&r->loop, r->graph, 1, cudaGraphCondAssignDefault));
-    p.type = cudaGraphNodeTypeConditional;
-    p.conditional.handle = r->loop;
-    p.conditional.type = cudaGraphCondTypeWhile;
-    p.conditional.size = 1;
-    VX_CUDA_CHECK(cudaGraphAddNode(&node, r->graph, NULL, NULL, 0, &p));
-    body = p.conditional.phGraph_out[0];
-    VX_CUDA_CHECK(
-        cudaStreamBeginCaptureToGraph(r->s, body, NULL, NULL, 0, cudaStreamCaptureModeThreadLocal));
+    /* a rollout has a step or more: the body runs at least once */
+    vx_status st = vx_cuda_loop_begin(r->s, &r->graph, &r->loop, e);
+    if (st) return st;
     st = step_body(r, 1, e);
     end = cudaStreamEndCapture(r->s, &captured); /* always ends the capture */
     if (st) goto fail;

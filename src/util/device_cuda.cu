@@ -103,6 +103,29 @@ extern "C" void vx_cuda_stream_destroy(vx_device *d, cudaStream_t s)
     cudaStreamDestroy(s);
 }
 
+extern "C" vx_status vx_cuda_loop_begin(cudaStream_t s, cudaGraph_t *graph,
+                                        cudaGraphConditionalHandle *loop, vx_err *e)
+{
+    vx_status st = VX_OK;
+    cudaGraphNode_t node;
+    cudaGraphNodeParams p = {}; /* zeroed: the fields not set here must be */
+    *graph = NULL;
+    VX_CUDA_CHECK(cudaGraphCreate(graph, 0));
+    VX_CUDA_CHECK(cudaGraphConditionalHandleCreate(loop, *graph, 1, cudaGraphCondAssignDefault));
+    p.type = cudaGraphNodeTypeConditional;
+    p.conditional.handle = *loop;
+    p.conditional.type = cudaGraphCondTypeWhile;
+    p.conditional.size = 1;
+    VX_CUDA_CHECK(cudaGraphAddNode(&node, *graph, NULL, NULL, 0, &p));
+    VX_CUDA_CHECK(cudaStreamBeginCaptureToGraph(s, p.conditional.phGraph_out[0], NULL, NULL, 0,
+                                                cudaStreamCaptureModeThreadLocal));
+    return VX_OK;
+fail:
+    if (*graph) cudaGraphDestroy(*graph);
+    *graph = NULL;
+    return st;
+}
+
 extern "C" cublasLtHandle_t vx_cuda_lt(const vx_device *d) { return ((cuda_impl *)d->impl)->lt; }
 extern "C" int vx_cuda_sm_count(const vx_device *d) { return ((cuda_impl *)d->impl)->sm_count; }
 

@@ -23,6 +23,12 @@ vx_status vx_cuda_enter(const vx_device *d, vx_err *e);
  * destroying it waits for its work. */
 vx_status vx_cuda_stream_create(vx_device *d, cudaStream_t *s, vx_err *e);
 void vx_cuda_stream_destroy(vx_device *d, cudaStream_t s);
+/* A graph of one conditional while node, whose body stream s now captures into: the caller
+ * queues the body's work on s (a kernel in it calls cudaGraphSetConditional(*loop, more) for the
+ * next pass), then ends the capture. The body runs at least once a launch. On failure nothing
+ * is left: *graph is NULL and s is not capturing. */
+vx_status vx_cuda_loop_begin(cudaStream_t s, cudaGraph_t *graph, cudaGraphConditionalHandle *loop,
+                             vx_err *e);
 cublasLtHandle_t vx_cuda_lt(const vx_device *d);
 int vx_cuda_sm_count(const vx_device *d);
 
