@@ -1,8 +1,10 @@
 /* bench_hyperopt.c — many trials at once against one after another, the path a study takes.
  *
- * The same trials three ways, in one call: a study of 20 particles at concurrency 1 (one after
+ * The same trials four ways, in one call: a study of 20 particles at concurrency 1 (one after
  * another), the same study at concurrency 20 (each trial in a thread of its own on a share of the
- * device), and 20 separate `vixen train` processes of the same config started together. The
+ * device, launching its own graphs), the same again with one launcher thread issuing every
+ * trial's graph launches (GPU only), and 20 separate `vixen train` processes of the same config
+ * started together. The
  * trials are the default DQN on the default market, for a few epochs; the study's one parameter
  * is dqn.eps_end in [0.05, 0.05 + 1e-8], so the trials are the same settings to the eighth digit
  * (a space needs a parameter). The figure is the aggregate updates per second: every trial's
@@ -31,8 +33,8 @@ typedef struct {
     int trials, not_done;
 } run_figures;
 
-static vx_status study(const char *dir, int trials, int epochs, int concurrency, vx_device *dev,
-                       run_figures *f, vx_err *e)
+static vx_status study(const char *dir, int trials, int epochs, int concurrency, int launcher,
+                       vx_device *dev, run_figures *f, vx_err *e)
 {
     memset(f, 0, sizeof *f);
     vx_train_cfg *base = malloc(sizeof *base);
@@ -50,6 +52,7 @@ static vx_status study(const char *dir, int trials, int epochs, int concurrency,
     vx_study *s;
     uint64_t t0 = vx_now_ns();
     vx_status st = vx_study_create(dir, &c, space, strlen(space), base, &s, e);
+    if (!st) vx_study_set_launcher(s, launcher);
     if (!st) st = vx_study_run(s, dev, NULL, NULL, NULL, e);
     f->seconds = vx_seconds_since(t0);
     vx_study_close(s);
@@ -142,7 +145,7 @@ static void put(vx_bench_result *r, const char *name, const char *unit, double i
 
 int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
 {
-    if (max < 7) return 0;
+    if (max < 9) return 0;
     vx_device_cfg dc;
     vx_device_cfg_default(&dc);
     dc.threads = 1;
@@ -155,18 +158,23 @@ int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
     int cuda = vx_device_kind(dev) == VX_DEVICE_CUDA;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int trials = cuda ? 20 : (int)(cores > 1 ? cores : 2), epochs = cuda ? 10 : 2;
-    char root[64], d1[128], dn[128], dp[128];
+    char root[64], d1[128], dn[128], dl[128], dp[128];
     snprintf(root, sizeof root, "/tmp/vixen-bench-hyperopt-%d", (int)getpid());
     snprintf(d1, sizeof d1, "%s/one-by-one", root);
     snprintf(dn, sizeof dn, "%s/at-once", root);
+    snprintf(dl, sizeof dl, "%s/one-launcher", root);
     snprintf(dp, sizeof dp, "%s/processes", root);
-    run_figures one, many;
+    run_figures one, many, launched = {0};
     fprintf(log, "bench: hyperopt: %d trials of %d epochs on %s, one after another\n", trials,
             epochs, vx_device_name(dev));
-    vx_status st = study(d1, trials, epochs, 1, dev, &one, &e);
+    vx_status st = study(d1, trials, epochs, 1, 0, dev, &one, &e);
     if (!st) {
         fprintf(log, "bench: hyperopt: %.1f s; the same %d at once\n", one.seconds, trials);
-        st = study(dn, trials, epochs, trials, dev, &many, &e);
+        st = study(dn, trials, epochs, trials, 0, dev, &many, &e);
+    }
+    if (!st && cuda) { /* the launcher thread is a GPU matter */
+        fprintf(log, "bench: hyperopt: %.1f s; at once, one launcher thread\n", many.seconds);
+        st = study(dl, trials, epochs, trials, 1, dev, &launched, &e);
     }
     vx_device_close(dev);
     if (st) {
@@ -174,7 +182,8 @@ int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
         vx_remove_tree(root, NULL);
         return -1;
     }
-    fprintf(log, "bench: hyperopt: %.1f s; %d processes at once\n", many.seconds, trials);
+    fprintf(log, "bench: hyperopt: %.1f s; %d processes at once\n",
+            cuda ? launched.seconds : many.seconds, trials);
     if (one.not_done || many.not_done)
         fprintf(log, "bench: hyperopt: %d and %d trials did not finish: the figures count fewer\n",
                 one.not_done, many.not_done);
@@ -191,6 +200,12 @@ int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
     snprintf(name, sizeof name, "hyperopt %d processes at once", trials);
     put(&out[n++], name, "updates/s", one.updates, sp, one.updates / sp, 0);
     put(&out[n++], "hyperopt speed-up, at once / one by one", "x", 1, 1, un / u1, 10);
+    if (cuda) {
+        double ul = launched.updates / launched.seconds;
+        snprintf(name, sizeof name, "hyperopt %d at once, one launcher thread", trials);
+        put(&out[n++], name, "updates/s", launched.updates, launched.seconds, ul, 10 * u1);
+        put(&out[n++], "hyperopt speed-up, one launcher thread", "x", 1, 1, ul / u1, 10);
+    }
     put(&out[n++], "hyperopt memory per trial, estimate", "MB", 1, 1, many.mem_estimate / 1e6, 0);
     put(&out[n++], "hyperopt memory per trial, measured", "MB", 1, 1, many.mem_measured / 1e6, 0);
     /* within 25% and never below: the ratio in [1, 1.25] */

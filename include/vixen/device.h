@@ -123,6 +123,25 @@ vx_status vx_stream_create(vx_device *d, vx_stream *out, vx_err *e);
 vx_status vx_stream_sync(vx_device *d, vx_stream s, vx_err *e);
 void vx_stream_destroy(vx_device *d, vx_stream s);
 
+/* Made ready for `trainings` trainings that are about to start at once on d or its shares (CUDA:
+ * their streams and events made in advance, which twenty trials making them at once while
+ * others already run would queue for; the CPU: nothing). */
+vx_status vx_device_prepare(vx_device *d, int trainings, vx_err *e);
+/* one = 1: every graph launch on d and its shares is issued by one launcher thread of the
+ * context (callers hand it over and wait until it is issued, so each stream's order is theirs);
+ * 0: each thread launches its own (the default). Switch only while nothing is being launched.
+ * No effect on the CPU. */
+vx_status vx_device_set_launcher(vx_device *d, int one, vx_err *e);
+
+/* A training on d says, once its objects (networks, buffers, graphs) are made and before its
+ * work starts, that it is ready (vx_train_run does); a hook set on d hears of it, in the
+ * training's thread, and may hold it there: the search starts a chunk's trials' work together,
+ * once every one of them has built its graphs (an instantiation while other trials run took up to
+ * 100 times as long on the H200). NULL: no hook. */
+typedef void (*vx_ready_fn)(void *ctx);
+void vx_device_on_ready(vx_device *d, vx_ready_fn fn, void *ctx);
+void vx_device_ready(vx_device *d);
+
 /* Synchronous copies between host memory and the device's (any host memory; for setup, tests and
  * tools — the hot path queues its own copies on its streams). On the CPU, memcpy. */
 vx_status vx_device_upload(vx_device *d, void *dev_dst, const void *host_src, size_t n, vx_err *e);

@@ -278,6 +278,10 @@ typedef void (*vx_study_progress_fn)(const vx_study_progress *p, void *ctx);
 vx_status vx_study_run(vx_study *s, vx_device *dev, vx_study_progress_fn cb, void *ctx,
                        volatile int *stop, vx_err *e);
 void vx_study_close(vx_study *s);
+/* How this process's trials reach the GPU, from the next run on: each trial's thread launches its
+ * own graphs (one = 0, the default) or one launcher thread issues them all (one = 1;
+ * vx_device_set_launcher). Results are the same either way; a choice of the run, not stored. */
+void vx_study_set_launcher(vx_study *s, int one);
 /* The device kind the study's base config names (train.device: VX_DEVICE_AUTO, _CPU, _CUDA). */
 int vx_study_device_kind(const vx_study *s);
 

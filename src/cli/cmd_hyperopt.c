@@ -170,7 +170,7 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
 {
     const char *config = NULL, *study = NULL, *resume = NULL, *device = NULL;
     const char *gens = NULL, *swarm = NULL, *seeds = NULL, *conc = NULL, *seed = NULL;
-    const char *margin = NULL, *warmup = NULL, *sets[MAX_SETS];
+    const char *margin = NULL, *warmup = NULL, *launcher = NULL, *sets[MAX_SETS];
     int n_sets = 0, plan = 0, no_prune = 0, coordinate_only = 0;
     vx_opt opts[] = {
         {"study", "DIR", "the study folder (new)", &study, NULL, NULL, NULL, 0},
@@ -185,6 +185,10 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
          NULL, NULL, 0},
         {"concurrency", "N", "trials at once (default: as many as the budget allows)", &conc, NULL,
          NULL, NULL, 0},
+        {"launcher", "threads|one",
+         "how trials launch their graphs: each from its own thread (threads, the default) or "
+         "all through one launcher thread (one; one process only)",
+         &launcher, NULL, NULL, NULL, 0},
         {"seed", "S", "seed of the swarm (1)", &seed, NULL, NULL, NULL, 0},
         {"margin", "F", "share of the memory budget kept free (0.2)", &margin, NULL, NULL, NULL, 0},
         {"no-prune", NULL, "no median pruning", NULL, &no_prune, NULL, NULL, 0},
@@ -247,6 +251,16 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
     else if (warmup) rc = VX_EXIT_USAGE;
     if (margin && vx_arg_double(&c, "margin", margin, &sc.margin) != 0) rc = VX_EXIT_USAGE;
     sc.prune = !no_prune;
+    int one_launcher = launcher && strcmp(launcher, "one") == 0;
+    if (!rc && launcher && !one_launcher && strcmp(launcher, "threads") != 0) {
+        fprintf(stderr, "vixen: --launcher takes threads or one, not '%s'\n", launcher);
+        rc = VX_EXIT_USAGE;
+    }
+    if (!rc && one_launcher && r->size > 1) {
+        fprintf(stderr, "vixen: --launcher one is for a study in one process (under MPI each "
+                        "rank's trials launch from their own threads)\n");
+        rc = VX_EXIT_USAGE;
+    }
     if (!rc && resume &&
         (np || study || config || n_sets || plan || gens || swarm || seeds || seed || margin ||
          warmup || no_prune)) {
@@ -313,6 +327,7 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
         if (!s && vx_study_create(study, &sc, (const char *)space_text, space_len, base, &s, &e))
             rc = fail(&e);
         if (!rc) {
+            vx_study_set_launcher(s, one_launcher);
             handle_interrupts(1);
             vx_status st = vx_study_run_ranks(s, dev, r, coordinate_only, cores, print_progress,
                                               NULL, &g_stop, &e);

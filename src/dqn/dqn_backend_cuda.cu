@@ -156,10 +156,10 @@ static void cuda_free_backend(dqn_backend *b)
     dqn_rollout_free(b->roll);
     dqn_learner_free(b->learner);
     vx_replay_free(b->replay);
-    cudaEvent_t *ev[] = {&b->snap,  &b->snap_collect, &b->snap_learn, &b->c0[0], &b->c0[1],
-                         &b->c1[0], &b->c1[1],        &b->l0,         &b->l1};
-    for (size_t i = 0; i < sizeof ev / sizeof *ev; i++)
-        if (*ev[i]) cudaEventDestroy(*ev[i]);
+    cudaEvent_t untimed[] = {b->snap, b->snap_collect, b->snap_learn};
+    cudaEvent_t timed[] = {b->c0[0], b->c0[1], b->c1[0], b->c1[1], b->l0, b->l1};
+    for (int i = 0; i < 3; i++) vx_cuda_event_destroy(b->dev, untimed[i], 0);
+    for (int i = 0; i < 6; i++) vx_cuda_event_destroy(b->dev, timed[i], 1);
     vx_cuda_stream_destroy(b->dev, b->learn);
     vx_cuda_stream_destroy(b->dev, b->collect);
     vx_mem_release(&b->mem);
@@ -211,16 +211,16 @@ static vx_status cuda_create(const dqn_init *in, dqn_backend **out, dqn_state **
     if (!st) st = state_alloc(b, e);
     if (!st) st = vx_mem_alloc(&b->mem, np * 4, &b->act_params, e);
     if (st) goto fail;
-    VX_CUDA_CHECK(cudaEventCreateWithFlags(&b->snap, cudaEventDisableTiming));
-    VX_CUDA_CHECK(cudaEventCreateWithFlags(&b->snap_collect, cudaEventDisableTiming));
-    VX_CUDA_CHECK(cudaEventCreateWithFlags(&b->snap_learn, cudaEventDisableTiming));
-    for (int p = 0; p < 2; p++) {
-        VX_CUDA_CHECK(cudaEventCreate(&b->c0[p]));
-        VX_CUDA_CHECK(cudaEventCreate(&b->c1[p]));
+    st = vx_cuda_event_create(b->dev, &b->snap, 0, e);
+    if (!st) st = vx_cuda_event_create(b->dev, &b->snap_collect, 0, e);
+    if (!st) st = vx_cuda_event_create(b->dev, &b->snap_learn, 0, e);
+    for (int p = 0; p < 2 && !st; p++) {
+        st = vx_cuda_event_create(b->dev, &b->c0[p], 1, e);
+        if (!st) st = vx_cuda_event_create(b->dev, &b->c1[p], 1, e);
     }
-    VX_CUDA_CHECK(cudaEventCreate(&b->l0));
-    VX_CUDA_CHECK(cudaEventCreate(&b->l1));
-    st = vx_replay_create(&rc, in->dev, &b->replay, e);
+    if (!st) st = vx_cuda_event_create(b->dev, &b->l0, 1, e);
+    if (!st) st = vx_cuda_event_create(b->dev, &b->l1, 1, e);
+    if (!st) st = vx_replay_create(&rc, in->dev, &b->replay, e);
     if (st) goto fail;
     {
         dqn_rollout_cfg ro = {b->run.steps_per_epoch,
@@ -256,6 +256,11 @@ static vx_status cuda_create(const dqn_init *in, dqn_backend **out, dqn_state **
                    "dqn: no room for a device snapshot of the replay buffer (%s); "
                    "checkpoints are written in place, pausing training",
                    why.msg);
+    }
+    if (!b->eager) { /* the graphs now, before the trials sharing the GPU start working */
+        st = dqn_rollout_prepare(b->roll, e);
+        if (!st && b->s.replay_kind != VX_REPLAY_RANK) st = dqn_learner_prepare(b->learner, e);
+        if (st) goto fail;
     }
     b->K = vx_dqn_updates_per_epoch(&b->s, &b->run);
     *out = b;

@@ -219,9 +219,9 @@ extern "C" void dqn_learner_free(dqn_learner *d)
     if (!d) return;
     if (d->exec) cudaGraphExecDestroy(d->exec);
     if (d->graph) cudaGraphDestroy(d->graph);
-    if (d->fork) cudaEventDestroy(d->fork);
-    if (d->join) cudaEventDestroy(d->join);
-    if (d->acc_ready) cudaEventDestroy(d->acc_ready);
+    vx_cuda_event_destroy(d->dev, d->fork, 0);
+    vx_cuda_event_destroy(d->dev, d->join, 0);
+    vx_cuda_event_destroy(d->dev, d->acc_ready, 0);
     vx_cuda_stream_destroy(d->dev, d->side);
     vx_qnet_free(d->qs);
     vx_qnet_free(d->qt);
@@ -274,9 +274,10 @@ extern "C" vx_status dqn_learner_create(const vx_dqn_cfg *cfg, const vx_qnet_lay
     if (st) goto fail;
     d->b.obs = d->obs2;
     d->b.next_obs = d->obs2 + B * D;
-    VX_CUDA_CHECK(cudaEventCreateWithFlags(&d->fork, cudaEventDisableTiming));
-    VX_CUDA_CHECK(cudaEventCreateWithFlags(&d->join, cudaEventDisableTiming));
-    VX_CUDA_CHECK(cudaEventCreateWithFlags(&d->acc_ready, cudaEventDisableTiming));
+    st = vx_cuda_event_create(dev, &d->fork, 0, e);
+    if (!st) st = vx_cuda_event_create(dev, &d->join, 0, e);
+    if (!st) st = vx_cuda_event_create(dev, &d->acc_ready, 0, e);
+    if (st) goto fail;
     VX_CUDA_CHECK(cudaMemsetAsync(d->acc, 0, sizeof(dqn_learner_acc), s));
     VX_CUDA_CHECK(cudaMemsetAsync(d->grads, 0, np * 4, s)); /* the padding is never written */
     VX_CUDA_CHECK(cudaMemcpyAsync(d->online, params, np * 4, cudaMemcpyHostToDevice, s));
@@ -327,7 +328,18 @@ fail:
     return st;
 }
 
-/* n updates in one launch of the loop graph (built on first use: the buffer is filled by then). */
+extern "C" vx_status dqn_learner_prepare(dqn_learner *d, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(d->dev, e);
+    if (!st && !d->exec) st = build_loop(d, e);
+    if (!d->exec && d->graph) { /* a failed build leaves nothing behind for the next try */
+        cudaGraphDestroy(d->graph);
+        d->graph = NULL;
+    }
+    return st;
+}
+
+/* n updates in one launch of the loop graph (built here at the first, unless prepared). */
 extern "C" vx_status dqn_learner_update_n(dqn_learner *d, int n, vx_err *e)
 {
     vx_status st = vx_cuda_enter(d->dev, e);
@@ -338,7 +350,8 @@ extern "C" vx_status dqn_learner_update_n(dqn_learner *d, int n, vx_err *e)
     }
     loop_start_kernel<<<1, 1, 0, d->s>>>(d->count, d->updates, n);
     VX_CUDA_LAUNCH_CHECK(d->s);
-    VX_CUDA_CHECK(cudaGraphLaunch(d->exec, d->s));
+    st = vx_cuda_graph_launch(d->dev, d->exec, d->s, e);
+    if (st) goto fail;
     d->updates += n;
 fail:
     if (!d->exec && d->graph) { /* a failed build leaves nothing behind for the next try */

@@ -36,6 +36,10 @@ void dqn_learner_free(dqn_learner *d);
 vx_status dqn_learner_update(dqn_learner *d, int eager, vx_err *e);
 /* n updates (n ≥ 1) as one launch of the captured loop; dqn_learner_update(d, 0) is n = 1. */
 vx_status dqn_learner_update_n(dqn_learner *d, int n, vx_err *e);
+/* The loop graph captured and instantiated now instead of at the first update (as
+ * dqn_rollout_prepare: before the trials sharing the GPU start working); the replay buffer may
+ * still be empty (a rank buffer's first sort must come first: not for one). Nothing runs. */
+vx_status dqn_learner_prepare(dqn_learner *d, vx_err *e);
 /* For tests: one update (eager), as dqn_learner_update's, on the batch b (device memory, cfg.batch
  * rows; index and gen unused; steps NULL means 1) instead of a sample, leaving the replay buffer
  * alone. priority (device memory, cfg.batch floats; may be NULL) gets each row's new priority

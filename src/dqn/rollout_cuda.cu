@@ -371,6 +371,19 @@ fail:
     return st;
 }
 
+extern "C" vx_status dqn_rollout_prepare(dqn_rollout *r, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(r->dev, e);
+    if (!st && !r->tail_exec) st = build_graphs(r, e);
+    if (st && !r->tail_exec) { /* as dqn_rollout_run's failed build: nothing left behind */
+        if (r->exec) cudaGraphExecDestroy(r->exec);
+        if (r->graph) cudaGraphDestroy(r->graph);
+        if (r->tail) cudaGraphDestroy(r->tail);
+        r->exec = NULL, r->graph = NULL, r->tail = NULL;
+    }
+    return st;
+}
+
 extern "C" vx_status dqn_rollout_run(dqn_rollout *r, int eager, vx_err *e)
 {
     vx_status st = vx_cuda_enter(r->dev, e);
@@ -386,8 +399,8 @@ extern "C" vx_status dqn_rollout_run(dqn_rollout *r, int eager, vx_err *e)
         if (!st) st = tail_body(r, e);
         return st;
     }
-    VX_CUDA_CHECK(cudaGraphLaunch(r->exec, r->s));
-    VX_CUDA_CHECK(cudaGraphLaunch(r->tail_exec, r->s));
+    st = vx_cuda_graph_launch(r->dev, r->exec, r->s, e);
+    if (!st) st = vx_cuda_graph_launch(r->dev, r->tail_exec, r->s, e);
 fail:
     if (!r->tail_exec) { /* a failed build leaves nothing behind for the next try */
         if (r->exec) cudaGraphExecDestroy(r->exec);

@@ -120,6 +120,30 @@ vx_status vx_trial_config(const vx_study *s, const vx_trial *t, const double *x,
     return vx_train_cfg_check(c, e);
 }
 
+/* The start gate: a trial whose objects and graphs are made waits until every trial of its chunk
+ * is as far (or has ended), so that no trial builds its graphs while others already run (on the
+ * H200 an instantiation then took 100 times as long). A trial that ends before it counts as
+ * arrived; a retry after an out-of-memory halving passes straight through. A minute at most. */
+#define GATE_SECONDS 60
+static void gate_arrive(trial_job *j, int wait)
+{
+    vx_chunk *c = j->chunk;
+    pthread_mutex_lock(&c->mu);
+    if (!j->arrived) {
+        j->arrived = 1;
+        c->ready++;
+        pthread_cond_broadcast(&c->cv);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += GATE_SECONDS;
+        while (wait && c->ready < c->n &&
+               pthread_cond_timedwait(&c->cv, &c->mu, &until) != ETIMEDOUT) {}
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+static void trial_ready(void *ctx) { gate_arrive(ctx, 1); }
+
 /* layer 3: a trial its share refuses halves its batch and starts again, alone */
 static void *trial_main(void *arg)
 {
@@ -143,6 +167,7 @@ static void *trial_main(void *arg)
         vx_device *sh = NULL;
         j->st = vx_device_share(j->dev, j->share, label, &sh, &j->err);
         if (j->st) break;
+        vx_device_on_ready(sh, trial_ready, j);
         j->st = vx_train_run(c, sh, 0, on_epoch, j, NULL, &j->err);
         vx_device_mem m;
         vx_device_memory(sh, &m);
@@ -161,6 +186,7 @@ static void *trial_main(void *arg)
         j->t.halvings++;
     }
     free(c);
+    gate_arrive(j, 0); /* one that never got there does not hold the others */
     j->t.seconds = vx_seconds_since(t0);
     pthread_mutex_lock(&j->chunk->mu); /* the chunk's waiter learns of it */
     j->chunk->finished++;
@@ -198,6 +224,8 @@ vx_status vx_engine_init(vx_study *s, vx_device *dev, vx_engine *eng, int state[
     eng->cur = &state[0], eng->ramped = &state[1];
     eng->local = 1;
     if (!*eng->cur) *eng->cur = plan->first_chunk;
+    st = vx_device_set_launcher(dev, s->launcher, e);
+    if (st) return st;
     *eng->ramped = s->cfg.concurrency > 0; /* a concurrency asked for is kept */
     return VX_OK;
 }
@@ -247,8 +275,11 @@ vx_status vx_chunk_start(vx_study *s, vx_engine *eng, vx_chunk *c, const vx_tria
     if (n > c->cap || n > *eng->cur)
         return vx_err_set(e, VX_ERR_ARG, "hyperopt: a chunk of %d trials at concurrency %d", n,
                           *eng->cur);
-    c->n = n, c->started = 0, c->finished = 0;
+    c->n = n, c->started = 0, c->finished = 0, c->ready = 0;
     c->share = eng->avail / (size_t)*eng->cur;
+    /* what n trials make at their start, made before any of them runs */
+    vx_status pst = vx_device_prepare(eng->dev, n, e);
+    if (pst) return pst;
     for (int k = 0; k < n; k++) {
         trial_job *j = &c->jobs[k];
         memset(j, 0, sizeof *j);
@@ -259,6 +290,10 @@ vx_status vx_chunk_start(vx_study *s, vx_engine *eng, vx_chunk *c, const vx_tria
         if (pthread_create(&j->thread, NULL, trial_main, j) != 0) {
             vx_status st = vx_err_set(e, VX_ERR_NOMEM, "hyperopt: cannot start a trial thread: %s",
                                       strerror(errno));
+            pthread_mutex_lock(&c->mu); /* the gate waits for those started, no more */
+            c->n = c->started;
+            pthread_cond_broadcast(&c->cv);
+            pthread_mutex_unlock(&c->mu);
             for (int i = 0; i < c->started; i++) pthread_join(c->jobs[i].thread, NULL);
             for (int i = 0; i < c->started; i++) free(c->jobs[i].curve);
             c->n = c->started = 0;

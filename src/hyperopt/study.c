@@ -969,8 +969,11 @@ vx_status vx_study_run_with(vx_study *s, vx_device *dev, vx_workers *w, int loca
     }
     if (!st) st = finish(s, &p, e);
     vx_pso_free(&p);
+    if (s->launcher) vx_device_set_launcher(dev, 0, NULL); /* the device is the caller's */
     return st;
 }
+
+void vx_study_set_launcher(vx_study *s, int one) { s->launcher = one != 0; }
 
 vx_status vx_study_run(vx_study *s, vx_device *dev, vx_study_progress_fn cb, void *ctx,
                        volatile int *stop, vx_err *e)

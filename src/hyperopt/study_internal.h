@@ -67,6 +67,7 @@ struct vx_study {
     int cur_concurrency; /* rank 0's (or the one process's) concurrency, kept across generations */
     int ramped;          /* … and whether its first chunk's measurement was taken */
     int rank;            /* the MPI rank this copy runs on (0: rank 0, or one process) */
+    int launcher;        /* vx_study_set_launcher */
     char tag[16];        /* "r2:" on a worker rank: its trials' log lines say where they run */
 };
 
@@ -123,6 +124,7 @@ typedef struct {
     vx_err err;
     pthread_t thread;
     vx_chunk *chunk;
+    int arrived; /* counted in its chunk's `ready` */
 } trial_job;
 
 /* Trials started together, each in its thread on a share of the engine's device. */
@@ -133,6 +135,7 @@ struct vx_chunk {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int finished; /* threads that have returned */
+    int ready;    /* trials whose setup is done (or that ended before it): the start gate */
 };
 
 vx_status vx_chunk_init(vx_chunk *c, int cap, vx_err *e);

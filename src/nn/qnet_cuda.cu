@@ -53,10 +53,10 @@ static void qc_free(void *impl)
     for (int h = 0; h < HEADS; h++) {
         vx_dense_ctx_free(q->hd[h]);
         vx_cuda_stream_destroy(q->dev, q->hs[h]);
-        if (q->done[h]) cudaEventDestroy(q->done[h]);
-        if (q->dv_done[h]) cudaEventDestroy(q->dv_done[h]);
+        vx_cuda_event_destroy(q->dev, q->done[h], 0);
+        vx_cuda_event_destroy(q->dev, q->dv_done[h], 0);
     }
-    if (q->fork) cudaEventDestroy(q->fork);
+    vx_cuda_event_destroy(q->dev, q->fork, 0);
     vx_dense_ctx_free(q->main);
     vx_mem_release(&q->mem);
     free(q);
@@ -97,12 +97,11 @@ static vx_status qc_create(const vx_qnet_layout *L, int max_batch, int bwd_batch
     for (int h = 0; h < q->heads && !st; h++) {
         st = vx_dense_ctx_create(dev, train ? WS_TRAIN_HEAD : WS_FORWARD_HEAD, &q->hd[h], e);
         if (!st) st = vx_cuda_stream_create(dev, &q->hs[h], e);
-        if (st) break;
-        VX_CUDA_CHECK(cudaEventCreateWithFlags(&q->done[h], cudaEventDisableTiming));
-        VX_CUDA_CHECK(cudaEventCreateWithFlags(&q->dv_done[h], cudaEventDisableTiming));
+        if (!st) st = vx_cuda_event_create(dev, &q->done[h], 0, e);
+        if (!st) st = vx_cuda_event_create(dev, &q->dv_done[h], 0, e);
     }
+    if (!st) st = vx_cuda_event_create(dev, &q->fork, 0, e);
     if (st) goto fail;
-    VX_CUDA_CHECK(cudaEventCreateWithFlags(&q->fork, cudaEventDisableTiming));
     for (int l = 0; l < c->n_trunk; l++) q->trunk[l] = p, p += B * (size_t)c->trunk[l];
     q->v1 = p, p += B * (size_t)c->head_hidden;
     q->v = p, p += B * (size_t)c->atoms;

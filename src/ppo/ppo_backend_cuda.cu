@@ -450,8 +450,29 @@ fail:
 
 typedef vx_status (*body_fn)(ppo_backend *b, vx_err *e);
 
-/* Runs a body: kernel by kernel and synchronised (eager), or as a graph captured at its first
- * use and launched from then on. */
+/* A body's graph, captured and instantiated unless it is already; nothing runs. */
+static vx_status build_body(ppo_backend *b, body_fn body, cudaGraph_t *g, cudaGraphExec_t *x,
+                            vx_err *e)
+{
+    vx_status st = VX_OK;
+    if (!*x) {
+        VX_CUDA_CHECK(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
+        st = body(b, e);
+        cudaError_t rc = cudaStreamEndCapture(b->st, g);
+        if (st) goto fail;
+        VX_CUDA_CHECK(rc);
+        VX_CUDA_CHECK(cudaGraphInstantiate(x, *g, 0));
+    }
+fail:
+    if (!*x && *g) { /* a failed capture leaves nothing behind for the next try */
+        cudaGraphDestroy(*g);
+        *g = NULL;
+    }
+    return st;
+}
+
+/* Runs a body: kernel by kernel and synchronised (eager), or as its graph (built at creation, or
+ * here if that failed). */
 static vx_status run_body(ppo_backend *b, body_fn body, cudaGraph_t *g, cudaGraphExec_t *x,
                           vx_err *e)
 {
@@ -461,20 +482,9 @@ static vx_status run_body(ppo_backend *b, body_fn body, cudaGraph_t *g, cudaGrap
         if (!st) VX_CUDA_CHECK(cudaStreamSynchronize(b->st));
         return st;
     }
-    if (!*x) {
-        VX_CUDA_CHECK(cudaStreamBeginCapture(b->st, cudaStreamCaptureModeThreadLocal));
-        st = body(b, e);
-        cudaError_t rc = cudaStreamEndCapture(b->st, g);
-        if (st) goto fail;
-        VX_CUDA_CHECK(rc);
-        VX_CUDA_CHECK(cudaGraphInstantiate(x, *g, 0));
-    }
-    VX_CUDA_CHECK(cudaGraphLaunch(*x, b->st));
+    st = build_body(b, body, g, x, e);
+    if (!st) st = vx_cuda_graph_launch(b->dev, *x, b->st, e);
 fail:
-    if (!*x && *g) { /* a failed capture leaves nothing behind for the next try */
-        cudaGraphDestroy(*g);
-        *g = NULL;
-    }
     return st;
 }
 
@@ -490,8 +500,7 @@ static void cuda_free(ppo_backend *b)
     if (b->g_roll) cudaGraphDestroy(b->g_roll);
     if (b->g_mb) cudaGraphDestroy(b->g_mb);
     cudaEvent_t ev[] = {b->c0, b->c1, b->l1};
-    for (int i = 0; i < 3; i++)
-        if (ev[i]) cudaEventDestroy(ev[i]);
+    for (int i = 0; i < 3; i++) vx_cuda_event_destroy(b->dev, ev[i], 1);
     ac_cuda_free(b->net_act);
     ac_cuda_free(b->net_mb);
     vx_optim_free(b->opt);
@@ -635,9 +644,10 @@ static vx_status cuda_create(const ppo_init *in, ppo_backend **out, ppo_state **
     ac_cuda_set_tf32(b->net_act, b->s.tf32);
     ac_cuda_set_tf32(b->net_mb, b->s.tf32);
     vx_optim_set_controls(b->opt, b->lr, b->ctl + C_STOP);
-    VX_CUDA_CHECK(cudaEventCreate(&b->c0));
-    VX_CUDA_CHECK(cudaEventCreate(&b->c1));
-    VX_CUDA_CHECK(cudaEventCreate(&b->l1));
+    st = vx_cuda_event_create(b->dev, &b->c0, 1, e);
+    if (!st) st = vx_cuda_event_create(b->dev, &b->c1, 1, e);
+    if (!st) st = vx_cuda_event_create(b->dev, &b->l1, 1, e);
+    if (st) goto fail;
     /* the starting state, as the CPU backend's: the initial weights, zero moments, statistics
      * mean 0 and variance 1 over a count of 1e-4, the environments as they are */
     memcpy(h->params, in->init_params, b->np * 4);
@@ -657,6 +667,9 @@ static vx_status cuda_create(const ppo_init *in, ppo_backend **out, ppo_state **
     VX_CUDA_CHECK(cudaMemsetAsync(b->ctl, 0, C_N * 4, b->st));
     VX_CUDA_CHECK(cudaStreamSynchronize(b->st));
     st = upload_state(b, e);
+    /* the graphs now, before the trials sharing the GPU start working (vx_device_ready) */
+    if (!st && !b->eager) st = build_body(b, rollout_body, &b->g_roll, &b->x_roll, e);
+    if (!st && !b->eager) st = build_body(b, minibatch_body, &b->g_mb, &b->x_mb, e);
     if (st) goto fail;
     *out = b;
     *state = h;

@@ -527,7 +527,11 @@ vx_status vx_rc_sample(vx_replay *r, size_t B, vx_replay_batch *out, vx_stream v
     vx_status st = vx_cuda_enter(r->dev, e);
     if (st) return st;
     if (!b->on_device) return vx_rc_sample_cpu(r, B, out, s, e); /* the CPU keeps its own size */
-    if (b->size == 0) return vx_err_set(e, VX_ERR_ARG, "replay: sample from an empty buffer");
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (b->size == 0 && cudaStreamIsCapturing(s, &cs) != cudaSuccess) cudaGetLastError();
+    /* captured into a graph, the sample runs later (after inserts): the size is read there */
+    if (b->size == 0 && cs == cudaStreamCaptureStatusNone)
+        return vx_err_set(e, VX_ERR_ARG, "replay: sample from an empty buffer");
     note_stream(b, s);
     int D = r->cfg.obs_dim, prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL;
     cudaError_t rc = cudaSuccess;

@@ -26,22 +26,17 @@ vx_status vx_rc_stager_create(rc_stager *io, vx_mem *mem, size_t n, cudaStream_t
 {
     io->n = n;
     io->s = s;
+    io->dev = mem->dev;
     vx_status st = vx_mem_alloc_host(mem, n, &io->buf[0], e);
     if (!st) st = vx_mem_alloc_host(mem, n, &io->buf[1], e);
-    for (int k = 0; k < 2 && !st; k++) {
-        cudaError_t rc = cudaEventCreateWithFlags(&io->ev[k], cudaEventDisableTiming);
-        if (rc) {
-            io->ev[k] = NULL;
-            st = vx_err_set(e, VX_ERR_CUDA, "replay: cudaEventCreate: %s", cudaGetErrorString(rc));
-        }
-    }
+    for (int k = 0; k < 2 && !st; k++) st = vx_cuda_event_create(io->dev, &io->ev[k], 0, e);
     return st;
 }
 
 void vx_rc_stager_destroy(rc_stager *io)
 {
     for (int k = 0; k < 2; k++) {
-        if (io->ev[k]) cudaEventDestroy(io->ev[k]);
+        vx_cuda_event_destroy(io->dev, io->ev[k], 0);
         io->ev[k] = NULL;
     }
 }
@@ -224,7 +219,7 @@ void vx_rc_snap_free(rc_buf *b)
 {
     rc_snapshot *sn = &b->snap;
     vx_rc_stager_destroy(&sn->io);
-    if (sn->done) cudaEventDestroy(sn->done);
+    vx_cuda_event_destroy(sn->mem.dev, sn->done, 0);
     vx_cuda_stream_destroy(sn->mem.dev, sn->io.s);
     vx_mem_release(&sn->mem);
     sn->done = NULL;
@@ -245,13 +240,7 @@ static vx_status snap_alloc(vx_replay *r, vx_err *e)
     if (!st) st = vx_mem_alloc(&sn->mem, sizeof(dev_state), &sn->ds, e);
     if (!st) st = vx_cuda_stream_create(r->dev, &sn->io.s, e);
     if (!st) st = vx_rc_stager_create(&sn->io, &sn->mem, b->io.n, sn->io.s, e);
-    if (!st) {
-        cudaError_t rc = cudaEventCreateWithFlags(&sn->done, cudaEventDisableTiming);
-        if (rc) {
-            sn->done = NULL;
-            st = vx_err_set(e, VX_ERR_CUDA, "replay: cudaEventCreate: %s", cudaGetErrorString(rc));
-        }
-    }
+    if (!st) st = vx_cuda_event_create(r->dev, &sn->done, 0, e);
     if (st) vx_rc_snap_free(b);
     return st;
 }

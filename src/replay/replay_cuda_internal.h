@@ -47,6 +47,7 @@ typedef struct {
     size_t n;
     cudaEvent_t ev[2];
     cudaStream_t s;
+    vx_device *dev; /* whose events these are */
 } rc_stager;
 
 /* The rows and counters a save file is made from: the live buffer's or a snapshot's. */

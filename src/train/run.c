@@ -364,6 +364,7 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
     if (!r) return vx_err_set(e, VX_ERR_NOMEM, "train: out of memory");
     r->lock_fd = -1;
     st = run_open(r, c, dev, resume, e);
+    if (!st) vx_device_ready(dev); /* made, graphs built: the work starts now */
     columns cols;
     columns_make(&cols, r->ops);
     vx_csv_log csv = {0};

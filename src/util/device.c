@@ -143,9 +143,19 @@ static int cpu_units(const vx_device *d)
     return n > 0 ? (int)n : 1;
 }
 
-static const vx_device_ops cpu_ops = {
-    cpu_alloc,         cpu_free,        cpu_alloc,          cpu_free,     cpu_close, cpu_copy,
-    cpu_stream_create, cpu_stream_sync, cpu_stream_destroy, cpu_mem_info, cpu_units};
+static const vx_device_ops cpu_ops = {cpu_alloc,
+                                      cpu_free,
+                                      cpu_alloc,
+                                      cpu_free,
+                                      cpu_close,
+                                      cpu_copy,
+                                      cpu_stream_create,
+                                      cpu_stream_sync,
+                                      cpu_stream_destroy,
+                                      cpu_mem_info,
+                                      cpu_units,
+                                      NULL,
+                                      NULL};
 
 /* MemAvailable from /proc/meminfo, else the physical memory. */
 static void host_memory(size_t *total, size_t *avail)
@@ -300,6 +310,30 @@ void vx_stream_destroy(vx_device *d, vx_stream s)
 {
     vx_device *x = (vx_device *)dev_of(d);
     x->ops->stream_destroy(x, s);
+}
+
+void vx_device_on_ready(vx_device *d, vx_ready_fn fn, void *ctx)
+{
+    if (!d) return;
+    d->on_ready = fn;
+    d->ready_ctx = ctx;
+}
+
+void vx_device_ready(vx_device *d)
+{
+    if (d && d->on_ready) d->on_ready(d->ready_ctx);
+}
+
+vx_status vx_device_prepare(vx_device *d, int trainings, vx_err *e)
+{
+    vx_device *x = (vx_device *)dev_of(d);
+    return x->ops->prepare && trainings > 0 ? x->ops->prepare(x, trainings, e) : VX_OK;
+}
+
+vx_status vx_device_set_launcher(vx_device *d, int one, vx_err *e)
+{
+    vx_device *x = (vx_device *)dev_of(d);
+    return x->ops->set_launcher ? x->ops->set_launcher(x, one, e) : VX_OK;
 }
 
 const void *vx_device_backend(const vx_device *d, const char *component)

@@ -1,6 +1,7 @@
 /* device_cuda.cu — the CUDA kind of device context (device_cuda.h): the device made current per
- * thread, streams, the shared cuBLASLt handle, and device and pinned memory charged to the
- * context's budget (device.c does the accounting; this file only allocates).
+ * thread, streams, events, the shared cuBLASLt handle, device and pinned memory charged to the
+ * context's budget (device.c does the accounting; this file only allocates), and the launcher
+ * thread that can issue every graph launch of the context.
  *
  * Device memory is stream-ordered (cudaMallocAsync, cudaFreeAsync on a stream of the context's
  * own) where the device has memory pools: cudaFree waits for the whole device to go idle, so
@@ -8,19 +9,91 @@
  * the H200, 20 trials at once: 143 frees blocked for 7.5 s in all, up to 0.6 s each). A free
  * waits instead for the streams of the context that owned the memory (device_internal.h), then
  * hands the block back; the pool keeps nothing (release threshold 0), so the driver's count of
- * free memory, which the search's watchdog reads, stays what it was with cudaFree. */
+ * free memory, which the search's watchdog reads, stays what it was with cudaFree.
+ *
+ * Streams, events and pinned host memory are kept for reuse (struct cache below) instead of
+ * made and destroyed with each object: with twenty trials starting at once, creating them
+ * queued behind the other trials' calls into the driver (measured on the H200: 126 stream
+ * creations 3.2 s in all, up to 175 ms each; 87 cudaMallocHost calls 1.2 s; cudaFreeHost waits
+ * for the whole device, like cudaFree), where a trial alone made them in microseconds. */
 #include "device_cuda.h"
 #include "cuda_check.h"
 
 #include <stdlib.h>
 #include <string.h>
 
+/* A list of idle handles (streams or events) of one kind. */
+typedef struct {
+    void **v;
+    int n, cap;
+} handle_list;
+
+/* Pinned host memory: slabs from cudaMallocHost, carved into blocks; a freed block waits in
+ * `idle` for a request of its size (or up to half smaller) and goes back to the driver only when
+ * the context closes. Each block is preceded by its header. */
+#define PIN_ALIGN 256
+#define PIN_SLAB_MIN (1u << 20)
+#define PIN_SLAB_MAX (64u << 20)
+typedef struct {
+    size_t size; /* the bytes after the header */
+    size_t magic;
+} pin_header;
+#define PIN_MAGIC 0x70696e6e65645f31ull /* "pinned_1" */
+
+typedef struct {
+    pthread_mutex_t lock;
+    handle_list streams, events, timed_events;
+    void **slabs;
+    int n_slabs, cap_slabs;
+    char *bump;    /* the current slab's unused part */
+    size_t left;   /* its bytes */
+    size_t pinned; /* the slabs' bytes in all */
+    void **idle;   /* freed blocks (their user pointers) */
+    int n_idle, cap_idle;
+} cache;
+
+/* The launcher thread (vx_cuda_set_launcher): callers queue a launch and wait until it is
+ * issued, so the stream's order is the caller's; only this thread calls cudaGraphLaunch. */
+typedef struct launch_req {
+    cudaGraphExec_t g;
+    cudaStream_t s;
+    cudaError_t rc;
+    int done;
+    struct launch_req *next;
+} launch_req;
+
+typedef struct {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t work, done;
+    launch_req *head, *tail;
+    int running, stop, index;
+    long long launches;
+} launcher;
+
 typedef struct {
     cublasLtHandle_t lt;
     int sm_count;
     int pools;          /* the device has stream-ordered memory pools */
     cudaStream_t alloc; /* where allocations and frees are ordered (with pools) */
+    cudaStream_t reset; /* nothing queued on it: where an event given back is recorded */
+    cache c;
+    launcher L;
 } cuda_impl;
+
+static int list_push(handle_list *l, void *h)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 64;
+        void **grown = (void **)realloc(l->v, (size_t)cap * sizeof *grown);
+        if (!grown) return 0;
+        l->v = grown, l->cap = cap;
+    }
+    l->v[l->n++] = h;
+    return 1;
+}
+
+static void *list_pop(handle_list *l) { return l->n ? l->v[--l->n] : NULL; }
 
 /* Only a thread on another device switches: cudaGetDevice is safe anywhere, also inside a stream
  * capture, and most calls find the device already current. */
@@ -79,14 +152,21 @@ static void streams_wait(vx_device *d)
     pthread_mutex_unlock(&d->streams_lock);
 }
 
+static cache *cache_of(const vx_device *d) { return &((cuda_impl *)d->impl)->c; }
+
+/* A stream from the cache, or a new one. */
 extern "C" vx_status vx_cuda_stream_create(vx_device *d, cudaStream_t *s, vx_err *e)
 {
     *s = NULL;
     vx_status st = vx_cuda_enter(d, e);
     if (st) return st;
-    VX_CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
+    cache *c = cache_of(d);
+    pthread_mutex_lock(&c->lock);
+    *s = (cudaStream_t)list_pop(&c->streams);
+    pthread_mutex_unlock(&c->lock);
+    if (!*s) VX_CUDA_CHECK(cudaStreamCreateWithFlags(s, cudaStreamNonBlocking));
     if (!streams_add(d, *s)) {
-        cudaStreamDestroy(*s);
+        vx_cuda_stream_destroy(d, *s);
         *s = NULL;
         return vx_err_set(e, VX_ERR_NOMEM, "device: out of memory");
     }
@@ -94,13 +174,201 @@ fail:
     return st;
 }
 
-/* The stream's work finishes first: once it is gone, a free would no longer wait for it. */
+/* The stream's work finishes first: once it is gone, a free would no longer wait for it. An
+ * idle, healthy stream goes back to the cache; one still capturing or in error is destroyed. */
 extern "C" void vx_cuda_stream_destroy(vx_device *d, cudaStream_t s)
 {
     if (!s) return;
-    if (vx_cuda_enter(d, NULL) == VX_OK) cudaStreamSynchronize(s);
+    int keep = 0;
+    if (vx_cuda_enter(d, NULL) == VX_OK) {
+        cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+        keep = cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone &&
+               cudaStreamSynchronize(s) == cudaSuccess;
+        if (!keep) cudaGetLastError();
+    }
     streams_remove(d, s);
-    cudaStreamDestroy(s);
+    if (keep) {
+        cache *c = cache_of(d);
+        pthread_mutex_lock(&c->lock);
+        keep = list_push(&c->streams, (void *)s);
+        pthread_mutex_unlock(&c->lock);
+    }
+    if (!keep) cudaStreamDestroy(s);
+}
+
+extern "C" vx_status vx_cuda_event_create(vx_device *d, cudaEvent_t *ev, int timing, vx_err *e)
+{
+    *ev = NULL;
+    vx_status st = vx_cuda_enter(d, e);
+    if (st) return st;
+    cache *c = cache_of(d);
+    pthread_mutex_lock(&c->lock);
+    *ev = (cudaEvent_t)list_pop(timing ? &c->timed_events : &c->events);
+    pthread_mutex_unlock(&c->lock);
+    if (!*ev)
+        VX_CUDA_CHECK(
+            cudaEventCreateWithFlags(ev, timing ? cudaEventDefault : cudaEventDisableTiming));
+fail:
+    return st;
+}
+
+/* Kept after it is recorded on a stream with nothing queued, so that the next owner finds it
+ * complete, as a new event is, whatever the last owner recorded (waits queued on it earlier keep
+ * what they waited for). Not a wait for the old record: an event last recorded while its stream
+ * was being captured into a graph has no record to wait for, and asking is an error. */
+extern "C" void vx_cuda_event_destroy(vx_device *d, cudaEvent_t ev, int timing)
+{
+    if (!ev) return;
+    int keep = vx_cuda_enter(d, NULL) == VX_OK &&
+               cudaEventRecord(ev, ((cuda_impl *)d->impl)->reset) == cudaSuccess;
+    if (!keep) cudaGetLastError();
+    if (keep) {
+        cache *c = cache_of(d);
+        pthread_mutex_lock(&c->lock);
+        keep = list_push(timing ? &c->timed_events : &c->events, (void *)ev);
+        pthread_mutex_unlock(&c->lock);
+    }
+    if (!keep) cudaEventDestroy(ev);
+}
+
+/* Made ready for `trials` trainings starting at once: their streams and events made now, while
+ * the device is quiet, not while the first trials already run. A DQN trial holds 18 streams at
+ * most (its two, a stream per head of each of its three Q-networks, the learner's side stream,
+ * the replay buffer's, the environments' setup stream, the optimizer's), 34 events without
+ * timing (9 per Q-network, the learner's 3, its own 3, the replay buffer's 2) and 6 with; a PPO
+ * trial fewer. */
+#define PREPARE_STREAMS 18
+#define PREPARE_EVENTS 34
+#define PREPARE_TIMED 6
+static vx_status cuda_prepare(vx_device *d, int trials, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(d, e);
+    if (st) return st;
+    cache *c = cache_of(d);
+    struct {
+        handle_list *l;
+        int want;
+        int kind; /* 0 stream, 1 event, 2 timed event */
+    } need[] = {{&c->streams, PREPARE_STREAMS * trials, 0},
+                {&c->events, PREPARE_EVENTS * trials, 1},
+                {&c->timed_events, PREPARE_TIMED * trials, 2}};
+    for (size_t k = 0; k < sizeof need / sizeof *need && !st; k++) {
+        for (;;) {
+            pthread_mutex_lock(&c->lock);
+            int enough = need[k].l->n >= need[k].want;
+            pthread_mutex_unlock(&c->lock);
+            if (enough) break;
+            void *h = NULL;
+            if (need[k].kind == 0) {
+                cudaStream_t s;
+                VX_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+                h = (void *)s;
+            } else {
+                cudaEvent_t ev;
+                VX_CUDA_CHECK(cudaEventCreateWithFlags(
+                    &ev, need[k].kind == 2 ? cudaEventDefault : cudaEventDisableTiming));
+                h = (void *)ev;
+            }
+            pthread_mutex_lock(&c->lock);
+            int ok = list_push(need[k].l, h);
+            pthread_mutex_unlock(&c->lock);
+            if (!ok) {
+                if (need[k].kind == 0) cudaStreamDestroy((cudaStream_t)h);
+                else cudaEventDestroy((cudaEvent_t)h);
+                return vx_err_set(e, VX_ERR_NOMEM, "device: out of memory");
+            }
+        }
+    }
+fail:
+    return st;
+}
+
+/* ---- the launcher thread ----------------------------------------------------------------------
+ */
+
+static void *launcher_main(void *arg)
+{
+    launcher *L = (launcher *)arg;
+    cudaSetDevice(L->index);
+    pthread_mutex_lock(&L->lock);
+    for (;;) {
+        while (!L->head && !L->stop) pthread_cond_wait(&L->work, &L->lock);
+        if (!L->head) break; /* stopping, and nothing left to launch */
+        launch_req *q = L->head;
+        L->head = L->tail = NULL;
+        pthread_mutex_unlock(&L->lock);
+        for (launch_req *r = q; r; r = r->next) r->rc = cudaGraphLaunch(r->g, r->s);
+        pthread_mutex_lock(&L->lock);
+        for (launch_req *r = q, *next; r; r = next) {
+            next = r->next; /* the request is the caller's: read before it may return */
+            r->done = 1;
+            L->launches++;
+        }
+        pthread_cond_broadcast(&L->done);
+    }
+    pthread_mutex_unlock(&L->lock);
+    return NULL;
+}
+
+static void launcher_stop(launcher *L)
+{
+    if (!L->running) return;
+    pthread_mutex_lock(&L->lock);
+    L->stop = 1;
+    pthread_cond_signal(&L->work);
+    pthread_mutex_unlock(&L->lock);
+    pthread_join(L->thread, NULL);
+    L->running = 0, L->stop = 0;
+}
+
+static vx_status cuda_set_launcher(vx_device *d, int one, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(d, e);
+    if (st) return st;
+    launcher *L = &((cuda_impl *)d->impl)->L;
+    if (!one) {
+        launcher_stop(L);
+        return VX_OK;
+    }
+    if (L->running) return VX_OK;
+    L->index = d->index, L->stop = 0, L->head = L->tail = NULL;
+    if (pthread_create(&L->thread, NULL, launcher_main, L) != 0)
+        return vx_err_set(e, VX_ERR_NOMEM, "device: cannot start the launcher thread");
+    L->running = 1;
+    return VX_OK;
+}
+
+extern "C" long long vx_cuda_launcher_launches(const vx_device *d)
+{
+    launcher *L = &((cuda_impl *)d->impl)->L;
+    pthread_mutex_lock(&L->lock);
+    long long n = L->launches;
+    pthread_mutex_unlock(&L->lock);
+    return n;
+}
+
+extern "C" vx_status vx_cuda_graph_launch(vx_device *d, cudaGraphExec_t g, cudaStream_t s,
+                                          vx_err *e)
+{
+    vx_status st = VX_OK;
+    launcher *L = &((cuda_impl *)d->impl)->L;
+    if (!L->running) { /* set only while no trial runs: read without the lock */
+        VX_CUDA_CHECK(cudaGraphLaunch(g, s));
+        return VX_OK;
+    }
+    {
+        launch_req r = {g, s, cudaSuccess, 0, NULL};
+        pthread_mutex_lock(&L->lock);
+        if (L->tail) L->tail->next = &r;
+        else L->head = &r;
+        L->tail = &r;
+        pthread_cond_signal(&L->work);
+        while (!r.done) pthread_cond_wait(&L->done, &L->lock);
+        pthread_mutex_unlock(&L->lock);
+        VX_CUDA_CHECK(r.rc);
+    }
+fail:
+    return st;
 }
 
 extern "C" vx_status vx_cuda_loop_begin(cudaStream_t s, cudaGraph_t *graph,
@@ -167,34 +435,118 @@ static void cuda_free(vx_device *d, void *p)
     cudaStreamSynchronize(c->alloc); /* the pool gives the block back to the device here */
 }
 
+/* A block of at least `bytes` from the cache's pinned slabs (the cache's comment): an idle block
+ * of that size or up to twice it, else carved from the current slab, else from a new slab (each
+ * new slab as large as all before it together, 1 to 64 MB, or the block alone if larger). */
 static vx_status cuda_alloc_host(vx_device *d, size_t bytes, void **out, vx_err *e)
 {
     vx_status st = vx_cuda_enter(d, e);
     if (st) return st;
-    cudaError_t rc = cudaMallocHost(out, bytes ? bytes : 1);
-    if (rc != cudaSuccess) {
-        cudaGetLastError();
-        *out = NULL;
-        return vx_err_set(e, VX_ERR_NOMEM, "cudaMallocHost of %.1f MB failed: %s", bytes / 1e6,
-                          cudaGetErrorString(rc));
+    cache *c = cache_of(d);
+    size_t n = (bytes + PIN_ALIGN - 1) / PIN_ALIGN * PIN_ALIGN, need = n + PIN_ALIGN;
+    *out = NULL;
+    if (n < bytes) return vx_err_set(e, VX_ERR_NOMEM, "cudaMallocHost: %zu bytes asked", bytes);
+    pthread_mutex_lock(&c->lock);
+    int best = -1;
+    for (int i = 0; i < c->n_idle; i++) {
+        size_t sz = ((pin_header *)((char *)c->idle[i] - PIN_ALIGN))->size;
+        if (sz >= n && sz / 2 <= n &&
+            (best < 0 || sz < ((pin_header *)((char *)c->idle[best] - PIN_ALIGN))->size))
+            best = i;
     }
+    if (best >= 0) {
+        *out = c->idle[best];
+        c->idle[best] = c->idle[--c->n_idle];
+        pthread_mutex_unlock(&c->lock);
+        return VX_OK;
+    }
+    if (c->left < need) {
+        size_t slab = c->pinned < PIN_SLAB_MIN   ? PIN_SLAB_MIN
+                      : c->pinned > PIN_SLAB_MAX ? PIN_SLAB_MAX
+                                                 : c->pinned;
+        int own = need > slab; /* a block larger than a slab: a slab of its own */
+        if (own) slab = need;
+        void *p = NULL;
+        cudaError_t rc = cudaErrorMemoryAllocation;
+        if (c->n_slabs == c->cap_slabs) {
+            int cap = c->cap_slabs ? 2 * c->cap_slabs : 16;
+            void **grown = (void **)realloc(c->slabs, (size_t)cap * sizeof *grown);
+            if (grown) c->slabs = grown, c->cap_slabs = cap;
+        }
+        if (c->n_slabs < c->cap_slabs) rc = cudaMallocHost(&p, slab);
+        if (rc != cudaSuccess) {
+            cudaGetLastError();
+            pthread_mutex_unlock(&c->lock);
+            return vx_err_set(e, VX_ERR_NOMEM, "cudaMallocHost of %.1f MB failed: %s", slab / 1e6,
+                              cudaGetErrorString(rc));
+        }
+        c->slabs[c->n_slabs++] = p;
+        c->pinned += slab;
+        if (own) {
+            pin_header *h = (pin_header *)p;
+            h->size = n, h->magic = PIN_MAGIC;
+            pthread_mutex_unlock(&c->lock);
+            *out = (char *)p + PIN_ALIGN;
+            return VX_OK;
+        }
+        c->bump = (char *)p; /* the old slab's rest stays unused */
+        c->left = slab;
+    }
+    pin_header *h = (pin_header *)c->bump;
+    h->size = n, h->magic = PIN_MAGIC;
+    *out = c->bump + PIN_ALIGN;
+    c->bump += need;
+    c->left -= need;
+    pthread_mutex_unlock(&c->lock);
     return VX_OK;
 }
 
+/* Back to the cache once the owning context's streams are idle: cudaFreeHost, which waited for
+ * the whole device, made it safe to free a buffer a copy was still filling; the next owner of
+ * the block may be another trial. */
 static void cuda_free_host(vx_device *d, void *p)
 {
-    if (vx_cuda_enter(d, NULL) == VX_OK) cudaFreeHost(p);
+    if (!p || vx_cuda_enter(d, NULL) != VX_OK) return;
+    streams_wait(d);
+    cache *c = cache_of(d);
+    pthread_mutex_lock(&c->lock);
+    if (c->n_idle == c->cap_idle) {
+        int cap = c->cap_idle ? 2 * c->cap_idle : 64;
+        void **grown = (void **)realloc(c->idle, (size_t)cap * sizeof *grown);
+        if (grown) c->idle = grown, c->cap_idle = cap;
+    }
+    /* with no room to list it, the block stays the slab's until the context closes */
+    if (c->n_idle < c->cap_idle) c->idle[c->n_idle++] = p;
+    pthread_mutex_unlock(&c->lock);
+}
+
+/* What the cache holds, given back. */
+static void cache_close(cache *c)
+{
+    for (int i = 0; i < c->streams.n; i++) cudaStreamDestroy((cudaStream_t)c->streams.v[i]);
+    for (int i = 0; i < c->events.n; i++) cudaEventDestroy((cudaEvent_t)c->events.v[i]);
+    for (int i = 0; i < c->timed_events.n; i++) cudaEventDestroy((cudaEvent_t)c->timed_events.v[i]);
+    for (int i = 0; i < c->n_slabs; i++) cudaFreeHost(c->slabs[i]);
+    free(c->streams.v), free(c->events.v), free(c->timed_events.v);
+    free(c->slabs), free(c->idle);
+    pthread_mutex_destroy(&c->lock);
 }
 
 static void cuda_close(vx_device *d)
 {
     cuda_impl *c = (cuda_impl *)d->impl;
     if (!c) return;
+    launcher_stop(&c->L);
+    pthread_mutex_destroy(&c->L.lock);
+    pthread_cond_destroy(&c->L.work);
+    pthread_cond_destroy(&c->L.done);
     if (c->lt) cublasLtDestroy(c->lt);
     if (c->alloc) {
         cudaStreamSynchronize(c->alloc);
         cudaStreamDestroy(c->alloc);
     }
+    if (c->reset) cudaStreamDestroy(c->reset);
+    cache_close(&c->c);
     free(c);
     d->impl = NULL;
 }
@@ -249,10 +601,10 @@ fail:
 
 static int cuda_units(const vx_device *d) { return vx_cuda_sm_count(d); }
 
-static const vx_device_ops cuda_ops = {cuda_alloc,         cuda_free,        cuda_alloc_host,
-                                       cuda_free_host,     cuda_close,       cuda_copy,
-                                       cuda_stream_create, cuda_stream_sync, cuda_stream_destroy,
-                                       cuda_mem_info,      cuda_units};
+static const vx_device_ops cuda_ops = {
+    cuda_alloc, cuda_free,          cuda_alloc_host,  cuda_free_host,      cuda_close,
+    cuda_copy,  cuda_stream_create, cuda_stream_sync, cuda_stream_destroy, cuda_mem_info,
+    cuda_units, cuda_prepare,       cuda_set_launcher};
 
 extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **out, vx_err *e)
 {
@@ -275,6 +627,10 @@ extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **o
         free(d), free(c);
         return vx_err_set(e, VX_ERR_NOMEM, "device: out of memory");
     }
+    pthread_mutex_init(&c->c.lock, NULL);
+    pthread_mutex_init(&c->L.lock, NULL);
+    pthread_cond_init(&c->L.work, NULL);
+    pthread_cond_init(&c->L.done, NULL);
     d->impl = c;
     d->ops = &cuda_ops;
     VX_CUDA_CHECK(cudaSetDevice(cfg->index));
@@ -308,6 +664,7 @@ extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **o
         VX_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
         VX_CUDA_CHECK(cudaStreamCreateWithFlags(&c->alloc, cudaStreamNonBlocking));
     }
+    VX_CUDA_CHECK(cudaStreamCreateWithFlags(&c->reset, cudaStreamNonBlocking));
     bs = cublasLtCreate(&c->lt);
     if (bs != CUBLAS_STATUS_SUCCESS) {
         st = vx_err_set(e, VX_ERR_CUDA, "device: cublasLtCreate failed: status %d", (int)bs);

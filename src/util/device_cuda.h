@@ -23,6 +23,16 @@ vx_status vx_cuda_enter(const vx_device *d, vx_err *e);
  * destroying it waits for its work. */
 vx_status vx_cuda_stream_create(vx_device *d, cudaStream_t *s, vx_err *e);
 void vx_cuda_stream_destroy(vx_device *d, cudaStream_t s);
+/* An event of d's (timing: it can time, cudaEventElapsedTime; else cudaEventDisableTiming),
+ * complete until first recorded, as a new one; destroy with the same `timing`. Streams and
+ * events come from the context's cache and go back to it (device_cuda.cu). */
+vx_status vx_cuda_event_create(vx_device *d, cudaEvent_t *ev, int timing, vx_err *e);
+void vx_cuda_event_destroy(vx_device *d, cudaEvent_t ev, int timing);
+/* cudaGraphLaunch(g, s), issued by the context's launcher thread when it has one
+ * (vx_device_set_launcher), else here; returns once the launch is queued on s either way. */
+vx_status vx_cuda_graph_launch(vx_device *d, cudaGraphExec_t g, cudaStream_t s, vx_err *e);
+/* The launches the launcher thread has issued since the context opened (tests). */
+long long vx_cuda_launcher_launches(const vx_device *d);
 /* A graph of one conditional while node, whose body stream s now captures into: the caller
  * queues the body's work on s (a kernel in it calls cudaGraphSetConditional(*loop, more) for the
  * next pass), then ends the capture. The body runs at least once a launch. On failure nothing

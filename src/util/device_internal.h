@@ -25,6 +25,9 @@ typedef struct {
     /* what the device has free and in all right now (the driver's count, not the budget's) */
     vx_status (*mem_info)(vx_device *d, size_t *free_b, size_t *total_b, vx_err *e);
     int (*sm_count)(const vx_device *d); /* multiprocessors (CUDA), cores (the CPU) */
+    /* optional (NULL: nothing to do): vx_device_prepare, vx_device_set_launcher */
+    vx_status (*prepare)(vx_device *d, int trainings, vx_err *e);
+    vx_status (*set_launcher)(vx_device *d, int one, vx_err *e);
 } vx_device_ops;
 
 /* A component's implementation on a kind of device: {"env", &its_ops}. */
@@ -43,8 +46,10 @@ struct vx_device {
     const vx_backend_entry *backends; /* ends with {NULL, NULL}; NULL: none */
     void *impl;                       /* the kind's own state (CUDA: handles) */
     char label[64];                   /* a share's label */
-    vx_device *parent; /* a share (vx_device_share): the context it is carved from, which owns
-                        * impl and is charged for everything the share reserves */
+    vx_device *parent;    /* a share (vx_device_share): the context it is carved from, which owns
+                           * impl and is charged for everything the share reserves */
+    vx_ready_fn on_ready; /* vx_device_on_ready */
+    void *ready_ctx;
     /* CUDA: the streams made from this context and not destroyed yet (vx_cuda_stream_create).
      * A free of the context's memory waits for them, and for nothing else on the device: the
      * memory is this context's objects' own, so only their work can still be using it. */

@@ -155,6 +155,59 @@ static void strip_timing(char *csv)
 /* on_epoch: stop after the epoch *ctx (an int) */
 static int stop_at(const vx_epoch_report *r, void *ctx) { return r->epoch == *(const int *)ctx; }
 
+typedef struct {
+    int ready, epochs, epochs_at_ready, config_at_ready;
+    const char *dir;
+} ready_seen;
+
+static void saw_ready(void *ctx)
+{
+    ready_seen *r = ctx;
+    char p[256];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/config.yaml", r->dir);
+    r->ready++;
+    r->epochs_at_ready = r->epochs;
+    r->config_at_ready = stat(p, &sb) == 0;
+}
+
+static int count_epochs(const vx_epoch_report *rep, void *ctx)
+{
+    (void)rep;
+    ((ready_seen *)ctx)->epochs++;
+    return 0;
+}
+
+/* The device's ready hook (what the search's start gate hangs on) hears once per run, after the
+ * run is set up (its config written) and before its first epoch. */
+static void test_ready_before_the_first_epoch(void **state)
+{
+    (void)state;
+    char a[64];
+    th_tmpdir(a, sizeof a);
+    vx_train_cfg c;
+    vx_err e;
+    tiny(&c, a);
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CPU;
+    vx_device *dev, *sh;
+    assert_int_equal(vx_device_open(&dc, &dev, &e), VX_OK);
+    assert_int_equal(vx_device_share(dev, 1ull << 30, "t", &sh, &e), VX_OK);
+    ready_seen r = {0, 0, -1, 0, a};
+    vx_device_on_ready(sh, saw_ready, &r);
+    assert_int_equal(vx_train_run(&c, sh, 0, count_epochs, &r, NULL, &e), VX_OK);
+    vx_device_close(sh);
+    vx_device_close(dev);
+    printf("ready hook: %d call(s), after %d epochs, config written before it: %s; %d epochs\n",
+           r.ready, r.epochs_at_ready, r.config_at_ready ? "yes" : "no", r.epochs);
+    assert_int_equal(r.ready, 1);
+    assert_int_equal(r.epochs_at_ready, 0);
+    assert_true(r.config_at_ready);
+    assert_int_equal(r.epochs, c.epochs);
+    th_rmtree(a);
+}
+
 static void test_run_folder_and_exact_resume(void **state)
 {
     (void)state;
@@ -624,6 +677,7 @@ int main(void)
         cmocka_unit_test(test_config_keys),
         cmocka_unit_test(test_config_yaml_roundtrip_and_errors),
         cmocka_unit_test(test_run_folder_and_exact_resume),
+        cmocka_unit_test(test_ready_before_the_first_epoch),
         cmocka_unit_test(test_eval_walk_by_hand),
         cmocka_unit_test(test_ridge_baseline_by_hand),
         cmocka_unit_test(test_best_checkpoint_protects_a_long_run),

@@ -258,6 +258,9 @@ static void test_command_errors(void **state)
     snprintf(args, sizeof args, "hyperopt %s", space);
     assert_int_equal(vixen("", args), 2);
     assert_non_null(strstr(err, "--study"));
+    snprintf(args, sizeof args, "hyperopt %s " SMALL " --study %s/l --launcher two", space, root);
+    assert_int_equal(vixen("", args), 2);
+    assert_non_null(strstr(err, "--launcher takes threads or one, not 'two'"));
     snprintf(args, sizeof args, "hyperopt status %s/none", root);
     assert_int_equal(vixen("", args), 1);
     assert_non_null(strstr(err, "no study here"));
@@ -365,10 +368,16 @@ static void test_layer2_refused_chunk_halves(void **state)
     device_limit lim = {dev, (size_t)(2.5 * (double)per), 0};
     vx_mem_set_fault(device_full, &lim);
     small_cfg(&c, 4, 2, 4);
+    uint64_t t0 = vx_now_ns();
     vx_status st = run_study(dir, &c, dev, &e);
+    double took = vx_seconds_since(t0);
     vx_mem_set_fault(NULL, NULL);
     if (st) fail_msg("%s", e.msg);
     assert_true(lim.refused >= 1);
+    /* the refused trials end before they are ready: the start gate (engine.c) must not wait
+     * for them until its deadline (60 s) */
+    printf("layer 2: the study with refused trials took %.1f s\n", took);
+    assert_true(took < 30);
     assert_same_trials(ref, dir, -1);
     /* the store's events say what happened */
     vx_study_event *ev = events_of(dir, &n);

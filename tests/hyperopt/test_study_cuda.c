@@ -4,9 +4,11 @@
  *   settings memory depends on (n-step horizon, loss, replay kind, batch, environments, for the
  *   DQN; trunk width, minibatches, environments for PPO), each trial's estimate within [1, 1.25]
  *   of its share's measured peak (never below it: the shares are sized from the estimate).
- * - The same DQN study at concurrency 1 and 6 gives the same trials bit for bit. */
+ * - The same DQN study at concurrency 1 and 6, and at 6 with one launcher thread issuing every
+ *   graph launch, gives the same trials bit for bit. */
 #include "helpers.h"
 #include "hyperopt/study_internal.h"
+#include "util/device_cuda.h"
 #include "vixen/cuda_util.h"
 #include "vixen/hyperopt.h"
 
@@ -31,8 +33,8 @@ static vx_train_cfg *base_of(const char *algo)
     return c;
 }
 
-static vx_trial *run(const char *dir, const char *space, const vx_train_cfg *base, int swarm,
-                     int gens, int concurrency, size_t *n)
+static vx_trial *run_with(const char *dir, const char *space, const vx_train_cfg *base, int swarm,
+                          int gens, int concurrency, int launcher, size_t *n)
 {
     vx_study_cfg c;
     vx_study_cfg_default(&c);
@@ -40,6 +42,7 @@ static vx_trial *run(const char *dir, const char *space, const vx_train_cfg *bas
     vx_study *s;
     vx_err e;
     if (vx_study_create(dir, &c, space, strlen(space), base, &s, &e)) fail_msg("%s", e.msg);
+    vx_study_set_launcher(s, launcher);
     if (vx_study_run(s, g_dev, NULL, NULL, NULL, &e)) fail_msg("%s", e.msg);
     vx_study_close(s);
     char path[512];
@@ -50,6 +53,12 @@ static vx_trial *run(const char *dir, const char *space, const vx_train_cfg *bas
     if (vx_store_trials(&st, &t, n, &e)) fail_msg("%s", e.msg);
     vx_store_close(&st);
     return t;
+}
+
+static vx_trial *run(const char *dir, const char *space, const vx_train_cfg *base, int swarm,
+                     int gens, int concurrency, size_t *n)
+{
+    return run_with(dir, space, base, swarm, gens, concurrency, 0, n);
 }
 
 static void check_estimates(const char *algo, const char *space)
@@ -103,21 +112,32 @@ static void test_ppo_estimates(void **state)
 static void test_concurrency_does_not_change_results(void **state)
 {
     (void)state;
-    char a[64], b[64];
-    th_tmpdir(a, sizeof a), th_tmpdir(b, sizeof b);
+    char a[64], b[64], c[64];
+    th_tmpdir(a, sizeof a), th_tmpdir(b, sizeof b), th_tmpdir(c, sizeof c);
     vx_train_cfg *base = base_of("dqn");
     const char *space = "dqn.lr: {type: logfloat, low: 1.0e-4, high: 3.0e-3}\n"
                         "dqn.n_step: {type: int, low: 1, high: 3}\n";
-    size_t na, nb;
+    size_t na, nb, nc;
     vx_trial *x = run(a, space, base, 6, 2, 1, &na), *y = run(b, space, base, 6, 2, 6, &nb);
+    long long before = vx_cuda_launcher_launches(g_dev);
+    vx_trial *z = run_with(c, space, base, 6, 2, 6, 1, &nc);
+    long long launched = vx_cuda_launcher_launches(g_dev) - before;
     assert_int_equal(na, nb);
-    for (size_t i = 0; i < na; i++)
+    assert_int_equal(na, nc);
+    for (size_t i = 0; i < na; i++) {
         if (strcmp(x[i].params, y[i].params) || memcmp(&x[i].objective, &y[i].objective, 8))
             fail_msg("trial %zu: %.17g at concurrency 1, %.17g at 6", i, x[i].objective,
                      y[i].objective);
-    printf("12 GPU trials at concurrency 1 and 6: identical\n");
-    free(x), free(y), free(base);
-    th_rmtree(a), th_rmtree(b);
+        if (strcmp(x[i].params, z[i].params) || memcmp(&x[i].objective, &z[i].objective, 8))
+            fail_msg("trial %zu: %.17g at concurrency 1, %.17g at 6 with one launcher thread", i,
+                     x[i].objective, z[i].objective);
+    }
+    printf("12 GPU trials at concurrency 1, 6, and 6 through one launcher thread (%lld graph "
+           "launches through it): identical\n",
+           launched);
+    assert_true(launched > 0);
+    free(x), free(y), free(z), free(base);
+    th_rmtree(a), th_rmtree(b), th_rmtree(c);
 }
 
 /* An MPI rank's device (vx_device_open_local): the GPU of its node-local rank modulo the GPUs,

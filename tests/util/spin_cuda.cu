@@ -64,6 +64,8 @@ extern "C" int spin_device_has_pools(int device)
 
 extern "C" int spin_busy(const spin *p) { return cudaStreamQuery(p->s) == cudaErrorNotReady; }
 
+extern "C" void *spin_stream(const spin *p) { return (void *)p->s; }
+
 extern "C" void spin_release(spin *p) { *p->flag = 1; }
 
 extern "C" void spin_destroy_stream(spin *p)

@@ -14,6 +14,7 @@ typedef struct spin spin;
  * device address, or NULL); it gives up after max_seconds. NULL on failure. */
 spin *spin_start(vx_device *dev, int *write_to, double max_seconds);
 int spin_busy(const spin *p);          /* the kernel has not finished */
+void *spin_stream(const spin *p);      /* its stream (a cudaStream_t) */
 int spin_device_has_pools(int device); /* stream-ordered allocation (else frees use cudaFree) */
 void spin_release(spin *p);            /* lets the kernel finish */
 void spin_destroy_stream(spin *p);

@@ -1,5 +1,7 @@
 /* test_util_cuda.c — the device Philox twin draws exactly what the host draws; a free of a
- * context's device memory waits for that context's streams and for nothing else on the device.
+ * context's device memory waits for that context's streams and for nothing else on the device;
+ * the context's cache hands streams, events and pinned blocks out again only once their last
+ * owner's work is done; the launcher thread keeps every stream's order.
  *
  * Exits 77 (skipped) when no CUDA device is present. Words, uniform floats and bounded integers
  * must be bit-identical; normals go through double log/cos, whose device implementations may
@@ -11,11 +13,14 @@
 #include <cmocka.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <pthread.h>
 #include <unistd.h>
 
+#include "cache_cuda.h"
 #include "spin_cuda.h"
 #include "vixen/cuda_util.h"
 #include "vixen/device.h"
@@ -123,9 +128,22 @@ static void *free_in_thread(void *arg)
 {
     freer *f = arg;
     if (f->destroy_first) spin_destroy_stream(f->destroy_first);
-    vx_mem_release(f->m);
+    if (f->m) vx_mem_release(f->m);
     f->done = 1;
     return NULL;
+}
+
+/* Runs f (a free, a stream's destruction, or both) in a thread while `busy`'s kernel spins;
+ * whether it returned within 300 ms, before the kernel was let go. */
+static int returned_before_release(freer *f, spin *busy)
+{
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, free_in_thread, f), 0);
+    usleep(300 * 1000);
+    int early = f->done;
+    spin_release(busy);
+    pthread_join(th, NULL);
+    return early;
 }
 
 /* The memory a context's kernel still writes must outlive it: a free that did not wait for the
@@ -141,12 +159,7 @@ static void own_stream_case(two_shares *t, int destroy_stream_first)
     spin *busy = spin_start(t->a, p, 5.0);
     assert_non_null(busy);
     freer f = {&m, destroy_stream_first ? busy : NULL, 0};
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, free_in_thread, &f), 0);
-    usleep(300 * 1000);
-    int early = f.done;
-    spin_release(busy);
-    pthread_join(th, NULL);
+    int early = returned_before_release(&f, busy);
     spin_end(busy);
     if (early)
         fail_msg("the free of memory a kernel of its context still uses returned before the "
@@ -158,6 +171,143 @@ static void own_stream_case(two_shares *t, int destroy_stream_first)
 
 static void test_free_waits_for_its_own_streams(void **state) { own_stream_case(*state, 0); }
 static void test_stream_destroy_waits_for_its_work(void **state) { own_stream_case(*state, 1); }
+
+/* ---- the cache: streams, events, pinned blocks --------------------------------------------- */
+
+/* A stream given back comes out again (the cache, not the driver), and only once its work is
+ * done: a plain hand-back would give the next owner a stream with the last owner's kernel on it. */
+static void test_stream_comes_back_idle(void **state)
+{
+    two_shares *t = *state;
+    spin *busy = spin_start(t->a, NULL, 5.0);
+    assert_non_null(busy);
+    void *s = spin_stream(busy);
+    freer f = {NULL, busy, 0};
+    int early = returned_before_release(&f, busy);
+    void *again = cache_stream_take(t->b);
+    assert_non_null(again);
+    int same = again == s, idle = cache_stream_idle(again);
+    cache_stream_give(t->b, again);
+    spin_end(busy);
+    printf("a stream given back by share a %s its kernel; taken by share b: %s, %s\n",
+           early ? "without waiting for" : "after", same ? "the same stream" : "another stream",
+           idle ? "idle" : "busy");
+    assert_false(early);
+    assert_true(same);
+    assert_true(idle);
+}
+
+/* An event given back comes out complete, as a new one is, even while what its last owner
+ * recorded is still to come: else the next owner's first wait on it would wait for another
+ * trial's work (a cache that handed events out as they were fails here: the kernel still runs). */
+static void test_event_comes_back_complete(void **state)
+{
+    two_shares *t = *state;
+    for (int timing = 0; timing < 2; timing++) {
+        spin *busy = spin_start(t->a, NULL, 5.0);
+        assert_non_null(busy);
+        void *ev = cache_event_take(t->a, timing);
+        assert_non_null(ev);
+        assert_int_equal(cache_event_record_behind(ev, busy), 0);
+        assert_false(cache_event_complete(ev)); /* behind the kernel */
+        cache_event_give(t->a, ev, timing);
+        void *again = cache_event_take(t->b, timing);
+        usleep(50 * 1000); /* the reset record's stream has nothing before it */
+        int same = again == ev, done = cache_event_complete(again), running = spin_busy(busy);
+        cache_event_give(t->b, again, timing);
+        spin_end(busy);
+        printf("%s event given back behind a running kernel and taken again: %s, %s (the kernel "
+               "%s)\n",
+               timing ? "a timing" : "an", same ? "the same event" : "another event",
+               done ? "complete" : "pending", running ? "still running" : "finished");
+        assert_true(same);
+        assert_true(running);
+        assert_true(done);
+    }
+}
+
+/* An event last recorded inside a stream capture (the Q-networks' fork and join events are) has
+ * no record to wait for: it still goes back to the cache and comes out complete. */
+static void test_captured_event_comes_back(void **state)
+{
+    two_shares *t = *state;
+    void *ev = cache_event_take(t->a, 0);
+    assert_non_null(ev);
+    assert_int_equal(cache_event_record_in_capture(t->a, ev), 0);
+    cache_event_give(t->a, ev, 0);
+    void *again = cache_event_take(t->b, 0);
+    usleep(50 * 1000);
+    int same = again == ev, done = cache_event_complete(again);
+    cache_event_give(t->b, again, 0);
+    printf("an event recorded in a capture, given back and taken again: %s, %s\n",
+           same ? "the same event" : "another event", done ? "complete" : "pending");
+    assert_true(same);
+    assert_true(done);
+}
+
+/* Pinned blocks: distinct, aligned, reused for a request of their size, not for one under half
+ * of it; a free waits for the owner's copy into the block, as cudaFreeHost (which waited for
+ * the whole device) did: else the block's next owner, another trial, would see the copy land. */
+static void test_pinned_blocks(void **state)
+{
+    two_shares *t = *state;
+    vx_mem m1, m2;
+    vx_mem_init(&m1, t->a, "test pinned 1");
+    vx_mem_init(&m2, t->b, "test pinned 2");
+    unsigned char *p = NULL, *q = NULL, *r = NULL, *u = NULL;
+    vx_err e;
+    assert_int_equal(vx_mem_alloc_host(&m1, 1000, &p, &e), VX_OK);
+    assert_int_equal(vx_mem_alloc_host(&m2, 5000, &q, &e), VX_OK);
+    assert_true(((uintptr_t)p % 256) == 0 && ((uintptr_t)q % 256) == 0);
+    assert_true(p + 1000 <= q || q + 5000 <= p); /* no overlap */
+    memset(p, 1, 1000), memset(q, 2, 5000);
+    /* the copy behind a kernel of share a's, into p; then a's free of p */
+    spin *busy = spin_start(t->a, NULL, 5.0);
+    assert_non_null(busy);
+    assert_int_equal(cache_copy_behind(busy, p, 1000, 0x5a), 0);
+    freer f = {&m1, NULL, 0};
+    int early = returned_before_release(&f, busy);
+    size_t landed = 0;
+    for (int i = 0; i < 1000; i++) landed += p[i] == 0x5a; /* still the cache's: readable */
+    vx_mem_init(&m1, t->b, "test pinned 3");
+    assert_int_equal(vx_mem_alloc_host(&m1, 900, &r, &e), VX_OK); /* p's block (1,024 B) */
+    assert_int_equal(vx_mem_alloc_host(&m1, 100, &u, &e), VX_OK); /* under half of it: new */
+    printf("pinned: a free behind a pending copy %s; %zu of 1000 bytes landed before it "
+           "returned; 900 B %s the freed 1,000 B block, 100 B %s\n",
+           early ? "returned at once" : "waited", landed, r == p ? "reuses" : "does not reuse",
+           u == p ? "reuses it too" : "gets another");
+    spin_end(busy);
+    assert_false(early);
+    assert_int_equal(landed, 1000);
+    assert_ptr_equal(r, p);
+    assert_ptr_not_equal(u, p);
+    assert_true(u + 100 <= q || q + 5000 <= u);
+    vx_mem_release(&m1);
+    vx_mem_release(&m2);
+}
+
+/* The launcher thread: 8 threads x 200 launches of two graphs that do not commute, each thread
+ * on its own stream, give the host's sequence on every stream; every launch went through the
+ * launcher, and none after it was switched off. */
+static void test_launcher_keeps_order(void **state)
+{
+    two_shares *t = *state;
+    vx_err e;
+    long long before = cache_launcher_launches(t->dev);
+    assert_int_equal(vx_device_set_launcher(t->dev, 1, &e), VX_OK);
+    int bad = cache_launch_order(t->a, 8, 200);
+    long long through = cache_launcher_launches(t->dev) - before;
+    assert_int_equal(vx_device_set_launcher(t->dev, 0, &e), VX_OK);
+    int bad_direct = cache_launch_order(t->b, 8, 200);
+    long long after = cache_launcher_launches(t->dev) - before - through;
+    printf("launcher: 8 threads x 200 launches, %d streams out of order, %lld launches through "
+           "the launcher; switched off: %d out of order, %lld through it\n",
+           bad, through, bad_direct, after);
+    assert_int_equal(bad, 0);
+    assert_int_equal(through, 8 * 200);
+    assert_int_equal(bad_direct, 0);
+    assert_int_equal(after, 0);
+}
 
 int main(void)
 {
@@ -176,6 +326,13 @@ int main(void)
                                         shares_teardown),
         cmocka_unit_test_setup_teardown(test_stream_destroy_waits_for_its_work, shares_setup,
                                         shares_teardown),
+        cmocka_unit_test_setup_teardown(test_stream_comes_back_idle, shares_setup, shares_teardown),
+        cmocka_unit_test_setup_teardown(test_event_comes_back_complete, shares_setup,
+                                        shares_teardown),
+        cmocka_unit_test_setup_teardown(test_captured_event_comes_back, shares_setup,
+                                        shares_teardown),
+        cmocka_unit_test_setup_teardown(test_pinned_blocks, shares_setup, shares_teardown),
+        cmocka_unit_test_setup_teardown(test_launcher_keeps_order, shares_setup, shares_teardown),
     };
     return cmocka_run_group_tests_name("util_cuda", tests, NULL, NULL);
 }
