@@ -133,8 +133,8 @@ vx_status vx_device_prepare(vx_device *d, int trainings, vx_err *e);
  * No effect on the CPU. */
 vx_status vx_device_set_launcher(vx_device *d, int one, vx_err *e);
 
-/* A training on d says, once its objects (networks, buffers, graphs) are made and before its
- * work starts, that it is ready (vx_train_run does); a hook set on d hears of it, in the
+/* A training on d says, once its objects (networks, buffers, the graphs built at creation) are
+ * made and before its work starts, that it is ready (vx_train_run does); a hook set on d hears of it, in the
  * training's thread, and may hold it there: the search starts a chunk's trials' work together,
  * once every one of them has built its graphs (an instantiation while other trials run took up to
  * 100 times as long on the H200). NULL: no hook. */

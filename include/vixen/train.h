@@ -92,8 +92,17 @@ void *vx_train_algo_settings(vx_train_cfg *c, const char *name);
 const void *vx_train_algo_settings_c(const vx_train_cfg *c, const char *name);
 void vx_train_run_params(const vx_train_cfg *c, vx_run_params *out);
 
-/* Opens the market a config names (the cache when files are given, else the synthetic one). */
+/* Opens the market a config names (the cache when files are given, else the synthetic one); a
+ * market held with the same settings (below) is lent instead: a view of its read-only data that
+ * owns nothing (vx_market_close on it frees nothing). _own always opens a market of its own. */
 vx_status vx_train_open_market(const vx_train_cfg *c, vx_market *m, vx_err *e);
+vx_status vx_train_open_market_own(const vx_train_cfg *c, vx_market *m, vx_err *e);
+/* The market c names, opened once and held for the process (market_hold.c): every run whose
+ * settings name the same market gets a view of it until the last holder releases it, which must
+ * come after those runs closed their views. Holding the same market twice counts twice. */
+typedef struct vx_market_hold vx_market_hold;
+vx_status vx_train_market_hold(const vx_train_cfg *c, vx_market_hold **out, vx_err *e);
+void vx_train_market_release(vx_market_hold *h);
 
 /* ---- evaluation (eval.h) ------------------------------------------------------------------- */
 

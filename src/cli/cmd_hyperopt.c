@@ -68,7 +68,7 @@ static void print_progress(const vx_study_progress *p, void *ctx)
     if (p->ranks > 1) snprintf(ranks, sizeof ranks, " over %d ranks", p->ranks);
     char mem[48] = ""; /* none on a rank 0 that only coordinates */
     if (p->mem_per_trial > 0)
-        snprintf(mem, sizeof mem, ", %.0f MB a trial", p->mem_per_trial / 1e6);
+        snprintf(mem, sizeof mem, ", a %.0f MB share a trial", p->mem_per_trial / 1e6);
     fprintf(stderr,
             "hyperopt: generation %d/%d | trials %d/%d done, %d running | concurrency %d%s%s | %d "
             "halvings, %d pruned, %d failed | %s%s\n",

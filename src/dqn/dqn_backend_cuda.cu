@@ -556,6 +556,9 @@ static vx_status cuda_load_replay(dqn_backend *b, const char *path, uint64_t *in
     vx_status st = vx_replay_load(b->replay, path, e);
     if (!st) st = vx_replay_stats_get(b->replay, &rs, NULL, e);
     if (!st) *inserted = b->inserted = rs.inserted;
+    /* the buffer takes the saved run's draw seed, which the update graph built at creation holds
+     * as a kernel argument: it is built again at the next update (a resume, never a trial) */
+    if (!st) dqn_learner_forget_graph(b->learner);
     return st;
 }
 

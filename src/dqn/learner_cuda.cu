@@ -339,6 +339,15 @@ extern "C" vx_status dqn_learner_prepare(dqn_learner *d, vx_err *e)
     return st;
 }
 
+extern "C" void dqn_learner_forget_graph(dqn_learner *d)
+{
+    if (vx_cuda_enter(d->dev, NULL) == VX_OK) cudaStreamSynchronize(d->s); /* none in flight */
+    if (d->exec) cudaGraphExecDestroy(d->exec);
+    if (d->graph) cudaGraphDestroy(d->graph);
+    d->exec = NULL;
+    d->graph = NULL;
+}
+
 /* n updates in one launch of the loop graph (built here at the first, unless prepared). */
 extern "C" vx_status dqn_learner_update_n(dqn_learner *d, int n, vx_err *e)
 {

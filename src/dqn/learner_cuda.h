@@ -40,6 +40,9 @@ vx_status dqn_learner_update_n(dqn_learner *d, int n, vx_err *e);
  * dqn_rollout_prepare: before the trials sharing the GPU start working); the replay buffer may
  * still be empty (a rank buffer's first sort must come first: not for one). Nothing runs. */
 vx_status dqn_learner_prepare(dqn_learner *d, vx_err *e);
+/* The loop graph dropped (the replay buffer's settings changed under it: a load); the next update
+ * builds it again. */
+void dqn_learner_forget_graph(dqn_learner *d);
 /* For tests: one update (eager), as dqn_learner_update's, on the batch b (device memory, cfg.batch
  * rows; index and gen unused; steps NULL means 1) instead of a sample, leaving the replay buffer
  * alone. priority (device memory, cfg.batch floats; may be NULL) gets each row's new priority

@@ -948,16 +948,23 @@ vx_status vx_study_run_with(vx_study *s, vx_device *dev, vx_workers *w, int loca
     vx_status st = vx_engine_init(s, dev, &eng, state, &plan, e);
     if (st) return st;
     eng.local = local;
-    if (!local && vx_workers_count(w) == 0)
+    if (!local && vx_workers_count(w) == 0) {
+        if (s->launcher) vx_device_set_launcher(dev, 0, NULL);
         return vx_err_set(e, VX_ERR_ARG,
                           "hyperopt: rank 0 runs no trials and there are no "
                           "other ranks");
+    }
     if (local)
         vx_log(VX_LOG_INFO,
                "hyperopt: %d generations x %d particles x %d seeds on %s; a trial needs %.1f MB "
                "(estimate), %.1f MB available: %d at once at most, starting with %d",
                s->cfg.generations, s->cfg.pso.swarm, s->cfg.seeds, plan.device,
                plan.trial.total / 1e6, plan.available / 1e6, plan.max_concurrent, *eng.cur);
+    /* the base config's market, opened once for every trial (and the test) that trains on it
+     * (market_hold.c); without it (out of memory, or a market the trials cannot open either)
+     * each trial opens its own and says why */
+    vx_market_hold *market = NULL;
+    if (vx_train_market_hold(s->base, &market, NULL) != VX_OK) market = NULL;
     vx_pso p;
     st = vx_pso_init(&p, &s->cfg.pso, s->space.dims, s->space.lo, s->space.hi, e);
     for (int g = 0; g < s->cfg.generations && !st; g++) {
@@ -969,6 +976,7 @@ vx_status vx_study_run_with(vx_study *s, vx_device *dev, vx_workers *w, int loca
     }
     if (!st) st = finish(s, &p, e);
     vx_pso_free(&p);
+    vx_train_market_release(market);                       /* every trial's view is closed by now */
     if (s->launcher) vx_device_set_launcher(dev, 0, NULL); /* the device is the caller's */
     return st;
 }

@@ -750,10 +750,14 @@ static vx_status serve_study(serve_ctx *c, msg_rd *rd, hello *h, vx_err *e)
     free(b.p);
     char *data = NULL;
     int n;
+    /* the base config's market, opened once for every trial of this rank that trains on it */
+    vx_market_hold *market = NULL;
+    if (!st && vx_train_market_hold(c->s->base, &market, NULL) != VX_OK) market = NULL;
     while (!c->done && next_job(c, &data, &n)) {
         if (!st) run_set(c, data, n);
         free(data), data = NULL;
     }
+    vx_train_market_release(market);
     vx_study_close(c->s);
     vx_device_close(dev);
     return st;

@@ -24,7 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-vx_status vx_train_open_market(const vx_train_cfg *c, vx_market *m, vx_err *e)
+vx_status vx_train_open_market_own(const vx_train_cfg *c, vx_market *m, vx_err *e)
 {
     if (c->n_files > 0) {
         const char *paths[VX_TRAIN_MAX_FILES];

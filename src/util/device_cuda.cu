@@ -19,6 +19,7 @@
 #include "device_cuda.h"
 #include "cuda_check.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -234,11 +235,11 @@ extern "C" void vx_cuda_event_destroy(vx_device *d, cudaEvent_t ev, int timing)
 /* Made ready for `trials` trainings starting at once: their streams and events made now, while
  * the device is quiet, not while the first trials already run. A DQN trial holds 18 streams at
  * most (its two, a stream per head of each of its three Q-networks, the learner's side stream,
- * the replay buffer's, the environments' setup stream, the optimizer's), 34 events without
+ * the replay buffer's, the environments' setup stream, the optimizer's), 35 events without
  * timing (9 per Q-network, the learner's 3, its own 3, the replay buffer's 2) and 6 with; a PPO
  * trial fewer. */
 #define PREPARE_STREAMS 18
-#define PREPARE_EVENTS 34
+#define PREPARE_EVENTS 35
 #define PREPARE_TIMED 6
 static vx_status cuda_prepare(vx_device *d, int trials, vx_err *e)
 {
@@ -435,69 +436,99 @@ static void cuda_free(vx_device *d, void *p)
     cudaStreamSynchronize(c->alloc); /* the pool gives the block back to the device here */
 }
 
+/* An idle block for n bytes, n to 2n (the caller holds the lock), or NULL. */
+static void *take_idle(cache *c, size_t n)
+{
+    int best = -1;
+    size_t best_sz = 0;
+    for (int i = 0; i < c->n_idle; i++) {
+        size_t sz = ((pin_header *)((char *)c->idle[i] - PIN_ALIGN))->size;
+        if (sz >= n && sz / 2 <= n && (best < 0 || sz < best_sz)) best = i, best_sz = sz;
+    }
+    if (best < 0) return NULL;
+    void *p = c->idle[best];
+    c->idle[best] = c->idle[--c->n_idle];
+    return p;
+}
+
+/* n bytes (and their header) from the current slab (the caller holds the lock), or NULL. */
+static void *carve(cache *c, size_t n)
+{
+    if (c->left < n + PIN_ALIGN) return NULL;
+    pin_header *h = (pin_header *)c->bump;
+    h->size = n, h->magic = PIN_MAGIC;
+    void *p = c->bump + PIN_ALIGN;
+    c->bump += n + PIN_ALIGN;
+    c->left -= n + PIN_ALIGN;
+    return p;
+}
+
 /* A block of at least `bytes` from the cache's pinned slabs (the cache's comment): an idle block
  * of that size or up to twice it, else carved from the current slab, else from a new slab (each
- * new slab as large as all before it together, 1 to 64 MB, or the block alone if larger). */
+ * new slab as large as all before it together, 1 to 64 MB, or the block alone if larger). The
+ * slab is pinned outside the lock: pinning takes milliseconds, and every stream, event and pinned
+ * block of the context would wait behind it. */
 static vx_status cuda_alloc_host(vx_device *d, size_t bytes, void **out, vx_err *e)
 {
     vx_status st = vx_cuda_enter(d, e);
     if (st) return st;
     cache *c = cache_of(d);
-    size_t n = (bytes + PIN_ALIGN - 1) / PIN_ALIGN * PIN_ALIGN, need = n + PIN_ALIGN;
     *out = NULL;
-    if (n < bytes) return vx_err_set(e, VX_ERR_NOMEM, "cudaMallocHost: %zu bytes asked", bytes);
+    if (bytes > SIZE_MAX / 2)
+        return vx_err_set(e, VX_ERR_NOMEM, "cudaMallocHost: %zu bytes asked", bytes);
+    size_t n = bytes ? (bytes + PIN_ALIGN - 1) / PIN_ALIGN * PIN_ALIGN : PIN_ALIGN;
+    size_t need = n + PIN_ALIGN;
     pthread_mutex_lock(&c->lock);
-    int best = -1;
-    for (int i = 0; i < c->n_idle; i++) {
-        size_t sz = ((pin_header *)((char *)c->idle[i] - PIN_ALIGN))->size;
-        if (sz >= n && sz / 2 <= n &&
-            (best < 0 || sz < ((pin_header *)((char *)c->idle[best] - PIN_ALIGN))->size))
-            best = i;
+    void *p = take_idle(c, n);
+    if (!p) p = carve(c, n);
+    size_t slab = c->pinned < PIN_SLAB_MIN   ? PIN_SLAB_MIN
+                  : c->pinned > PIN_SLAB_MAX ? PIN_SLAB_MAX
+                                             : c->pinned;
+    int grown = c->n_slabs < c->cap_slabs;
+    if (!p && !grown) {
+        int cap = c->cap_slabs ? 2 * c->cap_slabs : 16;
+        void **more = (void **)realloc(c->slabs, (size_t)cap * sizeof *more);
+        if (more) c->slabs = more, c->cap_slabs = cap, grown = 1;
     }
-    if (best >= 0) {
-        *out = c->idle[best];
-        c->idle[best] = c->idle[--c->n_idle];
-        pthread_mutex_unlock(&c->lock);
+    pthread_mutex_unlock(&c->lock);
+    if (p) {
+        *out = p;
         return VX_OK;
     }
-    if (c->left < need) {
-        size_t slab = c->pinned < PIN_SLAB_MIN   ? PIN_SLAB_MIN
-                      : c->pinned > PIN_SLAB_MAX ? PIN_SLAB_MAX
-                                                 : c->pinned;
-        int own = need > slab; /* a block larger than a slab: a slab of its own */
-        if (own) slab = need;
-        void *p = NULL;
-        cudaError_t rc = cudaErrorMemoryAllocation;
-        if (c->n_slabs == c->cap_slabs) {
-            int cap = c->cap_slabs ? 2 * c->cap_slabs : 16;
-            void **grown = (void **)realloc(c->slabs, (size_t)cap * sizeof *grown);
-            if (grown) c->slabs = grown, c->cap_slabs = cap;
-        }
-        if (c->n_slabs < c->cap_slabs) rc = cudaMallocHost(&p, slab);
-        if (rc != cudaSuccess) {
-            cudaGetLastError();
-            pthread_mutex_unlock(&c->lock);
-            return vx_err_set(e, VX_ERR_NOMEM, "cudaMallocHost of %.1f MB failed: %s", slab / 1e6,
-                              cudaGetErrorString(rc));
-        }
-        c->slabs[c->n_slabs++] = p;
-        c->pinned += slab;
-        if (own) {
-            pin_header *h = (pin_header *)p;
-            h->size = n, h->magic = PIN_MAGIC;
-            pthread_mutex_unlock(&c->lock);
-            *out = (char *)p + PIN_ALIGN;
-            return VX_OK;
-        }
-        c->bump = (char *)p; /* the old slab's rest stays unused */
-        c->left = slab;
+    if (!grown) return vx_err_set(e, VX_ERR_NOMEM, "device: out of memory");
+    int own = need > slab; /* a block larger than a slab: a slab of its own */
+    if (own) slab = need;
+    void *fresh = NULL;
+    cudaError_t rc = cudaMallocHost(&fresh, slab);
+    if (rc != cudaSuccess) {
+        cudaGetLastError();
+        return vx_err_set(e, VX_ERR_NOMEM, "cudaMallocHost of %.1f MB failed: %s", slab / 1e6,
+                          cudaGetErrorString(rc));
     }
-    pin_header *h = (pin_header *)c->bump;
-    h->size = n, h->magic = PIN_MAGIC;
-    *out = c->bump + PIN_ALIGN;
-    c->bump += need;
-    c->left -= need;
+    pthread_mutex_lock(&c->lock);
+    if (c->n_slabs == c->cap_slabs) { /* others' slabs filled the room meanwhile */
+        int cap = 2 * c->cap_slabs;
+        void **more = (void **)realloc(c->slabs, (size_t)cap * sizeof *more);
+        if (!more) {
+            pthread_mutex_unlock(&c->lock);
+            cudaFreeHost(fresh);
+            return vx_err_set(e, VX_ERR_NOMEM, "device: out of memory");
+        }
+        c->slabs = more, c->cap_slabs = cap;
+    }
+    c->slabs[c->n_slabs++] = fresh;
+    c->pinned += slab;
+    if (own) {
+        pin_header *h = (pin_header *)fresh;
+        h->size = n, h->magic = PIN_MAGIC;
+        p = (char *)fresh + PIN_ALIGN;
+    } else {
+        c->bump = (char *)fresh; /* the old slab's rest stays unused */
+        c->left = slab;
+        p = carve(c, n);
+    }
     pthread_mutex_unlock(&c->lock);
+    *out = p;
     return VX_OK;
 }
 

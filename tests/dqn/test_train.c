@@ -208,6 +208,60 @@ static void test_ready_before_the_first_epoch(void **state)
     th_rmtree(a);
 }
 
+/* A held market is lent to every open that names it — the same features, not a copy — and a
+ * closed view frees nothing (ASan sees a double free or a read of freed memory); another market's
+ * settings, or no holder left, open a market of their own; a run on a lent market ends as a run
+ * on its own (same final evaluation). */
+static void test_held_market_is_lent(void **state)
+{
+    (void)state;
+    char a[64], b[64];
+    th_tmpdir(a, sizeof a), th_tmpdir(b, sizeof b);
+    vx_train_cfg c, other;
+    vx_err e;
+    tiny(&c, a);
+    other = c;
+    other.synth_seed = c.synth_seed + 1;
+    vx_eval_report alone, lent;
+    assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, &alone, &e), VX_OK);
+    vx_market_hold *h1, *h2;
+    assert_int_equal(vx_train_market_hold(&c, &h1, &e), VX_OK);
+    assert_int_equal(vx_train_market_hold(&c, &h2, &e), VX_OK); /* the same, counted twice */
+    vx_market v1, v2, own;
+    assert_int_equal(vx_train_open_market(&c, &v1, &e), VX_OK);
+    assert_int_equal(vx_train_open_market(&c, &v2, &e), VX_OK);
+    assert_int_equal(vx_train_open_market(&other, &own, &e), VX_OK);
+    int shared = v1.features == v2.features && v1.close == v2.close;
+    int separate = own.features != v1.features;
+    double last = v1.close[v1.n_bars - 1];
+    vx_market_close(&v1);
+    vx_market_close(&own);
+    tiny(&c, b);
+    assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, &lent, &e), VX_OK);
+    int same_run = memcmp(&alone.row[VX_EVAL_AGENT].sharpe, &lent.row[VX_EVAL_AGENT].sharpe,
+                          sizeof(double)) == 0;
+    vx_train_market_release(h1);
+    double still = v2.close[v2.n_bars - 1]; /* h2 holds it yet */
+    vx_market_close(&v2);
+    vx_train_market_release(h2);
+    vx_market again;
+    assert_int_equal(vx_train_open_market(&c, &again, &e), VX_OK);
+    int fresh = again.features != v2.features || again.map_ || again.features_.x;
+    vx_market_close(&again);
+    printf("held market: two opens %s, another seed's %s, a run on it %s (Sharpe %.6f and %.6f), "
+           "after the release %s\n",
+           shared ? "share its data" : "copy it", separate ? "its own" : "the same",
+           same_run ? "ends as one on its own" : "differs", alone.row[VX_EVAL_AGENT].sharpe,
+           lent.row[VX_EVAL_AGENT].sharpe, fresh ? "a market of its own" : "still lent");
+    assert_true(shared);
+    assert_true(separate);
+    assert_true(same_run);
+    assert_true(last == still);
+    assert_true(fresh);
+    vx_eval_report_free(&alone), vx_eval_report_free(&lent);
+    th_rmtree(a), th_rmtree(b);
+}
+
 static void test_run_folder_and_exact_resume(void **state)
 {
     (void)state;
@@ -678,6 +732,7 @@ int main(void)
         cmocka_unit_test(test_config_yaml_roundtrip_and_errors),
         cmocka_unit_test(test_run_folder_and_exact_resume),
         cmocka_unit_test(test_ready_before_the_first_epoch),
+        cmocka_unit_test(test_held_market_is_lent),
         cmocka_unit_test(test_eval_walk_by_hand),
         cmocka_unit_test(test_ridge_baseline_by_hand),
         cmocka_unit_test(test_best_checkpoint_protects_a_long_run),

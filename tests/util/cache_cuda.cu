@@ -123,12 +123,13 @@ extern "C" int cache_launch_order(vx_device *d, int threads, int launches)
     launch_job *j = (launch_job *)calloc((size_t)threads, sizeof *j);
     pthread_t *t = (pthread_t *)calloc((size_t)threads, sizeof *t);
     if (!j || !t) return -1;
-    for (int i = 0; i < threads; i++) {
+    int started = 0, bad = 0, failed = 0;
+    for (int i = 0; i < threads; i++, started++) {
         j[i].d = d, j[i].launches = launches;
-        pthread_create(&t[i], NULL, launch_thread, &j[i]);
+        if (pthread_create(&t[i], NULL, launch_thread, &j[i]) != 0) break;
     }
-    int bad = 0, failed = 0;
-    for (int i = 0; i < threads; i++) {
+    failed = started < threads; /* a thread not run must not pass for one in order */
+    for (int i = 0; i < started; i++) {
         pthread_join(t[i], NULL);
         bad += j[i].bad, failed += j[i].failed;
     }

@@ -246,15 +246,16 @@ static void test_captured_event_comes_back(void **state)
 }
 
 /* Pinned blocks: distinct, aligned, reused for a request of their size, not for one under half
- * of it; a free waits for the owner's copy into the block, as cudaFreeHost (which waited for
- * the whole device) did: else the block's next owner, another trial, would see the copy land. */
+ * of it nor for one larger; a free waits for the owner's copy into the block, as cudaFreeHost
+ * (which waited for the whole device) did: else the block's next owner, another trial, would see
+ * the copy land. */
 static void test_pinned_blocks(void **state)
 {
     two_shares *t = *state;
     vx_mem m1, m2;
     vx_mem_init(&m1, t->a, "test pinned 1");
     vx_mem_init(&m2, t->b, "test pinned 2");
-    unsigned char *p = NULL, *q = NULL, *r = NULL, *u = NULL;
+    unsigned char *p = NULL, *q = NULL, *r = NULL, *u = NULL, *w = NULL;
     vx_err e;
     assert_int_equal(vx_mem_alloc_host(&m1, 1000, &p, &e), VX_OK);
     assert_int_equal(vx_mem_alloc_host(&m2, 5000, &q, &e), VX_OK);
@@ -270,18 +271,23 @@ static void test_pinned_blocks(void **state)
     size_t landed = 0;
     for (int i = 0; i < 1000; i++) landed += p[i] == 0x5a; /* still the cache's: readable */
     vx_mem_init(&m1, t->b, "test pinned 3");
-    assert_int_equal(vx_mem_alloc_host(&m1, 900, &r, &e), VX_OK); /* p's block (1,024 B) */
-    assert_int_equal(vx_mem_alloc_host(&m1, 100, &u, &e), VX_OK); /* under half of it: new */
+    /* p's block (1,024 B) is idle: under half of it and over it get others, 900 B gets it */
+    assert_int_equal(vx_mem_alloc_host(&m1, 100, &u, &e), VX_OK);
+    assert_int_equal(vx_mem_alloc_host(&m1, 1100, &w, &e), VX_OK);
+    assert_int_equal(vx_mem_alloc_host(&m1, 900, &r, &e), VX_OK);
     printf("pinned: a free behind a pending copy %s; %zu of 1000 bytes landed before it "
-           "returned; 900 B %s the freed 1,000 B block, 100 B %s\n",
-           early ? "returned at once" : "waited", landed, r == p ? "reuses" : "does not reuse",
-           u == p ? "reuses it too" : "gets another");
+           "returned; of the freed 1,000 B block 100 B %s, 1,100 B %s, 900 B %s\n",
+           early ? "returned at once" : "waited", landed, u == p ? "reuses it" : "gets another",
+           w == p ? "reuses it" : "gets another", r == p ? "reuses it" : "does not reuse it");
     spin_end(busy);
     assert_false(early);
     assert_int_equal(landed, 1000);
-    assert_ptr_equal(r, p);
     assert_ptr_not_equal(u, p);
+    assert_ptr_not_equal(w, p);
+    assert_ptr_equal(r, p);
     assert_true(u + 100 <= q || q + 5000 <= u);
+    assert_true(w + 1100 <= q || q + 5000 <= w);
+    assert_true(w + 1100 <= u || u + 100 <= w);
     vx_mem_release(&m1);
     vx_mem_release(&m2);
 }
