@@ -134,10 +134,10 @@ vx_status vx_device_prepare(vx_device *d, int trainings, vx_err *e);
 vx_status vx_device_set_launcher(vx_device *d, int one, vx_err *e);
 
 /* A training on d says, once its objects (networks, buffers, the graphs built at creation) are
- * made and before its work starts, that it is ready (vx_train_run does); a hook set on d hears of it, in the
- * training's thread, and may hold it there: the search starts a chunk's trials' work together,
- * once every one of them has built its graphs (an instantiation while other trials run took up to
- * 100 times as long on the H200). NULL: no hook. */
+ * made and before its work starts, that it is ready (vx_train_run does); a hook set on d hears of
+ * it, in the training's thread, and may hold it there: the search starts a chunk's trials' work
+ * together, once every one of them has built its graphs (an instantiation while other trials run
+ * took up to 100 times as long on the H200). NULL: no hook. */
 typedef void (*vx_ready_fn)(void *ctx);
 void vx_device_on_ready(vx_device *d, vx_ready_fn fn, void *ctx);
 void vx_device_ready(vx_device *d);

@@ -302,7 +302,8 @@ fail:
     return st;
 }
 
-/* The loop graph: a while node whose body is one update and its bookkeeping (the top comment). */
+/* The loop graph: a while node whose body is one update and its bookkeeping (the top comment).
+ * A failed build leaves nothing behind for the next try. */
 static vx_status build_loop(dqn_learner *d, vx_err *e)
 {
     cudaGraph_t captured = NULL;
@@ -325,18 +326,17 @@ static vx_status build_loop(dqn_learner *d, vx_err *e)
     VX_CUDA_CHECK(rc);
     VX_CUDA_CHECK(cudaGraphInstantiate(&d->exec, d->graph, 0));
 fail:
+    if (!d->exec && d->graph) {
+        cudaGraphDestroy(d->graph);
+        d->graph = NULL;
+    }
     return st;
 }
 
 extern "C" vx_status dqn_learner_prepare(dqn_learner *d, vx_err *e)
 {
     vx_status st = vx_cuda_enter(d->dev, e);
-    if (!st && !d->exec) st = build_loop(d, e);
-    if (!d->exec && d->graph) { /* a failed build leaves nothing behind for the next try */
-        cudaGraphDestroy(d->graph);
-        d->graph = NULL;
-    }
-    return st;
+    return st || d->exec ? st : build_loop(d, e);
 }
 
 extern "C" void dqn_learner_forget_graph(dqn_learner *d)
@@ -351,22 +351,13 @@ extern "C" void dqn_learner_forget_graph(dqn_learner *d)
 /* n updates in one launch of the loop graph (built here at the first, unless prepared). */
 extern "C" vx_status dqn_learner_update_n(dqn_learner *d, int n, vx_err *e)
 {
-    vx_status st = vx_cuda_enter(d->dev, e);
+    vx_status st = n > 0 ? dqn_learner_prepare(d, e) : VX_OK;
     if (st || n <= 0) return st;
-    if (!d->exec) {
-        st = build_loop(d, e);
-        if (st) goto fail;
-    }
     loop_start_kernel<<<1, 1, 0, d->s>>>(d->count, d->updates, n);
     VX_CUDA_LAUNCH_CHECK(d->s);
     st = vx_cuda_graph_launch(d->dev, d->exec, d->s, e);
-    if (st) goto fail;
-    d->updates += n;
+    if (!st) d->updates += n;
 fail:
-    if (!d->exec && d->graph) { /* a failed build leaves nothing behind for the next try */
-        cudaGraphDestroy(d->graph);
-        d->graph = NULL;
-    }
     return st;
 }
 

@@ -348,7 +348,8 @@ fail:
     return st;
 }
 
-/* The two graphs (the top comment): the loop over one step's body, and the tail. */
+/* The two graphs (the top comment): the loop over one step's body, and the tail. A failed build
+ * leaves nothing behind for the next try. */
 static vx_status build_graphs(dqn_rollout *r, vx_err *e)
 {
     cudaGraph_t captured = NULL;
@@ -368,14 +369,7 @@ static vx_status build_graphs(dqn_rollout *r, vx_err *e)
     VX_CUDA_CHECK(cudaGraphInstantiate(&r->exec, r->graph, 0));
     VX_CUDA_CHECK(cudaGraphInstantiate(&r->tail_exec, r->tail, 0));
 fail:
-    return st;
-}
-
-extern "C" vx_status dqn_rollout_prepare(dqn_rollout *r, vx_err *e)
-{
-    vx_status st = vx_cuda_enter(r->dev, e);
-    if (!st && !r->tail_exec) st = build_graphs(r, e);
-    if (st && !r->tail_exec) { /* as dqn_rollout_run's failed build: nothing left behind */
+    if (!r->tail_exec) {
         if (r->exec) cudaGraphExecDestroy(r->exec);
         if (r->graph) cudaGraphDestroy(r->graph);
         if (r->tail) cudaGraphDestroy(r->tail);
@@ -384,14 +378,16 @@ extern "C" vx_status dqn_rollout_prepare(dqn_rollout *r, vx_err *e)
     return st;
 }
 
-extern "C" vx_status dqn_rollout_run(dqn_rollout *r, int eager, vx_err *e)
+extern "C" vx_status dqn_rollout_prepare(dqn_rollout *r, vx_err *e)
 {
     vx_status st = vx_cuda_enter(r->dev, e);
+    return st || r->tail_exec ? st : build_graphs(r, e);
+}
+
+extern "C" vx_status dqn_rollout_run(dqn_rollout *r, int eager, vx_err *e)
+{
+    vx_status st = eager ? vx_cuda_enter(r->dev, e) : dqn_rollout_prepare(r, e);
     if (st) return st;
-    if (!eager && !r->tail_exec) {
-        st = build_graphs(r, e);
-        if (st) goto fail;
-    }
     steps_start_kernel<<<1, 1, 0, r->s>>>(r->tcount, r->T);
     VX_CUDA_LAUNCH_CHECK(r->s);
     if (eager) {
@@ -402,12 +398,6 @@ extern "C" vx_status dqn_rollout_run(dqn_rollout *r, int eager, vx_err *e)
     st = vx_cuda_graph_launch(r->dev, r->exec, r->s, e);
     if (!st) st = vx_cuda_graph_launch(r->dev, r->tail_exec, r->s, e);
 fail:
-    if (!r->tail_exec) { /* a failed build leaves nothing behind for the next try */
-        if (r->exec) cudaGraphExecDestroy(r->exec);
-        if (r->graph) cudaGraphDestroy(r->graph);
-        if (r->tail) cudaGraphDestroy(r->tail);
-        r->exec = NULL, r->graph = NULL, r->tail = NULL;
-    }
     return st;
 }
 
