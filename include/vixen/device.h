@@ -127,6 +127,14 @@ void vx_stream_destroy(vx_device *d, vx_stream s);
  * their streams and events made in advance, which twenty trials making them at once while
  * others already run would queue for; the CPU: nothing). */
 vx_status vx_device_prepare(vx_device *d, int trainings, vx_err *e);
+/* The memory a share expects its objects to take, `bytes`, taken from the device now in one
+ * piece (CUDA; the CPU: nothing): the share's blocks are then carved from it, a freed one kept
+ * for the share's next block of its size, instead of each asking the driver, which twenty trials
+ * setting up at once queue for (measured on the H200: 86 allocations 1.4 s in all, up to 38 ms
+ * each). Only a speed-up: blocks past the piece come from the driver as before, the budget is
+ * charged block by block as without it, and the piece goes back when the share closes. Once per
+ * share, on a share only, before its first block. */
+vx_status vx_device_reserve_ahead(vx_device *share, size_t bytes, vx_err *e);
 /* one = 1: every graph launch on d and its shares is issued by one launcher thread of the
  * context (callers hand it over and wait until it is issued, so each stream's order is theirs);
  * 0: each thread launches its own (the default). Switch only while nothing is being launched.

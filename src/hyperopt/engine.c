@@ -172,6 +172,11 @@ static void *trial_main(void *arg)
         vx_device *sh = NULL;
         j->st = vx_device_share(j->dev, j->share, label, &sh, &j->err);
         if (j->st) break;
+        /* the trial's estimate in one piece, so that its objects' blocks do not each queue at
+         * the driver behind the other trials' (device.h); without it they still can */
+        vx_err why;
+        if (vx_device_reserve_ahead(sh, (size_t)j->t.mem_estimate, &why) != VX_OK)
+            vx_log(VX_LOG_INFO, "memory not reserved ahead: %s", why.msg);
         vx_device_on_ready(sh, trial_ready, j);
         j->st = vx_train_run(c, sh, 0, on_epoch, j, NULL, &j->err);
         vx_device_mem m;

@@ -155,6 +155,8 @@ static const vx_device_ops cpu_ops = {cpu_alloc,
                                       cpu_mem_info,
                                       cpu_units,
                                       NULL,
+                                      NULL,
+                                      NULL,
                                       NULL};
 
 /* MemAvailable from /proc/meminfo, else the physical memory. */
@@ -224,6 +226,7 @@ void vx_device_close(vx_device *d)
         vx_log(VX_LOG_WARN, "device %s closed with %d stream(s) not destroyed", d->name,
                d->n_streams);
     if (!d->parent) d->ops->close(d); /* a share's handles are its parent's */
+    else if (d->ops->share_close) d->ops->share_close(d);
     pthread_mutex_destroy(&d->lock);
     pthread_mutex_destroy(&d->streams_lock);
     free(d->streams);
@@ -328,6 +331,16 @@ vx_status vx_device_prepare(vx_device *d, int trainings, vx_err *e)
 {
     vx_device *x = (vx_device *)dev_of(d);
     return x->ops->prepare && trainings > 0 ? x->ops->prepare(x, trainings, e) : VX_OK;
+}
+
+vx_status vx_device_reserve_ahead(vx_device *share, size_t bytes, vx_err *e)
+{
+    if (!share || !share->parent)
+        return vx_err_set(e, VX_ERR_ARG, "device: memory is reserved ahead on a share only");
+    if (share->ahead || share->reserved)
+        return vx_err_set(e, VX_ERR_ARG, "device: %s: reserve ahead once, before its first block",
+                          share->name);
+    return share->ops->reserve_ahead && bytes ? share->ops->reserve_ahead(share, bytes, e) : VX_OK;
 }
 
 vx_status vx_device_set_launcher(vx_device *d, int one, vx_err *e)

@@ -398,6 +398,124 @@ fail:
 extern "C" cublasLtHandle_t vx_cuda_lt(const vx_device *d) { return ((cuda_impl *)d->impl)->lt; }
 extern "C" int vx_cuda_sm_count(const vx_device *d) { return ((cuda_impl *)d->impl)->sm_count; }
 
+/* ---- a share's device memory reserved ahead (vx_device_reserve_ahead) -------------------------
+ *
+ * One piece from the driver, carved front to back into blocks aligned as cudaMalloc aligns them;
+ * a freed block waits in the list for the share's next request of its size or up to half smaller
+ * (objects made again, as an evaluation's, ask for the sizes they asked for before). The blocks
+ * are recorded here, not in the device memory, which the host cannot read. */
+#define AHEAD_ALIGN 256
+typedef struct {
+    char *p;
+    size_t n;
+    int used;
+} ahead_block;
+
+typedef struct {
+    pthread_mutex_t lock;
+    char *base;
+    size_t size, carved;
+    ahead_block *blocks;
+    int n_blocks, cap_blocks;
+} ahead;
+
+/* A block of n bytes (a multiple of AHEAD_ALIGN) from the share's piece, or NULL. */
+static void *ahead_take(ahead *a, size_t n)
+{
+    pthread_mutex_lock(&a->lock);
+    int best = -1;
+    for (int i = 0; i < a->n_blocks; i++) {
+        const ahead_block *b = &a->blocks[i];
+        if (!b->used && b->n >= n && b->n / 2 <= n && (best < 0 || b->n < a->blocks[best].n))
+            best = i;
+    }
+    void *p = NULL;
+    if (best >= 0) {
+        a->blocks[best].used = 1;
+        p = a->blocks[best].p;
+    } else if (a->size - a->carved >= n) {
+        if (a->n_blocks == a->cap_blocks) {
+            int cap = a->cap_blocks ? 2 * a->cap_blocks : 64;
+            ahead_block *grown = (ahead_block *)realloc(a->blocks, (size_t)cap * sizeof *grown);
+            if (grown) a->blocks = grown, a->cap_blocks = cap;
+        }
+        if (a->n_blocks < a->cap_blocks) {
+            ahead_block *b = &a->blocks[a->n_blocks++];
+            b->p = a->base + a->carved, b->n = n, b->used = 1;
+            a->carved += n;
+            p = b->p;
+        }
+    }
+    pthread_mutex_unlock(&a->lock);
+    return p;
+}
+
+/* 1 if p is a block of the piece (now free for the share's next request), 0 if not the piece's. */
+static int ahead_give(ahead *a, void *p)
+{
+    if (!a || (char *)p < a->base || (char *)p >= a->base + a->size) return 0;
+    pthread_mutex_lock(&a->lock);
+    for (int i = 0; i < a->n_blocks; i++)
+        if (a->blocks[i].p == (char *)p) a->blocks[i].used = 0;
+    pthread_mutex_unlock(&a->lock);
+    return 1;
+}
+
+static vx_status cuda_reserve_ahead(vx_device *share, size_t bytes, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(share, e);
+    if (st) return st;
+    const cuda_impl *c = (const cuda_impl *)share->impl;
+    if (!c->pools) return VX_OK;                      /* cudaMalloc and cudaFree: nothing gained */
+    if (bytes > share->budget) bytes = share->budget; /* never more than the share may hold */
+    bytes = (bytes + AHEAD_ALIGN - 1) / AHEAD_ALIGN * AHEAD_ALIGN;
+    ahead *a = (ahead *)calloc(1, sizeof *a);
+    if (!a) return vx_err_set(e, VX_ERR_NOMEM, "device: out of memory");
+    void *p = NULL;
+    cudaError_t rc = cudaMallocAsync(&p, bytes, c->alloc);
+    if (rc == cudaSuccess) rc = cudaStreamSynchronize(c->alloc);
+    if (rc != cudaSuccess) {
+        cudaGetLastError();
+        if (p) cudaFreeAsync(p, c->alloc);
+        free(a);
+        return vx_err_set(e, rc == cudaErrorMemoryAllocation ? VX_ERR_NOMEM : VX_ERR_CUDA,
+                          "%s: %.1f MB not reserved ahead: %s", share->name, bytes / 1e6,
+                          cudaGetErrorString(rc));
+    }
+    pthread_mutex_init(&a->lock, NULL);
+    a->base = (char *)p, a->size = bytes;
+    share->ahead = a;
+    return VX_OK;
+}
+
+/* Every block was freed (each after the share's streams went idle) before the share closes; one
+ * still held (vx_device_close warns of it) keeps the piece, which its object may still use. */
+static void cuda_share_close(vx_device *share)
+{
+    ahead *a = (ahead *)share->ahead;
+    if (!a || share->reserved || vx_cuda_enter(share, NULL) != VX_OK) return;
+    const cuda_impl *c = (const cuda_impl *)share->impl;
+    streams_wait(share);
+    cudaFreeAsync(a->base, c->alloc);
+    cudaStreamSynchronize(c->alloc);
+    pthread_mutex_destroy(&a->lock);
+    free(a->blocks);
+    free(a);
+    share->ahead = NULL;
+}
+
+extern "C" void vx_cuda_ahead_stats(const vx_device *share, size_t *size, size_t *carved,
+                                    int *blocks_used)
+{
+    ahead *a = (ahead *)share->ahead;
+    *size = *carved = 0, *blocks_used = 0;
+    if (!a) return;
+    pthread_mutex_lock(&a->lock);
+    *size = a->size, *carved = a->carved;
+    for (int i = 0; i < a->n_blocks; i++) *blocks_used += a->blocks[i].used;
+    pthread_mutex_unlock(&a->lock);
+}
+
 static vx_status cuda_alloc(vx_device *d, size_t bytes, void **out, vx_err *e)
 {
     vx_status st = vx_cuda_enter(d, e);
@@ -405,6 +523,11 @@ static vx_status cuda_alloc(vx_device *d, size_t bytes, void **out, vx_err *e)
     const cuda_impl *c = (const cuda_impl *)d->impl;
     cudaError_t rc;
     *out = NULL;
+    if (d->ahead && bytes <= SIZE_MAX - AHEAD_ALIGN) {
+        size_t n = bytes ? (bytes + AHEAD_ALIGN - 1) / AHEAD_ALIGN * AHEAD_ALIGN : AHEAD_ALIGN;
+        *out = ahead_take((ahead *)d->ahead, n);
+        if (*out) return VX_OK;
+    }
     if (c->pools) {
         /* ready for any stream once the allocating stream has passed it */
         rc = cudaMallocAsync(out, bytes ? bytes : 1, c->alloc);
@@ -432,6 +555,7 @@ static void cuda_free(vx_device *d, void *p)
         return;
     }
     streams_wait(d);
+    if (ahead_give((ahead *)d->ahead, p)) return; /* the share's again */
     cudaFreeAsync(p, c->alloc);
     cudaStreamSynchronize(c->alloc); /* the pool gives the block back to the device here */
 }
@@ -633,9 +757,9 @@ fail:
 static int cuda_units(const vx_device *d) { return vx_cuda_sm_count(d); }
 
 static const vx_device_ops cuda_ops = {
-    cuda_alloc, cuda_free,          cuda_alloc_host,  cuda_free_host,      cuda_close,
-    cuda_copy,  cuda_stream_create, cuda_stream_sync, cuda_stream_destroy, cuda_mem_info,
-    cuda_units, cuda_prepare,       cuda_set_launcher};
+    cuda_alloc, cuda_free,          cuda_alloc_host,   cuda_free_host,      cuda_close,
+    cuda_copy,  cuda_stream_create, cuda_stream_sync,  cuda_stream_destroy, cuda_mem_info,
+    cuda_units, cuda_prepare,       cuda_set_launcher, cuda_reserve_ahead,  cuda_share_close};
 
 extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **out, vx_err *e)
 {

@@ -33,6 +33,9 @@ void vx_cuda_event_destroy(vx_device *d, cudaEvent_t ev, int timing);
 vx_status vx_cuda_graph_launch(vx_device *d, cudaGraphExec_t g, cudaStream_t s, vx_err *e);
 /* The launches the launcher thread has issued since the context opened (tests). */
 long long vx_cuda_launcher_launches(const vx_device *d);
+/* A share's memory reserved ahead (vx_device_reserve_ahead): its size, the bytes carved into
+ * blocks so far, and how many of them are in use (tests); zeros without it. */
+void vx_cuda_ahead_stats(const vx_device *share, size_t *size, size_t *carved, int *blocks_used);
 /* A graph of one conditional while node, whose body stream s now captures into: the caller
  * queues the body's work on s (a kernel in it calls cudaGraphSetConditional(*loop, more) for the
  * next pass), then ends the capture. The body runs at least once a launch. On failure nothing

@@ -28,6 +28,9 @@ typedef struct {
     /* optional (NULL: nothing to do): vx_device_prepare, vx_device_set_launcher */
     vx_status (*prepare)(vx_device *d, int trainings, vx_err *e);
     vx_status (*set_launcher)(vx_device *d, int one, vx_err *e);
+    /* optional: vx_device_reserve_ahead on a share, and what it took given back at its close */
+    vx_status (*reserve_ahead)(vx_device *share, size_t bytes, vx_err *e);
+    void (*share_close)(vx_device *share);
 } vx_device_ops;
 
 /* A component's implementation on a kind of device: {"env", &its_ops}. */
@@ -48,6 +51,7 @@ struct vx_device {
     char label[64];                   /* a share's label */
     vx_device *parent;    /* a share (vx_device_share): the context it is carved from, which owns
                            * impl and is charged for everything the share reserves */
+    void *ahead;          /* CUDA: a share's memory reserved ahead (vx_device_reserve_ahead) */
     vx_ready_fn on_ready; /* vx_device_on_ready */
     void *ready_ctx;
     /* CUDA: the streams made from this context and not destroyed yet (vx_cuda_stream_create).

@@ -141,3 +141,19 @@ extern "C" long long cache_launcher_launches(const vx_device *d)
 {
     return vx_cuda_launcher_launches(d);
 }
+
+extern "C" void cache_ahead_stats(const vx_device *share, size_t *size, size_t *carved, int *used)
+{
+    vx_cuda_ahead_stats(share, size, carved, used);
+}
+
+extern "C" int cache_fill_check(void *p, size_t n, unsigned char value)
+{
+    unsigned char *h = (unsigned char *)malloc(n);
+    if (!h) return -1;
+    int bad = cudaMemset(p, value, n) != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess ||
+              cudaMemcpy(h, p, n, cudaMemcpyDeviceToHost) != cudaSuccess;
+    for (size_t i = 0; i < n && !bad; i++) bad = h[i] != value;
+    free(h);
+    return bad;
+}

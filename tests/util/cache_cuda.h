@@ -30,6 +30,10 @@ int cache_copy_behind(spin *p, void *pinned, size_t n, unsigned char value);
  * sequence, or -1 on a CUDA failure. */
 int cache_launch_order(vx_device *d, int threads, int launches);
 long long cache_launcher_launches(const vx_device *d);
+/* The share's memory reserved ahead: size, bytes carved, blocks in use (vx_cuda_ahead_stats). */
+void cache_ahead_stats(const vx_device *share, size_t *size, size_t *carved, int *used);
+/* n bytes of `value` written to device memory p and read back: 0 if they all came back. */
+int cache_fill_check(void *p, size_t n, unsigned char value);
 
 #ifdef __cplusplus
 }

@@ -310,9 +310,13 @@ static void test_device_shares(void **state)
     vx_mem_init(&a, s1, "replay");
     vx_mem_init(&b, s2, "replay");
     char *p = NULL, *q = NULL;
+    /* reserving ahead: a share's, once, before its first block; nothing to do on the CPU */
+    assert_int_equal(vx_device_reserve_ahead(d, 100, &e), VX_ERR_ARG);
+    assert_int_equal(vx_device_reserve_ahead(s2, 100, &e), VX_OK);
     assert_int_equal(vx_mem_alloc(&a, 601, &p, &e), VX_ERR_NOMEM); /* past its share */
     assert_non_null(strstr(e.msg, "share 'trial 1'"));
     assert_int_equal(vx_mem_alloc(&a, 500, &p, &e), VX_OK);
+    assert_int_equal(vx_device_reserve_ahead(s1, 100, &e), VX_ERR_ARG); /* after a block */
     assert_int_equal(vx_device_available(s1), 100);
     assert_int_equal(vx_device_available(d), 500);
     /* trial 2's share allows 600, the device only 500 more */

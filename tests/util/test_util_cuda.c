@@ -1,7 +1,8 @@
 /* test_util_cuda.c — the device Philox twin draws exactly what the host draws; a free of a
  * context's device memory waits for that context's streams and for nothing else on the device;
  * the context's cache hands streams, events and pinned blocks out again only once their last
- * owner's work is done; the launcher thread keeps every stream's order.
+ * owner's work is done, and a share's memory reserved ahead hands a freed block out again only to
+ * that share, once its work is done; the launcher thread keeps every stream's order.
  *
  * Exits 77 (skipped) when no CUDA device is present. Words, uniform floats and bounded integers
  * must be bit-identical; normals go through double log/cos, whose device implementations may
@@ -295,6 +296,79 @@ static void test_pinned_blocks(void **state)
 /* The launcher thread: 8 threads x 200 launches of two graphs that do not commute, each thread
  * on its own stream, give the host's sequence on every stream; every launch went through the
  * launcher, and none after it was switched off. */
+/* A share's memory reserved ahead: its blocks come from the piece (the share's count of reserved
+ * bytes the same as without it), a freed block serves the share's next request of its size or up
+ * to half smaller, and only once the share's kernel still writing it has finished; a request
+ * past the piece's rest comes from the driver; a second reservation is refused. */
+static void test_reserved_ahead(void **state)
+{
+    two_shares *t = *state;
+    if (!spin_device_has_pools(0)) {
+        printf("skipped: the device has no memory pools (nothing is reserved ahead)\n");
+        return;
+    }
+    vx_err e;
+    vx_device *sh = NULL;
+    assert_int_equal(vx_device_share(t->dev, 64 << 20, "ahead", &sh, &e), VX_OK);
+    assert_int_equal(vx_device_reserve_ahead(sh, 4 << 20, &e), VX_OK);
+    assert_int_equal(vx_device_reserve_ahead(sh, 4 << 20, &e), VX_ERR_ARG);
+    size_t size, carved;
+    int used;
+    cache_ahead_stats(sh, &size, &carved, &used);
+    assert_int_equal(size, 4 << 20);
+    assert_int_equal(carved, 0);
+    vx_mem m1, m2, m3;
+    vx_mem_init(&m1, sh, "ahead 1");
+    vx_mem_init(&m2, sh, "ahead 2");
+    vx_mem_init(&m3, sh, "ahead 3");
+    char *p = NULL, *q = NULL, *r = NULL, *u = NULL, *w = NULL;
+    assert_int_equal(vx_mem_alloc(&m1, 1 << 20, &p, &e), VX_OK);
+    assert_int_equal(vx_mem_alloc(&m2, 1000, &q, &e), VX_OK);
+    cache_ahead_stats(sh, &size, &carved, &used);
+    vx_device_mem mm;
+    vx_device_memory(sh, &mm);
+    printf("reserved ahead: 4 MB; blocks of 1 MB and 1,000 B carved %zu B (%d in use), the "
+           "share's count %zu B\n",
+           carved, used, mm.reserved);
+    assert_int_equal(carved, (1 << 20) + 1024);
+    assert_int_equal(used, 2);
+    assert_int_equal(mm.reserved, (1 << 20) + 1000);
+    assert_true((uintptr_t)p % 256 == 0 && (uintptr_t)q % 256 == 0 && q == p + (1 << 20));
+    /* a kernel of the share's writes p's first int once let go; the free must wait for it */
+    spin *busy = spin_start(sh, (int *)p, 5.0);
+    assert_non_null(busy);
+    freer f = {&m1, NULL, 0};
+    int early = returned_before_release(&f, busy);
+    spin_end(busy);
+    assert_int_equal(vx_mem_alloc(&m3, 600000, &r, &e), VX_OK);  /* p's block: at least half */
+    assert_int_equal(vx_mem_alloc(&m3, 400000, &u, &e), VX_OK);  /* under half: carved */
+    assert_int_equal(vx_mem_alloc(&m3, 3 << 20, &w, &e), VX_OK); /* past the rest: the driver */
+    cache_ahead_stats(sh, &size, &carved, &used);
+    int in_piece = w >= p && w < p + size;
+    printf("reserved ahead: the free of a block its share's kernel writes %s; 600,000 B %s its "
+           "block, 400,000 B %s, 3 MB %s; %zu B carved, %d blocks in use\n",
+           early ? "returned at once" : "waited", r == p ? "reuses" : "does not reuse",
+           u == p ? "reuses it" : "is carved", in_piece ? "from the piece" : "from the driver",
+           carved, used);
+    assert_false(early);
+    assert_ptr_equal(r, p);
+    assert_ptr_equal(u, q + 1024);
+    assert_false(in_piece);
+    assert_int_equal(carved, (1 << 20) + 1024 + 400128);
+    assert_int_equal(used, 3);
+    assert_int_equal(cache_fill_check(r, 600000, 0x3c), 0);
+    assert_int_equal(cache_fill_check(u, 400000, 0x4d), 0);
+    assert_int_equal(cache_fill_check(w, 3 << 20, 0x5e), 0);
+    assert_int_equal(cache_fill_check(q, 1000, 0x6f), 0);
+    vx_mem_release(&m2);
+    vx_mem_release(&m3);
+    cache_ahead_stats(sh, &size, &carved, &used);
+    vx_device_memory(sh, &mm);
+    assert_int_equal(used, 0);
+    assert_int_equal(mm.reserved, 0);
+    vx_device_close(sh);
+}
+
 static void test_launcher_keeps_order(void **state)
 {
     two_shares *t = *state;
@@ -338,6 +412,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_captured_event_comes_back, shares_setup,
                                         shares_teardown),
         cmocka_unit_test_setup_teardown(test_pinned_blocks, shares_setup, shares_teardown),
+        cmocka_unit_test_setup_teardown(test_reserved_ahead, shares_setup, shares_teardown),
         cmocka_unit_test_setup_teardown(test_launcher_keeps_order, shares_setup, shares_teardown),
     };
     return cmocka_run_group_tests_name("util_cuda", tests, NULL, NULL);
