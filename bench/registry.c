@@ -99,6 +99,12 @@ static int bench_gpu_ppo(const vx_bench_opts *o, vx_bench_result *out, int max, 
 {
     return vx_bench_ppo_cuda(out, max, log);
 }
+
+static int bench_gpu_fused(const vx_bench_opts *o, vx_bench_result *out, int max, FILE *log)
+{
+    (void)o;
+    return vx_bench_fused_cuda(out, max, log);
+}
 #endif
 
 static const vx_bench_entry registry[] = {
@@ -117,6 +123,8 @@ static const vx_bench_entry registry[] = {
      bench_gpu_train},
     {"gpu-ppo", "PPO iterations at 2,048 x 128, 4 x 32 minibatches, float32 and TF32", 1,
      bench_gpu_ppo},
+    {"gpu-fused", "the trunk's GEMMs for 1 trial, 64 as a graph each, 64 as one group", 1,
+     bench_gpu_fused},
 #endif
 };
 

@@ -25,20 +25,24 @@ static size_t dc_reserved(const void *impl)
     return 0;
 }
 
-static vx_status dc_forward(void *impl, const vx_dense *d, const float *P, const float *x, int B,
-                            float *y, int relu, vx_stream s, vx_err *e)
+/* A group is its members one after another: the reference the GPU's batched GEMMs are held to. */
+static vx_status dc_forward(void *impl, const vx_dense *d, const vx_dense_group *G, const float *P,
+                            const float *x, int B, float *y, int relu, vx_stream s, vx_err *e)
 {
     (void)impl, (void)s, (void)e;
-    dense32_dense_fwd(d, P, x, B, y, relu);
+    for (int k = 0; k < G->K; k++)
+        dense32_dense_fwd(d, P + k * G->p, x + k * G->x, B, y + k * G->y, relu);
     return VX_OK;
 }
 
-static vx_status dc_backward(void *impl, const vx_dense *d, const float *P, const float *x, int B,
-                             const float *dy, float *g, float *dx, int accumulate, vx_stream s,
-                             vx_err *e)
+static vx_status dc_backward(void *impl, const vx_dense *d, const vx_dense_group *G, const float *P,
+                             const float *x, int B, const float *dy, float *g, float *dx,
+                             int accumulate, vx_stream s, vx_err *e)
 {
     (void)impl, (void)s, (void)e;
-    dense32_dense_bwd(d, P, x, B, dy, g, dx, accumulate);
+    for (int k = 0; k < G->K; k++)
+        dense32_dense_bwd(d, P + k * G->p, x + k * G->x, B, dy + k * G->y, g + k * G->p,
+                          dx ? dx + k * G->x : NULL, accumulate);
     return VX_OK;
 }
 

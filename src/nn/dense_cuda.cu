@@ -32,8 +32,9 @@ typedef struct {
     size_t key_w; /* the layer, by its weight offset and shape */
     int in, out;
     int B, kind;
-    unsigned align; /* the A, B and C pointers' alignments, 8 bits each (bytes, up to 16) */
-    int ok;         /* 0: cuBLASLt has no algorithm for this shape and kind */
+    vx_dense_group G; /* the group it is for (K = 1: a layer alone) */
+    unsigned align;   /* the A, B and C pointers' alignments, 8 bits each (bytes, up to 16) */
+    int ok;           /* 0: cuBLASLt has no algorithm for this shape and kind */
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulAlgo_t algo;
@@ -60,6 +61,7 @@ typedef struct {
  * and every context with a layer of a shape runs the kernel the first asker was given. */
 typedef struct {
     int device, in, out, B, kind, tf32;
+    vx_dense_group G;
     unsigned align;
     size_t ws_n;
     int found; /* 0: cuBLASLt has no algorithm for it */
@@ -71,10 +73,16 @@ static pthread_mutex_t answers_lock = PTHREAD_MUTEX_INITIALIZER;
 static answer answers[MAX_ANSWERS];
 static int n_answers;
 
+static int same_group(const vx_dense_group *a, const vx_dense_group *b)
+{
+    return a->K == b->K && a->p == b->p && a->x == b->x && a->y == b->y;
+}
+
 static int same_question(const answer *a, const answer *q)
 {
     return a->device == q->device && a->in == q->in && a->out == q->out && a->B == q->B &&
-           a->kind == q->kind && a->tf32 == q->tf32 && a->align == q->align && a->ws_n == q->ws_n;
+           a->kind == q->kind && a->tf32 == q->tf32 && same_group(&a->G, &q->G) &&
+           a->align == q->align && a->ws_n == q->ws_n;
 }
 
 /* q's answer, from the table or else from cuBLASLt (then kept, while the table has room). */
@@ -156,23 +164,45 @@ static unsigned align_of(const void *ptr)
     return a % 16 == 0 ? 16 : a % 8 == 0 ? 8 : a % 4 == 0 ? 4 : 1;
 }
 
-/* Finds or makes the plan; a shape cuBLASLt cannot do gets a plan with ok = 0. NULL when the
- * table is full (the caller then takes the unfused path, or fails for plain kinds). */
-static plan *get_plan(dense_cuda *c, const vx_dense *d, int B, int kind, const void *A,
-                      const void *Bp, const void *C)
+/* The alignment every member's copy of a tensor has: its first's and its stride's (in floats). */
+static unsigned align_in_group(const void *ptr, size_t stride, int K)
 {
-    uint32_t aa = align_of(A), ab = align_of(Bp), ac = align_of(C);
+    unsigned a = align_of(ptr), s = align_of((const void *)(uintptr_t)(stride * sizeof(float)));
+    return K > 1 && s < a ? s : a;
+}
+
+/* The batch of K matrices `stride` floats apart on a layout (nothing for K = 1). */
+static int set_batch(cublasLtMatrixLayout_t l, const vx_dense_group *G, size_t stride)
+{
+    if (G->K == 1) return 1;
+    int32_t k = G->K;
+    int64_t off = (int64_t)stride;
+    return cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &k, sizeof k) ==
+               0 &&
+           cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &off,
+                                            sizeof off) == 0;
+}
+
+/* Finds or makes the plan; a shape cuBLASLt cannot do gets a plan with ok = 0. NULL when the
+ * table is full (the caller then takes the unfused path, or fails for plain kinds). A, Bp and C
+ * are the first member's operands, sa, sb and sc their strides. */
+static plan *get_plan(dense_cuda *c, const vx_dense *d, const vx_dense_group *G, int B, int kind,
+                      const void *A, size_t sa, const void *Bp, size_t sb, const void *C, size_t sc)
+{
+    uint32_t aa = align_in_group(A, sa, G->K), ab = align_in_group(Bp, sb, G->K),
+             ac = align_in_group(C, sc, G->K);
     unsigned align = aa | ab << 8 | ac << 16;
     for (int i = 0; i < c->n; i++) {
         plan *p = &c->plans[i];
         if (p->key_w == d->w && p->in == d->in && p->out == d->out && p->B == B &&
-            p->kind == kind && p->align == align)
+            p->kind == kind && same_group(&p->G, G) && p->align == align)
             return p;
     }
     if (c->n == MAX_PLANS) return NULL;
     plan *p = &c->plans[c->n++];
     memset(p, 0, sizeof *p);
     p->key_w = d->w, p->in = d->in, p->out = d->out, p->B = B, p->kind = kind, p->align = align;
+    p->G = *G;
     cublasOperation_t ta = kind == K_DGRAD ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tb = kind == K_WGRAD || kind == K_WGRAD_PLAIN ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtEpilogue_t epi = kind == K_FWD        ? CUBLASLT_EPILOGUE_BIAS
@@ -203,6 +233,12 @@ static plan *get_plan(dense_cuda *c, const vx_dense *d, int B, int kind, const v
         ok = ok && cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, d->in, B, d->in) == 0;
         ok = ok && cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, d->out, d->in, d->out) == 0;
     }
+    ok = ok && set_batch(p->a, G, sa) && set_batch(p->b, G, sb) && set_batch(p->c, G, sc);
+    if (ok && G->K > 1 && (kind == K_FWD || kind == K_FWD_RELU || kind == K_WGRAD)) {
+        int64_t bias_stride = (int64_t)G->p; /* each member's bias (or its gradient) */
+        ok = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
+                                            &bias_stride, sizeof bias_stride) == 0;
+    }
     cublasLtMatmulPreference_t pref = NULL;
     ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0;
     ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -218,7 +254,7 @@ static plan *get_plan(dense_cuda *c, const vx_dense *d, int B, int kind, const v
     answer q;
     memset(&q, 0, sizeof q);
     q.device = vx_device_index(c->dev), q.in = d->in, q.out = d->out, q.B = B, q.kind = kind;
-    q.tf32 = c->tf32, q.align = align, q.ws_n = c->ws_n;
+    q.tf32 = c->tf32, q.align = align, q.ws_n = c->ws_n, q.G = *G;
     if (ok) answer_get(c, p, pref, &q);
     ok = ok && q.found;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
@@ -259,68 +295,77 @@ static vx_status plain_missing(const dense_cuda *c, const vx_dense *d, int B, vx
                       d->in, d->out, B);
 }
 
-static __global__ void bias_relu_kernel(float *y, const float *bias, size_t rows, int cols,
-                                        int relu)
+/* member blockIdx.y of the group: its output y_stride floats on, its bias p_stride */
+static __global__ void bias_relu_kernel(float *y, size_t y_stride, const float *bias,
+                                        size_t p_stride, size_t rows, int cols, int relu)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows * (size_t)cols) return;
+    y += blockIdx.y * y_stride, bias += blockIdx.y * p_stride;
     float v = y[i] + bias[i % (size_t)cols];
     y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
 }
 
 /* db[j] = Σ_r dy[r][j], rows in order: one thread per column, the same bits every run */
-static __global__ void bias_grad_kernel(const float *dy, int B, int cols, float *db)
+static __global__ void bias_grad_kernel(const float *dy, size_t y_stride, int B, int cols,
+                                        float *db, size_t p_stride)
 {
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= cols) return;
+    dy += blockIdx.y * y_stride, db += blockIdx.y * p_stride;
     float s = 0;
     for (int r = 0; r < B; r++) s += dy[(size_t)r * cols + j];
     db[j] = s;
 }
 
-static vx_status dg_forward(void *impl, const vx_dense *d, const float *P, const float *x, int B,
-                            float *y, int relu, vx_stream vs, vx_err *e)
+static vx_status dg_forward(void *impl, const vx_dense *d, const vx_dense_group *G, const float *P,
+                            const float *x, int B, float *y, int relu, vx_stream vs, vx_err *e)
 {
     dense_cuda *c = (dense_cuda *)impl;
     cudaStream_t s = (cudaStream_t)vs;
     vx_status st = VX_OK;
     size_t n = (size_t)B * d->out;
+    if (n == 0) return VX_OK;
     /* the bias is read in 16-byte vectors too: the layout (nn.h) aligns every tensor */
-    plan *p = align_of(P + d->b) == 16
-                  ? get_plan(c, d, B, relu ? K_FWD_RELU : K_FWD, P + d->w, x, y)
-                  : NULL;
+    plan *p =
+        align_in_group(P + d->b, G->p, G->K) == 16
+            ? get_plan(c, d, G, B, relu ? K_FWD_RELU : K_FWD, P + d->w, G->p, x, G->x, y, G->y)
+            : NULL;
     if (p && p->ok) return run(c, p, P + d->b, P + d->w, x, y, 0.0f, s, e);
-    p = get_plan(c, d, B, K_FWD_PLAIN, P + d->w, x, y);
+    p = get_plan(c, d, G, B, K_FWD_PLAIN, P + d->w, G->p, x, G->x, y, G->y);
     if (!p || !p->ok) return plain_missing(c, d, B, e);
     st = run(c, p, NULL, P + d->w, x, y, 0.0f, s, e);
     if (st) return st;
-    bias_relu_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(y, P + d->b, (size_t)B, d->out,
-                                                                 relu);
+    bias_relu_kernel<<<dim3((unsigned)((n + 255) / 256), (unsigned)G->K), 256, 0, s>>>(
+        y, G->y, P + d->b, G->p, (size_t)B, d->out, relu);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
 }
 
-static vx_status dg_backward(void *impl, const vx_dense *d, const float *P, const float *x, int B,
-                             const float *dy, float *g, float *dx, int accumulate, vx_stream vs,
-                             vx_err *e)
+static vx_status dg_backward(void *impl, const vx_dense *d, const vx_dense_group *G, const float *P,
+                             const float *x, int B, const float *dy, float *g, float *dx,
+                             int accumulate, vx_stream vs, vx_err *e)
 {
     dense_cuda *c = (dense_cuda *)impl;
     cudaStream_t s = (cudaStream_t)vs;
     vx_status st = VX_OK;
-    plan *p = align_of(g + d->b) == 16 ? get_plan(c, d, B, K_WGRAD, dy, x, g + d->w) : NULL;
+    plan *p = align_in_group(g + d->b, G->p, G->K) == 16
+                  ? get_plan(c, d, G, B, K_WGRAD, dy, G->y, x, G->x, g + d->w, G->p)
+                  : NULL;
     if (p && p->ok) {
         st = run(c, p, g + d->b, dy, x, g + d->w, 0.0f, s, e);
     } else {
-        p = get_plan(c, d, B, K_WGRAD_PLAIN, dy, x, g + d->w);
+        p = get_plan(c, d, G, B, K_WGRAD_PLAIN, dy, G->y, x, G->x, g + d->w, G->p);
         if (!p || !p->ok) return plain_missing(c, d, B, e);
         st = run(c, p, NULL, dy, x, g + d->w, 0.0f, s, e);
         if (st) return st;
-        bias_grad_kernel<<<(unsigned)((d->out + 127) / 128), 128, 0, s>>>(dy, B, d->out, g + d->b);
+        bias_grad_kernel<<<dim3((unsigned)((d->out + 127) / 128), (unsigned)G->K), 128, 0, s>>>(
+            dy, G->y, B, d->out, g + d->b, G->p);
         VX_CUDA_LAUNCH_CHECK(s);
     }
     if (st || !dx) return st;
-    p = get_plan(c, d, B, K_DGRAD, P + d->w, dy, dx);
+    p = get_plan(c, d, G, B, K_DGRAD, P + d->w, G->p, dy, G->y, dx, G->x);
     if (!p || !p->ok) return plain_missing(c, d, B, e);
     st = run(c, p, NULL, P + d->w, dy, dx, accumulate ? 1.0f : 0.0f, s, e);
 fail:

@@ -196,17 +196,49 @@ void vx_dense_ctx_free(vx_dense_ctx *c)
 void vx_dense_set_tf32(vx_dense_ctx *c, int on) { c->ops->set_tf32(c->impl, on); }
 size_t vx_dense_reserved(const vx_dense_ctx *c) { return c->ops->reserved(c->impl); }
 
+static const vx_dense_group g_alone = {1, 0, 0, 0};
+
 vx_status vx_dense_forward(vx_dense_ctx *c, const vx_dense *d, const float *P, const float *x,
                            int B, float *y, int relu, vx_stream s, vx_err *e)
 {
-    return c->ops->forward(c->impl, d, P, x, B, y, relu, s, e);
+    return c->ops->forward(c->impl, d, &g_alone, P, x, B, y, relu, s, e);
 }
 
 vx_status vx_dense_backward(vx_dense_ctx *c, const vx_dense *d, const float *P, const float *x,
                             int B, const float *dy, float *g, float *dx, int accumulate,
                             vx_stream s, vx_err *e)
 {
-    return c->ops->backward(c->impl, d, P, x, B, dy, g, dx, accumulate, s, e);
+    return c->ops->backward(c->impl, d, &g_alone, P, x, B, dy, g, dx, accumulate, s, e);
+}
+
+/* Members that would overlap their neighbours' tensors are a caller's mistake, said here. */
+static vx_status group_check(const vx_dense *d, const vx_dense_group *G, int B, vx_err *e)
+{
+    size_t np = d->b + (size_t)d->out, nx = (size_t)B * d->in, ny = (size_t)B * d->out;
+    if (G->K < 1 || B < 0)
+        return vx_err_set(e, VX_ERR_ARG, "dense group: %d members at batch %d", G->K, B);
+    if (G->K > 1 && (G->p < np || G->x < nx || G->y < ny))
+        return vx_err_set(e, VX_ERR_ARG,
+                          "dense group: strides %zu, %zu, %zu floats overlap members of %zu, "
+                          "%zu, %zu",
+                          G->p, G->x, G->y, np, nx, ny);
+    return VX_OK;
+}
+
+vx_status vx_dense_forward_group(vx_dense_ctx *c, const vx_dense *d, const vx_dense_group *G,
+                                 const float *P, const float *x, int B, float *y, int relu,
+                                 vx_stream s, vx_err *e)
+{
+    vx_status st = group_check(d, G, B, e);
+    return st ? st : c->ops->forward(c->impl, d, G, P, x, B, y, relu, s, e);
+}
+
+vx_status vx_dense_backward_group(vx_dense_ctx *c, const vx_dense *d, const vx_dense_group *G,
+                                  const float *P, const float *x, int B, const float *dy, float *g,
+                                  float *dx, int accumulate, vx_stream s, vx_err *e)
+{
+    vx_status st = group_check(d, G, B, e);
+    return st ? st : c->ops->backward(c->impl, d, G, P, x, B, dy, g, dx, accumulate, s, e);
 }
 
 /* ---- the network

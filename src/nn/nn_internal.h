@@ -16,11 +16,12 @@ typedef struct {
     void (*free)(void *impl);
     void (*set_tf32)(void *impl, int on);
     size_t (*reserved)(const void *impl);
-    vx_status (*forward)(void *impl, const vx_dense *d, const float *P, const float *x, int B,
-                         float *y, int relu, vx_stream s, vx_err *e);
-    vx_status (*backward)(void *impl, const vx_dense *d, const float *P, const float *x, int B,
-                          const float *dy, float *g, float *dx, int accumulate, vx_stream s,
-                          vx_err *e);
+    /* G: the group (one member for the plain calls), checked by the caller */
+    vx_status (*forward)(void *impl, const vx_dense *d, const vx_dense_group *G, const float *P,
+                         const float *x, int B, float *y, int relu, vx_stream s, vx_err *e);
+    vx_status (*backward)(void *impl, const vx_dense *d, const vx_dense_group *G, const float *P,
+                          const float *x, int B, const float *dy, float *g, float *dx,
+                          int accumulate, vx_stream s, vx_err *e);
 } vx_dense_ops;
 
 typedef struct {

@@ -126,6 +126,49 @@ static void run_dense_case(vx_device *dev, uint64_t seed, int a, int b, int c, r
     run_dense(dev, seed, a, b, c, r);
 }
 
+/* ---- a group of dense layers: a = in, b = out, c = batch; 5 members, padded strides --------- */
+
+static void run_dense_group(vx_device *dev, uint64_t seed, int in, int out, int B, result *r)
+{
+    enum { K = 5 };
+    size_t np;
+    vx_dense d = dense_of(in, out, &np);
+    /* strides past each member's size: a stride mistaken for the size reads a neighbour */
+    vx_dense_group G = {K, np + 4, (size_t)B * in + 4, (size_t)B * out + 4};
+    float *P = randn(G.p * K, seed, 1, 0.3), *x = randn(G.x * K, seed, 2, 1.0);
+    float *dy = randn(G.y * K, seed, 3, 1.0), *dx0 = randn(G.x * K, seed, 4, 1.0);
+    vx_mem m;
+    vx_mem_init(&m, dev, "test");
+    float *dP = dev_copy(&m, P, G.p * K * 4), *dxx = dev_copy(&m, x, G.x * K * 4);
+    float *dyr = dev_copy(&m, NULL, G.y * K * 4), *dyl = dev_copy(&m, NULL, G.y * K * 4);
+    float *ddy = dev_copy(&m, dy, G.y * K * 4), *dg = dev_copy(&m, NULL, G.p * K * 4);
+    float *ddx = dev_copy(&m, dx0, G.x * K * 4);
+    vx_dense_ctx *c;
+    vx_err e;
+    if (vx_dense_ctx_create(dev, 0, &c, &e)) fail_msg("%s", e.msg);
+    if (vx_dense_forward_group(c, &d, &G, dP, dxx, B, dyr, 1, g_s, &e) ||
+        vx_dense_forward_group(c, &d, &G, dP, dxx, B, dyl, 0, g_s, &e) ||
+        vx_dense_backward_group(c, &d, &G, dP, dxx, B, ddy, dg, ddx, 1, g_s, &e))
+        fail_msg("%s", e.msg);
+    /* every member's outputs, not the padding between them */
+    float *yr = host_copy(dev, dyr, G.y * K), *yl = host_copy(dev, dyl, G.y * K);
+    float *g = host_copy(dev, dg, G.p * K), *gx = host_copy(dev, ddx, G.x * K);
+    size_t ny = (size_t)B * out, nx = (size_t)B * in, nw = (size_t)in * out;
+    for (int i = 0; i < 4; i++) r->nf[i] = K * (i == 2 ? nw + out : i == 3 ? nx : ny);
+    for (int i = 0; i < 4; i++) r->f[i] = malloc(r->nf[i] * 4);
+    for (int k = 0; k < K; k++) {
+        memcpy(r->f[0] + k * ny, yr + k * G.y, ny * 4);
+        memcpy(r->f[1] + k * ny, yl + k * G.y, ny * 4);
+        memcpy(r->f[2] + k * (nw + out), g + k * G.p, nw * 4);
+        memcpy(r->f[2] + k * (nw + out) + nw, g + k * G.p + d.b, (size_t)out * 4);
+        memcpy(r->f[3] + k * nx, gx + k * G.x, nx * 4); /* dx0 + dy·Wᵀ */
+    }
+    free(yr), free(yl), free(g), free(gx);
+    vx_dense_ctx_free(c);
+    vx_mem_release(&m);
+    free(P), free(x), free(dy), free(dx0);
+}
+
 /* ---- the Q-network: a = atoms, b = batch ----------------------------------------------------- */
 
 static void run_qnet(vx_device *dev, uint64_t seed, int atoms, int B, int c, result *r)
@@ -297,6 +340,8 @@ static const test_case cases[] = {
     {"dense 51x256 B=1024", 1e-5, 51, 256, 1024, run_dense_case},
     {"dense 256x15 B=37", 1e-5, 256, 15, 37, run_dense_case},
     {"dense 64x765 B=1", 1e-5, 64, 765, 1, run_dense_case},
+    {"dense group 5 x 45x160 B=64", 1e-5, 45, 160, 64, run_dense_group},
+    {"dense group 5 x 160x27 B=37", 1e-5, 160, 27, 37, run_dense_group},
     {"qnet Z=1 B=256", 1e-5, 1, 256, 0, run_qnet},
     {"qnet Z=11 B=33", 1e-5, 11, 33, 0, run_qnet},
     {"optim clip, no decay", 1e-6, 1, 0, 0, run_optim},

@@ -290,6 +290,87 @@ static void test_adam_weight_decay(void **state)
     vx_adam_free(&a);
 }
 
+/* ---- a group of dense layers (fused trials) ---------------------------------------------------
+ * Each member of a group is the layer alone on its own data: the same bits as the plain calls on
+ * copies, and nothing written outside a member (the floats between members keep a sentinel). A
+ * stride that counted one member's size wrong, or a gradient placed by the input's stride, fails
+ * here; so does a wrong layer, against a float64 forward of the last member. */
+#define SENTINEL 12345.0f
+static float *filled(size_t n, uint64_t seed, uint64_t stream)
+{
+    float *v = malloc(n * sizeof *v);
+    vx_rng g = vx_rng_make(seed, stream, 0);
+    for (size_t i = 0; i < n; i++) v[i] = (float)vx_rng_normal(&g);
+    return v;
+}
+
+static void test_dense_group(void **state)
+{
+    (void)state;
+    enum { K = 3, IN = 7, OUT = 5, B = 4 };
+    size_t off = 0, nw = 0;
+    vx_dense d = vx_dense_place(&off, &nw, IN, OUT);
+    vx_dense_group G = {K, off + 4, (size_t)B * IN + 4, (size_t)B * OUT + 8};
+    size_t np = G.p * K, nx = G.x * K, ny = G.y * K;
+    float *P = filled(np, 7, 1), *x = filled(nx, 7, 2), *dy = filled(ny, 7, 3);
+    float *dx = filled(nx, 7, 4), *y = malloc(ny * 4), *g = malloc(np * 4);
+    float *dx_solo = malloc(nx * 4);
+    memcpy(dx_solo, dx, nx * 4);
+    for (size_t i = 0; i < ny; i++) y[i] = SENTINEL;
+    for (size_t i = 0; i < np; i++) g[i] = SENTINEL;
+    for (int k = 0; k < K; k++) /* the padding of dx: the backward must not touch it */
+        for (size_t i = (size_t)B * IN; i < G.x; i++)
+            dx[k * G.x + i] = dx_solo[k * G.x + i] = SENTINEL;
+    vx_dense_ctx *c;
+    vx_err e;
+    assert_int_equal(vx_dense_ctx_create(NULL, 0, &c, &e), VX_OK);
+    assert_int_equal(vx_dense_forward_group(c, &d, &G, P, x, B, y, 1, NULL, &e), VX_OK);
+    assert_int_equal(vx_dense_backward_group(c, &d, &G, P, x, B, dy, g, dx, 1, NULL, &e), VX_OK);
+    int differ = 0, touched = 0;
+    float ys[B * OUT], gs[64], dxs[B * IN];
+    assert_true(off <= 64);
+    for (int k = 0; k < K; k++) {
+        const float *Pk = P + k * G.p, *xk = x + k * G.x, *dyk = dy + k * G.y;
+        memcpy(dxs, dx_solo + k * G.x, sizeof dxs);
+        assert_int_equal(vx_dense_forward(c, &d, Pk, xk, B, ys, 1, NULL, &e), VX_OK);
+        assert_int_equal(vx_dense_backward(c, &d, Pk, xk, B, dyk, gs, dxs, 1, NULL, &e), VX_OK);
+        differ += memcmp(ys, y + k * G.y, sizeof ys) != 0;
+        differ += memcmp(gs + d.w, g + k * G.p + d.w, (size_t)IN * OUT * 4) != 0;
+        differ += memcmp(gs + d.b, g + k * G.p + d.b, (size_t)OUT * 4) != 0;
+        differ += memcmp(dxs, dx + k * G.x, sizeof dxs) != 0;
+        for (size_t i = (size_t)B * OUT; i < G.y; i++) touched += y[k * G.y + i] != SENTINEL;
+        for (size_t i = off; i < G.p; i++) touched += g[k * G.p + i] != SENTINEL;
+        for (size_t i = (size_t)B * IN; i < G.x; i++) touched += dx[k * G.x + i] != SENTINEL;
+    }
+    /* the last member's forward in float64: relu(x·W + b), W [in × out] row-major */
+    double worst = 0;
+    const float *Pk = P + (K - 1) * G.p, *xk = x + (K - 1) * G.x, *yk = y + (K - 1) * G.y;
+    for (int r = 0; r < B; r++)
+        for (int j = 0; j < OUT; j++) {
+            double v = Pk[d.b + j];
+            for (int i = 0; i < IN; i++)
+                v += (double)xk[r * IN + i] * Pk[d.w + (size_t)i * OUT + j];
+            v = v > 0 ? v : 0;
+            double err = fabs(yk[r * OUT + j] - v);
+            worst = err > worst ? err : worst;
+        }
+    printf("dense group of %d: members differing from the layer alone %d, floats written between "
+           "members %d, last member's forward against float64 %.2e\n",
+           K, differ, touched, worst);
+    assert_int_equal(differ, 0);
+    assert_int_equal(touched, 0);
+    assert_true(worst < 1e-5);
+    /* strides that would overlap members are refused */
+    vx_dense_group bad = G;
+    bad.p = off - 1;
+    assert_int_equal(vx_dense_forward_group(c, &d, &bad, P, x, B, y, 1, NULL, &e), VX_ERR_ARG);
+    bad = G, bad.y = (size_t)B * OUT - 1;
+    assert_int_equal(vx_dense_backward_group(c, &d, &bad, P, x, B, dy, g, dx, 0, NULL, &e),
+                     VX_ERR_ARG);
+    vx_dense_ctx_free(c);
+    free(P), free(x), free(dy), free(dx), free(y), free(g), free(dx_solo);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -301,6 +382,7 @@ int main(void)
         cmocka_unit_test(test_grad_clip),
         cmocka_unit_test(test_adam_three_steps),
         cmocka_unit_test(test_adam_weight_decay),
+        cmocka_unit_test(test_dense_group),
     };
     return cmocka_run_group_tests_name("nn", tests, NULL, NULL);
 }

@@ -1,0 +1,204 @@
+/* bench_fused_cuda.c — the dense layers of fused trials: the default Q-network's trunk (51 inputs,
+ * 256 → 256, ReLU) forward and backward at batch 64, the GEMMs with their epilogues, three ways,
+ * each captured as CUDA graphs:
+ *   one trial alone (one graph on one stream);
+ *   64 trials, a graph each on a stream of its own, launched together (the search's way now);
+ *   64 trials as one group (vx_dense_forward_group, vx_dense_backward_group: every GEMM one
+ *   strided-batched GEMM over the 64).
+ * The figure is trunk passes a second over all trials; the median of 100 timed replays after 10
+ * untimed ones, float32. Only the trunk's GEMMs: the rest of an update (loss, heads, Adam, the
+ * replay buffer) is not in it, so these are not the issue's update figures. Built with CUDA only.
+ */
+#include "bench.h"
+#include "bench_cuda.h"
+#include "vixen/dense.h"
+#include "vixen/device.h"
+#include "vixen/philox.h"
+
+#include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { K = 64, B = 64, IN = 51, H = 256, WARM = 10, REPS = 100 };
+
+typedef struct {
+    vx_dense l1, l2;
+    size_t np; /* one member's parameters (and gradients), floats */
+} trunk;
+
+/* One member's (or the group's) tensors: member k at base + k × its size. */
+typedef struct {
+    float *P, *g, *x, *h1, *h2, *dh2, *dh1;
+} tensors;
+
+static int cmp_d(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Forward through both layers, then backward (dh2 given: the gradient at the trunk's top). */
+static vx_status pass(vx_dense_ctx *c, const trunk *t, int k0, int members, const tensors *m,
+                      cudaStream_t s, vx_err *e)
+{
+    vx_dense_group g1 = {members, t->np, (size_t)B * IN, (size_t)B * H};
+    vx_dense_group g2 = {members, t->np, (size_t)B * H, (size_t)B * H};
+    float *P = m->P + (size_t)k0 * t->np, *g = m->g + (size_t)k0 * t->np;
+    float *x = m->x + (size_t)k0 * B * IN, *h1 = m->h1 + (size_t)k0 * B * H;
+    float *h2 = m->h2 + (size_t)k0 * B * H, *dh2 = m->dh2 + (size_t)k0 * B * H;
+    float *dh1 = m->dh1 + (size_t)k0 * B * H;
+    vx_status st = vx_dense_forward_group(c, &t->l1, &g1, P, x, B, h1, 1, s, e);
+    if (!st) st = vx_dense_forward_group(c, &t->l2, &g2, P, h1, B, h2, 1, s, e);
+    if (!st) st = vx_dense_backward_group(c, &t->l2, &g2, P, h1, B, dh2, g, dh1, 0, s, e);
+    if (!st) st = vx_dense_backward_group(c, &t->l1, &g1, P, x, B, dh1, g, NULL, 0, s, e);
+    return st;
+}
+
+/* The pass run once eagerly (its plans made outside the capture), then captured. */
+static vx_status capture(vx_dense_ctx *c, const trunk *t, int k0, int members, const tensors *m,
+                         cudaStream_t s, cudaGraphExec_t *exec, vx_err *e)
+{
+    cudaGraph_t graph = NULL;
+    vx_status st = pass(c, t, k0, members, m, s, e);
+    if (!st && cudaStreamSynchronize(s) != cudaSuccess)
+        st = vx_err_set(e, VX_ERR_CUDA, "bench: the trunk's pass failed");
+    if (!st && cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+        st = vx_err_set(e, VX_ERR_CUDA, "bench: cannot capture");
+    if (!st) {
+        st = pass(c, t, k0, members, m, s, e);
+        if (cudaStreamEndCapture(s, &graph) != cudaSuccess && !st)
+            st = vx_err_set(e, VX_ERR_CUDA, "bench: the capture failed");
+    }
+    if (!st && cudaGraphInstantiate(exec, graph, 0) != cudaSuccess)
+        st = vx_err_set(e, VX_ERR_CUDA, "bench: cannot instantiate the graph");
+    if (graph) cudaGraphDestroy(graph);
+    return st;
+}
+
+/* The median µs of K graphs launched together on their streams, from one event to the last. */
+static double together_us(cudaGraphExec_t *exec, cudaStream_t *s, cudaStream_t main_s)
+{
+    cudaEvent_t start, end, done[K];
+    int bad = cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&end) != cudaSuccess;
+    for (int k = 0; k < K && !bad; k++)
+        bad = cudaEventCreateWithFlags(&done[k], cudaEventDisableTiming) != cudaSuccess;
+    double us[REPS];
+    for (int r = 0; r < WARM + REPS && !bad; r++) {
+        bad = cudaEventRecord(start, main_s) != cudaSuccess;
+        for (int k = 0; k < K && !bad; k++)
+            bad = cudaStreamWaitEvent(s[k], start, 0) != cudaSuccess ||
+                  cudaGraphLaunch(exec[k], s[k]) != cudaSuccess ||
+                  cudaEventRecord(done[k], s[k]) != cudaSuccess ||
+                  cudaStreamWaitEvent(main_s, done[k], 0) != cudaSuccess;
+        float ms = 0;
+        bad = bad || cudaEventRecord(end, main_s) != cudaSuccess ||
+              cudaEventSynchronize(end) != cudaSuccess ||
+              cudaEventElapsedTime(&ms, start, end) != cudaSuccess;
+        if (r >= WARM) us[r - WARM] = ms * 1e3;
+    }
+    cudaEventDestroy(start), cudaEventDestroy(end);
+    for (int k = 0; k < K; k++) cudaEventDestroy(done[k]);
+    if (bad) return -1;
+    qsort(us, REPS, sizeof *us, cmp_d);
+    return us[REPS / 2];
+}
+
+static void put(vx_bench_result *r, const char *name, const char *unit, double items, double us)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->unit, sizeof r->unit, "%s", unit);
+    r->items = items, r->seconds = us * 1e-6, r->value = us > 0 ? items / (us * 1e-6) : 0;
+}
+
+int vx_bench_fused_cuda(vx_bench_result *out, int max, FILE *log)
+{
+    if (max < 6) return 0;
+    vx_device_cfg devc;
+    vx_device_cfg_default(&devc);
+    devc.kind = VX_DEVICE_CUDA;
+    vx_device *dev;
+    vx_err e;
+    if (vx_device_open(&devc, &dev, &e)) {
+        if (log) fprintf(log, "bench: %s\n", e.msg);
+        return -1;
+    }
+    trunk t;
+    size_t off = 0, weights = 0;
+    t.l1 = vx_dense_place(&off, &weights, IN, H);
+    t.l2 = vx_dense_place(&off, &weights, H, H);
+    t.np = off;
+    vx_mem mem;
+    vx_mem_init(&mem, dev, "fused bench");
+    tensors m;
+    size_t n[7] = {t.np,          t.np,          (size_t)B * IN, (size_t)B * H,
+                   (size_t)B * H, (size_t)B * H, (size_t)B * H};
+    float **slot[7] = {&m.P, &m.g, &m.x, &m.h1, &m.h2, &m.dh2, &m.dh1};
+    vx_status st = VX_OK;
+    for (int i = 0; i < 7 && !st; i++) {
+        st = vx_mem_alloc(&mem, n[i] * K * sizeof(float), slot[i], &e);
+        if (st || i == 1 || i == 3 || i == 4 || i == 6) continue; /* outputs: written first */
+        float *h = malloc(n[i] * K * sizeof(float));
+        if (!h) {
+            st = vx_err_set(&e, VX_ERR_NOMEM, "bench: out of memory");
+            break;
+        }
+        vx_rng g = vx_rng_make(7, (uint64_t)i, 0);
+        for (size_t j = 0; j < n[i] * K; j++) h[j] = (float)(0.1 * vx_rng_normal(&g));
+        st = vx_device_upload(dev, *slot[i], h, n[i] * K * sizeof(float), &e);
+        free(h);
+    }
+    vx_dense_ctx *ctx[K] = {0};
+    cudaStream_t s[K] = {0}, main_s = NULL;
+    cudaGraphExec_t each[K] = {0}, alone = NULL, group = NULL;
+    for (int k = 0; k < K && !st; k++) {
+        vx_stream vs;
+        st = vx_dense_ctx_create(dev, 0, &ctx[k], &e);
+        if (!st) st = vx_stream_create(dev, &vs, &e);
+        if (!st) s[k] = (cudaStream_t)vs;
+    }
+    if (!st) {
+        vx_stream vs;
+        st = vx_stream_create(dev, &vs, &e);
+        main_s = (cudaStream_t)vs;
+    }
+    if (log && !st)
+        fprintf(log,
+                "bench: fused: the trunk (%d -> %d -> %d) at batch %d: one trial, %d as a "
+                "graph each, %d as one group\n",
+                IN, H, H, B, K, K);
+    for (int k = 0; k < K && !st; k++) st = capture(ctx[k], &t, k, 1, &m, s[k], &each[k], &e);
+    if (!st) st = capture(ctx[0], &t, 0, 1, &m, s[0], &alone, &e);
+    if (!st) st = capture(ctx[0], &t, 0, K, &m, s[0], &group, &e);
+    double t1 = -1, tk = -1, tg = -1;
+    if (!st) {
+        t1 = vx_bench_graph_median_us(alone, s[0], WARM, REPS);
+        tk = together_us(each, s, main_s);
+        tg = vx_bench_graph_median_us(group, s[0], WARM, REPS);
+        if (t1 <= 0 || tk <= 0 || tg <= 0)
+            st = vx_err_set(&e, VX_ERR_CUDA, "bench: fused: a timed replay failed");
+    }
+    if (alone) cudaGraphExecDestroy(alone);
+    if (group) cudaGraphExecDestroy(group);
+    for (int k = 0; k < K; k++) {
+        if (each[k]) cudaGraphExecDestroy(each[k]);
+        vx_dense_ctx_free(ctx[k]);
+        vx_stream_destroy(dev, s[k]);
+    }
+    vx_stream_destroy(dev, main_s);
+    vx_mem_release(&mem);
+    vx_device_close(dev);
+    if (st) {
+        if (log) fprintf(log, "bench: fused: %s\n", e.msg);
+        return -1;
+    }
+    int r = 0;
+    put(&out[r++], "fused trunk, one trial alone", "passes/s", 1, t1);
+    put(&out[r++], "fused trunk, 64 trials, a graph each", "passes/s", K, tk);
+    put(&out[r++], "fused trunk, 64 trials as one group", "passes/s", K, tg);
+    double a1 = out[0].value, ak = out[1].value, ag = out[2].value;
+    put(&out[r++], "fused trunk: a graph each / alone", "x", 1, 1), out[r - 1].value = ak / a1;
+    put(&out[r++], "fused trunk: group / alone", "x", 1, 1), out[r - 1].value = ag / a1;
+    put(&out[r++], "fused trunk: group / a graph each", "x", 1, 1), out[r - 1].value = ag / ak;
+    return r;
+}
