@@ -41,8 +41,8 @@ static int cmp_d(const void *a, const void *b)
 static vx_status pass(vx_dense_ctx *c, const trunk *t, int k0, int members, const tensors *m,
                       cudaStream_t s, vx_err *e)
 {
-    vx_dense_group g1 = {members, t->np, (size_t)B * IN, (size_t)B * H};
-    vx_dense_group g2 = {members, t->np, (size_t)B * H, (size_t)B * H};
+    vx_dense_group g1 = {members, t->np, (size_t)B * IN, (size_t)B * H, 0, 0};
+    vx_dense_group g2 = {members, t->np, (size_t)B * H, (size_t)B * H, 0, 0};
     float *P = m->P + (size_t)k0 * t->np, *g = m->g + (size_t)k0 * t->np;
     float *x = m->x + (size_t)k0 * B * IN, *h1 = m->h1 + (size_t)k0 * B * H;
     float *h2 = m->h2 + (size_t)k0 * B * H, *dh2 = m->dh2 + (size_t)k0 * B * H;

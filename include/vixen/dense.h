@@ -52,15 +52,16 @@ vx_status vx_dense_backward(vx_dense_ctx *c, const vx_dense *d, const float *P, 
                             vx_stream s, vx_err *e);
 
 /* A group of K layers of the same shape, each on its own data: member k's parameters at
- * P + k·p (and its gradients at g + k·p), its input and dx at x + k·x, its output and dy at
- * y + k·y (strides in floats). The calls below are the ones above for every member — on a GPU
+ * P + k·p (and its gradients at g + k·p), its input at x + k·x, its output at y + k·y, and in the
+ * backward pass its dy at dy + k·dy and its dx at dx + k·dx (strides in floats; dy and dx 0: the
+ * same as y and x). The calls below are the ones above for every member — on a GPU
  * each GEMM one strided-batched GEMM over the group, its epilogue (bias, ReLU, bias gradient)
  * included where cuBLASLt has it, so K same-shape trials take one launch where they took K. The
  * group's members are what fused trials are made of. The strides must keep each member's
  * tensors 16-byte aligned (multiples of 4) for the fused kernels; others take the plain path. */
 typedef struct {
-    int K;          /* members, at least 1 */
-    size_t p, x, y; /* strides, in floats */
+    int K;                  /* members, at least 1 */
+    size_t p, x, y, dx, dy; /* strides, in floats */
 } vx_dense_group;
 
 vx_status vx_dense_forward_group(vx_dense_ctx *c, const vx_dense *d, const vx_dense_group *G,

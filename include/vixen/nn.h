@@ -96,6 +96,23 @@ vx_status vx_qnet_backward(vx_qnet *q, const float *params, const float *x, int 
 /* Device bytes the network reserved. */
 size_t vx_qnet_reserved(const vx_qnet *q);
 
+/* A group of K networks of one layout run as one: the members of fused trials, each with its own
+ * parameters, inputs, output and gradients at the strides below (floats, each a multiple of 4 so
+ * that every member's tensors stay 16-byte aligned). The calls above on a group are the calls on
+ * every member at once — on a GPU each GEMM one strided-batched GEMM over the members — with
+ * params, x, dq, grads and the output holding the K members at those strides; vx_qnet_create is
+ * the group of one. */
+typedef struct {
+    size_t params; /* a member's parameters (and gradients): n_params rounded up */
+    size_t x;      /* its input rows: max_batch × in_dim rounded up */
+    size_t q;      /* its output and dq rows: max_batch × out_dim rounded up */
+} vx_qnet_strides;
+
+vx_qnet_strides vx_qnet_member_strides(const vx_qnet_layout *L, int max_batch);
+vx_status vx_qnet_create_group(const vx_qnet_layout *L, int members, int max_batch,
+                               int backward_batch, vx_device *dev, vx_qnet **out, vx_err *e);
+int vx_qnet_members(const vx_qnet *q);
+
 /* ---- the CPU reference ----------------------------------------------------------------------- */
 
 /* Activations of one forward pass, kept for the backward pass. Sized for up to max_batch rows. */

@@ -41,8 +41,8 @@ static vx_status dc_backward(void *impl, const vx_dense *d, const vx_dense_group
 {
     (void)impl, (void)s, (void)e;
     for (int k = 0; k < G->K; k++)
-        dense32_dense_bwd(d, P + k * G->p, x + k * G->x, B, dy + k * G->y, g + k * G->p,
-                          dx ? dx + k * G->x : NULL, accumulate);
+        dense32_dense_bwd(d, P + k * G->p, x + k * G->x, B, dy + k * G->dy, g + k * G->p,
+                          dx ? dx + k * G->dx : NULL, accumulate);
     return VX_OK;
 }
 

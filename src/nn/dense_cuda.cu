@@ -75,7 +75,8 @@ static int n_answers;
 
 static int same_group(const vx_dense_group *a, const vx_dense_group *b)
 {
-    return a->K == b->K && a->p == b->p && a->x == b->x && a->y == b->y;
+    return a->K == b->K && a->p == b->p && a->x == b->x && a->y == b->y && a->dx == b->dx &&
+           a->dy == b->dy;
 }
 
 static int same_question(const answer *a, const answer *q)
@@ -102,11 +103,13 @@ static void answer_get(dense_cuda *c, plan *p, cublasLtMatmulPreference_t pref, 
         }
         cublasLtMatmulHeuristicResult_t r;
         int found = 0;
-        q->found = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c, pref, 1, &r,
-                                                  &found) == 0 &&
-                   found > 0;
+        cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(c->lt, p->op, p->a, p->b, p->c, p->c,
+                                                           pref, 1, &r, &found);
+        q->found = hs == CUBLAS_STATUS_SUCCESS && found > 0;
         if (q->found) q->algo = r.algo;
-        if (n_answers < MAX_ANSWERS) answers[n_answers++] = *q;
+        /* kept only when it is an answer: a call that failed (out of memory, say) is asked again */
+        int answer = hs == CUBLAS_STATUS_SUCCESS || hs == CUBLAS_STATUS_NOT_SUPPORTED;
+        if (answer && n_answers < MAX_ANSWERS) answers[n_answers++] = *q;
     }
     pthread_mutex_unlock(&answers_lock);
 }
@@ -351,21 +354,21 @@ static vx_status dg_backward(void *impl, const vx_dense *d, const vx_dense_group
     cudaStream_t s = (cudaStream_t)vs;
     vx_status st = VX_OK;
     plan *p = align_in_group(g + d->b, G->p, G->K) == 16
-                  ? get_plan(c, d, G, B, K_WGRAD, dy, G->y, x, G->x, g + d->w, G->p)
+                  ? get_plan(c, d, G, B, K_WGRAD, dy, G->dy, x, G->x, g + d->w, G->p)
                   : NULL;
     if (p && p->ok) {
         st = run(c, p, g + d->b, dy, x, g + d->w, 0.0f, s, e);
     } else {
-        p = get_plan(c, d, G, B, K_WGRAD_PLAIN, dy, G->y, x, G->x, g + d->w, G->p);
+        p = get_plan(c, d, G, B, K_WGRAD_PLAIN, dy, G->dy, x, G->x, g + d->w, G->p);
         if (!p || !p->ok) return plain_missing(c, d, B, e);
         st = run(c, p, NULL, dy, x, g + d->w, 0.0f, s, e);
         if (st) return st;
         bias_grad_kernel<<<dim3((unsigned)((d->out + 127) / 128), (unsigned)G->K), 128, 0, s>>>(
-            dy, G->y, B, d->out, g + d->b, G->p);
+            dy, G->dy, B, d->out, g + d->b, G->p);
         VX_CUDA_LAUNCH_CHECK(s);
     }
     if (st || !dx) return st;
-    p = get_plan(c, d, G, B, K_DGRAD, P + d->w, G->p, dy, G->y, dx, G->x);
+    p = get_plan(c, d, G, B, K_DGRAD, P + d->w, G->p, dy, G->dy, dx, G->dx);
     if (!p || !p->ok) return plain_missing(c, d, B, e);
     st = run(c, p, NULL, P + d->w, dy, dx, accumulate ? 1.0f : 0.0f, s, e);
 fail:

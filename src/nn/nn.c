@@ -196,7 +196,7 @@ void vx_dense_ctx_free(vx_dense_ctx *c)
 void vx_dense_set_tf32(vx_dense_ctx *c, int on) { c->ops->set_tf32(c->impl, on); }
 size_t vx_dense_reserved(const vx_dense_ctx *c) { return c->ops->reserved(c->impl); }
 
-static const vx_dense_group g_alone = {1, 0, 0, 0};
+static const vx_dense_group g_alone = {1, 0, 0, 0, 0, 0};
 
 vx_status vx_dense_forward(vx_dense_ctx *c, const vx_dense *d, const float *P, const float *x,
                            int B, float *y, int relu, vx_stream s, vx_err *e)
@@ -211,34 +211,41 @@ vx_status vx_dense_backward(vx_dense_ctx *c, const vx_dense *d, const float *P, 
     return c->ops->backward(c->impl, d, &g_alone, P, x, B, dy, g, dx, accumulate, s, e);
 }
 
-/* Members that would overlap their neighbours' tensors are a caller's mistake, said here. */
-static vx_status group_check(const vx_dense *d, const vx_dense_group *G, int B, vx_err *e)
+/* The group with its dx and dy strides filled in; members that would overlap their neighbours'
+ * tensors are a caller's mistake, said here. */
+static vx_status group_check(const vx_dense *d, const vx_dense_group *G0, int B, vx_dense_group *G,
+                             vx_err *e)
 {
+    *G = *G0;
+    if (!G->dx) G->dx = G->x;
+    if (!G->dy) G->dy = G->y;
     size_t np = d->b + (size_t)d->out, nx = (size_t)B * d->in, ny = (size_t)B * d->out;
-    if (G->K < 1 || B < 0)
-        return vx_err_set(e, VX_ERR_ARG, "dense group: %d members at batch %d", G->K, B);
-    if (G->K > 1 && (G->p < np || G->x < nx || G->y < ny))
+    if (G->K < 1 || G->K > 65535 || B < 0) /* a CUDA grid's second dimension holds the members */
+        return vx_err_set(e, VX_ERR_ARG, "dense group: %d members (1..65535) at batch %d", G->K, B);
+    if (G->K > 1 && (G->p < np || G->x < nx || G->y < ny || G->dx < nx || G->dy < ny))
         return vx_err_set(e, VX_ERR_ARG,
-                          "dense group: strides %zu, %zu, %zu floats overlap members of %zu, "
-                          "%zu, %zu",
-                          G->p, G->x, G->y, np, nx, ny);
+                          "dense group: strides %zu, %zu, %zu, %zu, %zu floats overlap members of "
+                          "%zu, %zu, %zu",
+                          G->p, G->x, G->y, G->dx, G->dy, np, nx, ny);
     return VX_OK;
 }
 
-vx_status vx_dense_forward_group(vx_dense_ctx *c, const vx_dense *d, const vx_dense_group *G,
+vx_status vx_dense_forward_group(vx_dense_ctx *c, const vx_dense *d, const vx_dense_group *G0,
                                  const float *P, const float *x, int B, float *y, int relu,
                                  vx_stream s, vx_err *e)
 {
-    vx_status st = group_check(d, G, B, e);
-    return st ? st : c->ops->forward(c->impl, d, G, P, x, B, y, relu, s, e);
+    vx_dense_group G;
+    vx_status st = group_check(d, G0, B, &G, e);
+    return st ? st : c->ops->forward(c->impl, d, &G, P, x, B, y, relu, s, e);
 }
 
-vx_status vx_dense_backward_group(vx_dense_ctx *c, const vx_dense *d, const vx_dense_group *G,
+vx_status vx_dense_backward_group(vx_dense_ctx *c, const vx_dense *d, const vx_dense_group *G0,
                                   const float *P, const float *x, int B, const float *dy, float *g,
                                   float *dx, int accumulate, vx_stream s, vx_err *e)
 {
-    vx_status st = group_check(d, G, B, e);
-    return st ? st : c->ops->backward(c->impl, d, G, P, x, B, dy, g, dx, accumulate, s, e);
+    vx_dense_group G;
+    vx_status st = group_check(d, G0, B, &G, e);
+    return st ? st : c->ops->backward(c->impl, d, &G, P, x, B, dy, g, dx, accumulate, s, e);
 }
 
 /* ---- the network
@@ -247,23 +254,42 @@ vx_status vx_dense_backward_group(vx_dense_ctx *c, const vx_dense *d, const vx_d
 struct vx_qnet {
     const vx_qnet_ops *ops;
     void *impl;
-    int max_batch, backward_batch;
+    int members, max_batch, backward_batch;
 };
+
+vx_qnet_strides vx_qnet_member_strides(const vx_qnet_layout *L, int max_batch)
+{
+    vx_qnet_strides s;
+    s.params = vx_dense_align(L->n_params);
+    s.x = vx_dense_align((size_t)max_batch * (size_t)L->cfg.in_dim);
+    s.q = vx_dense_align((size_t)max_batch * (size_t)L->out_dim);
+    return s;
+}
 
 vx_status vx_qnet_create(const vx_qnet_layout *L, int max_batch, int backward_batch, vx_device *dev,
                          vx_qnet **out, vx_err *e)
+{
+    return vx_qnet_create_group(L, 1, max_batch, backward_batch, dev, out, e);
+}
+
+int vx_qnet_members(const vx_qnet *q) { return q->members; }
+
+vx_status vx_qnet_create_group(const vx_qnet_layout *L, int members, int max_batch,
+                               int backward_batch, vx_device *dev, vx_qnet **out, vx_err *e)
 {
     *out = NULL;
     if (max_batch < 1 || backward_batch < 0 || backward_batch > max_batch)
         return vx_err_set(e, VX_ERR_ARG, "qnet: batches %d (forward) and %d (backward)", max_batch,
                           backward_batch);
+    if (members < 1 || members > 65535) /* a CUDA grid's second dimension holds the members */
+        return vx_err_set(e, VX_ERR_ARG, "qnet: a group of %d members (1..65535)", members);
     const vx_qnet_ops *ops = vx_nn_backend(dev, "qnet", &vx_qnet_cpu_ops, e);
     if (!ops) return e ? e->status : VX_ERR_UNSUPPORTED;
     vx_qnet *q = calloc(1, sizeof *q);
     if (!q) return vx_err_set(e, VX_ERR_NOMEM, "qnet: out of memory");
     q->ops = ops;
-    q->max_batch = max_batch, q->backward_batch = backward_batch;
-    vx_status st = ops->create(L, max_batch, backward_batch, dev, &q->impl, e);
+    q->members = members, q->max_batch = max_batch, q->backward_batch = backward_batch;
+    vx_status st = ops->create(L, members, max_batch, backward_batch, dev, &q->impl, e);
     if (st) {
         free(q);
         return st;

@@ -16,7 +16,8 @@ typedef struct {
     void (*free)(void *impl);
     void (*set_tf32)(void *impl, int on);
     size_t (*reserved)(const void *impl);
-    /* G: the group (one member for the plain calls), checked by the caller */
+    /* G: the group (one member for the plain calls), checked by the caller, its dx and dy
+     * strides filled in */
     vx_status (*forward)(void *impl, const vx_dense *d, const vx_dense_group *G, const float *P,
                          const float *x, int B, float *y, int relu, vx_stream s, vx_err *e);
     vx_status (*backward)(void *impl, const vx_dense *d, const vx_dense_group *G, const float *P,
@@ -25,8 +26,10 @@ typedef struct {
 } vx_dense_ops;
 
 typedef struct {
-    vx_status (*create)(const vx_qnet_layout *L, int max_batch, int backward_batch, vx_device *dev,
-                        void **impl, vx_err *e);
+    /* K members (vx_qnet_create_group); the other calls then work on all K at the strides of
+     * vx_qnet_member_strides(L, max_batch) */
+    vx_status (*create)(const vx_qnet_layout *L, int K, int max_batch, int backward_batch,
+                        vx_device *dev, void **impl, vx_err *e);
     void (*free)(void *impl);
     vx_status (*set_tf32)(void *impl, int on, vx_err *e);
     vx_status (*forward)(void *impl, const float *params, const float *x, int B, vx_stream s,

@@ -148,30 +148,39 @@ void vx_adam_step(vx_adam *a, float *p, const float *g)
 
 typedef struct {
     vx_qnet_layout L;
-    vx_qnet_ws ws;
+    int K;             /* members: one workspace each, run one after another */
+    vx_qnet_strides S; /* where each member's tensors start */
+    vx_qnet_ws *ws;
+    float *q; /* a group's outputs at the member stride (NULL for one: ws[0].q) */
 } cpu_qnet;
 
-static vx_status cq_create(const vx_qnet_layout *L, int max_batch, int backward_batch,
+static void cq_free(void *impl)
+{
+    cpu_qnet *q = impl;
+    for (int k = 0; q->ws && k < q->K; k++) vx_qnet_ws_free(&q->ws[k]);
+    free(q->ws), free(q->q);
+    free(q);
+}
+
+static vx_status cq_create(const vx_qnet_layout *L, int K, int max_batch, int backward_batch,
                            vx_device *dev, void **impl, vx_err *e)
 {
     (void)backward_batch, (void)dev; /* every activation is kept: backward fits any forward */
     cpu_qnet *q = calloc(1, sizeof *q);
     if (!q) return vx_err_set(e, VX_ERR_NOMEM, "qnet: out of memory");
-    q->L = *L;
-    vx_status st = vx_qnet_ws_create(L, max_batch, &q->ws, e);
+    q->L = *L, q->K = K;
+    q->S = vx_qnet_member_strides(L, max_batch);
+    q->ws = calloc((size_t)K, sizeof *q->ws);
+    if (K > 1) q->q = calloc((size_t)K * q->S.q, sizeof(float));
+    vx_status st =
+        !q->ws || (K > 1 && !q->q) ? vx_err_set(e, VX_ERR_NOMEM, "qnet: out of memory") : VX_OK;
+    for (int k = 0; k < K && !st; k++) st = vx_qnet_ws_create(L, max_batch, &q->ws[k], e);
     if (st) {
-        free(q);
+        cq_free(q);
         return st;
     }
     *impl = q;
     return VX_OK;
-}
-
-static void cq_free(void *impl)
-{
-    cpu_qnet *q = impl;
-    vx_qnet_ws_free(&q->ws);
-    free(q);
 }
 
 static vx_status cq_set_tf32(void *impl, int on, vx_err *e)
@@ -180,23 +189,34 @@ static vx_status cq_set_tf32(void *impl, int on, vx_err *e)
     return VX_OK;
 }
 
+/* A group's members one after another: the reference a GPU's batched group is held to. */
 static vx_status cq_forward(void *impl, const float *params, const float *x, int B, vx_stream s,
                             vx_err *e)
 {
     (void)s, (void)e;
     cpu_qnet *q = impl;
-    vx_qnet_forward_ref(&q->L, params, x, B, &q->ws);
+    for (int k = 0; k < q->K; k++) {
+        vx_qnet_forward_ref(&q->L, params + k * q->S.params, x + k * q->S.x, B, &q->ws[k]);
+        if (q->q)
+            memcpy(q->q + k * q->S.q, q->ws[k].q, (size_t)B * (size_t)q->L.out_dim * sizeof(float));
+    }
     return VX_OK;
 }
 
-static const float *cq_output(const void *impl) { return ((const cpu_qnet *)impl)->ws.q; }
+static const float *cq_output(const void *impl)
+{
+    const cpu_qnet *q = impl;
+    return q->q ? q->q : q->ws[0].q;
+}
 
 static vx_status cq_backward(void *impl, const float *params, const float *x, int B,
                              const float *dq, float *grads, vx_stream s, vx_err *e)
 {
     (void)s, (void)e;
     cpu_qnet *q = impl;
-    vx_qnet_backward_ref(&q->L, params, x, B, dq, &q->ws, grads);
+    for (int k = 0; k < q->K; k++)
+        vx_qnet_backward_ref(&q->L, params + k * q->S.params, x + k * q->S.x, B, dq + k * q->S.q,
+                             &q->ws[k], grads + k * q->S.params);
     return VX_OK;
 }
 

@@ -9,7 +9,12 @@
  * fixed order — the same bits every run, whichever head finishes first.
  *
  * Memory: the forward activations for max_batch rows; the backward pass's buffers only for
- * backward_batch rows, and none for a forward-only network (a target or acting network). */
+ * backward_batch rows, and none for a forward-only network (a target or acting network).
+ *
+ * A group of K members (vx_qnet_create_group) holds K copies of every buffer, member k's at k
+ * times the buffer's member stride (its rows × width, rounded up to 4 floats); every dense call
+ * is then a group call over the members and every small kernel takes the member from
+ * blockIdx.y. A group of one is the network alone, call for call. */
 #include "../util/cuda_check.h"
 #include "../util/device_cuda.h"
 #include "nn_internal.h"
@@ -34,7 +39,11 @@
 typedef struct {
     vx_device *dev;
     vx_qnet_layout L;
-    int max_batch, bwd_batch, heads; /* heads: 1 + branches */
+    int K, max_batch, bwd_batch, heads; /* heads: 1 + branches */
+    vx_qnet_strides S;                  /* the members' parameters, inputs and outputs */
+    /* the member strides of the buffers below: forward (max_batch rows), backward (bwd_batch) */
+    size_t s_trunk[VX_QNET_MAX_TRUNK], s_v1, s_v, s_a[VX_QNET_MAX_BRANCHES];
+    size_t s_dv, s_dh, s_da, s_dhid, s_dhh;
     vx_mem mem;
     float *trunk[VX_QNET_MAX_TRUNK], *v1, *v, *a1[VX_QNET_MAX_BRANCHES], *a[VX_QNET_MAX_BRANCHES];
     float *q;
@@ -62,8 +71,11 @@ static void qc_free(void *impl)
     free(q);
 }
 
-static vx_status qc_create(const vx_qnet_layout *L, int max_batch, int bwd_batch, vx_device *dev,
-                           void **impl, vx_err *e)
+/* A member's share of a buffer of n floats: n alone, rounded up to 4 floats in a group. */
+static size_t member(const qnet_cuda *q, size_t n) { return q->K == 1 ? n : vx_dense_align(n); }
+
+static vx_status qc_create(const vx_qnet_layout *L, int K, int max_batch, int bwd_batch,
+                           vx_device *dev, void **impl, vx_err *e)
 {
     vx_status st = vx_cuda_enter(dev, e);
     if (st) return st;
@@ -71,25 +83,31 @@ static vx_status qc_create(const vx_qnet_layout *L, int max_batch, int bwd_batch
     if (!q) return vx_err_set(e, VX_ERR_NOMEM, "qnet: out of memory");
     q->dev = dev;
     q->L = *L;
+    q->K = K;
     q->max_batch = max_batch;
     q->bwd_batch = bwd_batch;
+    q->S = vx_qnet_member_strides(L, max_batch);
     vx_mem_init(&q->mem, dev, "network activations");
     const vx_qnet_cfg *c = &L->cfg;
     q->heads = c->n_branches + 1;
     size_t B = (size_t)max_batch, Bb = (size_t)bwd_batch, fwd = 0, bwd = 0, Hmax, Amax;
     vx_qnet_widths(L, &Hmax, &Amax);
     size_t Htop = c->n_trunk ? (size_t)c->trunk[c->n_trunk - 1] : (size_t)c->in_dim;
-    for (int l = 0; l < c->n_trunk; l++) fwd += (size_t)c->trunk[l];
-    fwd += (size_t)c->head_hidden + (size_t)c->atoms;
+    for (int l = 0; l < c->n_trunk; l++) fwd += q->s_trunk[l] = member(q, B * c->trunk[l]);
+    fwd += (q->s_v1 = member(q, B * c->head_hidden)) + (q->s_v = member(q, B * c->atoms));
     for (int d = 0; d < c->n_branches; d++)
-        fwd += (size_t)c->head_hidden + (size_t)c->branch[d] * (size_t)c->atoms;
-    fwd += (size_t)L->out_dim;
-    if (Bb)
-        bwd = (size_t)c->atoms + 2 * Hmax +
-              (size_t)q->heads * ((size_t)c->atoms + Amax + (size_t)c->head_hidden + Htop);
+        fwd += q->s_v1 + (q->s_a[d] = member(q, B * c->branch[d] * c->atoms));
+    fwd += q->S.q;
+    if (Bb) {
+        q->s_dv = member(q, Bb * c->atoms), q->s_dh = member(q, Bb * Hmax);
+        q->s_da = member(q, Bb * Amax), q->s_dhid = member(q, Bb * c->head_hidden);
+        q->s_dhh = member(q, Bb * Htop);
+        bwd = q->s_dv + 2 * q->s_dh + (size_t)q->heads * (q->s_dv + q->s_da + q->s_dhid + q->s_dhh);
+    }
+    if (K == 1) fwd += B * (size_t)L->out_dim - q->S.q; /* alone: the output's rows, no more */
     float *p = NULL;
     int train = bwd_batch > 0;
-    st = vx_mem_alloc(&q->mem, (B * fwd + Bb * bwd) * sizeof(float), &p, e);
+    st = vx_mem_alloc(&q->mem, (size_t)K * (fwd + bwd) * sizeof(float), &p, e);
     size_t ws_main = Bb * WS_TRAIN_MAIN_PER_ROW;
     if (ws_main < WS_TRAIN_MAIN_MIN) ws_main = WS_TRAIN_MAIN_MIN;
     if (ws_main > WS_TRAIN_MAIN_MAX) ws_main = WS_TRAIN_MAIN_MAX;
@@ -102,23 +120,26 @@ static vx_status qc_create(const vx_qnet_layout *L, int max_batch, int bwd_batch
     }
     if (!st) st = vx_cuda_event_create(dev, &q->fork, 0, e);
     if (st) goto fail;
-    for (int l = 0; l < c->n_trunk; l++) q->trunk[l] = p, p += B * (size_t)c->trunk[l];
-    q->v1 = p, p += B * (size_t)c->head_hidden;
-    q->v = p, p += B * (size_t)c->atoms;
-    for (int d = 0; d < c->n_branches; d++) {
-        q->a1[d] = p, p += B * (size_t)c->head_hidden;
-        q->a[d] = p, p += B * (size_t)c->branch[d] * (size_t)c->atoms;
-    }
-    q->q = p, p += B * (size_t)L->out_dim;
-    if (train) {
-        q->dv = p, p += Bb * (size_t)c->atoms;
-        q->dh = p, p += Bb * Hmax;
-        q->dh2 = p, p += Bb * Hmax;
-        for (int h = 0; h < q->heads; h++) {
-            q->dv_b[h] = p, p += Bb * (size_t)c->atoms;
-            q->da_b[h] = p, p += Bb * Amax;
-            q->dhid_h[h] = p, p += Bb * (size_t)c->head_hidden;
-            q->dh_h[h] = p, p += Bb * Htop;
+    {
+        size_t k = (size_t)K; /* each buffer holds its K members one after another */
+        for (int l = 0; l < c->n_trunk; l++) q->trunk[l] = p, p += k * q->s_trunk[l];
+        q->v1 = p, p += k * q->s_v1;
+        q->v = p, p += k * q->s_v;
+        for (int d = 0; d < c->n_branches; d++) {
+            q->a1[d] = p, p += k * q->s_v1;
+            q->a[d] = p, p += k * q->s_a[d];
+        }
+        q->q = p, p += K == 1 ? B * (size_t)L->out_dim : k * q->S.q;
+        if (train) {
+            q->dv = p, p += k * q->s_dv;
+            q->dh = p, p += k * q->s_dh;
+            q->dh2 = p, p += k * q->s_dh;
+            for (int h = 0; h < q->heads; h++) {
+                q->dv_b[h] = p, p += k * q->s_dv;
+                q->da_b[h] = p, p += k * q->s_da;
+                q->dhid_h[h] = p, p += k * q->s_dhid;
+                q->dh_h[h] = p, p += k * q->s_dhh;
+            }
         }
     }
     *impl = q;
@@ -149,12 +170,37 @@ static size_t qc_reserved(const void *impl)
 
 static unsigned blocks_for(size_t n) { return (unsigned)((n + 255) / 256); }
 
+/* A grid over n elements of each of the K members (blockIdx.y: the member). */
+static dim3 grid_for(const qnet_cuda *q, size_t n) { return dim3(blocks_for(n), (unsigned)q->K); }
+
+/* The dense calls for every member: the plain call for a network alone, else one group call. sx,
+ * sy, sdx, sdy: the members' strides of x, y, dx, dy. */
+static vx_status fwd(const qnet_cuda *q, vx_dense_ctx *c, const vx_dense *d, const float *P,
+                     const float *x, size_t sx, int B, float *y, size_t sy, int relu,
+                     cudaStream_t s, vx_err *e)
+{
+    if (q->K == 1) return vx_dense_forward(c, d, P, x, B, y, relu, s, e);
+    vx_dense_group G = {q->K, q->S.params, sx, sy, 0, 0};
+    return vx_dense_forward_group(c, d, &G, P, x, B, y, relu, s, e);
+}
+
+static vx_status bwd(const qnet_cuda *q, vx_dense_ctx *c, const vx_dense *d, const float *P,
+                     const float *x, size_t sx, int B, const float *dy, size_t sdy, float *g,
+                     float *dx, size_t sdx, cudaStream_t s, vx_err *e)
+{
+    if (q->K == 1) return vx_dense_backward(c, d, P, x, B, dy, g, dx, 0, s, e);
+    vx_dense_group G = {q->K, q->S.params, sx, sdy, dx ? sdx : sx, sdy};
+    return vx_dense_backward_group(c, d, &G, P, x, B, dy, g, dx, 0, s, e);
+}
+
 /* One thread per (row, atom) of a branch: the mean over actions, then Q. */
-static __global__ void dueling_kernel(const float *v, const float *a, float *q, int B, int n, int Z,
-                                      int out_dim, int offset)
+static __global__ void dueling_kernel(const float *v, size_t sv, const float *a, size_t sa,
+                                      float *q, size_t sq, int B, int n, int Z, int out_dim,
+                                      int offset)
 {
     size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (size_t)B * Z) return;
+    v += blockIdx.y * sv, a += blockIdx.y * sa, q += blockIdx.y * sq;
     size_t r = t / (size_t)Z;
     int z = (int)(t % (size_t)Z);
     const float *ar = a + r * (size_t)n * Z;
@@ -176,29 +222,32 @@ static vx_status qc_forward(void *impl, const float *P, const float *x, int B, v
     const vx_qnet_layout *L = &q->L;
     const vx_qnet_cfg *c = &L->cfg;
     const float *h = x;
+    size_t sh = q->S.x;
     int Z = c->atoms;
     for (int l = 0; l < c->n_trunk && !st; l++) {
-        st = vx_dense_forward(q->main, &L->trunk[l], P, h, B, q->trunk[l], 1, s, e);
-        h = q->trunk[l];
+        st = fwd(q, q->main, &L->trunk[l], P, h, sh, B, q->trunk[l], q->s_trunk[l], 1, s, e);
+        h = q->trunk[l], sh = q->s_trunk[l];
     }
     if (st) return st;
     /* the heads, forked: value on stream 0; branch d on stream 1 + d, its dueling step behind V */
     VX_CUDA_CHECK(cudaEventRecord(q->fork, s));
     for (int k = 0; k < q->heads; k++) VX_CUDA_CHECK(cudaStreamWaitEvent(q->hs[k], q->fork, 0));
-    st = vx_dense_forward(q->hd[0], &L->value1, P, h, B, q->v1, 1, q->hs[0], e);
-    if (!st) st = vx_dense_forward(q->hd[0], &L->value2, P, q->v1, B, q->v, 0, q->hs[0], e);
+    st = fwd(q, q->hd[0], &L->value1, P, h, sh, B, q->v1, q->s_v1, 1, q->hs[0], e);
+    if (!st) st = fwd(q, q->hd[0], &L->value2, P, q->v1, q->s_v1, B, q->v, q->s_v, 0, q->hs[0], e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaEventRecord(q->done[0], q->hs[0]));
     for (int d = 0; d < c->n_branches; d++) {
         cudaStream_t hs = q->hs[1 + d];
         size_t n = (size_t)B * Z;
-        st = vx_dense_forward(q->hd[1 + d], &L->adv1[d], P, h, B, q->a1[d], 1, hs, e);
+        st = fwd(q, q->hd[1 + d], &L->adv1[d], P, h, sh, B, q->a1[d], q->s_v1, 1, hs, e);
         if (!st)
-            st = vx_dense_forward(q->hd[1 + d], &L->adv2[d], P, q->a1[d], B, q->a[d], 0, hs, e);
+            st = fwd(q, q->hd[1 + d], &L->adv2[d], P, q->a1[d], q->s_v1, B, q->a[d], q->s_a[d], 0,
+                     hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->done[0], 0));
-        dueling_kernel<<<blocks_for(n), 256, 0, hs>>>(q->v, q->a[d], q->q, B, c->branch[d], Z,
-                                                      L->out_dim, L->out_offset[d]);
+        dueling_kernel<<<grid_for(q, n), 256, 0, hs>>>(q->v, q->s_v, q->a[d], q->s_a[d], q->q,
+                                                       q->S.q, B, c->branch[d], Z, L->out_dim,
+                                                       L->out_offset[d]);
         VX_CUDA_LAUNCH_CHECK(hs);
         VX_CUDA_CHECK(cudaEventRecord(q->done[1 + d], hs));
     }
@@ -209,11 +258,13 @@ fail:
 
 /* dueling backward for branch d, one thread per (row, atom): dA = dQ − mean_a dQ; this branch's
  * part of dV is Σ_a dQ (the parts are added in branch order afterwards, like the CPU's sum) */
-static __global__ void dueling_bwd_kernel(const float *dq, float *dv, float *da, int B, int n,
-                                          int Z, int out_dim, int offset)
+static __global__ void dueling_bwd_kernel(const float *dq, size_t sq, float *dv, size_t sv,
+                                          float *da, size_t sa, int B, int n, int Z, int out_dim,
+                                          int offset)
 {
     size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= (size_t)B * Z) return;
+    dq += blockIdx.y * sq, dv += blockIdx.y * sv, da += blockIdx.y * sa;
     size_t r = t / (size_t)Z;
     int z = (int)(t % (size_t)Z);
     const float *g = dq + r * (size_t)out_dim + offset;
@@ -224,24 +275,28 @@ static __global__ void dueling_bwd_kernel(const float *dq, float *dv, float *da,
     for (int k = 0; k < n; k++) ga[k * Z + z] = g[k * Z + z] - sum / (float)n;
 }
 
-/* out = (parts[0] + parts[1] + … + parts[n−1]) · k, added in that order */
+/* out = (parts[0] + parts[1] + … + parts[n−1]) · k, added in that order; the parts of a member
+ * at s_in times it, its out at s_out times it */
 typedef struct {
     const float *p[HEADS];
 } parts_t;
 
-static __global__ void sum_parts_kernel(parts_t parts, int n, size_t len, float k, float *out)
+static __global__ void sum_parts_kernel(parts_t parts, int n, size_t len, float k, float *out,
+                                        size_t s_in, size_t s_out)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= len) return;
-    float s = parts.p[0][i];
-    for (int j = 1; j < n; j++) s += parts.p[j][i];
-    out[i] = k == 1.0f ? s : s * k;
+    size_t at = blockIdx.y * s_in + i;
+    float s = parts.p[0][at];
+    for (int j = 1; j < n; j++) s += parts.p[j][at];
+    out[blockIdx.y * s_out + i] = k == 1.0f ? s : s * k;
 }
 
-static __global__ void relu_mask_kernel(float *dy, const float *y, size_t n)
+/* dy *= (y > 0), from the layer's output (the members' dy at sdy, y at sy) */
+static __global__ void relu_mask_kernel(float *dy, size_t sdy, const float *y, size_t sy, size_t n)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n && y[i] <= 0.0f) dy[i] = 0.0f;
+    if (i < n && y[blockIdx.y * sy + i] <= 0.0f) dy[blockIdx.y * sdy + i] = 0.0f;
 }
 
 static vx_status qc_backward(void *impl, const float *P, const float *x, int B, const float *dq,
@@ -253,9 +308,10 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
     if (st) return st;
     const vx_qnet_layout *L = &q->L;
     const vx_qnet_cfg *c = &L->cfg;
-    int Z = c->atoms, Hh = c->head_hidden, K = c->n_branches;
-    const float *top = c->n_trunk ? q->trunk[c->n_trunk - 1] : x;
-    int H = c->n_trunk ? c->trunk[c->n_trunk - 1] : c->in_dim;
+    int Z = c->atoms, Hh = c->head_hidden, K = c->n_branches, T = c->n_trunk;
+    const float *top = T ? q->trunk[T - 1] : x;
+    size_t s_top = T ? q->s_trunk[T - 1] : q->S.x;
+    int H = T ? c->trunk[T - 1] : c->in_dim;
     float *dh = q->dh, *dh2 = q->dh2;
     VX_CUDA_CHECK(cudaEventRecord(q->fork, s));
     /* branch d on stream 1 + d: its dV part first (the value head waits for those), then its two
@@ -264,18 +320,19 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         cudaStream_t hs = q->hs[1 + d];
         size_t n = (size_t)B * Z;
         VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->fork, 0));
-        dueling_bwd_kernel<<<blocks_for(n), 256, 0, hs>>>(
-            dq, q->dv_b[d], q->da_b[d], B, c->branch[d], Z, L->out_dim, L->out_offset[d]);
+        dueling_bwd_kernel<<<grid_for(q, n), 256, 0, hs>>>(dq, q->S.q, q->dv_b[d], q->s_dv,
+                                                           q->da_b[d], q->s_da, B, c->branch[d], Z,
+                                                           L->out_dim, L->out_offset[d]);
         VX_CUDA_LAUNCH_CHECK(hs);
         VX_CUDA_CHECK(cudaEventRecord(q->dv_done[d], hs));
-        st = vx_dense_backward(q->hd[1 + d], &L->adv2[d], P, q->a1[d], B, q->da_b[d], g,
-                               q->dhid_h[1 + d], 0, hs, e);
+        st = bwd(q, q->hd[1 + d], &L->adv2[d], P, q->a1[d], q->s_v1, B, q->da_b[d], q->s_da, g,
+                 q->dhid_h[1 + d], q->s_dhid, hs, e);
         if (st) goto fail;
-        relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, hs>>>(q->dhid_h[1 + d], q->a1[d],
-                                                                     (size_t)B * Hh);
+        relu_mask_kernel<<<grid_for(q, (size_t)B * Hh), 256, 0, hs>>>(
+            q->dhid_h[1 + d], q->s_dhid, q->a1[d], q->s_v1, (size_t)B * Hh);
         VX_CUDA_LAUNCH_CHECK(hs);
-        st = vx_dense_backward(q->hd[1 + d], &L->adv1[d], P, top, B, q->dhid_h[1 + d], g,
-                               q->dh_h[1 + d], 0, hs, e);
+        st = bwd(q, q->hd[1 + d], &L->adv1[d], P, top, s_top, B, q->dhid_h[1 + d], q->s_dhid, g,
+                 q->dh_h[1 + d], q->s_dhh, hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaEventRecord(q->done[1 + d], hs));
     }
@@ -289,16 +346,17 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
             VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->dv_done[d], 0));
             pv.p[d] = q->dv_b[d];
         }
-        sum_parts_kernel<<<blocks_for((size_t)B * Z), 256, 0, hs>>>(pv, K, (size_t)B * Z, 1.0f,
-                                                                    q->dv);
+        sum_parts_kernel<<<grid_for(q, (size_t)B * Z), 256, 0, hs>>>(pv, K, (size_t)B * Z, 1.0f,
+                                                                     q->dv, q->s_dv, q->s_dv);
         VX_CUDA_LAUNCH_CHECK(hs);
-        st = vx_dense_backward(q->hd[0], &L->value2, P, q->v1, B, q->dv, g, q->dhid_h[0], 0, hs, e);
+        st = bwd(q, q->hd[0], &L->value2, P, q->v1, q->s_v1, B, q->dv, q->s_dv, g, q->dhid_h[0],
+                 q->s_dhid, hs, e);
         if (st) goto fail;
-        relu_mask_kernel<<<blocks_for((size_t)B * Hh), 256, 0, hs>>>(q->dhid_h[0], q->v1,
-                                                                     (size_t)B * Hh);
+        relu_mask_kernel<<<grid_for(q, (size_t)B * Hh), 256, 0, hs>>>(
+            q->dhid_h[0], q->s_dhid, q->v1, q->s_v1, (size_t)B * Hh);
         VX_CUDA_LAUNCH_CHECK(hs);
-        st = vx_dense_backward(q->hd[0], &L->value1, P, top, B, q->dhid_h[0], g, q->dh_h[0], 0, hs,
-                               e);
+        st = bwd(q, q->hd[0], &L->value1, P, top, s_top, B, q->dhid_h[0], q->s_dhid, g, q->dh_h[0],
+                 q->s_dhh, hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaEventRecord(q->done[0], hs));
     }
@@ -309,16 +367,18 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         for (int k = 0; k <= K; k++) VX_CUDA_CHECK(cudaStreamWaitEvent(s, q->done[k], 0));
         for (int d = 0; d < K; d++) ph.p[d] = q->dh_h[1 + d];
         ph.p[K] = q->dh_h[0];
-        sum_parts_kernel<<<blocks_for((size_t)B * H), 256, 0, s>>>(ph, K + 1, (size_t)B * H,
-                                                                   1.0f / (float)(K + 1), dh);
+        sum_parts_kernel<<<grid_for(q, (size_t)B * H), 256, 0, s>>>(
+            ph, K + 1, (size_t)B * H, 1.0f / (float)(K + 1), dh, q->s_dhh, q->s_dh);
         VX_CUDA_LAUNCH_CHECK(s);
     }
-    for (int l = c->n_trunk - 1; l >= 0 && !st; l--) {
+    for (int l = T - 1; l >= 0 && !st; l--) {
         size_t n = (size_t)B * c->trunk[l];
-        relu_mask_kernel<<<blocks_for(n), 256, 0, s>>>(dh, q->trunk[l], n);
+        relu_mask_kernel<<<grid_for(q, n), 256, 0, s>>>(dh, q->s_dh, q->trunk[l], q->s_trunk[l], n);
         VX_CUDA_LAUNCH_CHECK(s);
         const float *in = l ? q->trunk[l - 1] : x;
-        st = vx_dense_backward(q->main, &L->trunk[l], P, in, B, dh, g, l ? dh2 : NULL, 0, s, e);
+        size_t s_in = l ? q->s_trunk[l - 1] : q->S.x;
+        st = bwd(q, q->main, &L->trunk[l], P, in, s_in, B, dh, q->s_dh, g, l ? dh2 : NULL, q->s_dh,
+                 s, e);
         float *t = dh;
         dh = dh2;
         dh2 = t;

@@ -450,15 +450,31 @@ static void *ahead_take(ahead *a, size_t n)
     return p;
 }
 
-/* 1 if p is a block of the piece (now free for the share's next request), 0 if not the piece's. */
+/* 1 if p is a block of the piece (now free for the share's next request), 0 if not the piece's.
+ * Free blocks at the end of what was carved go back to the uncarved rest (the blocks are listed
+ * in the order they were carved), so a share that frees and takes again in the reverse order, as
+ * objects made and freed again do, does not run past the piece. */
 static int ahead_give(ahead *a, void *p)
 {
     if (!a || (char *)p < a->base || (char *)p >= a->base + a->size) return 0;
     pthread_mutex_lock(&a->lock);
     for (int i = 0; i < a->n_blocks; i++)
         if (a->blocks[i].p == (char *)p) a->blocks[i].used = 0;
+    while (a->n_blocks && !a->blocks[a->n_blocks - 1].used) {
+        a->n_blocks--;
+        a->carved = (size_t)(a->blocks[a->n_blocks].p - a->base);
+    }
     pthread_mutex_unlock(&a->lock);
     return 1;
+}
+
+static int ahead_in_use(ahead *a)
+{
+    pthread_mutex_lock(&a->lock);
+    int used = 0;
+    for (int i = 0; i < a->n_blocks; i++) used += a->blocks[i].used;
+    pthread_mutex_unlock(&a->lock);
+    return used;
 }
 
 static vx_status cuda_reserve_ahead(vx_device *share, size_t bytes, vx_err *e)
@@ -489,11 +505,12 @@ static vx_status cuda_reserve_ahead(vx_device *share, size_t bytes, vx_err *e)
 }
 
 /* Every block was freed (each after the share's streams went idle) before the share closes; one
- * still held (vx_device_close warns of it) keeps the piece, which its object may still use. */
+ * still held (vx_device_close warns of bytes still reserved; a block of 0 bytes is one too)
+ * keeps the piece, which its object may still use. */
 static void cuda_share_close(vx_device *share)
 {
     ahead *a = (ahead *)share->ahead;
-    if (!a || share->reserved || vx_cuda_enter(share, NULL) != VX_OK) return;
+    if (!a || share->reserved || ahead_in_use(a) || vx_cuda_enter(share, NULL) != VX_OK) return;
     const cuda_impl *c = (const cuda_impl *)share->impl;
     streams_wait(share);
     cudaFreeAsync(a->base, c->alloc);

@@ -126,34 +126,71 @@ static void run_dense_case(vx_device *dev, uint64_t seed, int a, int b, int c, r
     run_dense(dev, seed, a, b, c, r);
 }
 
-/* ---- a group of dense layers: a = in, b = out, c = batch; 5 members, padded strides --------- */
+/* ---- a group of dense layers: a = in, b = out, c = batch; 5 members at padded strides (dx and dy
+ * at strides of their own). The floats between members hold a sentinel that must survive; the
+ * context first runs member 0 alone, so a plan kept for the layer alone and taken for the group
+ * computes one member only. With `pad` 2 the members' parameters are 8 bytes apart from 16-byte
+ * alignment, which takes cuBLASLt's plain GEMM and the bias kernels of dense_cuda.cu. */
 
-static void run_dense_group(vx_device *dev, uint64_t seed, int in, int out, int B, result *r)
+#define GROUP_SENTINEL 4242.0f
+
+static float *with_sentinels(const float *src, size_t stride, size_t used, int K)
+{
+    float *h = malloc(stride * K * 4);
+    for (size_t i = 0; i < stride * K; i++) h[i] = GROUP_SENTINEL;
+    for (int k = 0; src && k < K; k++) memcpy(h + k * stride, src + k * stride, used * 4);
+    return h;
+}
+
+/* How many floats of a member's padding (past `used`, or inside [gap_lo, gap_hi)) changed. */
+static size_t padding_changed(const float *h, size_t stride, size_t used, size_t gap_lo,
+                              size_t gap_hi, int K)
+{
+    size_t n = 0;
+    for (int k = 0; k < K; k++)
+        for (size_t i = 0; i < stride; i++)
+            if ((i >= used || (i >= gap_lo && i < gap_hi)) && h[k * stride + i] != GROUP_SENTINEL)
+                n++;
+    return n;
+}
+
+static void dense_group(vx_device *dev, uint64_t seed, int in, int out, int B, size_t pad,
+                        result *r)
 {
     enum { K = 5 };
     size_t np;
     vx_dense d = dense_of(in, out, &np);
-    /* strides past each member's size: a stride mistaken for the size reads a neighbour */
-    vx_dense_group G = {K, np + 4, (size_t)B * in + 4, (size_t)B * out + 4};
+    vx_dense_group G = {K,
+                        np + pad,
+                        (size_t)B * in + 4,
+                        (size_t)B * out + 4,
+                        (size_t)B * in + 8,
+                        (size_t)B * out + 12};
+    size_t ny = (size_t)B * out, nx = (size_t)B * in, nw = (size_t)in * out;
     float *P = randn(G.p * K, seed, 1, 0.3), *x = randn(G.x * K, seed, 2, 1.0);
-    float *dy = randn(G.y * K, seed, 3, 1.0), *dx0 = randn(G.x * K, seed, 4, 1.0);
+    float *dy = randn(G.dy * K, seed, 3, 1.0), *dx0r = randn(G.dx * K, seed, 4, 1.0);
+    float *dx0 = with_sentinels(dx0r, G.dx, nx, K), *ys = with_sentinels(NULL, G.y, 0, K);
+    float *gs = with_sentinels(NULL, G.p, 0, K);
     vx_mem m;
     vx_mem_init(&m, dev, "test");
     float *dP = dev_copy(&m, P, G.p * K * 4), *dxx = dev_copy(&m, x, G.x * K * 4);
-    float *dyr = dev_copy(&m, NULL, G.y * K * 4), *dyl = dev_copy(&m, NULL, G.y * K * 4);
-    float *ddy = dev_copy(&m, dy, G.y * K * 4), *dg = dev_copy(&m, NULL, G.p * K * 4);
-    float *ddx = dev_copy(&m, dx0, G.x * K * 4);
+    float *dyr = dev_copy(&m, ys, G.y * K * 4), *dyl = dev_copy(&m, ys, G.y * K * 4);
+    float *ddy = dev_copy(&m, dy, G.dy * K * 4), *dg = dev_copy(&m, gs, G.p * K * 4);
+    float *ddx = dev_copy(&m, dx0, G.dx * K * 4), *alone = dev_copy(&m, NULL, ny * 4);
     vx_dense_ctx *c;
     vx_err e;
     if (vx_dense_ctx_create(dev, 0, &c, &e)) fail_msg("%s", e.msg);
-    if (vx_dense_forward_group(c, &d, &G, dP, dxx, B, dyr, 1, g_s, &e) ||
+    if (vx_dense_forward(c, &d, dP, dxx, B, alone, 1, g_s, &e) ||
+        vx_dense_forward_group(c, &d, &G, dP, dxx, B, dyr, 1, g_s, &e) ||
         vx_dense_forward_group(c, &d, &G, dP, dxx, B, dyl, 0, g_s, &e) ||
         vx_dense_backward_group(c, &d, &G, dP, dxx, B, ddy, dg, ddx, 1, g_s, &e))
         fail_msg("%s", e.msg);
-    /* every member's outputs, not the padding between them */
     float *yr = host_copy(dev, dyr, G.y * K), *yl = host_copy(dev, dyl, G.y * K);
-    float *g = host_copy(dev, dg, G.p * K), *gx = host_copy(dev, ddx, G.x * K);
-    size_t ny = (size_t)B * out, nx = (size_t)B * in, nw = (size_t)in * out;
+    float *g = host_copy(dev, dg, G.p * K), *gx = host_copy(dev, ddx, G.dx * K);
+    size_t changed = padding_changed(yr, G.y, ny, 0, 0, K) + padding_changed(yl, G.y, ny, 0, 0, K) +
+                     padding_changed(g, G.p, d.b + (size_t)out, nw, d.b, K) +
+                     padding_changed(gx, G.dx, nx, 0, 0, K);
+    if (changed) fail_msg("dense group: %zu floats between members were written", changed);
     for (int i = 0; i < 4; i++) r->nf[i] = K * (i == 2 ? nw + out : i == 3 ? nx : ny);
     for (int i = 0; i < 4; i++) r->f[i] = malloc(r->nf[i] * 4);
     for (int k = 0; k < K; k++) {
@@ -161,19 +198,32 @@ static void run_dense_group(vx_device *dev, uint64_t seed, int in, int out, int 
         memcpy(r->f[1] + k * ny, yl + k * G.y, ny * 4);
         memcpy(r->f[2] + k * (nw + out), g + k * G.p, nw * 4);
         memcpy(r->f[2] + k * (nw + out) + nw, g + k * G.p + d.b, (size_t)out * 4);
-        memcpy(r->f[3] + k * nx, gx + k * G.x, nx * 4); /* dx0 + dy·Wᵀ */
+        memcpy(r->f[3] + k * nx, gx + k * G.dx, nx * 4); /* dx0 + dy·Wᵀ */
     }
     free(yr), free(yl), free(g), free(gx);
     vx_dense_ctx_free(c);
     vx_mem_release(&m);
-    free(P), free(x), free(dy), free(dx0);
+    free(P), free(x), free(dy), free(dx0r), free(dx0), free(ys), free(gs);
 }
 
-/* ---- the Q-network: a = atoms, b = batch ----------------------------------------------------- */
-
-static void run_qnet(vx_device *dev, uint64_t seed, int atoms, int B, int c, result *r)
+static void run_dense_group(vx_device *dev, uint64_t seed, int in, int out, int B, result *r)
 {
-    (void)c;
+    dense_group(dev, seed, in, out, B, 4, r);
+}
+
+static void run_dense_group_unaligned(vx_device *dev, uint64_t seed, int in, int out, int B,
+                                      result *r)
+{
+    dense_group(dev, seed, in, out, B, 2, r);
+}
+
+/* ---- the Q-network: a = atoms, b = batch, c = members (0: a network alone) --------------------
+ * A group's members each get their own weights, inputs and dq; its forward batch is sized 3 rows
+ * past the batch run, so a member stride taken from the batch instead reads a neighbour. */
+
+static void run_qnet(vx_device *dev, uint64_t seed, int atoms, int B, int members, result *r)
+{
+    int K = members > 0 ? members : 1, maxB = members > 0 ? B + 3 : B;
     vx_qnet_cfg qc;
     vx_qnet_cfg_default(&qc);
     qc.atoms = atoms;
@@ -181,22 +231,36 @@ static void run_qnet(vx_device *dev, uint64_t seed, int atoms, int B, int c, res
     vx_qnet_layout L;
     vx_err e;
     if (vx_qnet_layout_make(&qc, &L, &e)) fail_msg("%s", e.msg);
+    vx_qnet_strides S = vx_qnet_member_strides(&L, maxB);
     size_t np = L.n_params, nx = (size_t)B * qc.in_dim, nq = (size_t)B * L.out_dim;
-    float *P = malloc(np * 4), *x = randn(nx, seed, 5, 1.0), *dq = randn(nq, seed, 6, 0.1);
-    vx_qnet_init(&L, seed, P);
+    float *P = calloc((size_t)K * S.params, 4), *x = calloc((size_t)K * S.x, 4);
+    float *dq = calloc((size_t)K * S.q, 4), *zero = calloc((size_t)K * S.params, 4);
+    for (int k = 0; k < K; k++) {
+        float *xk = randn(nx, seed + (uint64_t)k, 5, 1.0),
+              *dqk = randn(nq, seed + (uint64_t)k, 6, 0.1);
+        vx_qnet_init(&L, seed + (uint64_t)k, P + k * S.params);
+        memcpy(x + k * S.x, xk, nx * 4), memcpy(dq + k * S.q, dqk, nq * 4);
+        free(xk), free(dqk);
+    }
     vx_mem m;
     vx_mem_init(&m, dev, "test");
-    float *dP = dev_copy(&m, P, np * 4), *dx = dev_copy(&m, x, nx * 4),
-          *ddq = dev_copy(&m, dq, nq * 4);
-    float *dg = dev_copy(&m, NULL, np * 4);
-    float *zero = calloc(np, 4);
-    if (vx_device_upload(dev, dg, zero, np * 4, &e)) fail_msg("%s", e.msg); /* the padding */
+    float *dP = dev_copy(&m, P, (size_t)K * S.params * 4),
+          *dx = dev_copy(&m, x, (size_t)K * S.x * 4);
+    float *ddq = dev_copy(&m, dq, (size_t)K * S.q * 4);
+    float *dg = dev_copy(&m, zero, (size_t)K * S.params * 4); /* the padding stays zero */
     vx_qnet *q;
-    if (vx_qnet_create(&L, B, B, dev, &q, &e) || vx_qnet_forward(q, dP, dx, B, g_s, &e))
+    if (vx_qnet_create_group(&L, K, maxB, B, dev, &q, &e) || vx_qnet_forward(q, dP, dx, B, g_s, &e))
         fail_msg("%s", e.msg);
-    r->f[0] = host_copy(dev, vx_qnet_output(q), r->nf[0] = nq);
+    float *out = host_copy(dev, vx_qnet_output(q), (size_t)(K - 1) * S.q + nq);
     if (vx_qnet_backward(q, dP, dx, B, ddq, dg, g_s, &e)) fail_msg("%s", e.msg);
-    r->f[1] = host_copy(dev, dg, r->nf[1] = np);
+    float *g = host_copy(dev, dg, (size_t)K * S.params);
+    r->f[0] = malloc((size_t)K * nq * 4), r->nf[0] = (size_t)K * nq;
+    r->f[1] = malloc((size_t)K * np * 4), r->nf[1] = (size_t)K * np;
+    for (int k = 0; k < K; k++) {
+        memcpy(r->f[0] + k * nq, out + k * S.q, nq * 4);
+        memcpy(r->f[1] + k * np, g + k * S.params, np * 4);
+    }
+    free(out), free(g);
     vx_qnet_free(q);
     vx_mem_release(&m);
     free(P), free(x), free(dq), free(zero);
@@ -342,8 +406,11 @@ static const test_case cases[] = {
     {"dense 64x765 B=1", 1e-5, 64, 765, 1, run_dense_case},
     {"dense group 5 x 45x160 B=64", 1e-5, 45, 160, 64, run_dense_group},
     {"dense group 5 x 160x27 B=37", 1e-5, 160, 27, 37, run_dense_group},
+    {"dense group 45x160 unaligned", 1e-5, 45, 160, 64, run_dense_group_unaligned},
     {"qnet Z=1 B=256", 1e-5, 1, 256, 0, run_qnet},
     {"qnet Z=11 B=33", 1e-5, 11, 33, 0, run_qnet},
+    {"qnet group of 4, Z=1 B=64", 1e-5, 1, 64, 4, run_qnet},
+    {"qnet group of 3, Z=11 B=33", 1e-5, 11, 33, 3, run_qnet},
     {"optim clip, no decay", 1e-6, 1, 0, 0, run_optim},
     {"optim no clip, decay", 1e-6, 0, 1, 0, run_optim},
     {"env 512 x 300 steps", 0, 512, 300, VX_REWARD_PNL, run_env},

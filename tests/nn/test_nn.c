@@ -310,17 +310,23 @@ static void test_dense_group(void **state)
     enum { K = 3, IN = 7, OUT = 5, B = 4 };
     size_t off = 0, nw = 0;
     vx_dense d = vx_dense_place(&off, &nw, IN, OUT);
-    vx_dense_group G = {K, off + 4, (size_t)B * IN + 4, (size_t)B * OUT + 8};
-    size_t np = G.p * K, nx = G.x * K, ny = G.y * K;
-    float *P = filled(np, 7, 1), *x = filled(nx, 7, 2), *dy = filled(ny, 7, 3);
-    float *dx = filled(nx, 7, 4), *y = malloc(ny * 4), *g = malloc(np * 4);
-    float *dx_solo = malloc(nx * 4);
-    memcpy(dx_solo, dx, nx * 4);
+    /* dx and dy at strides of their own, unlike x and y's */
+    vx_dense_group G = {K,
+                        off + 4,
+                        (size_t)B * IN + 4,
+                        (size_t)B * OUT + 8,
+                        (size_t)B * IN + 12,
+                        (size_t)B * OUT + 16};
+    size_t np = G.p * K, nx = G.x * K, ny = G.y * K, ndx = G.dx * K, ndy = G.dy * K;
+    float *P = filled(np, 7, 1), *x = filled(nx, 7, 2), *dy = filled(ndy, 7, 3);
+    float *dx = filled(ndx, 7, 4), *y = malloc(ny * 4), *g = malloc(np * 4);
+    float *dx_solo = malloc(ndx * 4);
+    memcpy(dx_solo, dx, ndx * 4);
     for (size_t i = 0; i < ny; i++) y[i] = SENTINEL;
     for (size_t i = 0; i < np; i++) g[i] = SENTINEL;
     for (int k = 0; k < K; k++) /* the padding of dx: the backward must not touch it */
-        for (size_t i = (size_t)B * IN; i < G.x; i++)
-            dx[k * G.x + i] = dx_solo[k * G.x + i] = SENTINEL;
+        for (size_t i = (size_t)B * IN; i < G.dx; i++)
+            dx[k * G.dx + i] = dx_solo[k * G.dx + i] = SENTINEL;
     vx_dense_ctx *c;
     vx_err e;
     assert_int_equal(vx_dense_ctx_create(NULL, 0, &c, &e), VX_OK);
@@ -330,17 +336,17 @@ static void test_dense_group(void **state)
     float ys[B * OUT], gs[64], dxs[B * IN];
     assert_true(off <= 64);
     for (int k = 0; k < K; k++) {
-        const float *Pk = P + k * G.p, *xk = x + k * G.x, *dyk = dy + k * G.y;
-        memcpy(dxs, dx_solo + k * G.x, sizeof dxs);
+        const float *Pk = P + k * G.p, *xk = x + k * G.x, *dyk = dy + k * G.dy;
+        memcpy(dxs, dx_solo + k * G.dx, sizeof dxs);
         assert_int_equal(vx_dense_forward(c, &d, Pk, xk, B, ys, 1, NULL, &e), VX_OK);
         assert_int_equal(vx_dense_backward(c, &d, Pk, xk, B, dyk, gs, dxs, 1, NULL, &e), VX_OK);
         differ += memcmp(ys, y + k * G.y, sizeof ys) != 0;
         differ += memcmp(gs + d.w, g + k * G.p + d.w, (size_t)IN * OUT * 4) != 0;
         differ += memcmp(gs + d.b, g + k * G.p + d.b, (size_t)OUT * 4) != 0;
-        differ += memcmp(dxs, dx + k * G.x, sizeof dxs) != 0;
+        differ += memcmp(dxs, dx + k * G.dx, sizeof dxs) != 0;
         for (size_t i = (size_t)B * OUT; i < G.y; i++) touched += y[k * G.y + i] != SENTINEL;
         for (size_t i = off; i < G.p; i++) touched += g[k * G.p + i] != SENTINEL;
-        for (size_t i = (size_t)B * IN; i < G.x; i++) touched += dx[k * G.x + i] != SENTINEL;
+        for (size_t i = (size_t)B * IN; i < G.dx; i++) touched += dx[k * G.dx + i] != SENTINEL;
     }
     /* the last member's forward in float64: relu(x·W + b), W [in × out] row-major */
     double worst = 0;
@@ -364,11 +370,66 @@ static void test_dense_group(void **state)
     vx_dense_group bad = G;
     bad.p = off - 1;
     assert_int_equal(vx_dense_forward_group(c, &d, &bad, P, x, B, y, 1, NULL, &e), VX_ERR_ARG);
-    bad = G, bad.y = (size_t)B * OUT - 1;
+    bad = G, bad.dy = (size_t)B * OUT - 1;
     assert_int_equal(vx_dense_backward_group(c, &d, &bad, P, x, B, dy, g, dx, 0, NULL, &e),
                      VX_ERR_ARG);
     vx_dense_ctx_free(c);
     free(P), free(x), free(dy), free(dx), free(y), free(g), free(dx_solo);
+}
+
+/* A group of Q-networks: each member the network alone on its own weights and inputs (the same
+ * bits as a network of its own), at the strides vx_qnet_member_strides gives for the forward
+ * batch, which is past the batch run (so a stride taken from the batch reads a neighbour), and
+ * nothing written between the members' gradients. */
+static void test_qnet_group(void **state)
+{
+    (void)state;
+    enum { K = 3, B = 5, MAXB = 7 };
+    vx_qnet_cfg qc;
+    small_cfg(&qc, 3);
+    vx_qnet_layout L;
+    vx_err e;
+    assert_int_equal(vx_qnet_layout_make(&qc, &L, &e), VX_OK);
+    vx_qnet_strides S = vx_qnet_member_strides(&L, MAXB);
+    assert_true(S.params >= L.n_params && S.params % 4 == 0);
+    assert_true(S.x >= (size_t)MAXB * qc.in_dim && S.q >= (size_t)MAXB * L.out_dim);
+    float *P = calloc(K * S.params, 4), *x = filled(K * S.x, 9, 1), *dq = filled(K * S.q, 9, 2);
+    float *g = malloc(K * S.params * 4), *gs = malloc(S.params * 4);
+    for (size_t i = 0; i < K * S.params; i++) g[i] = SENTINEL;
+    for (int k = 0; k < K; k++) vx_qnet_init(&L, 100 + (uint64_t)k, P + k * S.params);
+    vx_qnet *grp, *one;
+    assert_int_equal(vx_qnet_create_group(&L, K, MAXB, B, NULL, &grp, &e), VX_OK);
+    assert_int_equal(vx_qnet_members(grp), K);
+    assert_int_equal(vx_qnet_create(&L, MAXB, B, NULL, &one, &e), VX_OK);
+    assert_int_equal(vx_qnet_forward(grp, P, x, B, NULL, &e), VX_OK);
+    assert_int_equal(vx_qnet_backward(grp, P, x, B, dq, g, NULL, &e), VX_OK);
+    const float *out = vx_qnet_output(grp);
+    int differ = 0, touched = 0;
+    for (int k = 0; k < K; k++) {
+        const float *Pk = P + k * S.params, *xk = x + k * S.x;
+        assert_int_equal(vx_qnet_forward(one, Pk, xk, B, NULL, &e), VX_OK);
+        differ += memcmp(vx_qnet_output(one), out + k * S.q, (size_t)B * L.out_dim * 4) != 0;
+        assert_int_equal(vx_qnet_backward(one, Pk, xk, B, dq + k * S.q, gs, NULL, &e), VX_OK);
+        for (size_t i = 0; i < L.n_tensors; i++) { /* the tensors, not the padding between */
+            char name[64];
+            size_t off;
+            int rows, cols;
+            vx_qnet_tensor(&L, i, name, sizeof name, &off, &rows, &cols);
+            differ += memcmp(gs + off, g + k * S.params + off, (size_t)rows * cols * 4) != 0;
+        }
+        for (size_t i = L.n_params; i < S.params; i++) touched += g[k * S.params + i] != SENTINEL;
+    }
+    printf("qnet group of %d: members differing from a network of their own %d, floats written "
+           "past a member's gradients %d\n",
+           K, differ, touched);
+    assert_int_equal(differ, 0);
+    assert_int_equal(touched, 0);
+    vx_qnet *none;
+    assert_int_equal(vx_qnet_create_group(&L, 0, MAXB, B, NULL, &none, &e), VX_ERR_ARG);
+    assert_null(none);
+    vx_qnet_free(grp);
+    vx_qnet_free(one);
+    free(P), free(x), free(dq), free(g), free(gs);
 }
 
 int main(void)
@@ -383,6 +444,7 @@ int main(void)
         cmocka_unit_test(test_adam_three_steps),
         cmocka_unit_test(test_adam_weight_decay),
         cmocka_unit_test(test_dense_group),
+        cmocka_unit_test(test_qnet_group),
     };
     return cmocka_run_group_tests_name("nn", tests, NULL, NULL);
 }

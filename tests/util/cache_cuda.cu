@@ -157,3 +157,13 @@ extern "C" int cache_fill_check(void *p, size_t n, unsigned char value)
     free(h);
     return bad;
 }
+
+extern "C" int cache_check(const void *p, size_t n, unsigned char value)
+{
+    unsigned char *h = (unsigned char *)malloc(n);
+    if (!h) return -1;
+    int bad = cudaMemcpy(h, p, n, cudaMemcpyDeviceToHost) != cudaSuccess;
+    for (size_t i = 0; i < n && !bad; i++) bad = h[i] != value;
+    free(h);
+    return bad;
+}

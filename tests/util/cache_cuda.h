@@ -34,6 +34,8 @@ long long cache_launcher_launches(const vx_device *d);
 void cache_ahead_stats(const vx_device *share, size_t *size, size_t *carved, int *used);
 /* n bytes of `value` written to device memory p and read back: 0 if they all came back. */
 int cache_fill_check(void *p, size_t n, unsigned char value);
+/* 0 if the n bytes at device memory p are all `value` (still: nothing else wrote there). */
+int cache_check(const void *p, size_t n, unsigned char value);
 
 #ifdef __cplusplus
 }
