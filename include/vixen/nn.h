@@ -184,6 +184,16 @@ vx_status vx_optim_load_state(vx_optim *o, const float *m, const float *v, const
                               vx_stream s, vx_err *e);
 size_t vx_optim_reserved(const vx_optim *o);
 
+/* A group of K optimizers, the members of fused trials: member k's parameters, gradients and
+ * moments at k·stride floats (its first n used), with its own settings (cfgs[k], max_norms[k])
+ * and its own norm, step count and controls. The calls above on a group act on every member:
+ * vx_optim_norm gives K doubles, vx_optim_set_controls reads K rates and K skip flags, the states
+ * copy K·stride floats each way and K step counts. Each member steps as an optimizer of its own
+ * would, bit for bit. vx_optim_create is the group of one (stride n). */
+vx_status vx_optim_create_group(const vx_adam_cfg *cfgs, const double *max_norms, size_t n,
+                                size_t stride, int members, vx_device *dev, vx_optim **out,
+                                vx_err *e);
+
 #ifdef __cplusplus
 }
 #endif

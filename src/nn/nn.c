@@ -342,15 +342,27 @@ struct vx_optim {
 vx_status vx_optim_create(const vx_adam_cfg *cfg, double max_norm, size_t n, vx_device *dev,
                           vx_optim **out, vx_err *e)
 {
+    return vx_optim_create_group(cfg, &max_norm, n, n, 1, dev, out, e);
+}
+
+vx_status vx_optim_create_group(const vx_adam_cfg *cfgs, const double *max_norms, size_t n,
+                                size_t stride, int members, vx_device *dev, vx_optim **out,
+                                vx_err *e)
+{
     *out = NULL;
-    vx_status st = vx_adam_cfg_check(cfg, e);
+    if (members < 1 || members > 65535 || stride < n)
+        return vx_err_set(e, VX_ERR_ARG,
+                          "optim: a group of %d members (1..65535) %zu floats apart, %zu each",
+                          members, stride, n);
+    vx_status st = VX_OK;
+    for (int k = 0; k < members && !st; k++) st = vx_adam_cfg_check(&cfgs[k], e);
     if (st) return st;
     const vx_optim_ops *ops = vx_nn_backend(dev, "optim", &vx_optim_cpu_ops, e);
     if (!ops) return e ? e->status : VX_ERR_UNSUPPORTED;
     vx_optim *o = calloc(1, sizeof *o);
     if (!o) return vx_err_set(e, VX_ERR_NOMEM, "optim: out of memory");
     o->ops = ops;
-    st = ops->create(cfg, max_norm, n, dev, &o->impl, e);
+    st = ops->create(cfgs, max_norms, n, stride, members, dev, &o->impl, e);
     if (st) {
         free(o);
         return st;

@@ -41,8 +41,9 @@ typedef struct {
 } vx_qnet_ops;
 
 typedef struct {
-    vx_status (*create)(const vx_adam_cfg *cfg, double max_norm, size_t n, vx_device *dev,
-                        void **impl, vx_err *e);
+    /* K members (vx_optim_create_group), their settings cfg[k], max_norm[k], at k·stride */
+    vx_status (*create)(const vx_adam_cfg *cfg, const double *max_norm, size_t n, size_t stride,
+                        int K, vx_device *dev, void **impl, vx_err *e);
     void (*free)(void *impl);
     vx_status (*step)(void *impl, float *params, float *grads, vx_stream s, vx_err *e);
     const double *(*norm)(const void *impl);

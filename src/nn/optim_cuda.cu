@@ -1,5 +1,6 @@
 /* optim_cuda.cu — global-norm clipping and Adam on a CUDA device (nn.h's vx_optim), two launches
- * per step with every scalar in device memory, so a step can be captured in a CUDA graph:
+ * per step (for one member or a group of them) with every scalar in device memory, so a step can
+ * be captured in a CUDA graph:
  *
  *   sumsq   Σ g² in double over fixed blocks, the last block to finish adding the partials in a
  *           fixed tree and writing the norm (one launch, the same bits every run);
@@ -17,28 +18,39 @@
 
 #define NORM_BLOCKS 256
 
+/* A group of K members (vx_optim_create_group): member k's parameters, gradients and moments at
+ * k·stride, its settings, norm, step count and scratch its own; every launch covers all members,
+ * the member in blockIdx.y, each member's arithmetic and its blocks' order those of an optimizer
+ * alone. */
+enum { H_LR, H_B1, H_B2, H_EPS, H_WD, H_CLIP, N_HYPER }; /* a member's settings, in device memory */
+#define SCRATCH (NORM_BLOCKS + 2) /* a member's partial sums, then its two arrival counters */
+
 typedef struct {
     vx_device *dev;
-    vx_adam_cfg cfg;
-    double max_norm;
-    size_t n;
+    int K;
+    size_t n, stride;
     vx_mem mem;
     float *m, *v;
-    double *norm;     /* the last step's norm before clipping */
-    long long *t;     /* steps taken */
-    double *scratch;  /* NORM_BLOCKS partial sums, then two arrival counters (zeroed once) */
-    const double *lr; /* vx_optim_set_controls: device memory, or NULL */
-    const int *skip;
+    double *hyper;    /* K × N_HYPER */
+    double *norm;     /* K: the last step's norm before clipping */
+    long long *t;     /* K: steps taken */
+    double *scratch;  /* K × SCRATCH (zeroed once) */
+    const double *lr; /* vx_optim_set_controls: K rates in device memory, or NULL */
+    const int *skip;  /* K flags, or NULL */
 } optim_cuda;
 
 static unsigned blocks_for(size_t n) { return (unsigned)((n + 255) / 256); }
 
-static __global__ void sumsq_kernel(const float *g, size_t n, double *part, unsigned *arrived,
+static __global__ void sumsq_kernel(const float *g, size_t n, size_t stride, double *scratch,
                                     double *norm, const int *skip)
 {
     __shared__ double sh[256];
     __shared__ int last;
-    if (skip && *skip) return; /* every block returns: the arrival counter stays 0 */
+    unsigned k = blockIdx.y;
+    if (skip && skip[k]) return; /* every block returns: the arrival counter stays 0 */
+    g += k * stride;
+    double *part = scratch + (size_t)k * SCRATCH;
+    unsigned *arrived = (unsigned *)(part + NORM_BLOCKS);
     double acc = 0;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
@@ -64,28 +76,30 @@ static __global__ void sumsq_kernel(const float *g, size_t n, double *part, unsi
         __syncthreads();
     }
     if (threadIdx.x == 0) {
-        *norm = sqrt(sh[0]);
+        norm[k] = sqrt(sh[0]);
         *arrived = 0; /* ready for the next launch */
     }
 }
 
-static __global__ void adam_kernel(float *p, float *g, float *m, float *v, size_t n, long long *tp,
-                                   unsigned *arrived, const double *norm, double max_norm,
-                                   double lr, const double *lr_dev, const int *skip, double b1,
-                                   double b2, double eps, double wd)
+static __global__ void adam_kernel(float *p, float *g, float *m, float *v, size_t n, size_t stride,
+                                   long long *tp, double *scratch, const double *norm,
+                                   const double *hyper, const double *lr_dev, const int *skip)
 {
-    if (skip && *skip) return;
-    if (lr_dev) lr = *lr_dev;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    long long t = *tp + 1; /* this step's count */
+    unsigned k = blockIdx.y;
+    if (skip && skip[k]) return;
+    const double *h = hyper + (size_t)k * N_HYPER;
+    double lr = lr_dev ? lr_dev[k] : h[H_LR], max_norm = h[H_CLIP];
+    size_t at = k * stride, i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned *arrived = (unsigned *)(scratch + (size_t)k * SCRATCH + NORM_BLOCKS + 1);
+    long long t = tp[k] + 1; /* this step's count */
     if (i < n) {
-        float gi = g[i];
-        if (norm && max_norm > 0 && *norm > max_norm) {
-            gi *= (float)(max_norm / *norm);
-            g[i] = gi;
+        float gi = g[at + i];
+        if (max_norm > 0 && norm[k] > max_norm) {
+            gi *= (float)(max_norm / norm[k]);
+            g[at + i] = gi;
         }
-        vx_adam_step_k k = vx_adam_constants(lr, b1, b2, eps, wd, t);
-        vx_adam_elem(&k, &p[i], &m[i], &v[i], gi);
+        vx_adam_step_k c = vx_adam_constants(lr, h[H_B1], h[H_B2], h[H_EPS], h[H_WD], t);
+        vx_adam_elem(&c, &p[at + i], &m[at + i], &v[at + i], gi);
     }
     __shared__ int last;
     __syncthreads();
@@ -93,7 +107,7 @@ static __global__ void adam_kernel(float *p, float *g, float *m, float *v, size_
         __threadfence();
         last = atomicAdd(arrived, 1u) == gridDim.x - 1;
         if (last) {
-            *tp = t;
+            tp[k] = t;
             *arrived = 0;
         }
     }
@@ -107,34 +121,50 @@ static void oc_free(void *impl)
     free(o);
 }
 
-static vx_status oc_create(const vx_adam_cfg *cfg, double max_norm, size_t n, vx_device *dev,
-                           void **impl, vx_err *e)
+static vx_status oc_create(const vx_adam_cfg *cfg, const double *max_norm, size_t n, size_t stride,
+                           int K, vx_device *dev, void **impl, vx_err *e)
 {
     vx_status st = vx_cuda_enter(dev, e);
     if (st) return st;
     optim_cuda *o = (optim_cuda *)calloc(1, sizeof *o);
-    if (!o) return vx_err_set(e, VX_ERR_NOMEM, "optim: out of memory");
-    o->dev = dev, o->cfg = *cfg, o->max_norm = max_norm, o->n = n;
+    double *hyper = (double *)malloc((size_t)K * N_HYPER * sizeof(double));
+    if (!o || !hyper) {
+        free(o), free(hyper);
+        return vx_err_set(e, VX_ERR_NOMEM, "optim: out of memory");
+    }
+    for (int k = 0; k < K; k++) {
+        double *h = hyper + (size_t)k * N_HYPER;
+        h[H_LR] = cfg[k].lr, h[H_B1] = cfg[k].beta1, h[H_B2] = cfg[k].beta2;
+        h[H_EPS] = cfg[k].eps, h[H_WD] = cfg[k].weight_decay, h[H_CLIP] = max_norm[k];
+    }
+    o->dev = dev, o->K = K, o->n = n, o->stride = stride;
     vx_mem_init(&o->mem, dev, "optimizer");
     cudaStream_t s = NULL;
-    st = vx_mem_alloc(&o->mem, n * sizeof(float), &o->m, e);
-    if (!st) st = vx_mem_alloc(&o->mem, n * sizeof(float), &o->v, e);
-    if (!st) st = vx_mem_alloc(&o->mem, sizeof(double), &o->norm, e);
-    if (!st) st = vx_mem_alloc(&o->mem, sizeof(long long), &o->t, e);
-    if (!st) st = vx_mem_alloc(&o->mem, (NORM_BLOCKS + 2) * sizeof(double), &o->scratch, e);
+    size_t kk = (size_t)K, all = kk * stride;
+    st = vx_mem_alloc(&o->mem, all * sizeof(float), &o->m, e);
+    if (!st) st = vx_mem_alloc(&o->mem, all * sizeof(float), &o->v, e);
+    if (!st) st = vx_mem_alloc(&o->mem, kk * N_HYPER * sizeof(double), &o->hyper, e);
+    if (!st) st = vx_mem_alloc(&o->mem, kk * sizeof(double), &o->norm, e);
+    if (!st) st = vx_mem_alloc(&o->mem, kk * sizeof(long long), &o->t, e);
+    if (!st) st = vx_mem_alloc(&o->mem, kk * SCRATCH * sizeof(double), &o->scratch, e);
     if (!st) st = vx_cuda_stream_create(dev, &s, e);
     if (st) goto fail;
-    VX_CUDA_CHECK(cudaMemsetAsync(o->m, 0, n * sizeof(float), s));
-    VX_CUDA_CHECK(cudaMemsetAsync(o->v, 0, n * sizeof(float), s));
-    VX_CUDA_CHECK(cudaMemsetAsync(o->norm, 0, sizeof(double), s));
-    VX_CUDA_CHECK(cudaMemsetAsync(o->t, 0, sizeof(long long), s));
-    VX_CUDA_CHECK(cudaMemsetAsync(o->scratch, 0, (NORM_BLOCKS + 2) * sizeof(double), s));
-    VX_CUDA_CHECK(cudaStreamSynchronize(s));
+    VX_CUDA_CHECK(cudaMemsetAsync(o->m, 0, all * sizeof(float), s));
+    VX_CUDA_CHECK(cudaMemsetAsync(o->v, 0, all * sizeof(float), s));
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(o->hyper, hyper, kk * N_HYPER * sizeof(double), cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(cudaMemsetAsync(o->norm, 0, kk * sizeof(double), s));
+    VX_CUDA_CHECK(cudaMemsetAsync(o->t, 0, kk * sizeof(long long), s));
+    VX_CUDA_CHECK(cudaMemsetAsync(o->scratch, 0, kk * SCRATCH * sizeof(double), s));
+    VX_CUDA_CHECK(cudaStreamSynchronize(s)); /* hyper is read from the host before it is freed */
     vx_cuda_stream_destroy(dev, s);
+    free(hyper);
     *impl = o;
     return VX_OK;
 fail:
+    if (s) cudaStreamSynchronize(s);
     vx_cuda_stream_destroy(dev, s);
+    free(hyper);
     oc_free(o);
     return st;
 }
@@ -144,13 +174,12 @@ static vx_status oc_step(void *impl, float *params, float *grads, vx_stream vs, 
     optim_cuda *o = (optim_cuda *)impl;
     cudaStream_t s = (cudaStream_t)vs;
     vx_status st = VX_OK;
-    unsigned *arrived = (unsigned *)(o->scratch + NORM_BLOCKS);
-    sumsq_kernel<<<NORM_BLOCKS, 256, 0, s>>>(grads, o->n, o->scratch, arrived, o->norm, o->skip);
+    sumsq_kernel<<<dim3(NORM_BLOCKS, (unsigned)o->K), 256, 0, s>>>(grads, o->n, o->stride,
+                                                                   o->scratch, o->norm, o->skip);
     VX_CUDA_LAUNCH_CHECK(s);
-    adam_kernel<<<blocks_for(o->n), 256, 0, s>>>(
-        params, grads, o->m, o->v, o->n, o->t, (unsigned *)(o->scratch + NORM_BLOCKS + 1),
-        o->max_norm > 0 ? o->norm : NULL, o->max_norm, o->cfg.lr, o->lr, o->skip, o->cfg.beta1,
-        o->cfg.beta2, o->cfg.eps, o->cfg.weight_decay);
+    adam_kernel<<<dim3(blocks_for(o->n), (unsigned)o->K), 256, 0, s>>>(
+        params, grads, o->m, o->v, o->n, o->stride, o->t, o->scratch, o->norm, o->hyper, o->lr,
+        o->skip);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -170,9 +199,11 @@ static vx_status oc_copy_state(void *impl, float *m, float *v, int64_t *t, vx_st
     cudaStream_t s = (cudaStream_t)vs;
     vx_status st = vx_cuda_enter(o->dev, e);
     if (st) return st;
-    VX_CUDA_CHECK(cudaMemcpyAsync(m, o->m, o->n * sizeof(float), cudaMemcpyDeviceToHost, s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(v, o->v, o->n * sizeof(float), cudaMemcpyDeviceToHost, s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(t, o->t, sizeof(long long), cudaMemcpyDeviceToHost, s));
+    size_t all = (size_t)o->K * o->stride;
+    VX_CUDA_CHECK(cudaMemcpyAsync(m, o->m, all * sizeof(float), cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(v, o->v, all * sizeof(float), cudaMemcpyDeviceToHost, s));
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(t, o->t, (size_t)o->K * sizeof(long long), cudaMemcpyDeviceToHost, s));
 fail:
     return st;
 }
@@ -184,9 +215,11 @@ static vx_status oc_load_state(void *impl, const float *m, const float *v, const
     cudaStream_t s = (cudaStream_t)vs;
     vx_status st = vx_cuda_enter(o->dev, e);
     if (st) return st;
-    VX_CUDA_CHECK(cudaMemcpyAsync(o->m, m, o->n * sizeof(float), cudaMemcpyHostToDevice, s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(o->v, v, o->n * sizeof(float), cudaMemcpyHostToDevice, s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(o->t, t, sizeof(long long), cudaMemcpyHostToDevice, s));
+    size_t all = (size_t)o->K * o->stride;
+    VX_CUDA_CHECK(cudaMemcpyAsync(o->m, m, all * sizeof(float), cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(o->v, v, all * sizeof(float), cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(o->t, t, (size_t)o->K * sizeof(long long), cudaMemcpyHostToDevice, s));
 fail:
     return st;
 }

@@ -229,51 +229,67 @@ static size_t cq_reserved(const void *impl)
 const vx_qnet_ops vx_qnet_cpu_ops = {cq_create, cq_free,     cq_set_tf32, cq_forward,
                                      cq_output, cq_backward, cq_reserved};
 
-/* ---- the optimizer object on the CPU: vx_grad_clip then vx_adam_step
- * ------------------------------ */
+/* ---- the optimizer object on the CPU: vx_grad_clip then vx_adam_step, member by member ------- */
 
 typedef struct {
-    vx_adam adam;
-    double max_norm, norm;
-    const double *lr; /* vx_optim_set_controls: host memory here */
-    const int *skip;
+    int K;
+    size_t stride;
+    vx_adam *adam;    /* one per member, n floats each */
+    double *max_norm; /* per member */
+    double *norm;     /* per member: the last step's norm before clipping */
+    const double *lr; /* vx_optim_set_controls: K rates in host memory here, or NULL */
+    const int *skip;  /* K flags, or NULL */
 } cpu_optim;
-
-static vx_status co_create(const vx_adam_cfg *cfg, double max_norm, size_t n, vx_device *dev,
-                           void **impl, vx_err *e)
-{
-    (void)dev;
-    cpu_optim *o = calloc(1, sizeof *o);
-    if (!o) return vx_err_set(e, VX_ERR_NOMEM, "optim: out of memory");
-    vx_status st = vx_adam_create(cfg, n, &o->adam, e);
-    if (st) {
-        free(o);
-        return st;
-    }
-    o->max_norm = max_norm;
-    *impl = o;
-    return VX_OK;
-}
 
 static void co_free(void *impl)
 {
     cpu_optim *o = impl;
-    vx_adam_free(&o->adam);
+    for (int k = 0; o->adam && k < o->K; k++) vx_adam_free(&o->adam[k]);
+    free(o->adam), free(o->max_norm), free(o->norm);
     free(o);
+}
+
+static vx_status co_create(const vx_adam_cfg *cfg, const double *max_norm, size_t n, size_t stride,
+                           int K, vx_device *dev, void **impl, vx_err *e)
+{
+    (void)dev;
+    cpu_optim *o = calloc(1, sizeof *o);
+    if (!o) return vx_err_set(e, VX_ERR_NOMEM, "optim: out of memory");
+    o->K = K, o->stride = stride;
+    o->adam = calloc((size_t)K, sizeof *o->adam);
+    o->max_norm = malloc((size_t)K * sizeof *o->max_norm);
+    o->norm = calloc((size_t)K, sizeof *o->norm);
+    vx_status st = !o->adam || !o->max_norm || !o->norm
+                       ? vx_err_set(e, VX_ERR_NOMEM, "optim: out of memory")
+                       : VX_OK;
+    for (int k = 0; k < K && !st; k++) {
+        st = vx_adam_create(&cfg[k], n, &o->adam[k], e);
+        o->max_norm[k] = max_norm[k];
+    }
+    if (st) {
+        co_free(o);
+        return st;
+    }
+    *impl = o;
+    return VX_OK;
 }
 
 static vx_status co_step(void *impl, float *params, float *grads, vx_stream s, vx_err *e)
 {
     (void)s, (void)e;
     cpu_optim *o = impl;
-    if (o->skip && *o->skip) return VX_OK;
-    if (o->lr) o->adam.cfg.lr = *o->lr;
-    o->norm = vx_grad_clip(grads, o->adam.n, o->max_norm);
-    vx_adam_step(&o->adam, params, grads);
+    for (int k = 0; k < o->K; k++) {
+        if (o->skip && o->skip[k]) continue;
+        vx_adam *a = &o->adam[k];
+        if (o->lr) a->cfg.lr = o->lr[k];
+        float *g = grads + k * o->stride;
+        o->norm[k] = vx_grad_clip(g, a->n, o->max_norm[k]);
+        vx_adam_step(a, params + k * o->stride, g);
+    }
     return VX_OK;
 }
 
-static const double *co_norm(const void *impl) { return &((const cpu_optim *)impl)->norm; }
+static const double *co_norm(const void *impl) { return ((const cpu_optim *)impl)->norm; }
 
 static void co_set_controls(void *impl, const double *lr, const int *skip)
 {
@@ -285,9 +301,12 @@ static vx_status co_copy_state(void *impl, float *m, float *v, int64_t *t, vx_st
 {
     (void)s, (void)e;
     cpu_optim *o = impl;
-    memcpy(m, o->adam.m, o->adam.n * sizeof(float));
-    memcpy(v, o->adam.v, o->adam.n * sizeof(float));
-    *t = o->adam.t;
+    for (int k = 0; k < o->K; k++) {
+        const vx_adam *a = &o->adam[k];
+        memcpy(m + k * o->stride, a->m, a->n * sizeof(float));
+        memcpy(v + k * o->stride, a->v, a->n * sizeof(float));
+        t[k] = a->t;
+    }
     return VX_OK;
 }
 
@@ -296,9 +315,12 @@ static vx_status co_load_state(void *impl, const float *m, const float *v, const
 {
     (void)s, (void)e;
     cpu_optim *o = impl;
-    memcpy(o->adam.m, m, o->adam.n * sizeof(float));
-    memcpy(o->adam.v, v, o->adam.n * sizeof(float));
-    o->adam.t = *t;
+    for (int k = 0; k < o->K; k++) {
+        vx_adam *a = &o->adam[k];
+        memcpy(a->m, m + k * o->stride, a->n * sizeof(float));
+        memcpy(a->v, v + k * o->stride, a->n * sizeof(float));
+        a->t = t[k];
+    }
     return VX_OK;
 }
 

@@ -400,6 +400,65 @@ static void run_replay(vx_device *dev, uint64_t seed, int kind, int B, int c, re
     free(o), free(rw), free(a), free(fl), free(td);
 }
 
+/* A group of 4 optimizers: each member its own rate, clip (one without) and weight decay, a
+ * stride past its size, member 2 told to skip the second step; the moments and step counts come
+ * back as well (a member stepping with another's settings or count changes them). */
+static void run_optim_group(vx_device *dev, uint64_t seed, int a, int b, int c, result *r)
+{
+    (void)a, (void)b, (void)c;
+    enum { K = 4 };
+    const size_t n = 1000, stride = 1004;
+    vx_adam_cfg ac[K];
+    double clip[K] = {1.0, 0.0, 2.0, 0.5};
+    for (int k = 0; k < K; k++) {
+        vx_adam_cfg_default(&ac[k]);
+        ac[k].lr = 1e-2 * (k + 1);
+        ac[k].weight_decay = k % 2 ? 0.01 : 0;
+    }
+    float *p = randn(K * stride, seed, 7, 1.0);
+    vx_mem m;
+    vx_mem_init(&m, dev, "test");
+    float *dp = dev_copy(&m, p, K * stride * 4), *dg = dev_copy(&m, NULL, K * stride * 4);
+    int *dskip = dev_copy(&m, NULL, K * sizeof(int));
+    vx_optim *o;
+    vx_err e;
+    if (vx_optim_create_group(ac, clip, n, stride, K, dev, &o, &e)) fail_msg("%s", e.msg);
+    vx_optim_set_controls(o, NULL, dskip);
+    for (int step = 0; step < 3; step++) {
+        float *g = randn(K * stride, seed, 8 + (uint64_t)step, 0.5);
+        int skip[K] = {0, 0, step == 1, 0};
+        if (vx_stream_sync(dev, g_s, &e) || vx_device_upload(dev, dg, g, K * stride * 4, &e) ||
+            vx_device_upload(dev, dskip, skip, sizeof skip, &e) ||
+            vx_optim_step(o, dp, dg, g_s, &e))
+            fail_msg("%s", e.msg);
+        free(g);
+    }
+    float *hp = host_copy(dev, dp, K * stride), *hg = host_copy(dev, dg, K * stride);
+    double norm[K];
+    fetch(dev, norm, vx_optim_norm(o), sizeof norm);
+    float *mm = NULL, *vv = NULL;
+    int64_t t[K];
+    vx_mem hm;
+    vx_mem_init(&hm, dev, "test state");
+    if (vx_mem_alloc_host(&hm, K * stride * 4, &mm, &e) ||
+        vx_mem_alloc_host(&hm, K * stride * 4, &vv, &e) ||
+        vx_optim_copy_state(o, mm, vv, t, g_s, &e) || vx_stream_sync(dev, g_s, &e))
+        fail_msg("%s", e.msg);
+    r->nf[0] = r->nf[1] = r->nf[2] = K * n, r->nf[3] = 2 * K;
+    for (int i = 0; i < 4; i++) r->f[i] = malloc(r->nf[i] * 4);
+    for (int k = 0; k < K; k++) {
+        memcpy(r->f[0] + k * n, hp + k * stride, n * 4);
+        memcpy(r->f[1] + k * n, hg + k * stride, n * 4); /* the last step's clipped gradients */
+        memcpy(r->f[2] + k * n, vv + k * stride, n * 4);
+        r->f[3][2 * k] = (float)norm[k], r->f[3][2 * k + 1] = (float)t[k];
+    }
+    free(hp), free(hg);
+    vx_mem_release(&hm);
+    vx_optim_free(o);
+    vx_mem_release(&m);
+    free(p);
+}
+
 static const test_case cases[] = {
     {"dense 51x256 B=1024", 1e-5, 51, 256, 1024, run_dense_case},
     {"dense 256x15 B=37", 1e-5, 256, 15, 37, run_dense_case},
@@ -413,6 +472,7 @@ static const test_case cases[] = {
     {"qnet group of 3, Z=11 B=33", 1e-5, 11, 33, 3, run_qnet},
     {"optim clip, no decay", 1e-6, 1, 0, 0, run_optim},
     {"optim no clip, decay", 1e-6, 0, 1, 0, run_optim},
+    {"optim group of 4", 1e-6, 0, 0, 0, run_optim_group},
     {"env 512 x 300 steps", 0, 512, 300, VX_REWARD_PNL, run_env},
     {"env vol reward 256 x 300", 0, 256, 300, VX_REWARD_VOL, run_env},
     {"replay uniform B=256", 0, VX_REPLAY_UNIFORM, 256, 0, run_replay},

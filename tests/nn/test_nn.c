@@ -432,6 +432,72 @@ static void test_qnet_group(void **state)
     free(P), free(x), free(dq), free(g), free(gs);
 }
 
+/* A group of optimizers: each member steps as an optimizer of its own with its settings would,
+ * bit for bit — its rate (also from the controls), clip, decay, skip flag and step count — and
+ * nothing is written between the members. */
+static void test_optim_group(void **state)
+{
+    (void)state;
+    enum { K = 3, N = 50, STRIDE = 56, STEPS = 3 };
+    vx_adam_cfg ac[K];
+    double clip[K] = {0.5, 0.0, 3.0}, lr[K] = {3e-3, 2e-2, 5e-2};
+    int skip[K] = {0, 0, 0};
+    for (int k = 0; k < K; k++) {
+        vx_adam_cfg_default(&ac[k]);
+        ac[k].lr = 1e-3 * (k + 1);
+        ac[k].weight_decay = k == 1 ? 0.02 : 0;
+    }
+    float *p = filled(K * STRIDE, 11, 1), *q = malloc(K * STRIDE * 4);
+    for (int k = 0; k < K; k++)
+        for (int i = N; i < STRIDE; i++) p[k * STRIDE + i] = SENTINEL;
+    memcpy(q, p, K * STRIDE * 4);
+    vx_optim *grp, *one[K];
+    vx_err e;
+    assert_int_equal(vx_optim_create_group(ac, clip, N, STRIDE, K, NULL, &grp, &e), VX_OK);
+    for (int k = 0; k < K; k++)
+        assert_int_equal(vx_optim_create(&ac[k], clip[k], N, NULL, &one[k], &e), VX_OK);
+    vx_optim_set_controls(grp, NULL, skip);
+    int differ = 0;
+    for (int step = 0; step < STEPS; step++) {
+        if (step == 2) { /* rates from the controls, one member skipping */
+            vx_optim_set_controls(grp, lr, skip);
+            for (int k = 0; k < K; k++) vx_optim_set_controls(one[k], &lr[k], &skip[k]);
+            skip[1] = 1;
+        }
+        float *g = filled(K * STRIDE, 12, 10 + (uint64_t)step), *h = malloc(K * STRIDE * 4);
+        for (int i = 0; i < K * STRIDE; i++) g[i] *= 2.0f; /* norms about 14: the clips bite */
+        memcpy(h, g, K * STRIDE * 4);
+        assert_int_equal(vx_optim_step(grp, p, g, NULL, &e), VX_OK);
+        for (int k = 0; k < K; k++)
+            assert_int_equal(vx_optim_step(one[k], q + k * STRIDE, h + k * STRIDE, NULL, &e),
+                             VX_OK);
+        for (int k = 0; k < K; k++) {
+            differ += memcmp(g + k * STRIDE, h + k * STRIDE, N * 4) != 0; /* clipped in place */
+            differ += vx_optim_norm(grp)[k] != *vx_optim_norm(one[k]);
+        }
+        free(g), free(h);
+    }
+    differ += memcmp(p, q, K * STRIDE * 4) != 0; /* the padding included: still the sentinel */
+    float m[K * STRIDE], v[K * STRIDE], m1[N], v1[N];
+    int64_t t[K], t1;
+    assert_int_equal(vx_optim_copy_state(grp, m, v, t, NULL, &e), VX_OK);
+    for (int k = 0; k < K; k++) {
+        assert_int_equal(vx_optim_copy_state(one[k], m1, v1, &t1, NULL, &e), VX_OK);
+        differ +=
+            memcmp(m + k * STRIDE, m1, sizeof m1) != 0 || memcmp(v + k * STRIDE, v1, sizeof v1);
+        differ += t[k] != t1;
+    }
+    printf("optim group of %d: %d differences from optimizers of their own; step counts %lld, "
+           "%lld, %lld (member 1 skipped one)\n",
+           K, differ, (long long)t[0], (long long)t[1], (long long)t[2]);
+    assert_int_equal(differ, 0);
+    assert_int_equal(t[1], STEPS - 1);
+    assert_int_equal(t[0], STEPS);
+    for (int k = 0; k < K; k++) vx_optim_free(one[k]);
+    vx_optim_free(grp);
+    free(p), free(q);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -445,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_adam_weight_decay),
         cmocka_unit_test(test_dense_group),
         cmocka_unit_test(test_qnet_group),
+        cmocka_unit_test(test_optim_group),
     };
     return cmocka_run_group_tests_name("nn", tests, NULL, NULL);
 }
