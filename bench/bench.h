@@ -61,8 +61,9 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log);
 int vx_bench_train_cuda(vx_bench_result *out, int max, FILE *log);
 /* PPO iterations on the GPU at 2,048 × 128 through vx_train_run, float32 and TF32. */
 int vx_bench_ppo_cuda(vx_bench_result *out, int max, FILE *log);
-/* The dense layers of fused trials: the Q-network's trunk for one trial, for 64 as a graph each
- * and for 64 as one group of strided-batched GEMMs (CUDA builds only). */
+/* The pieces of fused trials: the Q-network's trunk, and the whole network's learning step
+ * (forward, backward, clip, Adam), for one trial, 64 as a graph each and 64 as one group (CUDA
+ * builds only). */
 int vx_bench_fused_cuda(vx_bench_result *out, int max, FILE *log);
 
 /* Study trials one after another, at once in threads, and as separate processes: aggregate

@@ -1,6 +1,9 @@
-/* bench_fused_cuda.c — the dense layers of fused trials: the default Q-network's trunk (51 inputs,
- * 256 → 256, ReLU) forward and backward at batch 64, the GEMMs with their epilogues, three ways,
- * each captured as CUDA graphs:
+/* bench_fused_cuda.c — the pieces of fused trials so far, for one trial, 64 trials as a graph each,
+ * and 64 trials as one group. Two of them: the default Q-network's trunk (51 inputs, 256 → 256,
+ * ReLU) forward and backward, the GEMMs with their epilogues; and the whole default Q-network
+ * (about 151 K weights: trunk, value head, three advantage branches, dueling) forward and backward
+ * from a fixed dq, then global-norm clipping and Adam. At batch 64, each way captured as CUDA
+ * graphs:
  *   one trial alone (one graph on one stream);
  *   64 trials, a graph each on a stream of its own, launched together (the search's way now);
  *   64 trials as one group (vx_dense_forward_group, vx_dense_backward_group: every GEMM one
@@ -13,6 +16,7 @@
 #include "bench_cuda.h"
 #include "vixen/dense.h"
 #include "vixen/device.h"
+#include "vixen/nn.h"
 #include "vixen/philox.h"
 
 #include <cuda_runtime.h>
@@ -103,6 +107,121 @@ static double together_us(cudaGraphExec_t *exec, cudaStream_t *s, cudaStream_t m
     return us[REPS / 2];
 }
 
+/* ---- the Q-network and its optimizer --------------------------------------------------------- */
+
+typedef struct {
+    vx_qnet *net;
+    vx_optim *opt;
+    float *P, *g, *x, *dq; /* the members' tensors at the group's strides */
+} net_set;
+
+/* Forward, backward from dq, clip and Adam: the learning half of an update. */
+static vx_status net_step(const net_set *n, int B_rows, cudaStream_t s, vx_err *e)
+{
+    vx_status st = vx_qnet_forward(n->net, n->P, n->x, B_rows, s, e);
+    if (!st) st = vx_qnet_backward(n->net, n->P, n->x, B_rows, n->dq, n->g, s, e);
+    if (!st) st = vx_optim_step(n->opt, n->P, n->g, s, e);
+    return st;
+}
+
+static vx_status net_capture(const net_set *n, cudaStream_t s, cudaGraphExec_t *exec, vx_err *e)
+{
+    cudaGraph_t graph = NULL;
+    vx_status st = net_step(n, B, s, e); /* plans made, outside the capture */
+    if (!st && cudaStreamSynchronize(s) != cudaSuccess)
+        st = vx_err_set(e, VX_ERR_CUDA, "bench: the network's step failed");
+    if (!st && cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
+        st = vx_err_set(e, VX_ERR_CUDA, "bench: cannot capture");
+    if (!st) {
+        st = net_step(n, B, s, e);
+        if (cudaStreamEndCapture(s, &graph) != cudaSuccess && !st)
+            st = vx_err_set(e, VX_ERR_CUDA, "bench: the capture failed");
+    }
+    if (!st && cudaGraphInstantiate(exec, graph, 0) != cudaSuccess)
+        st = vx_err_set(e, VX_ERR_CUDA, "bench: cannot instantiate the graph");
+    if (graph) cudaGraphDestroy(graph);
+    return st;
+}
+
+/* members K of the default network: the group's (or, K = 1 with `at` set, member `at` of the
+ * shared tensors as a network of its own) */
+static vx_status net_make(vx_device *dev, const vx_qnet_layout *L, int members, const net_set *all,
+                          int at, net_set *out, vx_err *e)
+{
+    vx_qnet_strides S = vx_qnet_member_strides(L, B);
+    vx_adam_cfg ac[K];
+    double clip[K];
+    for (int k = 0; k < members; k++) vx_adam_cfg_default(&ac[k]), clip[k] = 10.0;
+    memset(out, 0, sizeof *out);
+    out->P = all->P + (size_t)at * S.params, out->g = all->g + (size_t)at * S.params;
+    out->x = all->x + (size_t)at * S.x, out->dq = all->dq + (size_t)at * S.q;
+    vx_status st = vx_qnet_create_group(L, members, B, B, dev, &out->net, e);
+    if (!st)
+        st = vx_optim_create_group(ac, clip, L->n_params, S.params, members, dev, &out->opt, e);
+    return st;
+}
+
+static void net_free(net_set *n)
+{
+    vx_qnet_free(n->net);
+    vx_optim_free(n->opt);
+}
+
+/* t1, tk, tg: µs of the step for one network, 64 as a graph each, 64 as one group */
+static vx_status bench_net(vx_device *dev, cudaStream_t *s, cudaStream_t main_s, double *t1,
+                           double *tk, double *tg, vx_err *e)
+{
+    vx_qnet_cfg qc;
+    vx_qnet_cfg_default(&qc);
+    vx_qnet_layout L;
+    vx_status st = vx_qnet_layout_make(&qc, &L, e);
+    if (st) return st;
+    vx_qnet_strides S = vx_qnet_member_strides(&L, B);
+    vx_mem mem;
+    vx_mem_init(&mem, dev, "fused bench network");
+    net_set all = {0}, one = {0}, grp = {0}, each[K];
+    memset(each, 0, sizeof each);
+    size_t np = S.params * K, nx = S.x * K, nq = S.q * K;
+    float *h = malloc((np > nx ? (np > nq ? np : nq) : (nx > nq ? nx : nq)) * sizeof(float));
+    if (!h) return vx_err_set(e, VX_ERR_NOMEM, "bench: out of memory");
+    st = vx_mem_alloc(&mem, np * 4, &all.P, e);
+    if (!st) st = vx_mem_alloc(&mem, np * 4, &all.g, e);
+    if (!st) st = vx_mem_alloc(&mem, nx * 4, &all.x, e);
+    if (!st) st = vx_mem_alloc(&mem, nq * 4, &all.dq, e);
+    for (int k = 0; k < K && !st; k++) vx_qnet_init(&L, 1 + (uint64_t)k, h + (size_t)k * S.params);
+    if (!st) st = vx_device_upload(dev, all.P, h, np * 4, e);
+    vx_rng r = vx_rng_make(3, 0, 0);
+    for (size_t i = 0; i < nx; i++) h[i] = (float)vx_rng_normal(&r);
+    if (!st) st = vx_device_upload(dev, all.x, h, nx * 4, e);
+    for (size_t i = 0; i < nq; i++) h[i] = (float)(0.01 * vx_rng_normal(&r));
+    if (!st) st = vx_device_upload(dev, all.dq, h, nq * 4, e);
+    free(h);
+    cudaGraphExec_t g1 = NULL, gg = NULL, ge[K] = {0};
+    if (!st) st = net_make(dev, &L, 1, &all, 0, &one, e);
+    if (!st) st = net_make(dev, &L, K, &all, 0, &grp, e);
+    for (int k = 0; k < K && !st; k++) st = net_make(dev, &L, 1, &all, k, &each[k], e);
+    if (!st) st = net_capture(&one, s[0], &g1, e);
+    if (!st) st = net_capture(&grp, s[0], &gg, e);
+    for (int k = 0; k < K && !st; k++) st = net_capture(&each[k], s[k], &ge[k], e);
+    if (!st) {
+        *t1 = vx_bench_graph_median_us(g1, s[0], WARM, REPS);
+        *tk = together_us(ge, s, main_s);
+        *tg = vx_bench_graph_median_us(gg, s[0], WARM, REPS);
+        if (*t1 <= 0 || *tk <= 0 || *tg <= 0)
+            st = vx_err_set(e, VX_ERR_CUDA, "bench: fused: a timed replay of the network failed");
+    }
+    if (g1) cudaGraphExecDestroy(g1);
+    if (gg) cudaGraphExecDestroy(gg);
+    for (int k = 0; k < K; k++) {
+        if (ge[k]) cudaGraphExecDestroy(ge[k]);
+        net_free(&each[k]);
+    }
+    net_free(&one);
+    net_free(&grp);
+    vx_mem_release(&mem);
+    return st;
+}
+
 static void put(vx_bench_result *r, const char *name, const char *unit, double items, double us)
 {
     memset(r, 0, sizeof *r);
@@ -113,7 +232,7 @@ static void put(vx_bench_result *r, const char *name, const char *unit, double i
 
 int vx_bench_fused_cuda(vx_bench_result *out, int max, FILE *log)
 {
-    if (max < 6) return 0;
+    if (max < 12) return 0;
     vx_device_cfg devc;
     vx_device_cfg_default(&devc);
     devc.kind = VX_DEVICE_CUDA;
@@ -170,7 +289,7 @@ int vx_bench_fused_cuda(vx_bench_result *out, int max, FILE *log)
     for (int k = 0; k < K && !st; k++) st = capture(ctx[k], &t, k, 1, &m, s[k], &each[k], &e);
     if (!st) st = capture(ctx[0], &t, 0, 1, &m, s[0], &alone, &e);
     if (!st) st = capture(ctx[0], &t, 0, K, &m, s[0], &group, &e);
-    double t1 = -1, tk = -1, tg = -1;
+    double t1 = -1, tk = -1, tg = -1, n1 = -1, nk = -1, ng = -1;
     if (!st) {
         t1 = vx_bench_graph_median_us(alone, s[0], WARM, REPS);
         tk = together_us(each, s, main_s);
@@ -178,6 +297,12 @@ int vx_bench_fused_cuda(vx_bench_result *out, int max, FILE *log)
         if (t1 <= 0 || tk <= 0 || tg <= 0)
             st = vx_err_set(&e, VX_ERR_CUDA, "bench: fused: a timed replay failed");
     }
+    if (!st && log)
+        fprintf(log,
+                "bench: fused: the default Q-network's forward, backward, clip and Adam: one "
+                "trial, %d as a graph each, %d as one group\n",
+                K, K);
+    if (!st) st = bench_net(dev, s, main_s, &n1, &nk, &ng, &e);
     if (alone) cudaGraphExecDestroy(alone);
     if (group) cudaGraphExecDestroy(group);
     for (int k = 0; k < K; k++) {
@@ -200,5 +325,14 @@ int vx_bench_fused_cuda(vx_bench_result *out, int max, FILE *log)
     put(&out[r++], "fused trunk: a graph each / alone", "x", 1, 1), out[r - 1].value = ak / a1;
     put(&out[r++], "fused trunk: group / alone", "x", 1, 1), out[r - 1].value = ag / a1;
     put(&out[r++], "fused trunk: group / a graph each", "x", 1, 1), out[r - 1].value = ag / ak;
+    put(&out[r++], "fused network step, one trial alone", "steps/s", 1, n1);
+    put(&out[r++], "fused network step, 64 trials, a graph each", "steps/s", K, nk);
+    put(&out[r++], "fused network step, 64 trials as one group", "steps/s", K, ng);
+    a1 = out[6].value, ak = out[7].value, ag = out[8].value;
+    put(&out[r++], "fused network step: a graph each / alone", "x", 1, 1),
+        out[r - 1].value = ak / a1;
+    put(&out[r++], "fused network step: group / alone", "x", 1, 1), out[r - 1].value = ag / a1;
+    put(&out[r++], "fused network step: group / a graph each", "x", 1, 1),
+        out[r - 1].value = ag / ak;
     return r;
 }

@@ -123,7 +123,7 @@ static const vx_bench_entry registry[] = {
      bench_gpu_train},
     {"gpu-ppo", "PPO iterations at 2,048 x 128, 4 x 32 minibatches, float32 and TF32", 1,
      bench_gpu_ppo},
-    {"gpu-fused", "the trunk's GEMMs for 1 trial, 64 as a graph each, 64 as one group", 1,
+    {"gpu-fused", "the trunk, and the network's step, for 1 trial, 64 as graphs, 64 as a group", 1,
      bench_gpu_fused},
 #endif
 };
