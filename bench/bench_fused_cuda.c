@@ -58,18 +58,21 @@ static vx_status pass(vx_dense_ctx *c, const trunk *t, int k0, int members, cons
     return st;
 }
 
-/* The pass run once eagerly (its plans made outside the capture), then captured. */
-static vx_status capture(vx_dense_ctx *c, const trunk *t, int k0, int members, const tensors *m,
-                         cudaStream_t s, cudaGraphExec_t *exec, vx_err *e)
+/* What is timed: one call queuing its work on s. */
+typedef vx_status (*work_fn)(const void *ctx, cudaStream_t s, vx_err *e);
+
+/* The work run once eagerly (its plans made outside the capture), then captured. */
+static vx_status capture(work_fn work, const void *ctx, cudaStream_t s, cudaGraphExec_t *exec,
+                         vx_err *e)
 {
     cudaGraph_t graph = NULL;
-    vx_status st = pass(c, t, k0, members, m, s, e);
+    vx_status st = work(ctx, s, e);
     if (!st && cudaStreamSynchronize(s) != cudaSuccess)
-        st = vx_err_set(e, VX_ERR_CUDA, "bench: the trunk's pass failed");
+        st = vx_err_set(e, VX_ERR_CUDA, "bench: the work to capture failed");
     if (!st && cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
         st = vx_err_set(e, VX_ERR_CUDA, "bench: cannot capture");
     if (!st) {
-        st = pass(c, t, k0, members, m, s, e);
+        st = work(ctx, s, e);
         if (cudaStreamEndCapture(s, &graph) != cudaSuccess && !st)
             st = vx_err_set(e, VX_ERR_CUDA, "bench: the capture failed");
     }
@@ -77,6 +80,20 @@ static vx_status capture(vx_dense_ctx *c, const trunk *t, int k0, int members, c
         st = vx_err_set(e, VX_ERR_CUDA, "bench: cannot instantiate the graph");
     if (graph) cudaGraphDestroy(graph);
     return st;
+}
+
+/* The trunk's pass over members k0 .. k0 + members − 1. */
+typedef struct {
+    vx_dense_ctx *c;
+    const trunk *t;
+    int k0, members;
+    const tensors *m;
+} trunk_work;
+
+static vx_status trunk_pass(const void *ctx, cudaStream_t s, vx_err *e)
+{
+    const trunk_work *w = ctx;
+    return pass(w->c, w->t, w->k0, w->members, w->m, s, e);
 }
 
 /* The median µs of K graphs launched together on their streams, from one event to the last. */
@@ -116,30 +133,12 @@ typedef struct {
 } net_set;
 
 /* Forward, backward from dq, clip and Adam: the learning half of an update. */
-static vx_status net_step(const net_set *n, int B_rows, cudaStream_t s, vx_err *e)
+static vx_status net_step(const void *ctx, cudaStream_t s, vx_err *e)
 {
-    vx_status st = vx_qnet_forward(n->net, n->P, n->x, B_rows, s, e);
-    if (!st) st = vx_qnet_backward(n->net, n->P, n->x, B_rows, n->dq, n->g, s, e);
+    const net_set *n = ctx;
+    vx_status st = vx_qnet_forward(n->net, n->P, n->x, B, s, e);
+    if (!st) st = vx_qnet_backward(n->net, n->P, n->x, B, n->dq, n->g, s, e);
     if (!st) st = vx_optim_step(n->opt, n->P, n->g, s, e);
-    return st;
-}
-
-static vx_status net_capture(const net_set *n, cudaStream_t s, cudaGraphExec_t *exec, vx_err *e)
-{
-    cudaGraph_t graph = NULL;
-    vx_status st = net_step(n, B, s, e); /* plans made, outside the capture */
-    if (!st && cudaStreamSynchronize(s) != cudaSuccess)
-        st = vx_err_set(e, VX_ERR_CUDA, "bench: the network's step failed");
-    if (!st && cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal) != cudaSuccess)
-        st = vx_err_set(e, VX_ERR_CUDA, "bench: cannot capture");
-    if (!st) {
-        st = net_step(n, B, s, e);
-        if (cudaStreamEndCapture(s, &graph) != cudaSuccess && !st)
-            st = vx_err_set(e, VX_ERR_CUDA, "bench: the capture failed");
-    }
-    if (!st && cudaGraphInstantiate(exec, graph, 0) != cudaSuccess)
-        st = vx_err_set(e, VX_ERR_CUDA, "bench: cannot instantiate the graph");
-    if (graph) cudaGraphDestroy(graph);
     return st;
 }
 
@@ -200,9 +199,9 @@ static vx_status bench_net(vx_device *dev, cudaStream_t *s, cudaStream_t main_s,
     if (!st) st = net_make(dev, &L, 1, &all, 0, &one, e);
     if (!st) st = net_make(dev, &L, K, &all, 0, &grp, e);
     for (int k = 0; k < K && !st; k++) st = net_make(dev, &L, 1, &all, k, &each[k], e);
-    if (!st) st = net_capture(&one, s[0], &g1, e);
-    if (!st) st = net_capture(&grp, s[0], &gg, e);
-    for (int k = 0; k < K && !st; k++) st = net_capture(&each[k], s[k], &ge[k], e);
+    if (!st) st = capture(net_step, &one, s[0], &g1, e);
+    if (!st) st = capture(net_step, &grp, s[0], &gg, e);
+    for (int k = 0; k < K && !st; k++) st = capture(net_step, &each[k], s[k], &ge[k], e);
     if (!st) {
         *t1 = vx_bench_graph_median_us(g1, s[0], WARM, REPS);
         *tk = together_us(ge, s, main_s);
@@ -286,9 +285,13 @@ int vx_bench_fused_cuda(vx_bench_result *out, int max, FILE *log)
                 "bench: fused: the trunk (%d -> %d -> %d) at batch %d: one trial, %d as a "
                 "graph each, %d as one group\n",
                 IN, H, H, B, K, K);
-    for (int k = 0; k < K && !st; k++) st = capture(ctx[k], &t, k, 1, &m, s[k], &each[k], &e);
-    if (!st) st = capture(ctx[0], &t, 0, 1, &m, s[0], &alone, &e);
-    if (!st) st = capture(ctx[0], &t, 0, K, &m, s[0], &group, &e);
+    for (int k = 0; k < K && !st; k++) {
+        trunk_work w = {ctx[k], &t, k, 1, &m};
+        st = capture(trunk_pass, &w, s[k], &each[k], &e);
+    }
+    trunk_work w1 = {ctx[0], &t, 0, 1, &m}, wk = {ctx[0], &t, 0, K, &m};
+    if (!st) st = capture(trunk_pass, &w1, s[0], &alone, &e);
+    if (!st) st = capture(trunk_pass, &wk, s[0], &group, &e);
     double t1 = -1, tk = -1, tg = -1, n1 = -1, nk = -1, ng = -1;
     if (!st) {
         t1 = vx_bench_graph_median_us(alone, s[0], WARM, REPS);
