@@ -101,7 +101,7 @@ size_t vx_qnet_reserved(const vx_qnet *q);
  * that every member's tensors stay 16-byte aligned). The calls above on a group are the calls on
  * every member at once — on a GPU each GEMM one strided-batched GEMM over the members — with
  * params, x, dq, grads and the output holding the K members at those strides; vx_qnet_create is
- * the group of one. */
+ * the group of one (whose output holds B × out_dim floats only, not a whole stride). */
 typedef struct {
     size_t params; /* a member's parameters (and gradients): n_params rounded up */
     size_t x;      /* its input rows: max_batch × in_dim rounded up */
@@ -109,6 +109,8 @@ typedef struct {
 } vx_qnet_strides;
 
 vx_qnet_strides vx_qnet_member_strides(const vx_qnet_layout *L, int max_batch);
+/* The strides a network was made with (its layout's at its max_batch). */
+vx_qnet_strides vx_qnet_strides_of(const vx_qnet *q);
 vx_status vx_qnet_create_group(const vx_qnet_layout *L, int members, int max_batch,
                                int backward_batch, vx_device *dev, vx_qnet **out, vx_err *e);
 int vx_qnet_members(const vx_qnet *q);

@@ -86,9 +86,11 @@ static int same_question(const answer *a, const answer *q)
            a->align == q->align && a->ws_n == q->ws_n;
 }
 
-/* q's answer, from the table or else from cuBLASLt (then kept, while the table has room). */
-static void answer_get(dense_cuda *c, plan *p, cublasLtMatmulPreference_t pref, answer *q)
+/* q's answer, from the table or else from cuBLASLt (then kept, while the table has room); 0 when
+ * cuBLASLt's call failed (out of memory, say), which is no answer. */
+static int answer_get(dense_cuda *c, plan *p, cublasLtMatmulPreference_t pref, answer *q)
 {
+    int answered = 1;
     pthread_mutex_lock(&answers_lock);
     int i = 0;
     while (i < n_answers && !same_question(&answers[i], q)) i++;
@@ -108,10 +110,11 @@ static void answer_get(dense_cuda *c, plan *p, cublasLtMatmulPreference_t pref, 
         q->found = hs == CUBLAS_STATUS_SUCCESS && found > 0;
         if (q->found) q->algo = r.algo;
         /* kept only when it is an answer: a call that failed (out of memory, say) is asked again */
-        int answer = hs == CUBLAS_STATUS_SUCCESS || hs == CUBLAS_STATUS_NOT_SUPPORTED;
-        if (answer && n_answers < MAX_ANSWERS) answers[n_answers++] = *q;
+        answered = hs == CUBLAS_STATUS_SUCCESS || hs == CUBLAS_STATUS_NOT_SUPPORTED;
+        if (answered && n_answers < MAX_ANSWERS) answers[n_answers++] = *q;
     }
     pthread_mutex_unlock(&answers_lock);
+    return answered;
 }
 
 static void plan_free(plan *p)
@@ -187,7 +190,8 @@ static int set_batch(cublasLtMatrixLayout_t l, const vx_dense_group *G, size_t s
 }
 
 /* Finds or makes the plan; a shape cuBLASLt cannot do gets a plan with ok = 0. NULL when the
- * table is full (the caller then takes the unfused path, or fails for plain kinds). A, Bp and C
+ * table is full or the heuristic's call failed (the caller then takes the unfused path, or fails
+ * for plain kinds). A, Bp and C
  * are the first member's operands, sa, sb and sc their strides. */
 static plan *get_plan(dense_cuda *c, const vx_dense *d, const vx_dense_group *G, int B, int kind,
                       const void *A, size_t sa, const void *Bp, size_t sb, const void *C, size_t sc)
@@ -258,7 +262,12 @@ static plan *get_plan(dense_cuda *c, const vx_dense *d, const vx_dense_group *G,
     memset(&q, 0, sizeof q);
     q.device = vx_device_index(c->dev), q.in = d->in, q.out = d->out, q.B = B, q.kind = kind;
     q.tf32 = c->tf32, q.align = align, q.ws_n = c->ws_n, q.G = *G;
-    if (ok) answer_get(c, p, pref, &q);
+    if (ok && !answer_get(c, p, pref, &q)) { /* no plan kept: the next call asks again */
+        if (pref) cublasLtMatmulPreferenceDestroy(pref);
+        plan_free(p);
+        c->n--;
+        return NULL;
+    }
     ok = ok && q.found;
     if (pref) cublasLtMatmulPreferenceDestroy(pref);
     if (ok) p->algo = q.algo;
@@ -293,8 +302,8 @@ static vx_status plain_missing(const dense_cuda *c, const vx_dense *d, int B, vx
         return vx_err_set(e, VX_ERR_ARG, "dense: more than %d GEMM shapes through one context",
                           MAX_PLANS);
     return vx_err_set(e, VX_ERR_CUDA,
-                      "dense: cuBLASLt has no float32 GEMM for a %d x %d layer "
-                      "at batch %d",
+                      "dense: cuBLASLt gave no float32 GEMM for a %d x %d layer at batch %d (none "
+                      "for the shape, or its heuristic failed)",
                       d->in, d->out, B);
 }
 

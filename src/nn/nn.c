@@ -255,6 +255,7 @@ struct vx_qnet {
     const vx_qnet_ops *ops;
     void *impl;
     int members, max_batch, backward_batch;
+    vx_qnet_strides strides;
 };
 
 vx_qnet_strides vx_qnet_member_strides(const vx_qnet_layout *L, int max_batch)
@@ -273,6 +274,7 @@ vx_status vx_qnet_create(const vx_qnet_layout *L, int max_batch, int backward_ba
 }
 
 int vx_qnet_members(const vx_qnet *q) { return q->members; }
+vx_qnet_strides vx_qnet_strides_of(const vx_qnet *q) { return q->strides; }
 
 vx_status vx_qnet_create_group(const vx_qnet_layout *L, int members, int max_batch,
                                int backward_batch, vx_device *dev, vx_qnet **out, vx_err *e)
@@ -289,6 +291,7 @@ vx_status vx_qnet_create_group(const vx_qnet_layout *L, int members, int max_bat
     if (!q) return vx_err_set(e, VX_ERR_NOMEM, "qnet: out of memory");
     q->ops = ops;
     q->members = members, q->max_batch = max_batch, q->backward_batch = backward_batch;
+    q->strides = vx_qnet_member_strides(L, max_batch);
     vx_status st = ops->create(L, members, max_batch, backward_batch, dev, &q->impl, e);
     if (st) {
         free(q);

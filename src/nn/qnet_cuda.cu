@@ -308,7 +308,7 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
     if (st) return st;
     const vx_qnet_layout *L = &q->L;
     const vx_qnet_cfg *c = &L->cfg;
-    int Z = c->atoms, Hh = c->head_hidden, K = c->n_branches, T = c->n_trunk;
+    int Z = c->atoms, Hh = c->head_hidden, nb = c->n_branches, T = c->n_trunk;
     const float *top = T ? q->trunk[T - 1] : x;
     size_t s_top = T ? q->s_trunk[T - 1] : q->S.x;
     int H = T ? c->trunk[T - 1] : c->in_dim;
@@ -316,7 +316,7 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
     VX_CUDA_CHECK(cudaEventRecord(q->fork, s));
     /* branch d on stream 1 + d: its dV part first (the value head waits for those), then its two
      * layers, ending in its own part of the trunk gradient */
-    for (int d = 0; d < K; d++) {
+    for (int d = 0; d < nb; d++) {
         cudaStream_t hs = q->hs[1 + d];
         size_t n = (size_t)B * Z;
         VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->fork, 0));
@@ -342,11 +342,11 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         parts_t pv;
         memset(&pv, 0, sizeof pv);
         VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->fork, 0));
-        for (int d = 0; d < K; d++) {
+        for (int d = 0; d < nb; d++) {
             VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->dv_done[d], 0));
             pv.p[d] = q->dv_b[d];
         }
-        sum_parts_kernel<<<grid_for(q, (size_t)B * Z), 256, 0, hs>>>(pv, K, (size_t)B * Z, 1.0f,
+        sum_parts_kernel<<<grid_for(q, (size_t)B * Z), 256, 0, hs>>>(pv, nb, (size_t)B * Z, 1.0f,
                                                                      q->dv, q->s_dv, q->s_dv);
         VX_CUDA_LAUNCH_CHECK(hs);
         st = bwd(q, q->hd[0], &L->value2, P, q->v1, q->s_v1, B, q->dv, q->s_dv, g, q->dhid_h[0],
@@ -360,15 +360,15 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         if (st) goto fail;
         VX_CUDA_CHECK(cudaEventRecord(q->done[0], hs));
     }
-    /* join; the trunk gradient = (branch 0 + … + branch K−1 + value) / (K + 1), as on the CPU */
+    /* join; the trunk gradient = (branch 0 + … + branch nb−1 + value) / (nb + 1), as on the CPU */
     {
         parts_t ph;
         memset(&ph, 0, sizeof ph);
-        for (int k = 0; k <= K; k++) VX_CUDA_CHECK(cudaStreamWaitEvent(s, q->done[k], 0));
-        for (int d = 0; d < K; d++) ph.p[d] = q->dh_h[1 + d];
-        ph.p[K] = q->dh_h[0];
+        for (int k = 0; k <= nb; k++) VX_CUDA_CHECK(cudaStreamWaitEvent(s, q->done[k], 0));
+        for (int d = 0; d < nb; d++) ph.p[d] = q->dh_h[1 + d];
+        ph.p[nb] = q->dh_h[0];
         sum_parts_kernel<<<grid_for(q, (size_t)B * H), 256, 0, s>>>(
-            ph, K + 1, (size_t)B * H, 1.0f / (float)(K + 1), dh, q->s_dhh, q->s_dh);
+            ph, nb + 1, (size_t)B * H, 1.0f / (float)(nb + 1), dh, q->s_dhh, q->s_dh);
         VX_CUDA_LAUNCH_CHECK(s);
     }
     for (int l = T - 1; l >= 0 && !st; l--) {

@@ -218,8 +218,9 @@ static void run_dense_group_unaligned(vx_device *dev, uint64_t seed, int in, int
 }
 
 /* ---- the Q-network: a = atoms, b = batch, c = members (0: a network alone) --------------------
- * A group's members each get their own weights, inputs and dq; its forward batch is sized 3 rows
- * past the batch run, so a member stride taken from the batch instead reads a neighbour. */
+ * A group's members each get their own weights, inputs and dq; its forward and backward batches
+ * are sized 3 rows past the batch run, so a member stride taken from the batch instead reads a
+ * neighbour. */
 
 static void run_qnet(vx_device *dev, uint64_t seed, int atoms, int B, int members, result *r)
 {
@@ -249,7 +250,9 @@ static void run_qnet(vx_device *dev, uint64_t seed, int atoms, int B, int member
     float *ddq = dev_copy(&m, dq, (size_t)K * S.q * 4);
     float *dg = dev_copy(&m, zero, (size_t)K * S.params * 4); /* the padding stays zero */
     vx_qnet *q;
-    if (vx_qnet_create_group(&L, K, maxB, B, dev, &q, &e) || vx_qnet_forward(q, dP, dx, B, g_s, &e))
+    /* a group's backward buffers sized past the batch too (their own strides) */
+    if (vx_qnet_create_group(&L, K, maxB, members > 0 ? maxB : B, dev, &q, &e) ||
+        vx_qnet_forward(q, dP, dx, B, g_s, &e))
         fail_msg("%s", e.msg);
     float *out = host_copy(dev, vx_qnet_output(q), (size_t)(K - 1) * S.q + nq);
     if (vx_qnet_backward(q, dP, dx, B, ddq, dg, g_s, &e)) fail_msg("%s", e.msg);
@@ -401,8 +404,9 @@ static void run_replay(vx_device *dev, uint64_t seed, int kind, int B, int c, re
 }
 
 /* A group of 4 optimizers: each member its own rate, clip (one without) and weight decay, a
- * stride past its size, member 2 told to skip the second step; the moments and step counts come
- * back as well (a member stepping with another's settings or count changes them). */
+ * stride past its size, member 2 told to skip the second step, the third step's rates from the
+ * controls; the moments and step counts come back as well (a member stepping with another's
+ * settings or count changes them). */
 static void run_optim_group(vx_device *dev, uint64_t seed, int a, int b, int c, result *r)
 {
     (void)a, (void)b, (void)c;
@@ -420,6 +424,8 @@ static void run_optim_group(vx_device *dev, uint64_t seed, int a, int b, int c, 
     vx_mem_init(&m, dev, "test");
     float *dp = dev_copy(&m, p, K * stride * 4), *dg = dev_copy(&m, NULL, K * stride * 4);
     int *dskip = dev_copy(&m, NULL, K * sizeof(int));
+    double lr[K] = {2e-2, 5e-3, 3e-2, 1e-2}; /* the controls' rates, not the settings' */
+    double *dlr = dev_copy(&m, lr, sizeof lr);
     vx_optim *o;
     vx_err e;
     if (vx_optim_create_group(ac, clip, n, stride, K, dev, &o, &e)) fail_msg("%s", e.msg);
@@ -427,6 +433,7 @@ static void run_optim_group(vx_device *dev, uint64_t seed, int a, int b, int c, 
     for (int step = 0; step < 3; step++) {
         float *g = randn(K * stride, seed, 8 + (uint64_t)step, 0.5);
         int skip[K] = {0, 0, step == 1, 0};
+        if (step == 2) vx_optim_set_controls(o, dlr, dskip);
         if (vx_stream_sync(dev, g_s, &e) || vx_device_upload(dev, dg, g, K * stride * 4, &e) ||
             vx_device_upload(dev, dskip, skip, sizeof skip, &e) ||
             vx_optim_step(o, dp, dg, g_s, &e))

@@ -398,8 +398,9 @@ static void test_qnet_group(void **state)
     for (size_t i = 0; i < K * S.params; i++) g[i] = SENTINEL;
     for (int k = 0; k < K; k++) vx_qnet_init(&L, 100 + (uint64_t)k, P + k * S.params);
     vx_qnet *grp, *one;
-    assert_int_equal(vx_qnet_create_group(&L, K, MAXB, B, NULL, &grp, &e), VX_OK);
+    assert_int_equal(vx_qnet_create_group(&L, K, MAXB, MAXB, NULL, &grp, &e), VX_OK);
     assert_int_equal(vx_qnet_members(grp), K);
+    assert_int_equal(vx_qnet_strides_of(grp).x, S.x);
     assert_int_equal(vx_qnet_create(&L, MAXB, B, NULL, &one, &e), VX_OK);
     assert_int_equal(vx_qnet_forward(grp, P, x, B, NULL, &e), VX_OK);
     assert_int_equal(vx_qnet_backward(grp, P, x, B, dq, g, NULL, &e), VX_OK);
