@@ -370,6 +370,8 @@ static void test_dense_group(void **state)
     vx_dense_group bad = G;
     bad.p = off - 1;
     assert_int_equal(vx_dense_forward_group(c, &d, &bad, P, x, B, y, 1, NULL, &e), VX_ERR_ARG);
+    bad = G, bad.K = 65536; /* past a CUDA grid's second dimension */
+    assert_int_equal(vx_dense_forward_group(c, &d, &bad, P, x, B, y, 1, NULL, &e), VX_ERR_ARG);
     bad = G, bad.dy = (size_t)B * OUT - 1;
     assert_int_equal(vx_dense_backward_group(c, &d, &bad, P, x, B, dy, g, dx, 0, NULL, &e),
                      VX_ERR_ARG);
