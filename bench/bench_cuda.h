@@ -2,10 +2,15 @@
 #ifndef VIXEN_BENCH_CUDA_H
 #define VIXEN_BENCH_CUDA_H
 
+#include <stdio.h>
 #include <cuda_runtime.h>
+#include "vixen/device.h"
 
 /* The median, in µs, of `reps` replays of a captured graph on stream s, each timed between two
  * events, after `warm` untimed replays (reps <= 256). Returns -1 if a call fails. */
 double vx_bench_graph_median_us(cudaGraphExec_t exec, cudaStream_t s, int warm, int reps);
+
+/* A context on the first CUDA device, or NULL with the reason written to log (when not NULL). */
+vx_device *vx_bench_cuda_open(FILE *log);
 
 #endif

@@ -4,6 +4,7 @@
  * proportional device buffer of 100 K random transitions; median of 200 graph replays timed with
  * events, after 20 warm-ups. Built with CUDA only. */
 #include "bench.h"
+#include "bench_cuda.h"
 #include "vixen/device.h"
 #include "vixen/dqn.h"
 #include "dqn/learner_cuda.h"
@@ -16,15 +17,9 @@
 int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
 {
     if (max < 1) return 0;
-    vx_device_cfg devc;
-    vx_device_cfg_default(&devc);
-    devc.kind = VX_DEVICE_CUDA;
-    vx_device *dev;
+    vx_device *dev = vx_bench_cuda_open(log);
+    if (!dev) return 0;
     vx_err e;
-    if (vx_device_open(&devc, &dev, &e)) {
-        if (log) fprintf(log, "bench: %s\n", e.msg);
-        return 0;
-    }
     const size_t N = 100000, D = 51;
     const int batches[4] = {1024, 4096, 1024, 4096}; /* float32, then TF32 */
     float *o = malloc(N * D * 4), *r = malloc(N * 4);

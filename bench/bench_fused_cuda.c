@@ -232,15 +232,9 @@ static void put(vx_bench_result *r, const char *name, const char *unit, double i
 int vx_bench_fused_cuda(vx_bench_result *out, int max, FILE *log)
 {
     if (max < 12) return 0;
-    vx_device_cfg devc;
-    vx_device_cfg_default(&devc);
-    devc.kind = VX_DEVICE_CUDA;
-    vx_device *dev;
+    vx_device *dev = vx_bench_cuda_open(log);
+    if (!dev) return -1;
     vx_err e;
-    if (vx_device_open(&devc, &dev, &e)) {
-        if (log) fprintf(log, "bench: %s\n", e.msg);
-        return -1;
-    }
     trunk t;
     size_t off = 0, weights = 0;
     t.l1 = vx_dense_place(&off, &weights, IN, H);

@@ -151,15 +151,9 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
     const size_t batches[4] = {256, 1024, 4096, 16384};
     const vx_replay_kind kinds[3] = {VX_REPLAY_UNIFORM, VX_REPLAY_PROPORTIONAL, VX_REPLAY_RANK};
     const char *kname[3] = {"uniform", "proportional", "rank"};
-    vx_device_cfg dc;
-    vx_device_cfg_default(&dc);
-    dc.kind = VX_DEVICE_CUDA;
-    vx_device *dev;
+    vx_device *dev = vx_bench_cuda_open(log);
+    if (!dev) return 0;
     vx_err err;
-    if (vx_device_open(&dc, &dev, &err)) {
-        if (log) fprintf(log, "bench: %s\n", err.msg);
-        return 0;
-    }
     dev_bufs d;
     if (bufs_make(&d, D, 16384)) {
         vx_device_close(dev);

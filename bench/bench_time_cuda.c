@@ -32,3 +32,17 @@ double vx_bench_graph_median_us(cudaGraphExec_t exec, cudaStream_t s, int warm, 
     qsort(ms, (size_t)reps, sizeof *ms, cmp_f);
     return ms[reps / 2] * 1e3;
 }
+
+vx_device *vx_bench_cuda_open(FILE *log)
+{
+    vx_device_cfg c;
+    vx_device_cfg_default(&c);
+    c.kind = VX_DEVICE_CUDA;
+    vx_device *dev = NULL;
+    vx_err e;
+    if (vx_device_open(&c, &dev, &e) != VX_OK) {
+        if (log) fprintf(log, "bench: %s\n", e.msg);
+        return NULL;
+    }
+    return dev;
+}
