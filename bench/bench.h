@@ -65,6 +65,8 @@ int vx_bench_ppo_cuda(vx_bench_result *out, int max, FILE *log);
  * (forward, backward, clip, Adam), for one trial, 64 as a graph each and 64 as one group (CUDA
  * builds only). */
 int vx_bench_fused_cuda(vx_bench_result *out, int max, FILE *log);
+/* Whole DQN updates of fused trials: one trial, 64 as a learner each, 64 as one learner group. */
+int vx_bench_fused_dqn_cuda(vx_bench_result *out, int max, FILE *log);
 
 /* Study trials one after another, at once in threads, and as separate processes: aggregate
  * updates per second, memory per trial estimated and measured (the GPU when present). */

@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <cuda_runtime.h>
+#include "bench.h"
 #include "vixen/device.h"
 
 /* The median, in µs, of `reps` replays of a captured graph on stream s, each timed between two
@@ -12,5 +13,7 @@ double vx_bench_graph_median_us(cudaGraphExec_t exec, cudaStream_t s, int warm, 
 
 /* A context on the first CUDA device, or NULL with the reason written to log (when not NULL). */
 vx_device *vx_bench_cuda_open(FILE *log);
+/* A result of `items` in `us` microseconds a repetition: value = items a second. */
+void vx_bench_put(vx_bench_result *r, const char *name, const char *unit, double items, double us);
 
 #endif

@@ -221,14 +221,6 @@ static vx_status bench_net(vx_device *dev, cudaStream_t *s, cudaStream_t main_s,
     return st;
 }
 
-static void put(vx_bench_result *r, const char *name, const char *unit, double items, double us)
-{
-    memset(r, 0, sizeof *r);
-    snprintf(r->name, sizeof r->name, "%s", name);
-    snprintf(r->unit, sizeof r->unit, "%s", unit);
-    r->items = items, r->seconds = us * 1e-6, r->value = us > 0 ? items / (us * 1e-6) : 0;
-}
-
 int vx_bench_fused_cuda(vx_bench_result *out, int max, FILE *log)
 {
     if (max < 12) return 0;
@@ -315,21 +307,24 @@ int vx_bench_fused_cuda(vx_bench_result *out, int max, FILE *log)
         return -1;
     }
     int r = 0;
-    put(&out[r++], "fused trunk, one trial alone", "passes/s", 1, t1);
-    put(&out[r++], "fused trunk, 64 trials, a graph each", "passes/s", K, tk);
-    put(&out[r++], "fused trunk, 64 trials as one group", "passes/s", K, tg);
+    vx_bench_put(&out[r++], "fused trunk, one trial alone", "passes/s", 1, t1);
+    vx_bench_put(&out[r++], "fused trunk, 64 trials, a graph each", "passes/s", K, tk);
+    vx_bench_put(&out[r++], "fused trunk, 64 trials as one group", "passes/s", K, tg);
     double a1 = out[0].value, ak = out[1].value, ag = out[2].value;
-    put(&out[r++], "fused trunk: a graph each / alone", "x", 1, 1), out[r - 1].value = ak / a1;
-    put(&out[r++], "fused trunk: group / alone", "x", 1, 1), out[r - 1].value = ag / a1;
-    put(&out[r++], "fused trunk: group / a graph each", "x", 1, 1), out[r - 1].value = ag / ak;
-    put(&out[r++], "fused network step, one trial alone", "steps/s", 1, n1);
-    put(&out[r++], "fused network step, 64 trials, a graph each", "steps/s", K, nk);
-    put(&out[r++], "fused network step, 64 trials as one group", "steps/s", K, ng);
-    a1 = out[6].value, ak = out[7].value, ag = out[8].value;
-    put(&out[r++], "fused network step: a graph each / alone", "x", 1, 1),
+    vx_bench_put(&out[r++], "fused trunk: a graph each / alone", "x", 1, 1),
         out[r - 1].value = ak / a1;
-    put(&out[r++], "fused network step: group / alone", "x", 1, 1), out[r - 1].value = ag / a1;
-    put(&out[r++], "fused network step: group / a graph each", "x", 1, 1),
+    vx_bench_put(&out[r++], "fused trunk: group / alone", "x", 1, 1), out[r - 1].value = ag / a1;
+    vx_bench_put(&out[r++], "fused trunk: group / a graph each", "x", 1, 1),
+        out[r - 1].value = ag / ak;
+    vx_bench_put(&out[r++], "fused network step, one trial alone", "steps/s", 1, n1);
+    vx_bench_put(&out[r++], "fused network step, 64 trials, a graph each", "steps/s", K, nk);
+    vx_bench_put(&out[r++], "fused network step, 64 trials as one group", "steps/s", K, ng);
+    a1 = out[6].value, ak = out[7].value, ag = out[8].value;
+    vx_bench_put(&out[r++], "fused network step: a graph each / alone", "x", 1, 1),
+        out[r - 1].value = ak / a1;
+    vx_bench_put(&out[r++], "fused network step: group / alone", "x", 1, 1),
+        out[r - 1].value = ag / a1;
+    vx_bench_put(&out[r++], "fused network step: group / a graph each", "x", 1, 1),
         out[r - 1].value = ag / ak;
     return r;
 }

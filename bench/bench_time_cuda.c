@@ -2,6 +2,7 @@
 #include "bench_cuda.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 static int cmp_f(const void *a, const void *b)
 {
@@ -45,4 +46,12 @@ vx_device *vx_bench_cuda_open(FILE *log)
         return NULL;
     }
     return dev;
+}
+
+void vx_bench_put(vx_bench_result *r, const char *name, const char *unit, double items, double us)
+{
+    memset(r, 0, sizeof *r);
+    snprintf(r->name, sizeof r->name, "%s", name);
+    snprintf(r->unit, sizeof r->unit, "%s", unit);
+    r->items = items, r->seconds = us * 1e-6, r->value = us > 0 ? items / (us * 1e-6) : 0;
 }

@@ -103,7 +103,9 @@ static int bench_gpu_ppo(const vx_bench_opts *o, vx_bench_result *out, int max, 
 static int bench_gpu_fused(const vx_bench_opts *o, vx_bench_result *out, int max, FILE *log)
 {
     (void)o;
-    return vx_bench_fused_cuda(out, max, log);
+    int n = vx_bench_fused_cuda(out, max, log);
+    int m = n < 0 ? -1 : vx_bench_fused_dqn_cuda(out + n, max - n, log);
+    return m < 0 ? -1 : n + m;
 }
 #endif
 
@@ -123,7 +125,8 @@ static const vx_bench_entry registry[] = {
      bench_gpu_train},
     {"gpu-ppo", "PPO iterations at 2,048 x 128, 4 x 32 minibatches, float32 and TF32", 1,
      bench_gpu_ppo},
-    {"gpu-fused", "the trunk, and the network's step, for 1 trial, 64 as graphs, 64 as a group", 1,
+    {"gpu-fused",
+     "the trunk, the network step, whole DQN updates: 1 trial, 64 apart, 64 as a group", 1,
      bench_gpu_fused},
 #endif
 };

@@ -24,57 +24,86 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A member's own settings, in device memory (the rest of vx_dqn_cfg is the group's). */
+typedef struct {
+    double gamma;
+    float kappa, tau;
+    long long target_every;
+} member_cfg;
+
 struct dqn_learner {
     vx_device *dev;
-    vx_dqn_cfg cfg;
+    int K;            /* members */
+    vx_dqn_cfg *cfgs; /* K; the group's shared settings are cfgs[0]'s */
+    vx_dqn_cfg cfg;   /* cfgs[0] */
     vx_qnet_layout L;
     vx_loss_shape shape;
-    vx_replay *replay;
+    vx_replay **replay; /* K (or all NULL) */
     cudaStream_t s, side;
     vx_mem mem;
     vx_qnet *qs, *qt; /* qs: online on [s; s′] (2B rows, one pass); qt: target on s′ */
     vx_optim *opt;
+    /* member k's tensors at k × these strides (floats): its weights, target and gradients; its
+     * s and s′ rows back to back; its rows of the online and the target outputs (dq as the
+     * online's) */
+    size_t sp, sx, sq, sqt;
     float *online, *target, *grads, *dq, *loss, *prio;
-    float *obs2; /* the sampled s and s′ rows back to back: b.obs = obs2, b.next_obs = + B·D */
-    vx_replay_batch b;
+    float *obs2;
+    vx_replay_batch *b; /* K: member k's view of the batch arrays (b[0] is their base) */
+    member_cfg *mc;     /* K, device */
     float2 *qstat;
-    dqn_learner_acc *acc, *acc_host;
+    dqn_learner_acc *acc, *acc_host; /* K each */
     cudaEvent_t fork, join, acc_ready;
     cudaGraph_t graph; /* the loop of updates (the top comment) */
     cudaGraphExec_t exec;
     cudaGraphConditionalHandle loop;
     long long *count; /* device: [0] updates made, [1] updates left in this launch */
     long long updates;
+    /* a group's members' replay work (their samples, their priority updates) on R side streams,
+     * parallel branches of the graph: one after another on the learner's stream, 64 members'
+     * small sample and update kernels had made the group slower than 64 learners of their own */
+    int R;
+    cudaStream_t rs[8];
+    cudaEvent_t rfork, rjoin[8];
+    int any_tau, any_hard; /* some member averages (τ > 0), some copies (τ = 0) */
 };
 
-static __global__ void loss_kernel(vx_loss_shape shape, int kind, float kappa, double gamma,
-                                   const float *qs, const float *qn, const float *qt, int O,
-                                   vx_replay_batch b, int B, float *dq, float *loss, float *prio,
-                                   float2 *qstat)
+/* One thread a sample, blockIdx.y the member: its settings mc[k] (or `one` when mc is NULL, a
+ * loss alone), its rows of Q(s), Q(s′) and dq at k × sq, of the target's Q(s′) at k × sqt, its
+ * batch rows at k × B of b's arrays. */
+static __global__ void loss_kernel(vx_loss_shape shape, int kind, const member_cfg *mc,
+                                   member_cfg one, const float *qs_all, const float *qn_all,
+                                   size_t sq, const float *qt_all, size_t sqt, int O,
+                                   vx_replay_batch b, int B, float *dq_all, float *loss,
+                                   float *prio, float2 *qstat)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
+    unsigned k = blockIdx.y;
     if (i >= B) return;
+    member_cfg c = mc ? mc[k] : one;
+    size_t j = (size_t)k * B + i; /* the sample's row among all members' */
+    const float *qs = qs_all + k * sq, *qn = qn_all + k * sq, *qt = qt_all + k * sqt;
+    float *dq = dq_all + k * sq;
+    const int32_t *a = b.actions + j * VX_ACTION_BRANCHES;
     if (qstat) { /* Q(s, a) of the taken actions: their sum over branches and their maximum */
         float sum = 0, mx = -INFINITY;
-        for (int k = 0; k < shape.n_branches; k++) {
-            float q = vx_loss_q(&shape, qs + (size_t)i * O, k,
-                                b.actions[(size_t)i * VX_ACTION_BRANCHES + k]);
+        for (int d = 0; d < shape.n_branches; d++) {
+            float q = vx_loss_q(&shape, qs + (size_t)i * O, d, a[d]);
             sum += q;
             mx = q > mx ? q : mx;
         }
-        qstat[i] = make_float2(sum, mx);
+        qstat[j] = make_float2(sum, mx);
     }
-    int m = b.steps ? b.steps[i] : 1;
-    float gm = (float)pow(gamma, (double)m);
+    int m = b.steps ? b.steps[j] : 1;
+    float gm = (float)pow(c.gamma, (double)m);
     float scale = 1.0f / (float)B;
     size_t r = (size_t)i * O;
-    const int32_t *a = b.actions + (size_t)i * VX_ACTION_BRANCHES;
     if (kind == VX_LOSS_C51)
-        loss[i] = vx_loss_c51(&shape, gm, qs + r, qn + r, qt + r, a, b.rewards[i], b.terminated[i],
-                              b.weights[i], scale, dq + r, O, &prio[i]);
+        loss[j] = vx_loss_c51(&shape, gm, qs + r, qn + r, qt + r, a, b.rewards[j], b.terminated[j],
+                              b.weights[j], scale, dq + r, O, &prio[j]);
     else
-        loss[i] = vx_loss_dqn(&shape, kind, kappa, gm, qs + r, qn + r, qt + r, a, b.rewards[i],
-                              b.terminated[i], b.weights[i], scale, dq + r, O, &prio[i]);
+        loss[j] = vx_loss_dqn(&shape, kind, c.kappa, gm, qs + r, qn + r, qt + r, a, b.rewards[j],
+                              b.terminated[j], b.weights[j], scale, dq + r, O, &prio[j]);
 }
 
 extern "C" vx_status dqn_loss_cuda(const vx_loss_shape *shape, int kind, double kappa, double gamma,
@@ -84,20 +113,26 @@ extern "C" vx_status dqn_loss_cuda(const vx_loss_shape *shape, int kind, double 
                                    float *priority, cudaStream_t s, vx_err *e)
 {
     vx_status st = VX_OK;
-    loss_kernel<<<(B + 127) / 128, 128, 0, s>>>(*shape, kind, (float)kappa, gamma, q_s,
-                                                q_next_online, q_next_target, out_dim, *b, B, dq,
-                                                loss, priority, NULL);
+    member_cfg one = {gamma, (float)kappa, 0.0f, 1};
+    loss_kernel<<<(B + 127) / 128, 128, 0, s>>>(*shape, kind, NULL, one, q_s, q_next_online, 0,
+                                                q_next_target, 0, out_dim, *b, B, dq, loss,
+                                                priority, NULL);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
 }
 
-/* One block adds this update's batch into the accumulator in a fixed order (deterministic). */
-static __global__ void stats_kernel(const float *loss, const float2 *qstat, int B, int K,
-                                    const double *norm, dqn_learner_acc *acc)
+/* One block a member (blockIdx.x) adds this update's batch into its accumulator in a fixed order
+ * (deterministic). nb: the branches. */
+static __global__ void stats_kernel(const float *loss_all, const float2 *qstat_all, int B, int nb,
+                                    const double *norm_all, dqn_learner_acc *acc_all)
 {
     __shared__ double sl[256], sq[256];
     __shared__ float sm[256];
+    unsigned k = blockIdx.x;
+    const float *loss = loss_all + (size_t)k * B;
+    const float2 *qstat = qstat_all + (size_t)k * B;
+    dqn_learner_acc *acc = acc_all + k;
     double l = 0, q = 0;
     float m = -INFINITY;
     for (int i = threadIdx.x; i < B; i += blockDim.x) {
@@ -117,17 +152,23 @@ static __global__ void stats_kernel(const float *loss, const float2 *qstat, int 
     }
     if (threadIdx.x == 0) {
         acc->loss += sl[0] / B;
-        acc->q_mean += sq[0] / ((double)B * K);
+        acc->q_mean += sq[0] / ((double)B * nb);
         acc->q_max = acc->n == 0 || sm[0] > acc->q_max ? sm[0] : acc->q_max;
-        acc->grad_norm += *norm;
+        acc->grad_norm += norm_all[k];
         acc->n += 1;
     }
 }
 
-static __global__ void polyak_kernel(float *target, const float *online, size_t n, float tau)
+/* Polyak averaging of the members with τ > 0 (blockIdx.y the member). */
+static __global__ void polyak_kernel(float *target, const float *online, size_t n, size_t stride,
+                                     const member_cfg *mc)
 {
+    unsigned k = blockIdx.y;
+    float tau = mc[k].tau;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) target[i] = vx_polyak_elem(target[i], online[i], tau);
+    if (tau > 0 && i < n)
+        target[k * stride + i] =
+            vx_polyak_elem(target[k * stride + i], online[k * stride + i], tau);
 }
 
 /* The loop's own steps. Before it: the count it starts from and the updates to make. */
@@ -137,14 +178,16 @@ static __global__ void loop_start_kernel(long long *count, long long made, long 
     count[1] = n;
 }
 
-/* After an update: the hard target copy when the update just made is a multiple of target_every
- * (after_update's rule, on the device). */
+/* After an update: the hard target copy of each member with τ = 0 whose update just made is a
+ * multiple of its target_every (after_update's rule, on the device). */
 static __global__ void target_due_kernel(float *target, const float *online, size_t n,
-                                         const long long *count, long long every)
+                                         size_t stride, const long long *count,
+                                         const member_cfg *mc)
 {
-    if ((count[0] + 1) % every != 0) return;
+    unsigned k = blockIdx.y;
+    if (mc[k].tau > 0 || (count[0] + 1) % mc[k].target_every != 0) return;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) target[i] = online[i];
+    if (i < n) target[k * stride + i] = online[k * stride + i];
 }
 
 /* Then: one update more made, one fewer left; the loop goes on while some are left. */
@@ -155,59 +198,98 @@ static __global__ void loop_tick_kernel(long long *count, cudaGraphConditionalHa
     cudaGraphSetConditional(loop, count[1] > 0);
 }
 
-/* A given batch (device memory) into the learner's batch arrays, in place of a sample. */
-static vx_status copy_batch(dqn_learner *d, const vx_replay_batch *b, vx_err *e)
+/* Given batches (device memory, one a member) into the learner's batch arrays, in place of a
+ * sample. */
+static vx_status copy_batch(dqn_learner *d, const vx_replay_batch *given, vx_err *e)
 {
     vx_status st = VX_OK;
     size_t B = (size_t)d->cfg.batch, D = (size_t)d->L.cfg.in_dim;
-    cudaMemcpyKind k = cudaMemcpyDeviceToDevice;
-    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.obs, b->obs, B * D * 4, k, d->s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.next_obs, b->next_obs, B * D * 4, k, d->s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.actions, b->actions, B * VX_ACTION_BRANCHES * 4, k, d->s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.rewards, b->rewards, B * 4, k, d->s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.terminated, b->terminated, B, k, d->s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.truncated, b->truncated, B, k, d->s));
-    if (b->steps) VX_CUDA_CHECK(cudaMemcpyAsync(d->b.steps, b->steps, B, k, d->s));
-    else VX_CUDA_CHECK(cudaMemsetAsync(d->b.steps, 1, B, d->s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(d->b.weights, b->weights, B * 4, k, d->s));
+    cudaMemcpyKind c = cudaMemcpyDeviceToDevice;
+    for (int k = 0; k < d->K; k++) {
+        const vx_replay_batch *b = &given[k];
+        vx_replay_batch *to = &d->b[k];
+        VX_CUDA_CHECK(cudaMemcpyAsync(to->obs, b->obs, B * D * 4, c, d->s));
+        VX_CUDA_CHECK(cudaMemcpyAsync(to->next_obs, b->next_obs, B * D * 4, c, d->s));
+        VX_CUDA_CHECK(
+            cudaMemcpyAsync(to->actions, b->actions, B * VX_ACTION_BRANCHES * 4, c, d->s));
+        VX_CUDA_CHECK(cudaMemcpyAsync(to->rewards, b->rewards, B * 4, c, d->s));
+        VX_CUDA_CHECK(cudaMemcpyAsync(to->terminated, b->terminated, B, c, d->s));
+        VX_CUDA_CHECK(cudaMemcpyAsync(to->truncated, b->truncated, B, c, d->s));
+        if (b->steps) VX_CUDA_CHECK(cudaMemcpyAsync(to->steps, b->steps, B, c, d->s));
+        else VX_CUDA_CHECK(cudaMemsetAsync(to->steps, 1, B, d->s));
+        VX_CUDA_CHECK(cudaMemcpyAsync(to->weights, b->weights, B * 4, c, d->s));
+    }
 fail:
     return st;
 }
 
-/* the sequence the graph holds; fixed (tests): learn from that batch instead of a sample, and
- * leave the replay buffer alone */
+static unsigned blocks_for(size_t n) { return (unsigned)((n + 255) / 256); }
+
+/* Every member's sample (sample = 1) or priority update (0): member k's on side stream k mod R
+ * between a fork from the learner's stream and the join back into it; a learner alone (R = 0)
+ * on its own stream. */
+static vx_status replay_work(dqn_learner *d, int sample, vx_err *e)
+{
+    vx_status st = VX_OK;
+    size_t B = (size_t)d->cfg.batch;
+    if (d->R) {
+        VX_CUDA_CHECK(cudaEventRecord(d->rfork, d->s));
+        for (int j = 0; j < d->R; j++) VX_CUDA_CHECK(cudaStreamWaitEvent(d->rs[j], d->rfork, 0));
+    }
+    for (int k = 0; k < d->K && !st; k++) {
+        cudaStream_t s = d->R ? d->rs[k % d->R] : d->s;
+        st = sample ? vx_replay_sample(d->replay[k], B, &d->b[k], s, e)
+                    : vx_replay_update(d->replay[k], d->b[k].index, d->b[k].gen,
+                                       d->prio + (size_t)k * B, B, s, e);
+    }
+    for (int j = 0; j < d->R; j++) { /* joined even after a failure: a capture must end whole */
+        VX_CUDA_CHECK(cudaEventRecord(d->rjoin[j], d->rs[j]));
+        VX_CUDA_CHECK(cudaStreamWaitEvent(d->s, d->rjoin[j], 0));
+    }
+    /* the buffers' waits (their reads, their frees) on the learner's stream, not on side streams
+     * that the graph's launches never use and that go with the learner */
+    for (int k = 0; k < d->K && d->R; k++) vx_replay_follow(d->replay[k], d->s);
+fail:
+    return st;
+}
+
+/* the sequence the graph holds; fixed (tests): learn from those batches instead of samples, and
+ * leave the replay buffers alone */
 static vx_status update_body(dqn_learner *d, const vx_replay_batch *fixed, vx_err *e)
 {
     vx_status st = VX_OK;
-    int B = d->cfg.batch, O = d->L.out_dim;
+    int B = d->cfg.batch, O = d->L.out_dim, K = d->K;
     size_t np = d->L.n_params;
-    st = fixed ? copy_batch(d, fixed, e) : vx_replay_sample(d->replay, (size_t)B, &d->b, d->s, e);
+    if (fixed) st = copy_batch(d, fixed, e);
+    else st = replay_work(d, 1, e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaEventRecord(d->fork, d->s));
     VX_CUDA_CHECK(cudaStreamWaitEvent(d->side, d->fork, 0));
     /* online(s) and online(s′) as one pass over 2B rows: rows 0..B−1 of every activation are
      * online(s)'s, which the backward pass reads */
     st = vx_qnet_forward(d->qs, d->online, d->obs2, 2 * B, d->s, e);
-    if (!st) st = vx_qnet_forward(d->qt, d->target, d->b.next_obs, B, d->side, e);
+    if (!st) st = vx_qnet_forward(d->qt, d->target, d->b[0].next_obs, B, d->side, e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaEventRecord(d->join, d->side));
     VX_CUDA_CHECK(cudaStreamWaitEvent(d->s, d->join, 0));
-    loss_kernel<<<(B + 127) / 128, 128, 0, d->s>>>(
-        d->shape, d->cfg.loss, (float)d->cfg.huber_kappa, d->cfg.gamma, vx_qnet_output(d->qs),
-        vx_qnet_output(d->qs) + (size_t)B * O, vx_qnet_output(d->qt), O, d->b, B, d->dq, d->loss,
-        d->prio, d->qstat);
-    VX_CUDA_LAUNCH_CHECK(d->s);
-    st = vx_qnet_backward(d->qs, d->online, d->b.obs, B, d->dq, d->grads, d->s, e);
+    {
+        const float *qs = vx_qnet_output(d->qs);
+        member_cfg none = {0, 0, 0, 1};
+        loss_kernel<<<dim3((unsigned)(B + 127) / 128, (unsigned)K), 128, 0, d->s>>>(
+            d->shape, d->cfg.loss, d->mc, none, qs, qs + (size_t)B * O, d->sq,
+            vx_qnet_output(d->qt), d->sqt, O, d->b[0], B, d->dq, d->loss, d->prio, d->qstat);
+        VX_CUDA_LAUNCH_CHECK(d->s);
+    }
+    st = vx_qnet_backward(d->qs, d->online, d->obs2, B, d->dq, d->grads, d->s, e);
     if (!st) st = vx_optim_step(d->opt, d->online, d->grads, d->s, e);
-    if (!st && !fixed)
-        st = vx_replay_update(d->replay, d->b.index, d->b.gen, d->prio, (size_t)B, d->s, e);
+    if (!st && !fixed) st = replay_work(d, 0, e);
     if (st) goto fail;
-    stats_kernel<<<1, 256, 0, d->s>>>(d->loss, d->qstat, B, d->shape.n_branches,
-                                      vx_optim_norm(d->opt), d->acc);
+    stats_kernel<<<(unsigned)K, 256, 0, d->s>>>(d->loss, d->qstat, B, d->shape.n_branches,
+                                                vx_optim_norm(d->opt), d->acc);
     VX_CUDA_LAUNCH_CHECK(d->s);
-    if (d->cfg.tau > 0) {
-        polyak_kernel<<<(unsigned)((np + 255) / 256), 256, 0, d->s>>>(d->target, d->online, np,
-                                                                      (float)d->cfg.tau);
+    if (d->any_tau) {
+        polyak_kernel<<<dim3(blocks_for(np), (unsigned)K), 256, 0, d->s>>>(d->target, d->online, np,
+                                                                           d->sp, d->mc);
         VX_CUDA_LAUNCH_CHECK(d->s);
     }
 fail:
@@ -223,11 +305,158 @@ extern "C" void dqn_learner_free(dqn_learner *d)
     vx_cuda_event_destroy(d->dev, d->join, 0);
     vx_cuda_event_destroy(d->dev, d->acc_ready, 0);
     vx_cuda_stream_destroy(d->dev, d->side);
+    for (int j = 0; j < d->R; j++) {
+        vx_cuda_event_destroy(d->dev, d->rjoin[j], 0);
+        vx_cuda_stream_destroy(d->dev, d->rs[j]);
+    }
+    vx_cuda_event_destroy(d->dev, d->rfork, 0);
     vx_qnet_free(d->qs);
     vx_qnet_free(d->qt);
     vx_optim_free(d->opt);
     vx_mem_release(&d->mem);
+    free(d->cfgs);
+    free(d->replay);
+    free(d->b);
     free(d);
+}
+
+/* What the members must share (their networks run as one; their batches as one launch). */
+static vx_status group_check(const vx_dqn_cfg *c, int K, vx_err *e)
+{
+    if (K < 1 || K > 65535)
+        return vx_err_set(e, VX_ERR_ARG, "dqn: a group of %d learners (1 to 65535)", K);
+    for (int k = 0; k < K; k++) {
+        vx_status st = vx_dqn_cfg_check(&c[k], e);
+        if (st) return st;
+        const char *key = c[k].loss != c[0].loss     ? "dqn.loss"
+                          : c[k].atoms != c[0].atoms ? "dqn.atoms"
+                          : c[k].v_min != c[0].v_min ? "dqn.v_min"
+                          : c[k].v_max != c[0].v_max ? "dqn.v_max"
+                          : c[k].batch != c[0].batch ? "dqn.batch"
+                          : c[k].tf32 != c[0].tf32   ? "dqn.tf32"
+                                                     : NULL;
+        if (key)
+            return vx_err_set(e, VX_ERR_ARG,
+                              "dqn: %s differs between members 0 and %d of a learner group", key,
+                              k);
+    }
+    return VX_OK;
+}
+
+extern "C" vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K,
+                                              const vx_qnet_layout *L, const vx_loss_shape *shape,
+                                              const float *params, vx_replay *const *replays,
+                                              vx_device *dev, cudaStream_t s, dqn_learner **out,
+                                              vx_err *e)
+{
+    *out = NULL;
+    vx_status st = group_check(cfgs, K, e);
+    if (!st) st = vx_cuda_enter(dev, e);
+    if (st) return st;
+    dqn_learner *d = (dqn_learner *)calloc(1, sizeof *d);
+    member_cfg *mc = (member_cfg *)calloc((size_t)K, sizeof *mc);
+    vx_adam_cfg *adam = (vx_adam_cfg *)calloc((size_t)K, sizeof *adam);
+    double *clip = (double *)calloc((size_t)K, sizeof *clip);
+    if (d) {
+        d->cfgs = (vx_dqn_cfg *)calloc((size_t)K, sizeof *d->cfgs);
+        d->replay = (vx_replay **)calloc((size_t)K, sizeof *d->replay);
+        d->b = (vx_replay_batch *)calloc((size_t)K, sizeof *d->b);
+    }
+    if (!d || !mc || !adam || !clip || !d->cfgs || !d->replay || !d->b) {
+        free(mc), free(adam), free(clip);
+        if (d) free(d->cfgs), free(d->replay), free(d->b);
+        free(d);
+        return vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
+    }
+    d->dev = dev, d->K = K, d->cfg = cfgs[0], d->L = *L, d->shape = *shape, d->s = s;
+    memcpy(d->cfgs, cfgs, (size_t)K * sizeof *cfgs);
+    for (int k = 0; k < K; k++) {
+        d->replay[k] = replays ? replays[k] : NULL;
+        mc[k].gamma = cfgs[k].gamma, mc[k].kappa = (float)cfgs[k].huber_kappa;
+        mc[k].tau = (float)cfgs[k].tau, mc[k].target_every = cfgs[k].target_every;
+        adam[k] = cfgs[k].adam, clip[k] = cfgs[k].grad_clip;
+        if (cfgs[k].tau > 0) d->any_tau = 1;
+        else d->any_hard = 1;
+    }
+    vx_mem_init(&d->mem, dev, "dqn learner");
+    size_t np = L->n_params, B = (size_t)cfgs[0].batch, O = (size_t)L->out_dim;
+    size_t D = (size_t)L->cfg.in_dim, A = VX_ACTION_BRANCHES, kk = (size_t)K;
+    vx_mem *m = &d->mem;
+    /* a group's target network takes the online's max batch too, so that its input stride is
+     * the online's: member k's s′ rows are read where the online pass reads them */
+    st = vx_qnet_create_group(L, K, 2 * (int)B, (int)B, dev, &d->qs, e);
+    if (!st) st = vx_qnet_create_group(L, K, K > 1 ? 2 * (int)B : (int)B, 0, dev, &d->qt, e);
+    if (!st) st = vx_qnet_set_tf32(d->qs, cfgs[0].tf32, e);
+    if (!st) st = vx_qnet_set_tf32(d->qt, cfgs[0].tf32, e);
+    if (st) goto fail;
+    if (K == 1) { /* the strides are never used past member 0: sizes as they are */
+        d->sp = np, d->sx = 2 * B * D, d->sq = B * O, d->sqt = B * O;
+    } else {
+        vx_qnet_strides S = vx_qnet_strides_of(d->qs), T = vx_qnet_strides_of(d->qt);
+        d->sp = S.params, d->sx = S.x, d->sq = S.q, d->sqt = T.q;
+        if (T.x != S.x || T.params != S.params) {
+            st = vx_err_set(e, VX_ERR_ARG, "dqn: the group's networks' strides differ");
+            goto fail;
+        }
+    }
+    st = vx_optim_create_group(adam, clip, np, d->sp, K, dev, &d->opt, e);
+    if (!st) st = vx_cuda_stream_create(dev, &d->side, e);
+    if (!st) st = vx_mem_alloc(m, kk * d->sp * 4, &d->online, e);
+    if (!st) st = vx_mem_alloc(m, kk * d->sp * 4, &d->target, e);
+    if (!st) st = vx_mem_alloc(m, kk * d->sp * 4, &d->grads, e);
+    if (!st) st = vx_mem_alloc(m, kk * d->sq * 4, &d->dq, e);
+    if (!st) st = vx_mem_alloc(m, kk * B * 4, &d->loss, e);
+    if (!st) st = vx_mem_alloc(m, kk * B * 4, &d->prio, e);
+    if (!st) st = vx_mem_alloc(m, kk * B * sizeof(float2), &d->qstat, e);
+    if (!st) st = vx_mem_alloc(m, kk * sizeof(dqn_learner_acc), &d->acc, e);
+    if (!st) st = vx_mem_alloc_host(m, kk * sizeof(dqn_learner_acc), &d->acc_host, e);
+    if (!st) st = vx_mem_alloc(m, kk * sizeof(member_cfg), &d->mc, e);
+    if (!st) st = vx_mem_alloc(m, kk * d->sx * 4, &d->obs2, e);
+    if (!st) st = vx_mem_alloc(m, kk * B * A * 4, &d->b[0].actions, e);
+    if (!st) st = vx_mem_alloc(m, kk * B * 4, &d->b[0].rewards, e);
+    if (!st) st = vx_mem_alloc(m, kk * B, &d->b[0].terminated, e);
+    if (!st) st = vx_mem_alloc(m, kk * B, &d->b[0].truncated, e);
+    if (!st) st = vx_mem_alloc(m, kk * B, &d->b[0].steps, e);
+    if (!st) st = vx_mem_alloc(m, kk * B * 4, &d->b[0].weights, e);
+    if (!st) st = vx_mem_alloc(m, kk * B * 4, &d->b[0].index, e);
+    if (!st) st = vx_mem_alloc(m, kk * B * 4, &d->b[0].gen, e);
+    if (!st) st = vx_mem_alloc(m, 2 * sizeof(long long), &d->count, e);
+    if (st) goto fail;
+    for (size_t k = 0; k < kk; k++) { /* member k's rows of the batch arrays */
+        vx_replay_batch *b = &d->b[k], *b0 = &d->b[0];
+        b->obs = d->obs2 + k * d->sx;
+        b->next_obs = b->obs + B * D;
+        b->actions = b0->actions + k * B * A, b->rewards = b0->rewards + k * B;
+        b->terminated = b0->terminated + k * B, b->truncated = b0->truncated + k * B;
+        b->steps = b0->steps + k * B, b->weights = b0->weights + k * B;
+        b->index = b0->index + k * B, b->gen = b0->gen + k * B;
+    }
+    st = vx_cuda_event_create(dev, &d->fork, 0, e);
+    if (!st) st = vx_cuda_event_create(dev, &d->join, 0, e);
+    if (!st) st = vx_cuda_event_create(dev, &d->acc_ready, 0, e);
+    if (!st && K > 1) st = vx_cuda_event_create(dev, &d->rfork, 0, e);
+    for (int j = 0; j < (K < 8 ? K : 8) && K > 1 && !st; j++) {
+        st = vx_cuda_stream_create(dev, &d->rs[j], e);
+        if (!st) st = vx_cuda_event_create(dev, &d->rjoin[j], 0, e);
+        if (!st) d->R = j + 1;
+        else vx_cuda_stream_destroy(dev, d->rs[j]); /* R counts pairs made whole */
+    }
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaMemsetAsync(d->acc, 0, kk * sizeof(dqn_learner_acc), s));
+    /* the padding between tensors and between members is never written */
+    VX_CUDA_CHECK(cudaMemsetAsync(d->grads, 0, kk * d->sp * 4, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->mc, mc, kk * sizeof *mc, cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->online, params, kk * d->sp * 4, cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->target, params, kk * d->sp * 4, cudaMemcpyHostToDevice, s));
+    VX_CUDA_CHECK(cudaStreamSynchronize(s)); /* creation only: the params are the caller's */
+    free(mc), free(adam), free(clip);
+    *out = d;
+    return VX_OK;
+fail:
+    if (d->mc) cudaStreamSynchronize(s); /* mc's copy may be in flight */
+    free(mc), free(adam), free(clip);
+    dqn_learner_free(d);
+    return st;
 }
 
 extern "C" vx_status dqn_learner_create(const vx_dqn_cfg *cfg, const vx_qnet_layout *L,
@@ -235,69 +464,19 @@ extern "C" vx_status dqn_learner_create(const vx_dqn_cfg *cfg, const vx_qnet_lay
                                         vx_replay *replay, vx_device *dev, cudaStream_t s,
                                         dqn_learner **out, vx_err *e)
 {
-    *out = NULL;
-    vx_status st = vx_dqn_cfg_check(cfg, e);
-    if (!st) st = vx_cuda_enter(dev, e);
-    if (st) return st;
-    dqn_learner *d = (dqn_learner *)calloc(1, sizeof *d);
-    if (!d) return vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
-    d->dev = dev, d->cfg = *cfg, d->L = *L, d->shape = *shape, d->replay = replay, d->s = s;
-    vx_mem_init(&d->mem, dev, "dqn learner");
-    size_t np = L->n_params, B = (size_t)cfg->batch, O = (size_t)L->out_dim;
-    size_t D = (size_t)L->cfg.in_dim, A = VX_ACTION_BRANCHES;
-    vx_mem *m = &d->mem;
-    st = vx_qnet_create(L, 2 * (int)B, (int)B, dev, &d->qs, e);
-    if (!st) st = vx_qnet_create(L, (int)B, 0, dev, &d->qt, e);
-    if (!st) st = vx_qnet_set_tf32(d->qs, cfg->tf32, e);
-    if (!st) st = vx_qnet_set_tf32(d->qt, cfg->tf32, e);
-    if (!st) st = vx_optim_create(&cfg->adam, cfg->grad_clip, np, dev, &d->opt, e);
-    if (!st) st = vx_cuda_stream_create(dev, &d->side, e);
-    if (!st) st = vx_mem_alloc(m, np * 4, &d->online, e);
-    if (!st) st = vx_mem_alloc(m, np * 4, &d->target, e);
-    if (!st) st = vx_mem_alloc(m, np * 4, &d->grads, e);
-    if (!st) st = vx_mem_alloc(m, B * O * 4, &d->dq, e);
-    if (!st) st = vx_mem_alloc(m, B * 4, &d->loss, e);
-    if (!st) st = vx_mem_alloc(m, B * 4, &d->prio, e);
-    if (!st) st = vx_mem_alloc(m, B * sizeof(float2), &d->qstat, e);
-    if (!st) st = vx_mem_alloc(m, sizeof(dqn_learner_acc), &d->acc, e);
-    if (!st) st = vx_mem_alloc_host(m, sizeof(dqn_learner_acc), &d->acc_host, e);
-    if (!st) st = vx_mem_alloc(m, 2 * B * D * 4, &d->obs2, e);
-    if (!st) st = vx_mem_alloc(m, B * A * 4, &d->b.actions, e);
-    if (!st) st = vx_mem_alloc(m, B * 4, &d->b.rewards, e);
-    if (!st) st = vx_mem_alloc(m, B, &d->b.terminated, e);
-    if (!st) st = vx_mem_alloc(m, B, &d->b.truncated, e);
-    if (!st) st = vx_mem_alloc(m, B, &d->b.steps, e);
-    if (!st) st = vx_mem_alloc(m, B * 4, &d->b.weights, e);
-    if (!st) st = vx_mem_alloc(m, B * 4, &d->b.index, e);
-    if (!st) st = vx_mem_alloc(m, B * 4, &d->b.gen, e);
-    if (!st) st = vx_mem_alloc(m, 2 * sizeof(long long), &d->count, e);
-    if (st) goto fail;
-    d->b.obs = d->obs2;
-    d->b.next_obs = d->obs2 + B * D;
-    st = vx_cuda_event_create(dev, &d->fork, 0, e);
-    if (!st) st = vx_cuda_event_create(dev, &d->join, 0, e);
-    if (!st) st = vx_cuda_event_create(dev, &d->acc_ready, 0, e);
-    if (st) goto fail;
-    VX_CUDA_CHECK(cudaMemsetAsync(d->acc, 0, sizeof(dqn_learner_acc), s));
-    VX_CUDA_CHECK(cudaMemsetAsync(d->grads, 0, np * 4, s)); /* the padding is never written */
-    VX_CUDA_CHECK(cudaMemcpyAsync(d->online, params, np * 4, cudaMemcpyHostToDevice, s));
-    VX_CUDA_CHECK(cudaMemcpyAsync(d->target, params, np * 4, cudaMemcpyHostToDevice, s));
-    VX_CUDA_CHECK(cudaStreamSynchronize(s)); /* creation only: the params are the caller's */
-    *out = d;
-    return VX_OK;
-fail:
-    dqn_learner_free(d);
-    return st;
+    return dqn_learner_create_group(cfg, 1, L, shape, params, &replay, dev, s, out, e);
 }
 
-/* The hard target copy every target_every updates (τ = 0), after the update on the stream. */
+/* The hard target copies every target_every updates (τ = 0), after the update on the stream. */
 static vx_status after_update(dqn_learner *d, vx_err *e)
 {
     vx_status st = VX_OK;
     d->updates++;
-    if (d->cfg.tau == 0 && d->updates % d->cfg.target_every == 0)
-        VX_CUDA_CHECK(cudaMemcpyAsync(d->target, d->online, d->L.n_params * 4,
-                                      cudaMemcpyDeviceToDevice, d->s));
+    for (int k = 0; k < d->K; k++)
+        if (d->cfgs[k].tau == 0 && d->updates % d->cfgs[k].target_every == 0)
+            VX_CUDA_CHECK(cudaMemcpyAsync(d->target + (size_t)k * d->sp,
+                                          d->online + (size_t)k * d->sp, d->L.n_params * 4,
+                                          cudaMemcpyDeviceToDevice, d->s));
 fail:
     return st;
 }
@@ -313,9 +492,9 @@ static vx_status build_loop(dqn_learner *d, vx_err *e)
     vx_status st = vx_cuda_loop_begin(d->s, &d->graph, &d->loop, e);
     if (st) return st;
     st = update_body(d, NULL, e);
-    if (!st && d->cfg.tau == 0)
-        target_due_kernel<<<(unsigned)((np + 255) / 256), 256, 0, d->s>>>(
-            d->target, d->online, np, d->count, d->cfg.target_every);
+    if (!st && d->any_hard)
+        target_due_kernel<<<dim3(blocks_for(np), (unsigned)d->K), 256, 0, d->s>>>(
+            d->target, d->online, np, d->sp, d->count, d->mc);
     if (!st) loop_tick_kernel<<<1, 1, 0, d->s>>>(d->count, d->loop);
     rc = st ? cudaSuccess : cudaGetLastError();
     {
@@ -377,7 +556,7 @@ extern "C" vx_status dqn_learner_update_batch(dqn_learner *d, const vx_replay_ba
     if (!st) st = update_body(d, b, e);
     if (st) return st;
     if (priority)
-        VX_CUDA_CHECK(cudaMemcpyAsync(priority, d->prio, (size_t)d->cfg.batch * 4,
+        VX_CUDA_CHECK(cudaMemcpyAsync(priority, d->prio, (size_t)d->K * d->cfg.batch * 4,
                                       cudaMemcpyDeviceToDevice, d->s));
     st = after_update(d, e);
 fail:
@@ -387,9 +566,9 @@ fail:
 extern "C" vx_status dqn_learner_stats_fetch(dqn_learner *d, vx_err *e)
 {
     vx_status st = VX_OK;
-    VX_CUDA_CHECK(
-        cudaMemcpyAsync(d->acc_host, d->acc, sizeof *d->acc, cudaMemcpyDeviceToHost, d->s));
-    VX_CUDA_CHECK(cudaMemsetAsync(d->acc, 0, sizeof *d->acc, d->s));
+    size_t n = (size_t)d->K * sizeof *d->acc;
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->acc_host, d->acc, n, cudaMemcpyDeviceToHost, d->s));
+    VX_CUDA_CHECK(cudaMemsetAsync(d->acc, 0, n, d->s));
     VX_CUDA_CHECK(cudaEventRecord(d->acc_ready, d->s));
 fail:
     return st;
@@ -399,13 +578,20 @@ extern "C" vx_status dqn_learner_stats_read(dqn_learner *d, dqn_learner_acc *out
 {
     vx_status st = VX_OK;
     VX_CUDA_CHECK(cudaEventSynchronize(d->acc_ready));
-    *out = *d->acc_host;
+    memcpy(out, d->acc_host, (size_t)d->K * sizeof *out);
 fail:
     return st;
 }
 
 extern "C" float *dqn_learner_online(dqn_learner *d) { return d->online; }
 extern "C" long long dqn_learner_updates(const dqn_learner *d) { return d->updates; }
+extern "C" int dqn_learner_members(const dqn_learner *d) { return d->K; }
+extern "C" size_t dqn_learner_stride(const dqn_learner *d) { return d->sp; }
+
+extern "C" size_t dqn_learner_stride_for(const vx_qnet_layout *L, int batch, int K)
+{
+    return K == 1 ? L->n_params : vx_qnet_member_strides(L, 2 * batch).params;
+}
 
 extern "C" size_t dqn_learner_reserved(const dqn_learner *d)
 {
@@ -417,7 +603,7 @@ extern "C" vx_status dqn_learner_copy_state(dqn_learner *d, float *online, float
                                             float *v, int64_t *adam_t, vx_err *e)
 {
     vx_status st = vx_cuda_enter(d->dev, e);
-    size_t b = d->L.n_params * 4;
+    size_t b = (size_t)d->K * d->sp * 4;
     if (st) return st;
     VX_CUDA_CHECK(cudaMemcpyAsync(online, d->online, b, cudaMemcpyDeviceToHost, d->s));
     VX_CUDA_CHECK(cudaMemcpyAsync(target, d->target, b, cudaMemcpyDeviceToHost, d->s));
@@ -431,7 +617,7 @@ extern "C" vx_status dqn_learner_load_state(dqn_learner *d, const float *online,
                                             const int64_t *adam_t, long long updates, vx_err *e)
 {
     vx_status st = vx_cuda_enter(d->dev, e);
-    size_t b = d->L.n_params * 4;
+    size_t b = (size_t)d->K * d->sp * 4;
     if (st) return st;
     VX_CUDA_CHECK(cudaMemcpyAsync(d->online, online, b, cudaMemcpyHostToDevice, d->s));
     VX_CUDA_CHECK(cudaMemcpyAsync(d->target, target, b, cudaMemcpyHostToDevice, d->s));

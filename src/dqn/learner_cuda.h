@@ -31,6 +31,23 @@ typedef struct {
 vx_status dqn_learner_create(const vx_dqn_cfg *cfg, const vx_qnet_layout *L,
                              const vx_loss_shape *shape, const float *params, vx_replay *replay,
                              vx_device *dev, cudaStream_t s, dqn_learner **out, vx_err *e);
+/* A group of K learners run as one (fused trials): one network layout, loss, support, batch and
+ * TF32 setting (an error names the first key that differs); each member its own γ, κ, τ,
+ * target_every, clip and Adam settings (cfgs[k]), its own replay buffer (replays[k]; replays
+ * NULL for update_batch only), weights, moments and statistics. Every launch covers all members
+ * (vx_qnet_create_group, vx_optim_create_group; the loss one kernel over K × batch samples).
+ * params: K × dqn_learner_stride floats, member k's at k × stride. dqn_learner_create is the
+ * group of one (stride n_params). Where this header speaks of "the" weights, batch, priorities,
+ * statistics or state, a group has K of each, member by member at its stride. */
+vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K, const vx_qnet_layout *L,
+                                   const vx_loss_shape *shape, const float *params,
+                                   vx_replay *const *replays, vx_device *dev, cudaStream_t s,
+                                   dqn_learner **out, vx_err *e);
+int dqn_learner_members(const dqn_learner *d);
+/* Floats from one member's weights (and target, moments) to the next's; n_params for one.
+ * stride_for: the same before creation, for a group of K at that batch. */
+size_t dqn_learner_stride(const dqn_learner *d);
+size_t dqn_learner_stride_for(const vx_qnet_layout *L, int batch, int K);
 void dqn_learner_free(dqn_learner *d);
 /* One update: a graph launch (captured at the first), or (eager) its kernels one by one. */
 vx_status dqn_learner_update(dqn_learner *d, int eager, vx_err *e);
@@ -44,19 +61,21 @@ vx_status dqn_learner_prepare(dqn_learner *d, vx_err *e);
  * builds it again. */
 void dqn_learner_forget_graph(dqn_learner *d);
 /* For tests: one update (eager), as dqn_learner_update's, on the batch b (device memory, cfg.batch
- * rows; index and gen unused; steps NULL means 1) instead of a sample, leaving the replay buffer
- * alone. priority (device memory, cfg.batch floats; may be NULL) gets each row's new priority
- * input, the |δ| part that would have gone to vx_replay_update. */
+ * rows; index and gen unused; steps NULL means 1; a group: K batches, b[k] member k's) instead of
+ * a sample, leaving the replay buffer alone. priority (device memory, K × cfg.batch floats; may be
+ * NULL) gets each row's new priority input, the |δ| part that would have gone to
+ * vx_replay_update. */
 vx_status dqn_learner_update_batch(dqn_learner *d, const vx_replay_batch *b, float *priority,
                                    vx_err *e);
-/* Queues the accumulator's copy into pinned memory and its reset; stats_read waits for it. */
+/* Queues the accumulators' copy into pinned memory and their reset; stats_read waits for it and
+ * fills out[0 .. K−1]. */
 vx_status dqn_learner_stats_fetch(dqn_learner *d, vx_err *e);
 vx_status dqn_learner_stats_read(dqn_learner *d, dqn_learner_acc *out, vx_err *e);
 float *dqn_learner_online(dqn_learner *d);
 long long dqn_learner_updates(const dqn_learner *d);
 size_t dqn_learner_reserved(const dqn_learner *d);
 /* Queues copies of the online and target weights, Adam's moments and step count into host memory
- * (pinned) on the learner's stream. */
+ * (pinned) on the learner's stream: K × stride floats each, K step counts. */
 vx_status dqn_learner_copy_state(dqn_learner *d, float *online, float *target, float *m, float *v,
                                  int64_t *adam_t, vx_err *e);
 /* Replaces them (synchronous); `updates` is the update count to continue from. */

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define NORM_BLOCKS 256
+#define NORM_BLOCKS 256 /* at most: a member's partials */
 
 /* A group of K members (vx_optim_create_group): member k's parameters, gradients and moments at
  * k·stride, its settings, norm, step count and scratch its own; every launch covers all members,
@@ -41,6 +41,16 @@ typedef struct {
 
 static unsigned blocks_for(size_t n) { return (unsigned)((n + 255) / 256); }
 
+/* The sum of squares' blocks for one member of n elements: about 2,048 elements a block (8 a
+ * thread), at most NORM_BLOCKS. A function of n alone, so that a member of a group adds its
+ * partials exactly as an optimizer alone does; 256 blocks a member had left each thread 2 elements
+ * and made a group of 64 spend 40 µs in block overhead (H200). */
+static unsigned norm_blocks(size_t n)
+{
+    size_t b = (n + 2047) / 2048;
+    return (unsigned)(b < 1 ? 1 : b > NORM_BLOCKS ? NORM_BLOCKS : b);
+}
+
 static __global__ void sumsq_kernel(const float *g, size_t n, size_t stride, double *scratch,
                                     double *norm, const int *skip)
 {
@@ -52,6 +62,7 @@ static __global__ void sumsq_kernel(const float *g, size_t n, size_t stride, dou
     double *part = scratch + (size_t)k * SCRATCH;
     unsigned *arrived = (unsigned *)(part + NORM_BLOCKS);
     double acc = 0;
+#pragma unroll 4
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
         acc += (double)g[i] * g[i];
@@ -88,17 +99,27 @@ static __global__ void adam_kernel(float *p, float *g, float *m, float *v, size_
     unsigned k = blockIdx.y;
     if (skip && skip[k]) return;
     const double *h = hyper + (size_t)k * N_HYPER;
-    double lr = lr_dev ? lr_dev[k] : h[H_LR], max_norm = h[H_CLIP];
     size_t at = k * stride, i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     unsigned *arrived = (unsigned *)(scratch + (size_t)k * SCRATCH + NORM_BLOCKS + 1);
     long long t = tp[k] + 1; /* this step's count */
+    /* the step's constants once a block: two double pow()s a thread had been most of a group's
+     * step (H200: 261 µs of Adam for 64 members of 151 K) */
+    __shared__ vx_adam_step_k c;
+    __shared__ int clip;
+    __shared__ float scale; /* the clip's factor, when clip */
+    if (threadIdx.x == 0) {
+        double lr = lr_dev ? lr_dev[k] : h[H_LR], max_norm = h[H_CLIP];
+        c = vx_adam_constants(lr, h[H_B1], h[H_B2], h[H_EPS], h[H_WD], t);
+        clip = max_norm > 0 && norm[k] > max_norm;
+        scale = clip ? (float)(max_norm / norm[k]) : 1.0f;
+    }
+    __syncthreads();
     if (i < n) {
         float gi = g[at + i];
-        if (max_norm > 0 && norm[k] > max_norm) {
-            gi *= (float)(max_norm / norm[k]);
+        if (clip) {
+            gi *= scale;
             g[at + i] = gi;
         }
-        vx_adam_step_k c = vx_adam_constants(lr, h[H_B1], h[H_B2], h[H_EPS], h[H_WD], t);
         vx_adam_elem(&c, &p[at + i], &m[at + i], &v[at + i], gi);
     }
     __shared__ int last;
@@ -174,8 +195,8 @@ static vx_status oc_step(void *impl, float *params, float *grads, vx_stream vs, 
     optim_cuda *o = (optim_cuda *)impl;
     cudaStream_t s = (cudaStream_t)vs;
     vx_status st = VX_OK;
-    sumsq_kernel<<<dim3(NORM_BLOCKS, (unsigned)o->K), 256, 0, s>>>(grads, o->n, o->stride,
-                                                                   o->scratch, o->norm, o->skip);
+    sumsq_kernel<<<dim3(norm_blocks(o->n), (unsigned)o->K), 256, 0, s>>>(
+        grads, o->n, o->stride, o->scratch, o->norm, o->skip);
     VX_CUDA_LAUNCH_CHECK(s);
     adam_kernel<<<dim3(blocks_for(o->n), (unsigned)o->K), 256, 0, s>>>(
         params, grads, o->m, o->v, o->n, o->stride, o->t, o->scratch, o->norm, o->hyper, o->lr,

@@ -120,6 +120,11 @@ vx_status vx_replay_sample(vx_replay *r, size_t B, vx_replay_batch *out, vx_stre
     return r->ops->sample(r, B, out, s, e);
 }
 
+void vx_replay_follow(vx_replay *r, vx_stream s)
+{
+    if (r->ops->follow) r->ops->follow(r, s);
+}
+
 vx_status vx_replay_rank_refresh(vx_replay *r, vx_stream s, vx_err *e)
 {
     return r->ops->rank_refresh(r, s, e);

@@ -364,6 +364,13 @@ static vx_status rc_prob(vx_replay *r, size_t i, double *out, vx_err *e)
     return VX_OK;
 }
 
+static void rc_follow(vx_replay *r, vx_stream s)
+{
+    rc_buf *b = rcb(r);
+    b->last = (cudaStream_t)s;
+    b->have_last = 1;
+}
+
 /* Registered by device_open.c for CUDA contexts. */
 extern "C" const vx_replay_ops vx_replay_cuda_ops = {
     "cuda",          rc_create,
@@ -375,4 +382,5 @@ extern "C" const vx_replay_ops vx_replay_cuda_ops = {
     rc_prob,         vx_rc_save,
     vx_rc_load,      vx_rc_snap,
     vx_rc_snap_save, vx_rc_snap_reserve,
+    rc_follow,
 };

@@ -39,6 +39,7 @@ typedef struct vx_replay_ops {
     vx_status (*snap)(vx_replay *r, vx_stream s, vx_err *e);
     vx_status (*snap_save)(vx_replay *r, const char *path, vx_err *e);
     vx_status (*snap_reserve)(vx_replay *r, vx_err *e);
+    void (*follow)(vx_replay *r, vx_stream s); /* NULL: nothing to do (the CPU) */
 } vx_replay_ops;
 
 struct vx_replay {
