@@ -127,6 +127,20 @@ static float *start_weights(const vx_qnet_layout *L, size_t stride)
     return p;
 }
 
+/* A case: the members' settings, their network's layout and loss shape, the group's stride and
+ * the members' starting weights (the caller frees them). */
+static float *member_case(int loss, vx_dqn_cfg *c, vx_qnet_layout *L, vx_loss_shape *shape,
+                          size_t *stride)
+{
+    member_cfgs(loss, c);
+    vx_qnet_cfg qc;
+    vx_qnet_cfg_default(&qc);
+    vx_err e;
+    assert_int_equal(vx_dqn_layout(&c[0], &qc, L, shape, &e), VX_OK);
+    *stride = dqn_learner_stride_for(L, B, K);
+    return start_weights(L, *stride);
+}
+
 typedef struct {
     float *online, *target, *m, *v, *prio;
     int64_t t[K];
@@ -181,15 +195,12 @@ static double compare(const seen *g, int k, size_t stride, const seen *one, size
 static void fixed_batches(int loss)
 {
     vx_dqn_cfg c[K];
-    member_cfgs(loss, c);
-    vx_qnet_cfg qc;
-    vx_qnet_cfg_default(&qc);
     vx_qnet_layout L;
     vx_loss_shape shape;
     vx_err e;
-    assert_int_equal(vx_dqn_layout(&c[0], &qc, &L, &shape, &e), VX_OK);
-    size_t np = L.n_params, stride = dqn_learner_stride_for(&L, B, K);
-    float *p = start_weights(&L, stride);
+    size_t stride;
+    float *p = member_case(loss, c, &L, &shape, &stride);
+    size_t np = L.n_params;
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     vx_transitions t[K];
@@ -287,15 +298,12 @@ static void test_sampled_matches_members(void **state)
 {
     (void)state;
     vx_dqn_cfg c[K];
-    member_cfgs(VX_LOSS_HUBER, c);
-    vx_qnet_cfg qc;
-    vx_qnet_cfg_default(&qc);
     vx_qnet_layout L;
     vx_loss_shape shape;
     vx_err e;
-    assert_int_equal(vx_dqn_layout(&c[0], &qc, &L, &shape, &e), VX_OK);
-    size_t np = L.n_params, stride = dqn_learner_stride_for(&L, B, K);
-    float *p = start_weights(&L, stride);
+    size_t stride;
+    float *p = member_case(VX_LOSS_HUBER, c, &L, &shape, &stride);
+    size_t np = L.n_params;
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     vx_replay *rg[K], *ro[K];
@@ -336,16 +344,12 @@ static void test_group_graph_equals_eager(void **state)
 {
     (void)state;
     vx_dqn_cfg c[K];
-    member_cfgs(VX_LOSS_HUBER, c);
-    c[0].target_every = 5, c[2].target_every = 7; /* copies inside the launches */
-    vx_qnet_cfg qc;
-    vx_qnet_cfg_default(&qc);
     vx_qnet_layout L;
     vx_loss_shape shape;
     vx_err e;
-    assert_int_equal(vx_dqn_layout(&c[0], &qc, &L, &shape, &e), VX_OK);
-    size_t stride = dqn_learner_stride_for(&L, B, K);
-    float *p = start_weights(&L, stride);
+    size_t stride;
+    float *p = member_case(VX_LOSS_HUBER, c, &L, &shape, &stride);
+    c[0].target_every = 5, c[2].target_every = 7; /* copies inside the launches */
     cudaStream_t s1, s2;
     CK(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking));
     CK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
@@ -391,15 +395,12 @@ static void test_group_refuses_mixed_shapes(void **state)
 {
     (void)state;
     vx_dqn_cfg c[K];
-    member_cfgs(VX_LOSS_HUBER, c);
-    c[2].batch = 32;
-    vx_qnet_cfg qc;
-    vx_qnet_cfg_default(&qc);
     vx_qnet_layout L;
     vx_loss_shape shape;
     vx_err e;
-    assert_int_equal(vx_dqn_layout(&c[0], &qc, &L, &shape, &e), VX_OK);
-    float *p = start_weights(&L, dqn_learner_stride_for(&L, B, K));
+    size_t stride;
+    float *p = member_case(VX_LOSS_HUBER, c, &L, &shape, &stride);
+    c[2].batch = 32;
     dqn_learner *d = NULL;
     assert_int_equal(dqn_learner_create_group(c, K, &L, &shape, p, NULL, g_dev, NULL, &d, &e),
                      VX_ERR_ARG);
