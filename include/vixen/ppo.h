@@ -34,7 +34,9 @@ typedef struct {
                            * approximate KL exceeds it */
     int norm_obs;         /* 1: observations normalised by running mean and variance */
     double obs_clip;      /* 10: the normalised observation's clip */
-    int tf32;             /* GPU only: TF32 tensor-core GEMMs (0: float32, as the CPU) */
+    int tf32;             /* GPU only: TF32 tensor-core products (0: float32's accuracy) */
+    int fused;            /* GPU only: 1: the fused kernels where the network fits them
+                           * (src/ppo/ppo_fused.h); 0: one cuBLASLt GEMM per layer */
 } vx_ppo_settings;
 
 void vx_ppo_settings_default(vx_ppo_settings *s);

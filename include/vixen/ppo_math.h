@@ -58,14 +58,16 @@ VX_HD static inline double vx_ppo_sample(const double *logits, uint64_t seed, ui
                                          uint64_t step, int32_t *actions)
 {
     vx_rng g = vx_rng_make(seed, VX_PPO_ACT_STREAM + env, step);
-    double logp = 0, lp[VX_EXPOSURE_LEVELS];
+    double logp = 0, lp[VX_EXPOSURE_LEVELS], p[VX_EXPOSURE_LEVELS];
     for (int b = 0; b < VX_ACTION_BRANCHES; b++) {
         int n = vx_ppo_branch_n(b);
         vx_ppo_log_softmax(logits + vx_ppo_branch_off(b), n, lp);
+        /* the probabilities first, all at once (a GPU thread overlaps them), then their sum */
+        for (int k = 0; k < n; k++) p[k] = exp(lp[k]);
         double u = vx_rng_uniform_double(&g), c = 0;
         int a = n - 1; /* the last category takes what rounding leaves above the sum */
         for (int k = 0; k < n; k++) {
-            c += exp(lp[k]);
+            c += p[k];
             if (u < c) {
                 a = k;
                 break;
@@ -150,12 +152,14 @@ VX_HD static inline double vx_ppo_loss(const vx_ppo_loss_cfg *c, const double *l
                                        double adv, double ret, double scale, double *dlogits,
                                        double *dvalue, vx_ppo_loss_out *o)
 {
-    double lp[VX_PPO_LOGITS], logp = 0, h = 0;
+    /* p: each logit's probability, computed once (the entropy and the gradient use it thrice) */
+    double lp[VX_PPO_LOGITS], p[VX_PPO_LOGITS], logp = 0, h = 0;
     for (int b = 0; b < VX_ACTION_BRANCHES; b++) {
         int n = vx_ppo_branch_n(b), off = vx_ppo_branch_off(b);
         vx_ppo_log_softmax(logits + off, n, lp + off);
         logp += lp[off + actions[b]];
-        for (int k = 0; k < n; k++) h -= exp(lp[off + k]) * lp[off + k];
+        for (int k = 0; k < n; k++) p[off + k] = exp(lp[off + k]);
+        for (int k = 0; k < n; k++) h -= p[off + k] * lp[off + k];
     }
     double log_r = logp - old_logp, r = exp(log_r);
     double rc = r < 1 - c->clip ? 1 - c->clip : r > 1 + c->clip ? 1 + c->clip : r;
@@ -175,11 +179,11 @@ VX_HD static inline double vx_ppo_loss(const vx_ppo_loss_cfg *c, const double *l
     for (int b = 0; b < VX_ACTION_BRANCHES; b++) {
         int n = vx_ppo_branch_n(b), off = vx_ppo_branch_off(b);
         double hb = 0;
-        for (int k = 0; k < n; k++) hb -= exp(lp[off + k]) * lp[off + k];
+        for (int k = 0; k < n; k++) hb -= p[off + k] * lp[off + k];
         for (int k = 0; k < n; k++) {
-            double p = exp(lp[off + k]);
-            double d_logp = (k == actions[b] ? 1.0 : 0.0) - p; /* dlogπ_b(a_b) / dz_k */
-            double d_h = -p * (lp[off + k] + hb);              /* dH_b / dz_k */
+            double pk = p[off + k];
+            double d_logp = (k == actions[b] ? 1.0 : 0.0) - pk; /* dlogπ_b(a_b) / dz_k */
+            double d_h = -pk * (lp[off + k] + hb);              /* dH_b / dz_k */
             dlogits[off + k] = scale * (g_logp * d_logp - c->ent_coef * d_h);
         }
     }

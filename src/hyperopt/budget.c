@@ -11,6 +11,7 @@
 #include "vixen/hyperopt.h"
 #include "vixen/ppo.h"
 #include "vixen/replay.h"
+#include "../ppo/ppo_fused_plan.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -125,6 +126,13 @@ static vx_status ppo_memory(const vx_train_cfg *c, const vx_ppo_settings *s, int
     m->fixed = kind == VX_DEVICE_CPU ? MB
                                      : clampz(2 * N * (8 << 10), 4 * MB, 32 * MB) +
                                            clampz(M * (8 << 10), 4 * MB, 32 * MB) + TN * 8 + 2 * MB;
+    /* on a GPU whose shared memory the fused kernels fit (ppo_fused.h), neither actor-critic
+     * object exists: the packed weights and each block's gradient slice instead, no workspace */
+    int rows = kind != VX_DEVICE_CPU && s->fused ? vx_pf_rows(&L, VX_PF_SMEM_HOPPER, NULL, 0) : 0;
+    if (rows) {
+        m->activations = vx_pf_bytes(&L, rows, (int)M) + M * (D * 4 + K * 4 + A * 4 + 24);
+        m->fixed = TN * 8 + 2 * MB;
+    }
     return VX_OK;
 }
 

@@ -37,6 +37,7 @@ void vx_ppo_settings_default(vx_ppo_settings *s)
     s->target_kl = 0;
     s->norm_obs = 1;
     s->obs_clip = 10;
+    s->fused = 1;
 }
 
 void vx_ppo_net_cfg(const vx_ppo_settings *s, vx_ac_cfg *out)
@@ -73,7 +74,10 @@ static const vx_key ppo_keys[] = {
         "stop an iteration's updates past this mean approximate KL (0: never)"),
     NUM("norm_obs", VX_KEY_INT, norm_obs, 0, 1, "1: running observation normalisation"),
     NUM("obs_clip", VX_KEY_DBL, obs_clip, 1e-6, 1e6, "clip of the normalised observations"),
-    NUM("tf32", VX_KEY_INT, tf32, 0, 1, "GPU: TF32 tensor-core GEMMs (0: float32, as the CPU)"),
+    NUM("tf32", VX_KEY_INT, tf32, 0, 1,
+        "GPU: TF32 tensor-core products (0: float32's accuracy, as the CPU)"),
+    NUM("fused", VX_KEY_INT, fused, 0, 1,
+        "GPU: the fused kernels where the network fits (0: one cuBLASLt GEMM per layer)"),
 };
 static const vx_section ppo_section = {"ppo", ppo_keys, sizeof ppo_keys / sizeof *ppo_keys};
 static const vx_section *const sections[] = {&ppo_section, NULL};

@@ -6,21 +6,29 @@
  *                  next statistics taken per step), the forward pass, sampling with the CPU's
  *                  Philox draws (ppo_math.h), the environment step, the episode accounting;
  *                  then the values after the rollout, GAE per environment, returns, explained
- *                  variance, the episode sums, and the update epochs' shuffles (Philox keys
- *                  sorted with CUB; a stable radix sort of the 32-bit keys with the indices as
- *                  values orders ties by index, as the CPU's sort of key << 32 | index does)
- *   minibatch graph  gather the minibatch named by a device cursor, normalise its advantages,
- *                  forward, the per-sample loss and gradient (ppo_math.h), backward, the clip
- *                  and Adam (vx_optim, reading this iteration's learning rate and the target-KL
- *                  stop from device memory), the statistics; launched update_epochs ×
- *                  minibatches times
+ *                  variance, the episode sums, the update epochs' shuffles (Philox keys sorted
+ *                  with CUB; a stable radix sort of the 32-bit keys with the indices as values
+ *                  orders ties by index, as the CPU's sort of key << 32 | index does), and every
+ *                  minibatch's advantage mean and standard deviation
+ *   minibatch graph  the gradient of the minibatch named by a device cursor (its rows gathered,
+ *                  their advantages normalised, forward, the per-sample loss and gradient of
+ *                  ppo_math.h, backward), the clip and Adam (vx_optim, reading this iteration's
+ *                  learning rate and the target-KL stop from device memory), the statistics;
+ *                  launched update_epochs × minibatches times
  *   end            the observation statistics take in the rollout; the statistics are copied
  *                  into pinned memory behind an event, the iteration's one wait
  *
+ * Two ways to run the network. The fused kernels (ppo_fused.h, the default where the network
+ * fits them): a rollout step's normalisation, forward pass and sampling are one launch, and a
+ * minibatch's gradient one launch and a fixed-order sum; the weights are repacked after each
+ * optimizer step. The per-layer path (ppo.fused = 0, or a network the fused kernels do not take):
+ * ac_cuda.h's cuBLASLt GEMMs with small kernels between them.
+ *
  * A truncated episode's bootstrap needs the value of its pre-reset observation. The CPU runs the
- * value network on that one row; here the next step's forward pass values all N pre-reset rows
- * beside the N current ones (the value trunk runs on 2N rows, the policy on N), so the graph has
- * no data-dependent shape. The target-KL stop is decided on the device: once set, the remaining
+ * value network on that one row. The per-layer path values all N pre-reset rows beside the N
+ * current ones at the next step (the value trunk runs on 2N rows, the policy on N), so the graph
+ * has no data-dependent shape; the fused kernel runs a second forward pass in the blocks that
+ * hold such a row. The target-KL stop is decided on the device: once set, the remaining
  * minibatches still run their forward and backward passes but neither step the weights nor
  * count — the same result as the CPU's break, without a read-back in the iteration.
  *
@@ -29,9 +37,11 @@
  * reference the graphs are tested against). */
 #include "vixen/ppo_math.h"
 #include "../nn/ac_cuda.h"
+#include "../util/block_sum.cuh"
 #include "../util/cuda_check.h"
 #include "../util/device_cuda.h"
 #include "ppo_backend.h"
+#include "ppo_fused.h"
 
 #include <cub/cub.cuh>
 #include <stdlib.h>
@@ -59,15 +69,17 @@ struct ppo_backend {
     cudaStream_t st;
     int eager;
     size_t N, T, M, TN, np;
-    ac_cuda *net_act; /* rows 2N: the rollout's forward passes */
-    ac_cuda *net_mb;  /* rows M: the updates */
+    ppo_fused *fused;       /* the fused kernels, or else: */
+    ac_cuda *net_act;       /* rows 2N: the rollout's forward passes */
+    ac_cuda *net_mb;        /* rows M: the updates */
+    char per_layer_why[96]; /* why the fused kernels do not take the network */
     vx_optim *opt;
     /* device */
     float *params, *grads;
     double *obs_mean, *obs_var, *obs_count, *raw_sum, *raw_sum2;
     double *raw_part;     /* norm_kernel's blocks' partial raw sums */
     float *obs, *x, *fin; /* N × D raw; 2N × D normalised [obs; fin]; N × D pre-reset */
-    float *r_obs, *r_logp, *r_val, *r_rew, *r_boot, *r_adv, *r_ret;
+    float *r_obs, *r_logp, *r_val, *r_rew, *r_boot, *r_adv, *r_ret, *last_val;
     int32_t *r_act;
     uint8_t *r_te, *r_tr;
     double *ep_ret, *ret_sum, *ep_count;
@@ -78,7 +90,7 @@ struct ppo_backend {
     size_t cub_tmp_n;
     float *mb_obs, *mb_logp, *mb_val, *mb_adv, *mb_ret, *mb_dz, *mb_dv;
     int32_t *mb_act;
-    double *mb_parts, *adv_stat, *stats, *lr;
+    double *mb_parts, *adv_tab, *stats, *lr; /* adv_tab: 2 per minibatch of the iteration */
     int *ctl;
     /* graphs */
     cudaGraph_t g_roll, g_mb;
@@ -96,19 +108,7 @@ struct ppo_backend {
 
 /* ---- kernels ------------------------------------------------------------------------------- */
 
-/* The sum of one value per thread of a RB-thread block, in a fixed tree (every thread gets it). */
-static __device__ double block_sum(double v, double *sh)
-{
-    sh[threadIdx.x] = v;
-    __syncthreads();
-    for (int o = RB / 2; o > 0; o >>= 1) {
-        if (threadIdx.x < o) sh[threadIdx.x] += sh[threadIdx.x + o];
-        __syncthreads();
-    }
-    double r = sh[0];
-    __syncthreads();
-    return r;
-}
+static __device__ double block_sum(double v, double *sh) { return vx_block_sum<RB>(v, sh); }
 
 /* Rows a block of norm_kernel takes: its slice of the observations is read once, coalesced. */
 #define NORM_ROWS 32
@@ -193,15 +193,17 @@ static __global__ void episode_kernel(int N, const float *rew, const uint8_t *te
     }
 }
 
-/* One thread per environment: the last step's bootstrap, then GAE and the returns. */
-static __global__ void gae_kernel(int N, int T, const float *values, const float *rew,
-                                  const uint8_t *te, const uint8_t *tr, const float *val,
-                                  float *boot, double gamma, double lambda, float *adv, float *ret)
+/* One thread per environment: the last step's bootstrap from the values of its pre-reset rows
+ * (fin_values; NULL: already in boot), then GAE and the returns. values: after the rollout. */
+static __global__ void gae_kernel(int N, int T, const float *values, const float *fin_values,
+                                  const float *rew, const uint8_t *te, const uint8_t *tr,
+                                  const float *val, float *boot, double gamma, double lambda,
+                                  float *adv, float *ret)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
     size_t last = (size_t)(T - 1) * N + i;
-    boot[last] = tr[last] ? values[N + i] : 0.0f;
+    if (fin_values) boot[last] = tr[last] ? fin_values[i] : 0.0f;
     vx_ppo_gae(T, (size_t)N, rew + i, te + i, tr + i, val + i, boot + i, values[i], gamma, lambda,
                adv + i);
     for (int t = 0; t < T; t++) {
@@ -266,16 +268,20 @@ static __global__ void gather_kernel(int M, const uint32_t *perm, const int *ctl
     m_logp[j] = logp[q], m_val[j] = val[q], m_adv[j] = adv[q], m_ret[j] = ret[q];
 }
 
-/* One block: the minibatch's advantage mean and sample standard deviation (as torch.std). */
-static __global__ void adv_stats_kernel(int M, const float *adv, double *out)
+/* One block a minibatch of the iteration (all update epochs'): its advantage mean and sample
+ * standard deviation (as torch.std), into out + 2 · minibatch — before the updates, which only
+ * read them. */
+static __global__ void adv_table_kernel(int M, const uint32_t *perm, const float *adv, double *out)
 {
     __shared__ double sh[RB];
+    const uint32_t *q = perm + (size_t)blockIdx.x * M;
     double s = 0;
-    for (int j = threadIdx.x; j < M; j += RB) s += adv[j];
+    for (int j = threadIdx.x; j < M; j += RB) s += adv[q[j]];
     double mean = block_sum(s, sh) / M, ss = 0;
-    for (int j = threadIdx.x; j < M; j += RB) ss += (adv[j] - mean) * (adv[j] - mean);
+    for (int j = threadIdx.x; j < M; j += RB) ss += (adv[q[j]] - mean) * (adv[q[j]] - mean);
     ss = block_sum(ss, sh);
-    if (threadIdx.x == 0) out[0] = mean, out[1] = M > 1 ? sqrt(ss / (M - 1)) : 0;
+    double *o = out + 2 * (size_t)blockIdx.x;
+    if (threadIdx.x == 0) o[0] = mean, o[1] = M > 1 ? sqrt(ss / (M - 1)) : 0;
 }
 
 /* One thread per sample (blocks of RB): the loss's gradient with respect to its logits and
@@ -284,8 +290,10 @@ static __global__ void adv_stats_kernel(int M, const float *adv, double *out)
 static __global__ void loss_kernel(int M, vx_ppo_loss_cfg c, int norm_adv, const float *logits,
                                    const float *values, const int32_t *act, const float *logp,
                                    const float *val, const float *adv, const float *ret,
-                                   const double *adv_stat, float *dz, float *dv, double *parts)
+                                   const double *adv_tab, const int *ctl, float *dz, float *dv,
+                                   double *parts)
 {
+    const double *adv_stat = adv_tab + 2 * (size_t)ctl[C_CURSOR];
     __shared__ double sh[RB];
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     double st[P_N] = {0, 0, 0, 0, 0};
@@ -307,15 +315,20 @@ static __global__ void loss_kernel(int M, vx_ppo_loss_cfg c, int norm_adv, const
     }
 }
 
-/* One thread, after the optimizer's step: the minibatch's means (the blocks' sums, in order)
- * into the iteration's sums (unless stopped), the target-KL check at the end of an update epoch,
- * the cursor advanced. */
+/* One block of RB threads, after the optimizer's step: the minibatch's means (the blocks' sums,
+ * in a fixed tree) into the iteration's sums (unless stopped), the target-KL check at the end of
+ * an update epoch, the cursor advanced. (One thread adding 128 blocks' sums took 23 µs.) */
 static __global__ void mb_end_kernel(int M, int blocks, const double *parts, const double *norm,
                                      int minibatches, double target_kl, double *stats, int *ctl)
 {
-    double sum[P_N] = {0, 0, 0, 0, 0};
-    for (int b = 0; b < blocks; b++)
-        for (int p = 0; p < P_N; p++) sum[p] += parts[(size_t)b * P_N + p];
+    __shared__ double sh[RB];
+    double sum[P_N];
+    for (int p = 0; p < P_N; p++) {
+        double v = 0;
+        for (int b = threadIdx.x; b < blocks; b += RB) v += parts[(size_t)b * P_N + p];
+        sum[p] = block_sum(v, sh);
+    }
+    if (threadIdx.x != 0) return;
     int cursor = ctl[C_CURSOR];
     if (!ctl[C_STOP]) {
         stats[S_PG] += sum[P_PG] / M, stats[S_V] += sum[P_V] / M;
@@ -362,44 +375,94 @@ static __global__ void set_double_kernel(double *x, double v) { *x = v; }
 static unsigned blocks(size_t n) { return (unsigned)((n + 127) / 128); }
 static unsigned loss_blocks(size_t M) { return (unsigned)((M + RB - 1) / RB); }
 
+/* Blocks of the rollout's normalisation, each with its partial raw sums in raw_part. */
+static unsigned norm_blocks(const ppo_backend *b)
+{
+    return b->fused ? (unsigned)ppo_fused_act_blocks((int)b->N)
+                    : (unsigned)((b->N + NORM_ROWS - 1) / NORM_ROWS);
+}
+
+/* Rollout step t (or, with t = T, the values after the rollout) through the fused kernel. */
+static vx_status fused_step(ppo_backend *b, int t, vx_err *e)
+{
+    size_t N = b->N, o = (size_t)t * N;
+    int last = t == (int)b->T;
+    ppo_fused_act_args a;
+    memset(&a, 0, sizeof a);
+    a.N = (int)N, a.obs = b->obs, a.mean = b->obs_mean, a.var = b->obs_var;
+    a.clip = b->s.obs_clip, a.norm = b->s.norm_obs;
+    if (!last) {
+        a.store = b->r_obs + o * D, a.part = b->raw_part;
+        a.seed = b->run.seed, a.step = b->act_step;
+        a.act = b->r_act + o * A, a.logp = b->r_logp + o, a.val = b->r_val + o;
+    } else {
+        a.values = b->last_val;
+    }
+    if (t > 0) { /* the bootstrap of the step before, from its truncated rows' pre-reset values */
+        a.fin = b->fin, a.fin_flag = b->r_tr + o - N, a.boot = b->r_boot + o - N;
+    }
+    return ppo_fused_act(b->fused, &a, b->st, e);
+}
+
+/* Rollout step t through the per-layer path: normalise, forward, sample. */
+static vx_status layered_step(ppo_backend *b, int t, vx_err *e)
+{
+    vx_status st = VX_OK;
+    int N = (int)b->N;
+    size_t o = (size_t)t * N;
+    cudaStream_t s = b->st;
+    norm_kernel<<<norm_blocks(b), RB, 0, s>>>(N, b->obs, b->fin, b->obs_mean, b->obs_var,
+                                              b->s.obs_clip, b->s.norm_obs, b->x, b->r_obs + o * D,
+                                              b->raw_part);
+    VX_CUDA_LAUNCH_CHECK(s);
+    st = ac_cuda_forward(b->net_act, b->params, b->x, N, t ? 2 * N : N, s, e);
+    if (st) goto fail;
+    sample_kernel<<<blocks(N), 128, 0, s>>>(
+        N, t, ac_cuda_logits(b->net_act), ac_cuda_values(b->net_act), b->run.seed, b->act_step,
+        b->r_act, b->r_logp, b->r_val, t ? b->r_boot + o - N : NULL, t ? b->r_tr + o - N : NULL);
+    VX_CUDA_LAUNCH_CHECK(s);
+fail:
+    return st;
+}
+
 static vx_status rollout_body(ppo_backend *b, vx_err *e)
 {
     vx_status st = VX_OK;
-    int N = (int)b->N, T = (int)b->T, on = b->s.norm_obs;
-    double clip = b->s.obs_clip;
+    int N = (int)b->N, T = (int)b->T;
     cudaStream_t s = b->st;
-    unsigned nb = (unsigned)((N + NORM_ROWS - 1) / NORM_ROWS);
+    unsigned nb = norm_blocks(b);
+    const float *values = NULL, *fin_values = NULL;               /* after the rollout */
+    if (b->fused) st = ppo_fused_pack(b->fused, b->params, s, e); /* the weights as loaded */
+    if (st) goto fail;
     VX_CUDA_CHECK(cudaMemsetAsync(b->raw_part, 0, nb * 2 * D * 8, s));
     for (int t = 0; t < T; t++) {
         size_t o = (size_t)t * N;
-        norm_kernel<<<nb, RB, 0, s>>>(N, b->obs, b->fin, b->obs_mean, b->obs_var, clip, on, b->x,
-                                      b->r_obs + o * D, b->raw_part);
-        VX_CUDA_LAUNCH_CHECK(s);
-        st = ac_cuda_forward(b->net_act, b->params, b->x, N, t ? 2 * N : N, s, e);
-        if (st) goto fail;
-        sample_kernel<<<blocks(N), 128, 0, s>>>(
-            N, t, ac_cuda_logits(b->net_act), ac_cuda_values(b->net_act), b->run.seed, b->act_step,
-            b->r_act, b->r_logp, b->r_val, t ? b->r_boot + o - N : NULL,
-            t ? b->r_tr + o - N : NULL);
-        VX_CUDA_LAUNCH_CHECK(s);
-        st = vx_env_step(b->env, b->r_act + o * A, b->obs, b->r_rew + o, b->r_te + o, b->r_tr + o,
-                         b->fin, s, e);
+        st = b->fused ? fused_step(b, t, e) : layered_step(b, t, e);
+        if (!st)
+            st = vx_env_step(b->env, b->r_act + o * A, b->obs, b->r_rew + o, b->r_te + o,
+                             b->r_tr + o, b->fin, s, e);
         if (st) goto fail;
         episode_kernel<<<blocks(N), 128, 0, s>>>(N, b->r_rew + o, b->r_te + o, b->r_tr + o,
                                                  b->ep_ret, b->ret_sum, b->ep_count, b->act_step);
         VX_CUDA_LAUNCH_CHECK(s);
     }
-    /* the values after the rollout: the last observations and the last step's pre-reset ones */
     raw_sums_kernel<<<1, 64, 0, s>>>((int)nb, b->raw_part, b->raw_sum, b->raw_sum2);
     VX_CUDA_LAUNCH_CHECK(s);
-    norm_kernel<<<nb, RB, 0, s>>>(N, b->obs, b->fin, b->obs_mean, b->obs_var, clip, on, b->x, NULL,
-                                  NULL);
-    VX_CUDA_LAUNCH_CHECK(s);
-    st = ac_cuda_forward(b->net_act, b->params, b->x, 0, 2 * N, s, e);
+    /* the values after the rollout: the last observations and the last step's pre-reset ones */
+    if (b->fused) {
+        st = fused_step(b, T, e);
+        values = b->last_val;
+    } else {
+        norm_kernel<<<nb, RB, 0, s>>>(N, b->obs, b->fin, b->obs_mean, b->obs_var, b->s.obs_clip,
+                                      b->s.norm_obs, b->x, NULL, NULL);
+        VX_CUDA_LAUNCH_CHECK(s);
+        st = ac_cuda_forward(b->net_act, b->params, b->x, 0, 2 * N, s, e);
+        values = ac_cuda_values(b->net_act), fin_values = values + N;
+    }
     if (st) goto fail;
-    gae_kernel<<<blocks(N), 128, 0, s>>>(N, T, ac_cuda_values(b->net_act), b->r_rew, b->r_te,
-                                         b->r_tr, b->r_val, b->r_boot, b->s.gamma, b->s.gae_lambda,
-                                         b->r_adv, b->r_ret);
+    gae_kernel<<<blocks(N), 128, 0, s>>>(N, T, values, fin_values, b->r_rew, b->r_te, b->r_tr,
+                                         b->r_val, b->r_boot, b->s.gamma, b->s.gae_lambda, b->r_adv,
+                                         b->r_ret);
     VX_CUDA_LAUNCH_CHECK(s);
     rollout_stats_kernel<<<1, RB, 0, s>>>(b->TN, N, b->r_ret, b->r_val, b->ret_sum, b->ep_count,
                                           b->stats, b->ctl);
@@ -413,11 +476,30 @@ static vx_status rollout_body(ppo_backend *b, vx_err *e)
                                                       b->idx_in, b->perm + (size_t)k * b->TN,
                                                       (int)b->TN, 0, 32, s));
     }
+    /* every minibatch's advantage statistics, for the updates to read at their cursor */
+    adv_table_kernel<<<(unsigned)(b->s.update_epochs * b->s.minibatches), RB, 0, s>>>(
+        (int)b->M, b->perm, b->r_adv, b->adv_tab);
+    VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
 }
 
-static vx_status minibatch_body(ppo_backend *b, vx_err *e)
+/* A minibatch's gradient through the fused kernels; its statistics' blocks. */
+static vx_status fused_grad(ppo_backend *b, int *parts_n, vx_err *e)
+{
+    ppo_fused_grad_args a;
+    memset(&a, 0, sizeof a);
+    a.M = (int)b->M, a.perm = b->perm, a.cursor = b->ctl + C_CURSOR;
+    a.obs = b->r_obs, a.act = b->r_act, a.logp = b->r_logp, a.val = b->r_val, a.adv = b->r_adv;
+    a.ret = b->r_ret, a.adv_stat = b->adv_tab;
+    a.lc = (vx_ppo_loss_cfg){b->s.clip, b->s.clip_value, b->s.vf_coef, b->s.ent_coef};
+    a.norm_adv = b->s.norm_adv, a.parts = b->mb_parts;
+    *parts_n = ppo_fused_grad_blocks(b->fused, a.M);
+    return ppo_fused_grad(b->fused, &a, b->grads, b->st, e);
+}
+
+/* A minibatch's gradient through the per-layer path: gather, forward, loss, backward. */
+static vx_status layered_grad(ppo_backend *b, int *parts_n, vx_err *e)
 {
     vx_status st = VX_OK;
     int M = (int)b->M;
@@ -426,23 +508,33 @@ static vx_status minibatch_body(ppo_backend *b, vx_err *e)
         M, b->perm, b->ctl, b->r_obs, b->r_act, b->r_logp, b->r_val, b->r_adv, b->r_ret, b->mb_obs,
         b->mb_act, b->mb_logp, b->mb_val, b->mb_adv, b->mb_ret);
     VX_CUDA_LAUNCH_CHECK(s);
-    adv_stats_kernel<<<1, RB, 0, s>>>(M, b->mb_adv, b->adv_stat);
-    VX_CUDA_LAUNCH_CHECK(s);
     st = ac_cuda_forward(b->net_mb, b->params, b->mb_obs, M, M, s, e);
     if (st) goto fail;
     {
         vx_ppo_loss_cfg lc = {b->s.clip, b->s.clip_value, b->s.vf_coef, b->s.ent_coef};
         loss_kernel<<<loss_blocks(b->M), RB, 0, s>>>(
             M, lc, b->s.norm_adv, ac_cuda_logits(b->net_mb), ac_cuda_values(b->net_mb), b->mb_act,
-            b->mb_logp, b->mb_val, b->mb_adv, b->mb_ret, b->adv_stat, b->mb_dz, b->mb_dv,
+            b->mb_logp, b->mb_val, b->mb_adv, b->mb_ret, b->adv_tab, b->ctl, b->mb_dz, b->mb_dv,
             b->mb_parts);
         VX_CUDA_LAUNCH_CHECK(s);
     }
+    *parts_n = (int)loss_blocks(b->M);
     st = ac_cuda_backward(b->net_mb, b->params, b->mb_obs, M, b->mb_dz, b->mb_dv, b->grads, s, e);
+fail:
+    return st;
+}
+
+static vx_status minibatch_body(ppo_backend *b, vx_err *e)
+{
+    vx_status st = VX_OK;
+    int parts_n = 0;
+    cudaStream_t s = b->st;
+    st = b->fused ? fused_grad(b, &parts_n, e) : layered_grad(b, &parts_n, e);
     if (!st) st = vx_optim_step(b->opt, b->params, b->grads, s, e);
+    if (!st && b->fused) st = ppo_fused_pack(b->fused, b->params, s, e);
     if (st) goto fail;
-    mb_end_kernel<<<1, 1, 0, s>>>(M, (int)loss_blocks(b->M), b->mb_parts, vx_optim_norm(b->opt),
-                                  b->s.minibatches, b->s.target_kl, b->stats, b->ctl);
+    mb_end_kernel<<<1, RB, 0, s>>>((int)b->M, parts_n, b->mb_parts, vx_optim_norm(b->opt),
+                                   b->s.minibatches, b->s.target_kl, b->stats, b->ctl);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -501,6 +593,7 @@ static void cuda_free(ppo_backend *b)
     if (b->g_mb) cudaGraphDestroy(b->g_mb);
     cudaEvent_t ev[] = {b->c0, b->c1, b->l1};
     for (int i = 0; i < 3; i++) vx_cuda_event_destroy(b->dev, ev[i], 1);
+    ppo_fused_free(b->fused);
     ac_cuda_free(b->net_act);
     ac_cuda_free(b->net_mb);
     vx_optim_free(b->opt);
@@ -525,7 +618,7 @@ static vx_status alloc_all(ppo_backend *b, vx_err *e)
         {&b->obs_count, 8},
         {&b->raw_sum, D * 8},
         {&b->raw_sum2, D * 8},
-        {&b->raw_part, (N / NORM_ROWS + 1) * 2 * D * 8},
+        {&b->raw_part, (N / 16 + 1) * 2 * D * 8}, /* blocks of 16 rows or more */
         {&b->obs, N * D * 4},
         {&b->x, 2 * N * D * 4},
         {&b->fin, N * D * 4},
@@ -536,6 +629,7 @@ static vx_status alloc_all(ppo_backend *b, vx_err *e)
         {&b->r_boot, TN * 4},
         {&b->r_adv, TN * 4},
         {&b->r_ret, TN * 4},
+        {&b->last_val, N * 4},
         {&b->r_act, TN * A * 4},
         {&b->r_te, TN},
         {&b->r_tr, TN},
@@ -556,8 +650,8 @@ static vx_status alloc_all(ppo_backend *b, vx_err *e)
         {&b->mb_dz, M * K * 4},
         {&b->mb_dv, M * 4},
         {&b->mb_act, M * A * 4},
-        {&b->mb_parts, P_N * (M / RB + 1) * 8},
-        {&b->adv_stat, 2 * 8},
+        {&b->mb_parts, P_N * (M / 16 + 1) * 8}, /* blocks of 16 samples or more */
+        {&b->adv_tab, 2 * E * (size_t)b->s.minibatches * 8},
         {&b->stats, S_N * 8},
         {&b->lr, 8},
         {&b->ctl, C_N * 4},
@@ -636,13 +730,26 @@ static vx_status cuda_create(const ppo_init *in, ppo_backend **out, ppo_state **
     ppo_state *h = &b->host;
     st = vx_cuda_stream_create(in->dev, &b->st, e);
     if (!st) st = alloc_all(b, e);
-    if (!st)
+    if (st) goto fail;
+    /* the fused kernels where they take the network (and are asked for), else one GEMM a layer */
+    {
+        int optin = 0;
+        VX_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                             vx_device_index(in->dev)));
+        if (!b->s.fused) snprintf(b->per_layer_why, sizeof b->per_layer_why, "ppo.fused = 0");
+        else if (ppo_fused_fits(&b->L, (size_t)optin, b->per_layer_why, sizeof b->per_layer_why))
+            st = ppo_fused_create(&b->L, (int)b->M, b->s.tf32, in->dev, &b->fused, e);
+    }
+    if (!st && !b->fused)
         st = ac_cuda_create(&b->L, (int)(2 * b->N), workspace(2 * b->N), in->dev, &b->net_act, e);
-    if (!st) st = ac_cuda_create(&b->L, (int)b->M, workspace(b->M), in->dev, &b->net_mb, e);
+    if (!st && !b->fused)
+        st = ac_cuda_create(&b->L, (int)b->M, workspace(b->M), in->dev, &b->net_mb, e);
     if (!st) st = vx_optim_create(&b->s.adam, b->s.max_grad_norm, b->np, in->dev, &b->opt, e);
     if (st) goto fail;
-    ac_cuda_set_tf32(b->net_act, b->s.tf32);
-    ac_cuda_set_tf32(b->net_mb, b->s.tf32);
+    if (!b->fused) {
+        ac_cuda_set_tf32(b->net_act, b->s.tf32);
+        ac_cuda_set_tf32(b->net_mb, b->s.tf32);
+    }
     vx_optim_set_controls(b->opt, b->lr, b->ctl + C_STOP);
     st = vx_cuda_event_create(b->dev, &b->c0, 1, e);
     if (!st) st = vx_cuda_event_create(b->dev, &b->c1, 1, e);
@@ -681,8 +788,13 @@ fail:
 
 static void cuda_describe(const ppo_backend *b, char *buf, size_t n)
 {
-    snprintf(buf, n, "on the GPU (minibatch %zu, %s%s)", b->M,
-             b->eager ? "kernel by kernel" : "CUDA graphs", b->s.tf32 ? ", TF32" : "");
+    char how[160];
+    if (b->fused) snprintf(how, sizeof how, "fused kernels, %s", b->s.tf32 ? "TF32" : "3xTF32");
+    else
+        snprintf(how, sizeof how, "a GEMM a layer (%s)%s", b->per_layer_why,
+                 b->s.tf32 ? ", TF32" : "");
+    snprintf(buf, n, "on the GPU (minibatch %zu, %s, %s)", b->M,
+             b->eager ? "kernel by kernel" : "CUDA graphs", how);
 }
 
 static vx_status cuda_iteration(ppo_backend *b, const ppo_plan *p, ppo_result *r, vx_err *e)
@@ -775,6 +887,7 @@ static vx_status cuda_restore(ppo_backend *b, vx_err *e)
 
 static size_t cuda_reserved(const ppo_backend *b)
 {
+    if (b->fused) return b->mem.bytes + ppo_fused_reserved(b->fused) + vx_optim_reserved(b->opt);
     return b->mem.bytes + ac_cuda_reserved(b->net_act) + ac_cuda_reserved(b->net_mb) +
            vx_optim_reserved(b->opt);
 }

@@ -431,6 +431,8 @@ int main(void)
         cmocka_unit_test(test_group_graph_equals_eager),
         cmocka_unit_test(test_group_refuses_mixed_shapes),
     };
+    const char *only = getenv("VX_TEST_FILTER"); /* cmocka's filter: `*` wildcards */
+    if (only && *only) cmocka_set_test_filter(only);
     int failed = cmocka_run_group_tests_name("dqn_group_cuda", tests, NULL, NULL);
     vx_device_close(g_dev);
     return failed;

@@ -1,13 +1,18 @@
 /* test_ppo_cuda.c — PPO's CUDA backend against the CPU reference (skipped, 77, without a GPU).
  *
  * 1. The actor-critic's forward and backward passes on the device against the CPU's, separate
- *    and shared trunks, with more value rows than policy rows (the rollout's shape).
- * 2. CPU vs GPU, one iteration from the same weights and environments (float32, TF32 off): the
- *    sampled actions must be the same (the environments end in the same states, bit for bit —
- *    one differing action would change a state), the losses and statistics and the new weights
- *    and moments within 1e-5 relative. What differs is only the GEMMs' summation order (OpenBLAS
- *    against cuBLASLt, ~1e-7 relative per output) and the order of the device's reductions;
- *    through 8 Adam steps these stay near 1e-6 in the weights' relative L2 distance.
+ *    and shared trunks, with more value rows than policy rows (the rollout's shape): the
+ *    per-layer path (ac_cuda.h), and the fused kernels (ppo_fused.h) over trunks of one to three
+ *    layers of unequal widths, in 3×TF32 (within 1e-5, as float32) and TF32, with several blocks
+ *    of rows and a partial last one, every output poisoned first.
+ * 2. CPU vs GPU, one iteration from the same weights and environments (TF32 off), through the
+ *    fused kernels and through the per-layer path: the sampled actions must be the same (the
+ *    environments end in the same states, bit for bit — one differing action would change a
+ *    state), the losses and statistics and the new weights and moments within 1e-5 relative,
+ *    Adam's first moment tensor by tensor (a gradient wrong in one small tensor shows there).
+ *    What differs is only the products' rounding (OpenBLAS's float32 against cuBLASLt's float32
+ *    or the fused kernels' 3×TF32, ~1e-7 relative per output) and the order of the device's
+ *    reductions; through 8 Adam steps these stay near 1e-6 in the weights' relative L2 distance.
  * 3. The target-KL stop decided on the device ends the updates where the CPU's does.
  * 4. CUDA graphs against the kernel-by-kernel path: 10 iterations, every statistic and the final
  *    state bit for bit.
@@ -21,6 +26,7 @@
 #include "vixen/ppo_math.h"
 #include "vixen/train.h"
 #include "nn/ac_cuda.h"
+#include "ppo/ppo_fused.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -127,6 +133,117 @@ static void test_actor_critic_shared(void **state)
     ac_forward_backward(1);
 }
 
+/* The fused kernels' forward pass over BV rows (act_kernel, normalisation off) and gradient over
+ * BP rows (grad_kernel with the heads' gradients given) against the CPU's. */
+static void fused_case(int shared, int n, const int *width, int tf32, double tol)
+{
+    vx_ac_cfg cfg;
+    vx_ac_cfg_default(&cfg);
+    cfg.shared = shared, cfg.n_trunk = n;
+    char shape[64] = "";
+    for (int l = 0; l < n; l++) {
+        cfg.trunk[l] = width[l];
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), "%s%d", l ? "," : "",
+                 width[l]);
+    }
+    vx_ac_layout L;
+    vx_err e;
+    assert_int_equal(vx_ac_layout_make(&cfg, &L, &e), VX_OK);
+    /* 150 rows: three blocks of the update (the last partial) and 19 of a rollout step */
+    enum { BP = 150, BV = 300, K = VX_PPO_LOGITS };
+    size_t np = L.n_params;
+    float *p = malloc(np * 4), *x = malloc(BV * D * 4), *dz = malloc(BP * K * 4);
+    float *dv = malloc(BP * 4), *g = calloc(np, 4), *gg = calloc(np, 4);
+    float *logits = malloc(BV * K * 4), *values = malloc(BV * 4);
+    float *glogits = malloc(BV * K * 4), *gvalues = malloc(BV * 4);
+    vx_ac_init(&L, 3, p);
+    vx_rng r = vx_rng_make(5, (uint64_t)n, (uint64_t)shared);
+    for (size_t i = 0; i < np; i++) p[i] += 0.05f * (float)vx_rng_normal(&r);
+    for (int i = 0; i < BV * D; i++) x[i] = (float)vx_rng_normal(&r);
+    for (int i = 0; i < BP * K; i++) dz[i] = (float)vx_rng_normal(&r) / BP;
+    for (int i = 0; i < BP; i++) dv[i] = (float)vx_rng_normal(&r) / BP;
+    vx_ac_ws ws;
+    assert_int_equal(vx_ac_ws_create(&L, BV, &ws, &e), VX_OK);
+    vx_ac_forward_ref(&L, p, x, BV, &ws);
+    memcpy(values, ws.value, BV * 4);
+    memcpy(logits, ws.logits, BV * K * 4);
+    vx_ac_forward_ref(&L, p, x, BP, &ws);
+    vx_ac_backward_ref(&L, p, x, BP, dz, dv, &ws, g);
+    ppo_fused *f;
+    if (ppo_fused_create(&L, BP, tf32, g_dev, &f, &e)) fail_msg("%s", e.msg);
+    float *d_p, *d_x, *d_dz, *d_dv, *d_g, *d_logits, *d_values;
+    CK(cudaMalloc((void **)&d_p, np * 4));
+    CK(cudaMalloc((void **)&d_x, BV * D * 4));
+    CK(cudaMalloc((void **)&d_dz, BP * K * 4));
+    CK(cudaMalloc((void **)&d_dv, BP * 4));
+    CK(cudaMalloc((void **)&d_g, np * 4));
+    CK(cudaMalloc((void **)&d_logits, BV * K * 4));
+    CK(cudaMalloc((void **)&d_values, BV * 4));
+    CK(cudaMemcpy(d_p, p, np * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_x, x, BV * D * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_dz, dz, BP * K * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_dv, dv, BP * 4, cudaMemcpyHostToDevice));
+    /* NaN everywhere an output goes: a float left unwritten fails the comparisons */
+    CK(cudaMemset(d_g, 0xff, np * 4));
+    CK(cudaMemset(d_logits, 0xff, BV * K * 4));
+    CK(cudaMemset(d_values, 0xff, BV * 4));
+    assert_int_equal(ppo_fused_pack(f, d_p, NULL, &e), VX_OK);
+    ppo_fused_act_args a;
+    memset(&a, 0, sizeof a);
+    a.N = BV, a.obs = d_x, a.logits = d_logits, a.values = d_values;
+    assert_int_equal(ppo_fused_act(f, &a, NULL, &e), VX_OK);
+    ppo_fused_grad_args ga;
+    memset(&ga, 0, sizeof ga);
+    ga.M = BP, ga.obs = d_x, ga.dz = d_dz, ga.dv = d_dv;
+    assert_int_equal(ppo_fused_grad(f, &ga, d_g, NULL, &e), VX_OK);
+    CK(cudaMemcpy(glogits, d_logits, BV * K * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gvalues, d_values, BV * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(gg, d_g, np * 4, cudaMemcpyDeviceToHost));
+    /* the gradient over the parameters; the padding between tensors is left alone (still NaN) */
+    char *real = calloc(np, 1);
+    double num = 0, den = 0;
+    for (size_t i = 0; i < L.n_tensors; i++) {
+        char name[64];
+        size_t off;
+        int rows, cols;
+        vx_ac_tensor(&L, i, name, sizeof name, &off, &rows, &cols);
+        size_t cnt = (size_t)rows * cols;
+        double tensor_err = rel_l2(gg + off, g + off, cnt);
+        if (!(tensor_err < 10 * tol))
+            fail_msg("%s: gradient differs (rel L2 %.2e)", name, tensor_err);
+        memset(real + off, 1, cnt);
+        for (size_t k = off; k < off + cnt; k++)
+            num += ((double)gg[k] - g[k]) * ((double)gg[k] - g[k]), den += (double)g[k] * g[k];
+    }
+    for (size_t i = 0; i < np; i++)
+        if (!real[i] && !isnan(gg[i])) fail_msg("gradient padding float %zu written: %g", i, gg[i]);
+    free(real);
+    double el = rel_l2(glogits, logits, BV * K), ev = rel_l2(gvalues, values, BV);
+    double eg = sqrt(num / den);
+    printf("fused %s [%s] %s GPU vs CPU, rel L2: logits %.2e, values %.2e, gradient %.2e\n",
+           shared ? "shared" : "separate", shape, tf32 ? "TF32" : "3xTF32", el, ev, eg);
+    if (!(el < tol && ev < tol && eg < tol)) fail_msg("beyond %.0e", tol);
+    ppo_fused_free(f);
+    cudaFree(d_p), cudaFree(d_x), cudaFree(d_dz), cudaFree(d_dv), cudaFree(d_g);
+    cudaFree(d_logits), cudaFree(d_values);
+    vx_ac_ws_free(&ws);
+    free(p), free(x), free(dz), free(dv), free(g), free(gg);
+    free(logits), free(values), free(glogits), free(gvalues);
+}
+
+static void test_fused_actor_critic(void **state)
+{
+    (void)state;
+    const int two[] = {160, 160}, three[] = {48, 32, 64}, one[] = {32};
+    fused_case(0, 2, two, 0, 1e-5);
+    fused_case(1, 2, two, 0, 1e-5);
+    fused_case(0, 3, three, 0, 1e-5);
+    fused_case(1, 1, one, 0, 1e-5);
+    /* TF32: 10-bit mantissas, errors near 1e-3 (the gradient's near 1e-2, measured 9.0e-3 on an
+     * H200) — 3xTF32 above must be far better than that */
+    fused_case(0, 2, two, 1, 3e-2);
+}
+
 /* ---- backends side by side ------------------------------------------------------------------ */
 
 typedef struct {
@@ -213,11 +330,11 @@ static void close_to(const char *what, double a, double b, double tol, double fl
 
 /* ---- 2. CPU vs GPU -------------------------------------------------------------------------- */
 
-static void test_cpu_and_gpu_agree(void **state)
+static void cpu_and_gpu_agree(int fused)
 {
-    (void)state;
     setup u;
     setup_make(&u, 64, 64, 2, 4); /* 4,096 samples, 8 minibatches of 1,024 */
+    u.s.fused = fused;
     learner c, g;
     learner_make(&c, &u, NULL);
     learner_make(&g, &u, g_dev);
@@ -225,8 +342,11 @@ static void test_cpu_and_gpu_agree(void **state)
     iterate(&c, 0, u.s.adam.lr, &rc);
     iterate(&g, 0, u.s.adam.lr, &rg);
     save(&c), save(&g);
-    printf("one iteration, CPU against GPU (%d and %d updates, %.0f episodes):\n", rc.updates,
-           rg.updates, rc.episodes);
+    char how[256];
+    g.ops->describe(g.b, how, sizeof how);
+    printf("one iteration, CPU against GPU %s (%d and %d updates, %.0f episodes):\n", how,
+           rc.updates, rg.updates, rc.episodes);
+    assert_true((strstr(how, "fused kernels") != NULL) == fused);
     assert_int_equal(rc.updates, 8);
     assert_int_equal(rg.updates, 8);
     assert_true(rc.episodes > 0);
@@ -248,6 +368,14 @@ static void test_cpu_and_gpu_agree(void **state)
     double ev = rel_l2(g.st->adam_v, c.st->adam_v, np);
     printf("  new weights rel L2 %.2e, Adam m %.2e, v %.2e\n", ew, em, ev);
     assert_true(ew < 1e-5 && em < 1e-5 && ev < 1e-5);
+    for (size_t i = 0; i < u.L.n_tensors; i++) { /* each tensor's gradients, through Adam's m */
+        char name[64];
+        size_t off;
+        int rows, cols;
+        vx_ac_tensor(&u.L, i, name, sizeof name, &off, &rows, &cols);
+        double t = rel_l2(g.st->adam_m + off, c.st->adam_m + off, (size_t)rows * cols);
+        if (!(t < 1e-4)) fail_msg("%s: Adam's m differs (rel L2 %.2e)", name, t);
+    }
     for (int d = 0; d < D; d++) {
         close_to("obs mean", g.st->obs_mean[d], c.st->obs_mean[d], 1e-9, 1e-6);
         close_to("obs var", g.st->obs_var[d], c.st->obs_var[d], 1e-9, 1e-6);
@@ -265,6 +393,18 @@ static void test_cpu_and_gpu_agree(void **state)
     assert_int_equal(g.st->iterations, 1);
     learner_free(&c), learner_free(&g);
     setup_free(&u);
+}
+
+static void test_cpu_and_gpu_agree(void **state)
+{
+    (void)state;
+    cpu_and_gpu_agree(1);
+}
+
+static void test_cpu_and_gpu_agree_per_layer(void **state)
+{
+    (void)state;
+    cpu_and_gpu_agree(0);
 }
 
 /* ---- 3. target-KL --------------------------------------------------------------------------- */
@@ -462,11 +602,15 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_actor_critic_separate),
         cmocka_unit_test(test_actor_critic_shared),
+        cmocka_unit_test(test_fused_actor_critic),
         cmocka_unit_test(test_cpu_and_gpu_agree),
+        cmocka_unit_test(test_cpu_and_gpu_agree_per_layer),
         cmocka_unit_test(test_target_kl_stops_where_the_cpu_does),
         cmocka_unit_test(test_graphs_match_kernel_by_kernel),
         cmocka_unit_test(test_checkpoints_resume_on_either_device),
     };
+    const char *only = getenv("VX_TEST_FILTER"); /* cmocka's filter: `*` wildcards */
+    if (only && *only) cmocka_set_test_filter(only);
     int failed = cmocka_run_group_tests_name("ppo_cuda", tests, NULL, NULL);
     vx_device_close(g_dev);
     return failed;

@@ -1,0 +1,235 @@
+/* tc_tile.cuh — a thread block's matrix products on tensor cores (TF32, mma.sync m16n8k8), for
+ * fused kernels that keep a network's activations in shared memory and run a whole forward and
+ * backward pass in one launch (internal; device code only).
+ *
+ * One call, block_gemm, computes C = A · B for G groups at once (the groups: the policy and value
+ * trunks side by side), every warp of the block taking strips of 16 rows × 8·NT columns in turn.
+ * A and B each are row-major (element (i, k) at p[i·ld + k]) or column-major (at p[i + k·ld]) —
+ * the transposes of the backward pass are column-major views of the same buffers, nothing is
+ * copied. Each finished strip goes from the accumulators straight to C (shared or global
+ * memory): as it is (STORE), plus a bias and through a ReLU (RELU: a forward layer), or as the
+ * gradient through the ReLU whose activations C already holds (MASK: kept where the activation is
+ * positive, else 0). gemm_splitk, for the 16-column heads, splits K among the warps and hands its
+ * elements to an epilogue.
+ *
+ * The PTX instruction, not the wmma API: its fragments' layout is documented (PTX ISA,
+ * "Matrix Fragments for mma.m16n8k8" with .tf32), so each lane loads its own elements with
+ * offsets computed once per strip and the epilogues work on the accumulators in place — where
+ * wmma's opaque fragments cost about half the instructions of these small, instruction-bound
+ * products. With g = lane / 4 and t = lane % 4, a lane holds
+ *   A (16 × 8):  (g, t), (g + 8, t), (g, t + 4), (g + 8, t + 4)
+ *   B (8 × 8):   (t, g), (t + 4, g)
+ *   C (16 × 8):  (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)
+ *
+ * Precision: PASSES = 1 rounds both operands to TF32 (10-bit mantissas) and multiplies once; with
+ * PASSES = 3 each operand is split into a TF32 "big" part and the TF32 rounding of what is left
+ * ("small") and the product is big·big + big·small + small·big (the 3×TF32 scheme of CUTLASS):
+ * about 21 of float32's 24 mantissa bits per operand, with the products accumulated in float32 —
+ * float32's accuracy at three tensor-core products per tile. Accumulation is in float32 either
+ * way.
+ *
+ * Shapes: M a multiple of 16, N of 8·NT, K of 8 (the caller pads with zeros); ld even (C's
+ * pairs are stored as float2), and ld ≡ 4 (mod 32) keeps a warp's shared-memory loads free of
+ * bank conflicts (rows 4 floats past a multiple of 32 wide, as the callers lay them out). */
+#ifndef VIXEN_TC_TILE_CUH
+#define VIXEN_TC_TILE_CUH
+
+#include <stdint.h>
+
+namespace tc
+{
+
+struct row_major {
+};
+struct col_major {
+};
+
+template <typename L> struct is_row {
+    static const bool value = false;
+};
+template <> struct is_row<row_major> {
+    static const bool value = true;
+};
+
+/* The offset of element (i, k) of a row- or column-major matrix with leading dimension ld. */
+template <typename L> __device__ inline size_t at(int i, int k, int ld)
+{
+    return is_row<L>::value ? (size_t)i * ld + k : (size_t)i + (size_t)k * ld;
+}
+
+__device__ inline uint32_t to_tf32(float x)
+{
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+}
+
+/* x as TF32 (PASSES 1), or as big + small TF32 parts (PASSES 3). */
+template <int PASSES> __device__ inline void split(float x, uint32_t &big, uint32_t &small)
+{
+    big = to_tf32(x);
+    if (PASSES == 3) small = to_tf32(x - __uint_as_float(big));
+}
+
+/* d += a · b, one m16n8k8 TF32 product. */
+__device__ inline void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, "
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+/* One step of 8 along K: d[j] += A's 16 × 8 · B's 8 × 8 (tile j), from the raw floats. */
+template <int NT, int PASSES>
+__device__ inline void step(float (&d)[NT][4], const float (&fa)[4], const float (&fb)[NT][2])
+{
+    uint32_t ab[4], as[4];
+#pragma unroll
+    for (int q = 0; q < 4; q++) split<PASSES>(fa[q], ab[q], as[q]);
+#pragma unroll
+    for (int j = 0; j < NT; j++) {
+        uint32_t bb[2], bs[2];
+        split<PASSES>(fb[j][0], bb[0], bs[0]);
+        split<PASSES>(fb[j][1], bb[1], bs[1]);
+        if (PASSES == 3) { /* the small products first: they are the ones rounding hurts */
+            mma(d[j], as, bb);
+            mma(d[j], ab, bs);
+        }
+        mma(d[j], ab, bb);
+    }
+}
+
+/* d[j] += A (16 × K from a: its row 0, column 0) · B (K × 8 columns from b + 8j), this lane's
+ * share. Two steps' operands are loaded before either is multiplied: B often comes from global
+ * memory (the weights, through L1 and L2), and a warp's loads in flight together hide the
+ * latency one at a time would wait for. */
+template <int NT, int PASSES, typename LA, typename LB>
+__device__ inline void strip(float (&d)[NT][4], const float *a, int lda, const float *b, int ldb,
+                             int K)
+{
+    int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const float *pa = a + at<LA>(g, t, lda), *pb = b + at<LB>(t, g, ldb);
+    const size_t a8 = at<LA>(8, 0, lda), a4 = at<LA>(0, 4, lda), ak = at<LA>(0, 8, lda);
+    const size_t b4 = at<LB>(4, 0, ldb), bn = at<LB>(0, 8, ldb), bk = at<LB>(8, 0, ldb);
+    int k = 0;
+    for (; k + 16 <= K; k += 16, pa += 2 * ak, pb += 2 * bk) {
+        float fa[2][4], fb[2][NT][2];
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const float *x = pa + u * ak, *y = pb + u * bk;
+            fa[u][0] = x[0], fa[u][1] = x[a8], fa[u][2] = x[a4], fa[u][3] = x[a8 + a4];
+#pragma unroll
+            for (int j = 0; j < NT; j++) fb[u][j][0] = y[j * bn], fb[u][j][1] = y[j * bn + b4];
+        }
+        step<NT, PASSES>(d, fa[0], fb[0]);
+        step<NT, PASSES>(d, fa[1], fb[1]);
+    }
+    if (k < K) { /* K ≡ 8 (mod 16): one step left */
+        float fa[4], fb[NT][2];
+        fa[0] = pa[0], fa[1] = pa[a8], fa[2] = pa[a4], fa[3] = pa[a8 + a4];
+#pragma unroll
+        for (int j = 0; j < NT; j++) fb[j][0] = pb[j * bn], fb[j][1] = pb[j * bn + b4];
+        step<NT, PASSES>(d, fa, fb);
+    }
+}
+
+/* What block_gemm does with each finished strip of C. */
+enum { STORE, RELU, MASK };
+
+/* The G products C_g = A_g · B_g (M × N, inner dimension K) with A_g = A + g·a_step,
+ * B_g = B + g·b_step, C_g = C + g·c_step (in floats; C row-major, ldc) and, for RELU, the bias
+ * of C_g's columns at bias + g·c_step. Synchronises nothing: the caller puts __syncthreads()
+ * between dependent products. */
+template <int NT, int PASSES, int MODE, typename LA, typename LB>
+__device__ void block_gemm(int G, int M, int N, int K, const float *A, int lda, size_t a_step,
+                           const float *B, int ldb, size_t b_step, float *C, int ldc, size_t c_step,
+                           const float *bias)
+{
+    int warp = threadIdx.x >> 5, warps = blockDim.x >> 5, lane = threadIdx.x & 31;
+    int g8 = lane >> 2, t2 = 2 * (lane & 3);
+    int cols = N / (8 * NT), per_g = (M / 16) * cols;
+    for (int s = warp; s < G * per_g; s += warps) {
+        int g = s / per_g, r = s % per_g, mi = r / cols, nj = r % cols;
+        int r0 = 16 * mi, n0 = 8 * NT * nj;
+        float d[NT][4];
+#pragma unroll
+        for (int j = 0; j < NT; j++) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0;
+        strip<NT, PASSES, LA, LB>(d, A + g * a_step + at<LA>(r0, 0, lda), lda,
+                                  B + g * b_step + at<LB>(0, n0, ldb), ldb, K);
+        float *c = C + g * c_step + (size_t)(r0 + g8) * ldc + n0 + t2;
+#pragma unroll
+        for (int j = 0; j < NT; j++) {
+            float2 lo = make_float2(d[j][0], d[j][1]), hi = make_float2(d[j][2], d[j][3]);
+            float2 *plo = (float2 *)(c + 8 * j), *phi = (float2 *)(c + 8 * j + 8 * (size_t)ldc);
+            if (MODE == RELU) {
+                float2 b = *(const float2 *)(bias + g * c_step + n0 + 8 * j + t2);
+                lo.x = fmaxf(lo.x + b.x, 0.0f), lo.y = fmaxf(lo.y + b.y, 0.0f);
+                hi.x = fmaxf(hi.x + b.x, 0.0f), hi.y = fmaxf(hi.y + b.y, 0.0f);
+            } else if (MODE == MASK) {
+                float2 ylo = *plo, yhi = *phi;
+                lo.x = ylo.x > 0 ? lo.x : 0.0f, lo.y = ylo.y > 0 ? lo.y : 0.0f;
+                hi.x = yhi.x > 0 ? hi.x : 0.0f, hi.y = yhi.y > 0 ? hi.y : 0.0f;
+            }
+            *plo = lo, *phi = hi;
+        }
+    }
+}
+
+/* block_gemm with the widest strips (80, 40, 16 or 8 columns) that divide N and still give every
+ * warp a strip: a wide strip loads and converts each element of A once for all its columns, and
+ * the instructions a product takes bound these small kernels. */
+template <int PASSES, int MODE, typename LA, typename LB>
+__device__ inline void gemm(int G, int M, int N, int K, const float *A, int lda, size_t a_step,
+                            const float *B, int ldb, size_t b_step, float *C, int ldc,
+                            size_t c_step, const float *bias = 0)
+{
+    int warps = blockDim.x >> 5, tiles = G * (M / 16) * (N / 8);
+#define TC_GEMM(NT)                                                                                \
+    block_gemm<NT, PASSES, MODE, LA, LB>(G, M, N, K, A, lda, a_step, B, ldb, b_step, C, ldc,       \
+                                         c_step, bias)
+    if (N % 80 == 0 && tiles / 10 >= warps) TC_GEMM(10);
+    else if (N % 40 == 0 && tiles / 5 >= warps) TC_GEMM(5);
+    else if (N % 16 == 0 && tiles / 2 >= warps) TC_GEMM(2);
+    else TC_GEMM(1);
+#undef TC_GEMM
+}
+
+/* C = A · B (M × 16, inner dimension K) when its M / 16 strips are fewer than the block's warps
+ * (a network's 16-column heads): each strip's K is split into as many chunks as the warps allow,
+ * a chunk a warp, and the chunks' tiles are added in chunk order (the same bits every run) on
+ * their way to epi(i, j, value). One warp would otherwise walk all of a long K alone while the
+ * others wait. stage: 256 floats a warp. Synchronises the block: every thread must call it. */
+template <int PASSES, typename LA, typename LB, class Epi>
+__device__ void gemm_splitk(int M, int K, const float *A, int lda, const float *B, int ldb,
+                            float *stage, Epi epi)
+{
+    int warp = threadIdx.x >> 5, warps = blockDim.x >> 5, lane = threadIdx.x & 31;
+    int strips = M / 16, chunks = warps / strips, steps = K / 8;
+    int per = (steps + chunks - 1) / chunks;
+    if (warp < strips * chunks) {
+        int s = warp % strips, k0 = (warp / strips) * per * 8;
+        int k1 = k0 + per * 8 < K ? k0 + per * 8 : K;
+        float d[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
+        if (k1 > k0)
+            strip<2, PASSES, LA, LB>(d, A + at<LA>(16 * s, k0, lda), lda, B + at<LB>(k0, 0, ldb),
+                                     ldb, k1 - k0);
+        float *my = stage + 256 * warp + (lane >> 2) * 16 + 2 * (lane & 3);
+        for (int j = 0; j < 2; j++) {
+            my[8 * j] = d[j][0], my[8 * j + 1] = d[j][1];
+            my[8 * j + 128] = d[j][2], my[8 * j + 129] = d[j][3];
+        }
+    }
+    __syncthreads();
+    for (int x = threadIdx.x; x < strips * 256; x += blockDim.x) {
+        int s = x >> 8, q = x & 255;
+        float v = 0;
+        for (int c = 0; c < chunks; c++) v += stage[256 * (c * strips + s) + q];
+        epi(16 * s + (q >> 4), q & 15, v);
+    }
+    __syncthreads();
+}
+
+} // namespace tc
+
+#endif

@@ -1,0 +1,101 @@
+/* ppo_fused.h — PPO's fused kernels on a CUDA device (internal): the actor-critic's whole forward
+ * pass, the sampling and the observation normalisation of a rollout step in one launch, and a
+ * minibatch's gather, forward pass, loss and backward pass in another, with the activations in
+ * shared memory and every product on tensor cores (src/nn/tc_tile.cuh).
+ *
+ * Why: the per-layer path (ac_cuda.h, cuBLASLt) spends an update in about thirty launches of
+ * small GEMMs and helper kernels; here a minibatch is the update kernel, one reduction of its
+ * blocks' gradients in a fixed order, and the optimizer.
+ *
+ * The network: both trunks side by side as one "wide" network. Layer 0 reads the input once for
+ * both trunks (its weights [W_pi | W_v]); deeper layers are one product per trunk (G = 2 groups,
+ * 1 when the trunk is shared); the two heads are one 16-column product over the top activations
+ * — the 15 logits from the policy trunk's half, the value (column 15) from the value trunk's.
+ * The weights are read from a packed copy (ppo_fused_pack, after every optimizer step): widths
+ * padded to the tensor cores' tiles with zeros, every matrix 32-byte aligned. A map from each
+ * packed float to its place in the flat parameters (or none: padding) serves the packing and the
+ * gradient's scatter both.
+ *
+ * Precision: tf32 = 1 multiplies in TF32; tf32 = 0 in 3×TF32 (tc_tile.cuh), float32's accuracy.
+ * Gradients: each block of the update kernel writes its rows' gradient (every weight and bias) to
+ * a slice of its own, and a second kernel adds the slices in block order — the same bits every
+ * run, no atomics.
+ *
+ * Takes: trunks of 1 to 4 layers whose widths are multiples of 16 and fit in shared memory at
+ * 16 rows a block or more (ppo_fused_fits says why not); everything else runs on ac_cuda. */
+#ifndef VIXEN_PPO_FUSED_H
+#define VIXEN_PPO_FUSED_H
+
+#include <cuda_runtime.h>
+#include "vixen/actor_critic.h"
+#include "vixen/ppo_math.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ppo_fused ppo_fused;
+
+/* 1 when the fused kernels take this network on a device with `smem_optin` bytes of shared
+ * memory a block; else 0 and why. */
+int ppo_fused_fits(const vx_ac_layout *L, size_t smem_optin, char *why, size_t why_n);
+
+/* max_rows: the most rows of a minibatch (the update's gradient slices are sized for it). */
+vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int tf32, vx_device *dev,
+                           ppo_fused **out, vx_err *e);
+void ppo_fused_free(ppo_fused *f);
+size_t ppo_fused_reserved(const ppo_fused *f);
+
+/* The packed weights from the flat parameters (device), for the kernels below. */
+vx_status ppo_fused_pack(ppo_fused *f, const float *params, cudaStream_t s, vx_err *e);
+
+/* One rollout step (or the values after the rollout), N rows; pointers are device memory and
+ * NULL leaves a part out. */
+typedef struct {
+    int N;
+    const float *obs;         /* N × in_dim, raw */
+    const double *mean, *var; /* the observation statistics (read when norm) */
+    double clip;              /* obs_clip */
+    int norm;                 /* norm_obs */
+    float *store;             /* N × in_dim: the normalised rows, for the updates */
+    double *part;             /* ppo_fused_act_blocks(N) × 2 in_dim: each block's raw column
+                               * sums and sums of squares are added to its own */
+    uint64_t seed;            /* sampling: act, logp, val and step all given, or none */
+    const unsigned long long *step;
+    int32_t *act;            /* N × 3 */
+    float *logp, *val;       /* N */
+    const float *fin;        /* N × in_dim: pre-reset observations */
+    const uint8_t *fin_flag; /* N: whose (truncated at the step before) */
+    float *boot;             /* N: the value of the row's fin where flagged, else 0 */
+    float *logits, *values;  /* N × 15 and N: the heads' outputs */
+} ppo_fused_act_args;
+
+int ppo_fused_act_blocks(int N);
+vx_status ppo_fused_act(ppo_fused *f, const ppo_fused_act_args *a, cudaStream_t s, vx_err *e);
+
+/* One minibatch's gradient: M rows, the loss's statistics per block into parts
+ * (ppo_fused_grad_blocks(M) × 5 doubles: pg, v, entropy, approx KL, clipped), the gradient,
+ * scaled by 1/M as the loss, into grads (n_params floats, padding left alone). */
+typedef struct {
+    int M;
+    const uint32_t *perm; /* rows perm[cursor · M + j] of the rollout (NULL: rows 0..M−1) */
+    const int *cursor;    /* device: the minibatch's index */
+    const float *obs;     /* rollout × in_dim, normalised */
+    const int32_t *act;   /* rollout × 3 */
+    const float *logp, *val, *adv, *ret;
+    const double *adv_stat; /* 2 a minibatch, at the cursor: mean and standard deviation */
+    vx_ppo_loss_cfg lc;
+    int norm_adv;
+    const float *dz, *dv; /* instead of the loss (tests): its gradients, M × 15 and M */
+    double *parts;
+} ppo_fused_grad_args;
+
+int ppo_fused_grad_blocks(const ppo_fused *f, int M);
+vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, float *grads, cudaStream_t s,
+                         vx_err *e);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

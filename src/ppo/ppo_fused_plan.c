@@ -1,0 +1,113 @@
+/* ppo_fused_plan.c — the fused kernels' packed layout and sizes (ppo_fused_plan.h). */
+#include "ppo_fused_plan.h"
+#include "vixen/ppo_math.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int round8(int n) { return (n + 7) & ~7; }
+
+/* Writes map[i] = v when there is a map. */
+static void put(int *map, int i, int v)
+{
+    if (map) map[i] = v;
+}
+
+/* Layer l of trunk g (0: the policy's; 1: the value's). */
+static const vx_dense *trunk(const vx_ac_layout *L, int g, int l)
+{
+    return g ? &L->v[l] : &L->pi[l];
+}
+
+size_t vx_pf_layout(const vx_ac_layout *L, vx_pf_net *t, int *src)
+{
+    const vx_ac_cfg *c = &L->cfg;
+    memset(t, 0, sizeof *t);
+    t->in = c->in_dim, t->Dp = (c->in_dim + 15) & ~15;
+    t->n = c->n_trunk, t->G = c->shared ? 1 : 2;
+    for (int l = 0; l < t->n; l++) t->H[l] = c->trunk[l];
+    int G = t->G, off = 0;
+    /* layer 0: [W_pi | W_v], the rows past the input zero */
+    int H0 = t->H[0], W0 = G * H0;
+    t->w[0] = off;
+    for (int i = 0; i < t->Dp; i++)
+        for (int k = 0; k < W0; k++)
+            put(src, off + i * W0 + k,
+                i < t->in ? (int)(trunk(L, k / H0, 0)->w + (size_t)i * H0 + k % H0) : -1);
+    off = round8(off + t->Dp * W0);
+    for (int l = 0; l < t->n; l++) {
+        int H = t->H[l];
+        if (l > 0) { /* a block a trunk, each as the flat vector holds it */
+            int n = t->H[l - 1] * H;
+            t->w[l] = off, t->w_step[l] = round8(n);
+            for (int g = 0; g < G; g++)
+                for (int k = 0; k < t->w_step[l]; k++)
+                    put(src, off + g * t->w_step[l] + k,
+                        k < n ? (int)(trunk(L, g, l)->w + (size_t)k) : -1);
+            off += G * t->w_step[l];
+        }
+        t->b[l] = off;
+        for (int k = 0; k < round8(G * H); k++)
+            put(src, off + k, k < G * H ? (int)(trunk(L, k / H, l)->b + (size_t)(k % H)) : -1);
+        off += round8(G * H);
+    }
+    /* the heads: the logits from the policy trunk's rows, the value from the value trunk's (both
+     * from every row of a shared trunk) */
+    int Ht = t->H[t->n - 1];
+    t->top = G * Ht;
+    t->wh = off;
+    for (int i = 0; i < t->top; i++)
+        for (int k = 0; k < VX_PF_HEAD; k++) {
+            int v = -1, pi_row = G == 1 || i < Ht, v_row = G == 1 || i >= Ht;
+            if (k < VX_PPO_LOGITS && pi_row)
+                v = (int)(L->pi_head.w + (size_t)i * VX_PPO_LOGITS + k);
+            if (k == VX_PPO_LOGITS && v_row) v = (int)(L->v_head.w + (size_t)(G == 1 ? i : i - Ht));
+            put(src, off + i * VX_PF_HEAD + k, v);
+        }
+    off += t->top * VX_PF_HEAD;
+    t->bh = off;
+    for (int k = 0; k < VX_PF_HEAD; k++)
+        put(src, off + k, k < VX_PPO_LOGITS ? (int)(L->pi_head.b + (size_t)k) : (int)L->v_head.b);
+    off += VX_PF_HEAD;
+    return (size_t)round8(off);
+}
+
+size_t vx_pf_smem(const vx_pf_net *t, int rows)
+{
+    size_t R = (size_t)rows;
+    /* a double a thread for block sums, the warps' staging, the heads' outputs, the input rows,
+     * every layer's activations (each row 4 floats past its width), the rows' samples */
+    size_t f = 2 * VX_PF_THREADS + VX_PF_WARPS * 256 + R * VX_PF_OUT_LD + R * (size_t)(t->Dp + 4);
+    for (int l = 0; l < t->n; l++) f += R * (size_t)(t->G * t->H[l] + 4);
+    return (f + (size_t)round8(rows)) * 4;
+}
+
+int vx_pf_rows(const vx_ac_layout *L, size_t smem_optin, char *why, size_t why_n)
+{
+    const vx_ac_cfg *c = &L->cfg;
+    const char *no = NULL;
+    if (c->n_trunk < 1) no = "a trunk of no layers";
+    else if (c->n_logits != VX_PPO_LOGITS) no = "other heads";
+    else if (c->in_dim > VX_PF_MAX_IN) no = "an input wider than 128";
+    else if (L->n_params > (size_t)1 << 30) no = "too many parameters";
+    for (int l = 0; !no && l < c->n_trunk; l++)
+        if (c->trunk[l] % 16) no = "trunk widths that are not multiples of 16";
+    int rows = 64;
+    if (!no) {
+        vx_pf_net t;
+        vx_pf_layout(L, &t, NULL);
+        if ((size_t)t.top * VX_PF_HEAD > (size_t)1 << 30) no = "too many parameters";
+        while (!no && rows > 16 && vx_pf_smem(&t, rows) > smem_optin) rows /= 2;
+        if (!no && vx_pf_smem(&t, rows) > smem_optin) no = "trunks too wide for shared memory";
+    }
+    if (no && why) snprintf(why, why_n, "%s", no);
+    return no ? 0 : rows;
+}
+
+size_t vx_pf_bytes(const vx_ac_layout *L, int rows, int max_rows)
+{
+    vx_pf_net t;
+    size_t packed = vx_pf_layout(L, &t, NULL), slices = (size_t)(max_rows + rows - 1) / rows;
+    /* the packed weights and their map; each block's gradient slice */
+    return packed * 8 + slices * packed * 4; /* each block's gradient slice laid out as wp */
+}

@@ -1,0 +1,61 @@
+/* ppo_fused_plan.h — the layout and the sizes of PPO's fused kernels (ppo_fused.h), in plain C
+ * (ppo_fused_plan.c) so that the trial memory estimate (src/hyperopt/budget.c) computes the very
+ * numbers the kernels are created with (internal).
+ *
+ * The packed copy of the weights the kernels read: layer 0 one Dp × G·H_0 matrix ([W_pi | W_v],
+ * rows past the input's width zero), each deeper layer G blocks of H_{l−1} × H_l, every layer's
+ * biases G·H_l wide, the heads one (G·H_top) × 16 matrix (the policy's 15 logits from the policy
+ * trunk's rows, the value in column 15 from the value trunk's) and 16 biases; every tensor starts
+ * on 8 floats (32 bytes, as the tensor cores' loads need). */
+#ifndef VIXEN_PPO_FUSED_PLAN_H
+#define VIXEN_PPO_FUSED_PLAN_H
+
+#include <stddef.h>
+#include "vixen/actor_critic.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef VX_PF_THREADS
+#define VX_PF_THREADS                                                                              \
+    512 /* a block's threads: 16 warps (H200: 41.7 ms an iteration, 46.7 with 8) */
+#endif
+#define VX_PF_WARPS (VX_PF_THREADS / 32)
+#define VX_PF_ACT_ROWS 16 /* a rollout step's rows a block: 2,048 environments fill 128 SMs */
+#define VX_PF_HEAD 16     /* the heads' columns: 15 logits, then the value */
+#define VX_PF_OUT_LD (VX_PF_HEAD + 4)
+#define VX_PF_MAX_IN 128 /* the input's width at most (its statistics are staged per block) */
+/* The shared memory a block may have on the GPUs the memory estimate assumes (Hopper's 227 KB):
+ * on one with less, the update's blocks take fewer rows and their gradient slices more memory. */
+#define VX_PF_SMEM_HOPPER 232448
+
+/* The network as the kernels see it: widths and offsets (floats) into the packed copy. */
+typedef struct {
+    int in, Dp;                  /* the input's width, and padded to 16 */
+    int n, G;                    /* trunk layers; trunks side by side (2 separate, 1 shared) */
+    int H[VX_AC_MAX_TRUNK];      /* the trunks' widths */
+    int w[VX_AC_MAX_TRUNK];      /* each layer's weights */
+    int w_step[VX_AC_MAX_TRUNK]; /* layers l ≥ 1: from one trunk's block to the next */
+    int b[VX_AC_MAX_TRUNK];      /* each layer's biases */
+    int wh, bh;                  /* the heads' weights and biases */
+    int top;                     /* G·H_{n−1} */
+} vx_pf_net;
+
+/* The packed layout of L into t; with src (the returned count of ints), each packed float's
+ * index in the flat parameters, −1 for padding. Returns the packed copy's floats. Assumes
+ * vx_pf_rows(L, …) > 0. */
+size_t vx_pf_layout(const vx_ac_layout *L, vx_pf_net *t, int *src);
+/* Bytes of shared memory a block of `rows` rows uses. */
+size_t vx_pf_smem(const vx_pf_net *t, int rows);
+/* The update's rows a block (64, 32 or 16: the most whose shared memory fits smem_optin bytes),
+ * or 0 when the fused kernels do not take L — and why. */
+int vx_pf_rows(const vx_ac_layout *L, size_t smem_optin, char *why, size_t why_n);
+/* Device bytes of the fused kernels' own buffers for minibatches of up to max_rows rows. */
+size_t vx_pf_bytes(const vx_ac_layout *L, int rows, int max_rows);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
