@@ -21,12 +21,12 @@
  *   B (8 × 8):   (t, g), (t + 4, g)
  *   C (16 × 8):  (g, 2t), (g, 2t + 1), (g + 8, 2t), (g + 8, 2t + 1)
  *
- * Precision: PASSES = 1 rounds both operands to TF32 (10-bit mantissas) and multiplies once; with
- * PASSES = 3 each operand is split into a TF32 "big" part and the TF32 rounding of what is left
- * ("small") and the product is big·big + big·small + small·big (the 3×TF32 scheme of CUTLASS):
- * about 21 of float32's 24 mantissa bits per operand, with the products accumulated in float32 —
- * float32's accuracy at three tensor-core products per tile. Accumulation is in float32 either
- * way.
+ * Precision: PASSES = 1 takes both operands as TF32 (10-bit mantissas, the rest of a float's
+ * dropped) and multiplies once; with PASSES = 3 each operand is split into a TF32 "big" part and
+ * what is left ("small", itself taken as TF32) and the product is big·big + big·small + small·big
+ * (the 3×TF32 scheme of CUTLASS): about 21 of float32's 24 mantissa bits per operand, with the
+ * products accumulated in float32 — float32's accuracy at three tensor-core products per tile.
+ * Accumulation is in float32 either way.
  *
  * Shapes: M a multiple of 16, N of 8·NT, K of 8 (the caller pads with zeros); ld even (C's
  * pairs are stored as float2), and ld ≡ 4 (mod 32) keeps a warp's shared-memory loads free of
@@ -57,18 +57,19 @@ template <typename L> __device__ inline size_t at(int i, int k, int ld)
     return is_row<L>::value ? (size_t)i * ld + k : (size_t)i + (size_t)k * ld;
 }
 
-__device__ inline uint32_t to_tf32(float x)
-{
-    uint32_t r;
-    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
-    return r;
-}
-
-/* x as TF32 (PASSES 1), or as big + small TF32 parts (PASSES 3). */
+/* x as a TF32 operand (PASSES 1), or as big + small TF32 parts (PASSES 3). The tensor cores
+ * read a TF32 operand's sign, exponent and top 10 mantissa bits and ignore the other 13, so a
+ * float's bits serve as they are (rounded toward zero), and big is x with those 13 bits cleared:
+ * one instruction, and one subtraction for small (exact), where a rounding conversion costs
+ * several — and these conversions were most of the instructions of the kernels built on this. */
 template <int PASSES> __device__ inline void split(float x, uint32_t &big, uint32_t &small)
 {
-    big = to_tf32(x);
-    if (PASSES == 3) small = to_tf32(x - __uint_as_float(big));
+    if (PASSES == 1) {
+        big = __float_as_uint(x);
+    } else {
+        big = __float_as_uint(x) & 0xffffe000u;
+        small = __float_as_uint(x - __uint_as_float(big));
+    }
 }
 
 /* d += a · b, one m16n8k8 TF32 product. */
@@ -100,36 +101,42 @@ __device__ inline void step(float (&d)[NT][4], const float (&fa)[4], const float
     }
 }
 
+/* This lane's share of one step's operands: A's 16 × 8 at pa, B's 8 × 8 tiles at pb + j·bn. */
+template <int NT>
+__device__ inline void load_step(float (&fa)[4], float (&fb)[NT][2], const float *pa, size_t a8,
+                                 size_t a4, const float *pb, size_t b4, size_t bn)
+{
+    fa[0] = pa[0], fa[1] = pa[a8], fa[2] = pa[a4], fa[3] = pa[a8 + a4];
+#pragma unroll
+    for (int j = 0; j < NT; j++) fb[j][0] = pb[j * bn], fb[j][1] = pb[j * bn + b4];
+}
+
 /* d[j] += A (16 × K from a: its row 0, column 0) · B (K × 8 columns from b + 8j), this lane's
- * share. Two steps' operands are loaded before either is multiplied: B often comes from global
+ * share. U steps' operands are loaded before any is multiplied: B often comes from global
  * memory (the weights, through L1 and L2), and a warp's loads in flight together hide the
- * latency one at a time would wait for. */
+ * latency one at a time would wait for (U as large as the registers allow: 4 for narrow strips,
+ * 2 for wide ones). */
 template <int NT, int PASSES, typename LA, typename LB>
 __device__ inline void strip(float (&d)[NT][4], const float *a, int lda, const float *b, int ldb,
                              int K)
 {
+    const int U = NT > 2 ? 2 : 4;
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const float *pa = a + at<LA>(g, t, lda), *pb = b + at<LB>(t, g, ldb);
     const size_t a8 = at<LA>(8, 0, lda), a4 = at<LA>(0, 4, lda), ak = at<LA>(0, 8, lda);
     const size_t b4 = at<LB>(4, 0, ldb), bn = at<LB>(0, 8, ldb), bk = at<LB>(8, 0, ldb);
     int k = 0;
-    for (; k + 16 <= K; k += 16, pa += 2 * ak, pb += 2 * bk) {
-        float fa[2][4], fb[2][NT][2];
+    for (; k + 8 * U <= K; k += 8 * U, pa += U * ak, pb += U * bk) {
+        float fa[U][4], fb[U][NT][2];
 #pragma unroll
-        for (int u = 0; u < 2; u++) {
-            const float *x = pa + u * ak, *y = pb + u * bk;
-            fa[u][0] = x[0], fa[u][1] = x[a8], fa[u][2] = x[a4], fa[u][3] = x[a8 + a4];
+        for (int u = 0; u < U; u++)
+            load_step<NT>(fa[u], fb[u], pa + u * ak, a8, a4, pb + u * bk, b4, bn);
 #pragma unroll
-            for (int j = 0; j < NT; j++) fb[u][j][0] = y[j * bn], fb[u][j][1] = y[j * bn + b4];
-        }
-        step<NT, PASSES>(d, fa[0], fb[0]);
-        step<NT, PASSES>(d, fa[1], fb[1]);
+        for (int u = 0; u < U; u++) step<NT, PASSES>(d, fa[u], fb[u]);
     }
-    if (k < K) { /* K ≡ 8 (mod 16): one step left */
+    for (; k < K; k += 8, pa += ak, pb += bk) { /* the steps left */
         float fa[4], fb[NT][2];
-        fa[0] = pa[0], fa[1] = pa[a8], fa[2] = pa[a4], fa[3] = pa[a8 + a4];
-#pragma unroll
-        for (int j = 0; j < NT; j++) fb[j][0] = pb[j * bn], fb[j][1] = pb[j * bn + b4];
+        load_step<NT>(fa, fb, pa, a8, a4, pb, b4, bn);
         step<NT, PASSES>(d, fa, fb);
     }
 }
@@ -176,7 +183,7 @@ __device__ void block_gemm(int G, int M, int N, int K, const float *A, int lda, 
     }
 }
 
-/* block_gemm with the widest strips (80, 40, 16 or 8 columns) that divide N and still give every
+/* block_gemm with the widest strips (40, 16 or 8 columns) that divide N and still give every
  * warp a strip: a wide strip loads and converts each element of A once for all its columns, and
  * the instructions a product takes bound these small kernels. */
 template <int PASSES, int MODE, typename LA, typename LB>
@@ -188,8 +195,7 @@ __device__ inline void gemm(int G, int M, int N, int K, const float *A, int lda,
 #define TC_GEMM(NT)                                                                                \
     block_gemm<NT, PASSES, MODE, LA, LB>(G, M, N, K, A, lda, a_step, B, ldb, b_step, C, ldc,       \
                                          c_step, bias)
-    if (N % 80 == 0 && tiles / 10 >= warps) TC_GEMM(10);
-    else if (N % 40 == 0 && tiles / 5 >= warps) TC_GEMM(5);
+    if (N % 40 == 0 && tiles / 5 >= warps) TC_GEMM(5);
     else if (N % 16 == 0 && tiles / 2 >= warps) TC_GEMM(2);
     else TC_GEMM(1);
 #undef TC_GEMM

@@ -295,6 +295,7 @@ static __global__ void sum_kernel(const float *partial, int blocks, const int *s
     size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (p >= packed || src[p] < 0) return;
     double sum = 0;
+#pragma unroll 8 /* the slices' loads in flight together: this kernel only reads memory */
     for (int b = 0; b < blocks; b++) sum += partial[(size_t)b * packed + p];
     g[src[p]] = (float)sum;
 }
@@ -328,14 +329,17 @@ extern "C" void ppo_fused_free(ppo_fused *f)
 
 extern "C" size_t ppo_fused_reserved(const ppo_fused *f) { return f->mem.bytes; }
 
-/* Dynamic shared memory past 48 KB is allowed per kernel, once. */
-template <int P> static cudaError_t allow_smem(size_t act_bytes, size_t grad_bytes)
+/* Dynamic shared memory past 48 KB, allowed per kernel: up to the device's most, always. The
+ * limit is the kernel's, for the whole process: trials of other shapes running beside this one
+ * set it too, and a trial that set its own need would refuse a wider neighbour's launches
+ * ("invalid argument", seen in test_study_cuda's PPO space). */
+template <int P> static cudaError_t allow_smem(int bytes)
 {
-    cudaError_t rc = cudaFuncSetAttribute(
-        act_kernel<P>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)act_bytes);
+    cudaError_t rc =
+        cudaFuncSetAttribute(act_kernel<P>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     if (rc == cudaSuccess)
         rc = cudaFuncSetAttribute(grad_kernel<P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  (int)grad_bytes);
+                                  bytes);
     return rc;
 }
 
@@ -375,10 +379,7 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
     VX_CUDA_CHECK(cudaMemcpy(f->src, src, f->packed * sizeof *src, cudaMemcpyHostToDevice));
     VX_CUDA_CHECK(cudaMemset(f->partial, 0, (size_t)f->max_blocks * f->packed * 4));
     VX_CUDA_CHECK(cudaMemset(f->wp, 0, f->packed * 4));
-    {
-        size_t ab = vx_pf_smem(&f->nt, 2 * ACT_ROWS), gb = vx_pf_smem(&f->nt, f->rows);
-        VX_CUDA_CHECK(f->passes == 1 ? allow_smem<1>(ab, gb) : allow_smem<3>(ab, gb));
-    }
+    VX_CUDA_CHECK(f->passes == 1 ? allow_smem<1>(optin) : allow_smem<3>(optin));
     free(src);
     *out = f;
     return VX_OK;

@@ -22,8 +22,10 @@ extern "C" {
     512 /* a block's threads: 16 warps (H200: 41.7 ms an iteration, 46.7 with 8) */
 #endif
 #define VX_PF_WARPS (VX_PF_THREADS / 32)
+#ifndef VX_PF_ACT_ROWS
 #define VX_PF_ACT_ROWS 16 /* a rollout step's rows a block: 2,048 environments fill 128 SMs */
-#define VX_PF_HEAD 16     /* the heads' columns: 15 logits, then the value */
+#endif
+#define VX_PF_HEAD 16 /* the heads' columns: 15 logits, then the value */
 #define VX_PF_OUT_LD (VX_PF_HEAD + 4)
 #define VX_PF_MAX_IN 128 /* the input's width at most (its statistics are staged per block) */
 /* The shared memory a block may have on the GPUs the memory estimate assumes (Hopper's 227 KB):

@@ -77,8 +77,9 @@ static void check_estimates(const char *algo, const char *space)
         snprintf(p, sizeof p, "%s", t[i].params);
         for (char *c = p; *c; c++)
             if (*c == '\n') *c = ' ';
-        printf("%s trial %2zu: estimate %7.1f MB, measured %7.1f MB, ratio %.3f | %s\n", algo, i,
-               t[i].mem_estimate / 1e6, t[i].mem_measured / 1e6, r, p);
+        printf("%s trial %2zu: estimate %7.1f MB, measured %7.1f MB, ratio %.3f, %s%s%s | %s\n",
+               algo, i, t[i].mem_estimate / 1e6, t[i].mem_measured / 1e6, r,
+               vx_trial_status_name(t[i].status), t[i].error[0] ? ": " : "", t[i].error, p);
         bad += !(r >= 1 && r <= 1.25) || t[i].status != VX_TRIAL_DONE;
     }
     printf("%s: %zu trials, estimate / measured in [%.3f, %.3f] (wanted [1, 1.25])\n", algo, n, lo,
@@ -192,6 +193,8 @@ int main(void)
         cmocka_unit_test(test_concurrency_does_not_change_results),
         cmocka_unit_test(test_rank_devices),
     };
+    const char *only = getenv("VX_TEST_FILTER"); /* cmocka's filter: `*` wildcards */
+    if (only && *only) cmocka_set_test_filter(only);
     int failed = cmocka_run_group_tests_name("study_cuda", tests, NULL, NULL);
     vx_device_close(g_dev);
     return failed;
