@@ -108,8 +108,10 @@ vx_status vx_replay_set_beta(vx_replay *r, double beta, vx_stream s, vx_err *e);
 /* Draws B transitions. An empty buffer is an error. */
 vx_status vx_replay_sample(vx_replay *r, size_t B, vx_replay_batch *out, vx_stream s, vx_err *e);
 /* The buffer's work queued so far is ordered behind stream s (an owner that queued it on streams
- * of its own joined them into s): its synchronous reads, saves and its free wait for s instead of
- * the stream its last call named. Nothing on the CPU. */
+ * of its own joined them into s): its synchronous reads and saves wait for s instead of the stream
+ * its last call named. Its free waits, as every free does (device.h), for the context's own
+ * streams only: work queued on a stream made outside the context must be finished first. Nothing
+ * on the CPU. */
 void vx_replay_follow(vx_replay *r, vx_stream s);
 /* Rank-based buffers: sort now (sample also does it by itself every rank_refresh calls); other
  * kinds: nothing. */
