@@ -133,7 +133,10 @@ static vx_status ppo_memory(const vx_train_cfg *c, const vx_ppo_settings *s, int
     int rows = kind != VX_DEVICE_CPU && s->fused ? vx_pf_rows(&L, VX_PF_SMEM_HOPPER, NULL, 0) : 0;
     if (rows) {
         m->activations = vx_pf_bytes(&L, rows, (int)M) + M * (D * 4 + K * 4 + A * 4 + 24);
-        m->fixed = TN * 8 + MB / 4;
+        /* the sort's scratch, every minibatch's advantage statistics, the rollout's partial sums,
+         * the values after it, small buffers */
+        m->fixed =
+            TN * 8 + E * (size_t)s->minibatches * 16 + (N / 16 + 1) * 2 * D * 8 + N * 4 + MB / 4;
     }
     return VX_OK;
 }

@@ -28,9 +28,10 @@
  * products accumulated in float32 — float32's accuracy at three tensor-core products per tile.
  * Accumulation is in float32 either way.
  *
- * Shapes: M a multiple of 16, N of 8·NT, K of 8 (the caller pads with zeros); ld even (C's
- * pairs are stored as float2), and ld ≡ 4 (mod 32) keeps a warp's shared-memory loads free of
- * bank conflicts (rows 4 floats past a multiple of 32 wide, as the callers lay them out). */
+ * Shapes: M a multiple of 16, N of 8·NT, K of 8 (the caller pads with zeros); ld even and every
+ * matrix 8-byte aligned (C's pairs are stored as float2). Rows 4 floats past a multiple of 16
+ * wide (the callers' layout) keep row-major loads of A from shared memory free of bank
+ * conflicts; the column-major views of the backward pass have 2-way conflicts. */
 #ifndef VIXEN_TC_TILE_CUH
 #define VIXEN_TC_TILE_CUH
 
@@ -201,17 +202,17 @@ __device__ inline void gemm(int G, int M, int N, int K, const float *A, int lda,
 #undef TC_GEMM
 }
 
-/* C = A · B (M × 16, inner dimension K) when its M / 16 strips are fewer than the block's warps
- * (a network's 16-column heads): each strip's K is split into as many chunks as the warps allow,
- * a chunk a warp, and the chunks' tiles are added in chunk order (the same bits every run) on
+/* C = A · B (M × 16, inner dimension K) when its M / 16 strips are few (a network's 16-column
+ * heads): each strip's K is split into `chunks` chunks, a chunk a warp (strips × chunks ≤ the
+ * block's warps), and the chunks' tiles are added in chunk order (the same bits every run) on
  * their way to epi(i, j, value). One warp would otherwise walk all of a long K alone while the
  * others wait. stage: 256 floats a warp. Synchronises the block: every thread must call it. */
 template <int PASSES, typename LA, typename LB, class Epi>
-__device__ void gemm_splitk(int M, int K, const float *A, int lda, const float *B, int ldb,
-                            float *stage, Epi epi)
+__device__ void gemm_splitk(int M, int K, int chunks, const float *A, int lda, const float *B,
+                            int ldb, float *stage, Epi epi)
 {
-    int warp = threadIdx.x >> 5, warps = blockDim.x >> 5, lane = threadIdx.x & 31;
-    int strips = M / 16, chunks = warps / strips, steps = K / 8;
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int strips = M / 16, steps = K / 8;
     int per = (steps + chunks - 1) / chunks;
     if (warp < strips * chunks) {
         int s = warp % strips, k0 = (warp / strips) * per * 8;

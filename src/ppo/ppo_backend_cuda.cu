@@ -27,10 +27,11 @@
  * A truncated episode's bootstrap needs the value of its pre-reset observation. The CPU runs the
  * value network on that one row. The per-layer path values all N pre-reset rows beside the N
  * current ones at the next step (the value trunk runs on 2N rows, the policy on N), so the graph
- * has no data-dependent shape; the fused kernel runs a second forward pass in the blocks that
- * hold such a row. The target-KL stop is decided on the device: once set, the remaining
- * minibatches still run their forward and backward passes but neither step the weights nor
- * count — the same result as the CPU's break, without a read-back in the iteration.
+ * has no data-dependent shape; in the fused kernel a block that holds such a row runs its forward
+ * pass over its pre-reset rows too, below its current ones. The target-KL stop is decided on the
+ * device: once set, the remaining minibatches still run their forward and backward passes but
+ * neither step the weights nor count — the same result as the CPU's break, without a read-back in
+ * the iteration.
  *
  * Sums over samples are fixed-order tree reductions in double, so the same inputs give the same
  * bits every run; with run.gpu_graphs = 0 the same kernels run one by one, synchronised (the
@@ -44,6 +45,7 @@
 #include "ppo_fused.h"
 
 #include <cub/cub.cuh>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -726,6 +728,14 @@ static vx_status cuda_create(const ppo_init *in, ppo_backend **out, ppo_state **
     b->eager = !b->run.gpu_graphs;
     b->N = vx_env_count(in->env), b->T = (size_t)b->run.steps_per_epoch;
     b->TN = b->N * b->T, b->M = b->TN / (size_t)b->s.minibatches, b->np = b->L.n_params;
+    if (b->TN > INT_MAX) { /* CUB's sort counts its items in an int */
+        size_t tn = b->TN;
+        free(b);
+        return vx_err_set(e, VX_ERR_ARG,
+                          "ppo: a rollout of %zu steps (train.envs × train.steps_per_epoch); the "
+                          "GPU's shuffles take at most %d",
+                          tn, INT_MAX);
+    }
     vx_mem_init(&b->mem, in->dev, "ppo");
     ppo_state *h = &b->host;
     st = vx_cuda_stream_create(in->dev, &b->st, e);

@@ -32,8 +32,19 @@
 #define OUT_LD VX_PF_OUT_LD
 #define MAX_IN VX_PF_MAX_IN
 #define N_STATS 5 /* the loss's statistics summed per block: pg, v, entropy, KL, clipped */
+/* The heads' K split into this many chunks whatever a block's rows: a row's logits and value are
+ * then summed in the same order whether its block runs 16 rows or 32 (a truncated neighbour's
+ * pre-reset row) — its sampled action does not depend on its neighbours. */
+#define HEAD_CHUNKS 4
 
 typedef vx_pf_net net;
+
+/* What the kernels below take for granted of the two overridable sizes. */
+static_assert(THREADS >= 128 && (THREADS & (THREADS - 1)) == 0,
+              "a power of two (vx_block_sum), at least 128 (a thread per input column, per row)");
+static_assert(ACT_ROWS % 16 == 0 && 2 * ACT_ROWS <= 64 && ACT_ROWS * MAX_IN <= WARPS * 256,
+              "whole tiles of rows; raw rows staged in the warps' staging");
+static_assert(WARPS >= 4 * HEAD_CHUNKS, "the heads' split: 4 strips (64 rows) × HEAD_CHUNKS");
 
 struct ppo_fused {
     vx_ac_layout L;
@@ -114,7 +125,7 @@ template <int P> static __device__ void forward(const net &t, const float *wp, i
     float *out = s.out;
     const float *bh = wp + t.bh;
     tc::gemm_splitk<P, row_major, row_major>(
-        R, t.top, s.act[t.n - 1], s.ld[t.n - 1], wp + t.wh, HEAD, s.stage,
+        R, t.top, HEAD_CHUNKS, s.act[t.n - 1], s.ld[t.n - 1], wp + t.wh, HEAD, s.stage,
         [&](int r, int c, float v) { out[r * OUT_LD + c] = v + bh[c]; });
 }
 
@@ -353,6 +364,7 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
     char why[96];
     int *src = NULL, rows;
     ppo_fused *f = NULL;
+    cudaStream_t setup = NULL;
     VX_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                          vx_device_index(dev)));
     rows = vx_pf_rows(L, (size_t)optin, why, sizeof why);
@@ -374,16 +386,22 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
     if (!st) st = vx_mem_alloc(&f->mem, f->packed * sizeof *src, &f->src, e);
     if (!st) st = vx_mem_alloc(&f->mem, (size_t)f->max_blocks * f->packed * 4, &f->partial, e);
     if (st) goto fail;
-    /* synchronous: src is freed below; the slices' padding between tensors is never written nor
-     * read — zeroed so that no float of them is undefined */
-    VX_CUDA_CHECK(cudaMemcpy(f->src, src, f->packed * sizeof *src, cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(cudaMemset(f->partial, 0, (size_t)f->max_blocks * f->packed * 4));
-    VX_CUDA_CHECK(cudaMemset(f->wp, 0, f->packed * 4));
+    /* on a stream of the context's, waited for: src is freed below, and the caller's stream (a
+     * non-blocking one) is not ordered behind anything else. The slices' padding between tensors
+     * is never written nor read — zeroed so that no float of them is undefined. */
+    st = vx_cuda_stream_create(dev, &setup, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(f->src, src, f->packed * sizeof *src, cudaMemcpyHostToDevice, setup));
+    VX_CUDA_CHECK(cudaMemsetAsync(f->partial, 0, (size_t)f->max_blocks * f->packed * 4, setup));
+    VX_CUDA_CHECK(cudaStreamSynchronize(setup));
     VX_CUDA_CHECK(f->passes == 1 ? allow_smem<1>(optin) : allow_smem<3>(optin));
+    vx_cuda_stream_destroy(dev, setup);
     free(src);
     *out = f;
     return VX_OK;
 fail:
+    if (setup) vx_cuda_stream_destroy(dev, setup);
     free(src);
     ppo_fused_free(f);
     return st;

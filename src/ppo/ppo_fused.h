@@ -12,7 +12,7 @@
  * 1 when the trunk is shared); the two heads are one 16-column product over the top activations
  * — the 15 logits from the policy trunk's half, the value (column 15) from the value trunk's.
  * The weights are read from a packed copy (ppo_fused_pack, after every optimizer step): widths
- * padded to the tensor cores' tiles with zeros, every matrix 32-byte aligned. A map from each
+ * padded to the tensor cores' tiles with zeros (ppo_fused_plan.h). A map from each
  * packed float to its place in the flat parameters (or none: padding) serves the packing and the
  * gradient's scatter both.
  *
@@ -22,7 +22,7 @@
  * run, no atomics.
  *
  * Takes: trunks of 1 to 4 layers whose widths are multiples of 16 and fit in shared memory at
- * 16 rows a block or more (ppo_fused_fits says why not); everything else runs on ac_cuda. */
+ * 32 rows a block or more (ppo_fused_fits says why not); everything else runs on ac_cuda. */
 #ifndef VIXEN_PPO_FUSED_H
 #define VIXEN_PPO_FUSED_H
 

@@ -97,7 +97,7 @@ int vx_pf_rows(const vx_ac_layout *L, size_t smem_optin, char *why, size_t why_n
         vx_pf_net t;
         vx_pf_layout(L, &t, NULL);
         if ((size_t)t.top * VX_PF_HEAD > (size_t)1 << 30) no = "too many parameters";
-        while (!no && rows > 16 && vx_pf_smem(&t, rows) > smem_optin) rows /= 2;
+        while (!no && rows > 32 && vx_pf_smem(&t, rows) > smem_optin) rows /= 2;
         /* and a rollout step's block: its rows and as many pre-reset ones */
         if (!no &&
             (vx_pf_smem(&t, rows) > smem_optin || vx_pf_smem(&t, 2 * VX_PF_ACT_ROWS) > smem_optin))

@@ -6,7 +6,12 @@
  * rows past the input's width zero), each deeper layer G blocks of H_{l−1} × H_l, every layer's
  * biases G·H_l wide, the heads one (G·H_top) × 16 matrix (the policy's 15 logits from the policy
  * trunk's rows, the value in column 15 from the value trunk's) and 16 biases; every tensor starts
- * on 8 floats (32 bytes, as the tensor cores' loads need). */
+ * on 8 floats (the kernels' float2 loads need 8 bytes; 32 keeps a tile's rows in whole sectors).
+ *
+ * The memory estimate assumes a Hopper's 227 KB of shared memory a block (VX_PF_SMEM_HOPPER). On
+ * a GPU with less, the update's blocks may take 32 rows (twice the gradient slices), or the
+ * network may not fit at all and run the per-layer path: the estimate is then low, and the
+ * search's first chunk, which measures, corrects it. */
 #ifndef VIXEN_PPO_FUSED_PLAN_H
 #define VIXEN_PPO_FUSED_PLAN_H
 
@@ -28,8 +33,7 @@ extern "C" {
 #define VX_PF_HEAD 16 /* the heads' columns: 15 logits, then the value */
 #define VX_PF_OUT_LD (VX_PF_HEAD + 4)
 #define VX_PF_MAX_IN 128 /* the input's width at most (its statistics are staged per block) */
-/* The shared memory a block may have on the GPUs the memory estimate assumes (Hopper's 227 KB):
- * on one with less, the update's blocks take fewer rows and their gradient slices more memory. */
+/* The shared memory a block may have on the GPUs the memory estimate assumes (Hopper's 227 KB). */
 #define VX_PF_SMEM_HOPPER 232448
 
 /* The network as the kernels see it: widths and offsets (floats) into the packed copy. */
@@ -50,8 +54,9 @@ typedef struct {
 size_t vx_pf_layout(const vx_ac_layout *L, vx_pf_net *t, int *src);
 /* Bytes of shared memory a block of `rows` rows uses. */
 size_t vx_pf_smem(const vx_pf_net *t, int rows);
-/* The update's rows a block (64, 32 or 16: the most whose shared memory fits smem_optin bytes),
- * or 0 when the fused kernels do not take L — and why. */
+/* The update's rows a block (64 or 32: the most whose shared memory fits smem_optin bytes, as a
+ * rollout step's block of 2 × VX_PF_ACT_ROWS rows must), or 0 when the fused kernels do not take
+ * L — and why. */
 int vx_pf_rows(const vx_ac_layout *L, size_t smem_optin, char *why, size_t why_n);
 /* Device bytes of the fused kernels' own buffers for minibatches of up to max_rows rows. */
 size_t vx_pf_bytes(const vx_ac_layout *L, int rows, int max_rows);
