@@ -161,8 +161,13 @@ VX_HD static inline float vx_env_clip(double x, double lim)
 VX_HD static inline void vx_env_observe_one(const vx_env_params *p, const vx_env_state *s,
                                             float *obs)
 {
+    /* every feature loaded before any is stored: obs might alias the features as far as the
+     * compiler knows, and a load-store pair at a time made a GPU thread wait for each of its 45
+     * loads in turn (most of the step kernel's 25.7 µs on an H200) */
     const float *f = p->features + s->row * VX_MARKET_FEATURES;
-    for (int i = 0; i < VX_MARKET_FEATURES; i++) obs[i] = f[i];
+    float row[VX_MARKET_FEATURES];
+    for (int i = 0; i < VX_MARKET_FEATURES; i++) row[i] = f[i];
+    for (int i = 0; i < VX_MARKET_FEATURES; i++) obs[i] = row[i];
     double pnl_unit = p->reward_scale * sqrt((double)p->episode_len);
     double unreal = s->pos * (p->close[s->row] - s->avg_entry) * p->multiplier;
     float *a = obs + VX_MARKET_FEATURES;

@@ -28,6 +28,13 @@
  * products accumulated in float32 — float32's accuracy at three tensor-core products per tile.
  * Accumulation is in float32 either way.
  *
+ * B may also come as tc::frag: pre-split and in fragment order (ppo_fused_plan.c's vx_pf_frags
+ * lays the weights out so), each 8 × 8 tile 32 lanes' shares in a row, a lane's share its b0 and
+ * b1 (TF32) or their big parts then their small parts (3×TF32). A lane then loads a tile's share
+ * as one 8- or 16-byte vector and splits nothing: the weights come from global memory (L2), and
+ * the scalar loads and the splits were most of these products' instructions and of their
+ * waiting. For frag, ldb is B's tiles a row (N / 8).
+ *
  * Shapes: M a multiple of 16, N of 8·NT, K of 8 (the caller pads with zeros); ld even and every
  * matrix 8-byte aligned (C's pairs are stored as float2). Rows 4 floats past a multiple of 16
  * wide (the callers' layout) keep row-major loads of A from shared memory free of bank
@@ -37,12 +44,18 @@
 
 #include <stdint.h>
 
+#ifndef TC_U_WIDE
+#define TC_U_WIDE 2 /* steps loaded ahead in a wide strip (NT > 2; see strip) */
+#endif
+
 namespace tc
 {
 
 struct row_major {
 };
 struct col_major {
+};
+struct frag {
 };
 
 template <typename L> struct is_row {
@@ -52,10 +65,27 @@ template <> struct is_row<row_major> {
     static const bool value = true;
 };
 
+template <typename L> struct is_frag {
+    static const bool value = false;
+};
+template <> struct is_frag<frag> {
+    static const bool value = true;
+};
+
 /* The offset of element (i, k) of a row- or column-major matrix with leading dimension ld. */
 template <typename L> __device__ inline size_t at(int i, int k, int ld)
 {
     return is_row<L>::value ? (size_t)i * ld + k : (size_t)i + (size_t)k * ld;
+}
+
+/* A frag tile's floats a lane. */
+template <int PASSES> __device__ inline int frag_e() { return PASSES == 3 ? 4 : 2; }
+
+/* The offset of B's element (k, n) — for frag, of its tile, k and n multiples of 8. */
+template <typename LB, int PASSES> __device__ inline size_t at_b(int k, int n, int ldb)
+{
+    if (is_frag<LB>::value) return ((size_t)(k >> 3) * ldb + (n >> 3)) * 32 * frag_e<PASSES>();
+    return at<LB>(k, n, ldb);
 }
 
 /* x as a TF32 operand (PASSES 1), or as big + small TF32 parts (PASSES 3). The tensor cores
@@ -82,9 +112,10 @@ __device__ inline void mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t
                  : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
 }
 
-/* One step of 8 along K: d[j] += A's 16 × 8 · B's 8 × 8 (tile j), from the raw floats. */
-template <int NT, int PASSES>
-__device__ inline void step(float (&d)[NT][4], const float (&fa)[4], const float (&fb)[NT][2])
+/* One step of 8 along K: d[j] += A's 16 × 8 · B's 8 × 8 (tile j), from the raw floats (for a
+ * frag B, its parts as loaded). */
+template <int NT, int PASSES, bool FRAG>
+__device__ inline void step(float (&d)[NT][4], const float (&fa)[4], const float (&fb)[NT][4])
 {
     uint32_t ab[4], as[4];
 #pragma unroll
@@ -92,8 +123,13 @@ __device__ inline void step(float (&d)[NT][4], const float (&fa)[4], const float
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         uint32_t bb[2], bs[2];
-        split<PASSES>(fb[j][0], bb[0], bs[0]);
-        split<PASSES>(fb[j][1], bb[1], bs[1]);
+        if (FRAG) {
+            bb[0] = __float_as_uint(fb[j][0]), bb[1] = __float_as_uint(fb[j][1]);
+            bs[0] = __float_as_uint(fb[j][2]), bs[1] = __float_as_uint(fb[j][3]);
+        } else {
+            split<PASSES>(fb[j][0], bb[0], bs[0]);
+            split<PASSES>(fb[j][1], bb[1], bs[1]);
+        }
         if (PASSES == 3) { /* the small products first: they are the ones rounding hurts */
             mma(d[j], as, bb);
             mma(d[j], ab, bs);
@@ -103,13 +139,23 @@ __device__ inline void step(float (&d)[NT][4], const float (&fa)[4], const float
 }
 
 /* This lane's share of one step's operands: A's 16 × 8 at pa, B's 8 × 8 tiles at pb + j·bn. */
-template <int NT>
-__device__ inline void load_step(float (&fa)[4], float (&fb)[NT][2], const float *pa, size_t a8,
+template <int NT, int PASSES, bool FRAG>
+__device__ inline void load_step(float (&fa)[4], float (&fb)[NT][4], const float *pa, size_t a8,
                                  size_t a4, const float *pb, size_t b4, size_t bn)
 {
     fa[0] = pa[0], fa[1] = pa[a8], fa[2] = pa[a4], fa[3] = pa[a8 + a4];
 #pragma unroll
-    for (int j = 0; j < NT; j++) fb[j][0] = pb[j * bn], fb[j][1] = pb[j * bn + b4];
+    for (int j = 0; j < NT; j++) {
+        if (FRAG && PASSES == 3) {
+            float4 v = __ldg((const float4 *)(pb + j * bn));
+            fb[j][0] = v.x, fb[j][1] = v.y, fb[j][2] = v.z, fb[j][3] = v.w;
+        } else if (FRAG) {
+            float2 v = __ldg((const float2 *)(pb + j * bn));
+            fb[j][0] = v.x, fb[j][1] = v.y;
+        } else {
+            fb[j][0] = pb[j * bn], fb[j][1] = pb[j * bn + b4];
+        }
+    }
 }
 
 /* d[j] += A (16 × K from a: its row 0, column 0) · B (K × 8 columns from b + 8j), this lane's
@@ -121,24 +167,27 @@ template <int NT, int PASSES, typename LA, typename LB>
 __device__ inline void strip(float (&d)[NT][4], const float *a, int lda, const float *b, int ldb,
                              int K)
 {
-    const int U = NT > 2 ? 2 : 4;
+    const int U = NT > 2 ? TC_U_WIDE : 4;
+    const bool F = is_frag<LB>::value;
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const float *pa = a + at<LA>(g, t, lda), *pb = b + at<LB>(t, g, ldb);
+    const float *pa = a + at<LA>(g, t, lda);
+    const float *pb = b + (F ? (size_t)lane * frag_e<PASSES>() : at<LB>(t, g, ldb));
     const size_t a8 = at<LA>(8, 0, lda), a4 = at<LA>(0, 4, lda), ak = at<LA>(0, 8, lda);
-    const size_t b4 = at<LB>(4, 0, ldb), bn = at<LB>(0, 8, ldb), bk = at<LB>(8, 0, ldb);
+    const size_t b4 = at<LB>(4, 0, ldb), bn = at_b<LB, PASSES>(0, 8, ldb);
+    const size_t bk = at_b<LB, PASSES>(8, 0, ldb);
     int k = 0;
     for (; k + 8 * U <= K; k += 8 * U, pa += U * ak, pb += U * bk) {
-        float fa[U][4], fb[U][NT][2];
+        float fa[U][4], fb[U][NT][4];
 #pragma unroll
         for (int u = 0; u < U; u++)
-            load_step<NT>(fa[u], fb[u], pa + u * ak, a8, a4, pb + u * bk, b4, bn);
+            load_step<NT, PASSES, F>(fa[u], fb[u], pa + u * ak, a8, a4, pb + u * bk, b4, bn);
 #pragma unroll
-        for (int u = 0; u < U; u++) step<NT, PASSES>(d, fa[u], fb[u]);
+        for (int u = 0; u < U; u++) step<NT, PASSES, F>(d, fa[u], fb[u]);
     }
     for (; k < K; k += 8, pa += ak, pb += bk) { /* the steps left */
-        float fa[4], fb[NT][2];
-        load_step<NT>(fa, fb, pa, a8, a4, pb, b4, bn);
-        step<NT, PASSES>(d, fa, fb);
+        float fa[4], fb[NT][4];
+        load_step<NT, PASSES, F>(fa, fb, pa, a8, a4, pb, b4, bn);
+        step<NT, PASSES, F>(d, fa, fb);
     }
 }
 
@@ -164,7 +213,7 @@ __device__ void block_gemm(int G, int M, int N, int K, const float *A, int lda, 
 #pragma unroll
         for (int j = 0; j < NT; j++) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0;
         strip<NT, PASSES, LA, LB>(d, A + g * a_step + at<LA>(r0, 0, lda), lda,
-                                  B + g * b_step + at<LB>(0, n0, ldb), ldb, K);
+                                  B + g * b_step + at_b<LB, PASSES>(0, n0, ldb), ldb, K);
         float *c = C + g * c_step + (size_t)(r0 + g8) * ldc + n0 + t2;
 #pragma unroll
         for (int j = 0; j < NT; j++) {
@@ -219,8 +268,8 @@ __device__ void gemm_splitk(int M, int K, int chunks, const float *A, int lda, c
         int k1 = k0 + per * 8 < K ? k0 + per * 8 : K;
         float d[2][4] = {{0, 0, 0, 0}, {0, 0, 0, 0}};
         if (k1 > k0)
-            strip<2, PASSES, LA, LB>(d, A + at<LA>(16 * s, k0, lda), lda, B + at<LB>(k0, 0, ldb),
-                                     ldb, k1 - k0);
+            strip<2, PASSES, LA, LB>(d, A + at<LA>(16 * s, k0, lda), lda,
+                                     B + at_b<LB, PASSES>(k0, 0, ldb), ldb, k1 - k0);
         float *my = stage + 256 * warp + (lane >> 2) * 16 + 2 * (lane & 3);
         for (int j = 0; j < 2; j++) {
             my[8 * j] = d[j][0], my[8 * j + 1] = d[j][1];

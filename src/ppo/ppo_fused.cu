@@ -55,8 +55,11 @@ struct ppo_fused {
     int rows;       /* the update's rows a block */
     int max_blocks; /* the update's blocks at max_rows */
     size_t packed;  /* floats of the packed copy */
-    float *wp;      /* the packed weights */
+    float *wp;      /* the packed weights (the biases are read from here) */
     int *src;       /* packed float → its index in the flat parameters, −1 for padding */
+    size_t frags;   /* floats of the fragment copies */
+    float *wf;      /* the weights as the products' B operands (tc::frag) */
+    int *fsrc;      /* fragment float → its index in the flat parameters, −1 for padding */
     float *partial; /* max_blocks × packed: each block's gradient, laid out as wp */
 };
 
@@ -107,25 +110,27 @@ template <class Fn> static __device__ inline void each(int R, int W, Fn fn)
     }
 }
 
-/* The forward pass of the R rows in s.xs: the trunks into s.act, the heads into s.out. */
-template <int P> static __device__ void forward(const net &t, const float *wp, int R, smem &s)
+/* The forward pass of the R rows in s.xs: the trunks into s.act, the heads into s.out (the
+ * weights from the fragment copies wf, the biases from the packed ones wp). */
+template <int P>
+static __device__ void forward(const net &t, const float *wp, const float *wf, int R, smem &s)
 {
     int W0 = t.G * t.H[0];
-    tc::gemm<P, tc::RELU, row_major, row_major>(1, R, W0, t.Dp, s.xs, s.ldx, 0, wp + t.w[0], W0, 0,
-                                                s.act[0], s.ld[0], 0, wp + t.b[0]);
+    tc::gemm<P, tc::RELU, row_major, tc::frag>(1, R, W0, t.Dp, s.xs, s.ldx, 0, wf + t.fw[0],
+                                               W0 / 8, 0, s.act[0], s.ld[0], 0, wp + t.b[0]);
     __syncthreads();
     for (int l = 1; l < t.n; l++) {
         int H = t.H[l], Hp = t.H[l - 1];
-        tc::gemm<P, tc::RELU, row_major, row_major>(t.G, R, H, Hp, s.act[l - 1], s.ld[l - 1], Hp,
-                                                    wp + t.w[l], H, t.w_step[l], s.act[l], s.ld[l],
-                                                    H, wp + t.b[l]);
+        tc::gemm<P, tc::RELU, row_major, tc::frag>(t.G, R, H, Hp, s.act[l - 1], s.ld[l - 1], Hp,
+                                                   wf + t.fw[l], H / 8, t.f_step[l], s.act[l],
+                                                   s.ld[l], H, wp + t.b[l]);
         __syncthreads();
     }
     /* the heads: 16 columns of a long K, split among the warps (it synchronises) */
     float *out = s.out;
     const float *bh = wp + t.bh;
-    tc::gemm_splitk<P, row_major, row_major>(
-        R, t.top, HEAD_CHUNKS, s.act[t.n - 1], s.ld[t.n - 1], wp + t.wh, HEAD, s.stage,
+    tc::gemm_splitk<P, row_major, tc::frag>(
+        R, t.top, HEAD_CHUNKS, s.act[t.n - 1], s.ld[t.n - 1], wf + t.fwh, HEAD / 8, s.stage,
         [&](int r, int c, float v) { out[r * OUT_LD + c] = v + bh[c]; });
 }
 
@@ -133,7 +138,7 @@ template <int P> static __device__ void forward(const net &t, const float *wp, i
  * the block's rows into part, laid out as the packed weights (padding included: sum_kernel
  * takes only what maps to a parameter). Each layer's δ overwrites its activations. */
 template <int P>
-static __device__ void backward(const net &t, const float *wp, int R, smem &s, float *part)
+static __device__ void backward(const net &t, const float *wf, int R, smem &s, float *part)
 {
     /* a layer's bias gradient: the column sums of its δ, rows in order */
     auto bias = [&](const float *d, int ld, int cols, float *to) {
@@ -151,8 +156,8 @@ static __device__ void backward(const net &t, const float *wp, int R, smem &s, f
                                                  part + t.wh, HEAD, 0);
     bias(s.out, OUT_LD, HEAD, part + t.bh);
     __syncthreads();
-    tc::gemm<P, tc::MASK, row_major, col_major>(1, R, top, HEAD, s.out, OUT_LD, 0, wp + t.wh, HEAD,
-                                                0, at, ldt, 0);
+    tc::gemm<P, tc::MASK, row_major, tc::frag>(1, R, top, HEAD, s.out, OUT_LD, 0, wf + t.fbh,
+                                               top / 8, 0, at, ldt, 0);
     __syncthreads();
     /* the trunks' layers from the top; layer 0 last */
     for (int l = n - 1; l >= 1; l--) {
@@ -163,8 +168,8 @@ static __device__ void backward(const net &t, const float *wp, int R, smem &s, f
                                                      H, step);
         bias(a, ld, t.G * H, part + t.b[l]);
         __syncthreads();
-        tc::gemm<P, tc::MASK, row_major, col_major>(t.G, R, Hp, H, a, ld, H, wp + w, H, step, ap,
-                                                    ldp, Hp);
+        tc::gemm<P, tc::MASK, row_major, tc::frag>(t.G, R, Hp, H, a, ld, H, wf + t.fb[l], Hp / 8,
+                                                   t.f_step[l], ap, ldp, Hp);
         __syncthreads();
     }
     int W0 = t.G * t.H[0];
@@ -202,7 +207,7 @@ static __device__ void load_rows(const net &t, int R, int row0, int N, const flo
  * pass over both — more rows, but no second pass to wait for. */
 template <int P>
 static __global__ void __launch_bounds__(THREADS)
-    act_kernel(net t, const float *wp, ppo_fused_act_args a)
+    act_kernel(net t, const float *wp, const float *wf, ppo_fused_act_args a)
 {
     extern __shared__ __align__(128) float base[];
     const int R = ACT_ROWS;
@@ -227,7 +232,7 @@ static __global__ void __launch_bounds__(THREADS)
         p[d] += sum, p[t.in + d] += sum2;
     }
     __syncthreads();
-    forward<P>(t, wp, fin ? 2 * R : R, s);
+    forward<P>(t, wp, wf, fin ? 2 * R : R, s);
     if (r < R && i < a.N) {
         const float *o = s.out + r * OUT_LD;
         if (a.act) {
@@ -249,7 +254,8 @@ static __global__ void __launch_bounds__(THREADS)
  * backward pass into the block's slice of `partial`. */
 template <int P>
 static __global__ void __launch_bounds__(THREADS)
-    grad_kernel(net t, const float *wp, int R, ppo_fused_grad_args a, float *partial, size_t packed)
+    grad_kernel(net t, const float *wp, const float *wf, int R, ppo_fused_grad_args a,
+                float *partial, size_t packed)
 {
     extern __shared__ __align__(128) float base[];
     smem s = carve(t, R, base);
@@ -264,7 +270,7 @@ static __global__ void __launch_bounds__(THREADS)
         s.xs[r * s.ldx + d] = q >= 0 && d < t.in ? a.obs[(size_t)q * t.in + d] : 0.0f;
     });
     __syncthreads();
-    forward<P>(t, wp, R, s);
+    forward<P>(t, wp, wf, R, s);
     double st[N_STATS] = {0, 0, 0, 0, 0};
     if (threadIdx.x < R) {
         int r = threadIdx.x, q = s.rowq[r], j = row0 + r;
@@ -295,7 +301,7 @@ static __global__ void __launch_bounds__(THREADS)
         double sum = vx_block_sum<THREADS>(st[p], s.red);
         if (threadIdx.x == 0 && a.parts) a.parts[(size_t)blockIdx.x * N_STATS + p] = sum;
     }
-    backward<P>(t, wp, R, s, partial + (size_t)blockIdx.x * packed);
+    backward<P>(t, wf, R, s, partial + (size_t)blockIdx.x * packed);
 }
 
 /* The gradient: the blocks' slices added in block order (in double), each packed float that is
@@ -315,6 +321,21 @@ static __global__ void pack_kernel(const float *params, const int *src, size_t n
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) wp[i] = src[i] >= 0 ? params[src[i]] : 0.0f;
+}
+
+/* The fragment copies: with E = 4, floats 0 and 1 of each 4 the big parts (the top 10 mantissa
+ * bits, tc::split's), 2 and 3 what is left of the same two weights. */
+static __global__ void frag_kernel(const float *params, const int *fsrc, size_t n, int E,
+                                   float *wf)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    float v = fsrc[i] >= 0 ? params[fsrc[i]] : 0.0f;
+    if (E == 4) {
+        float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+        v = i & 2 ? v - big : big;
+    }
+    wf[i] = v;
 }
 
 /* ---- the host side ------------------------------------------------------------------------- */
@@ -362,7 +383,7 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
     if (st) return st;
     int optin = 0;
     char why[96];
-    int *src = NULL, rows;
+    int *src = NULL, *fsrc = NULL, rows;
     ppo_fused *f = NULL;
     cudaStream_t setup = NULL;
     VX_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
@@ -376,14 +397,19 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
     f->packed = vx_pf_layout(L, &f->nt, NULL);
     f->rows = rows; /* 64 on an H200: 8,192 rows in 128 blocks */
     f->max_blocks = (max_rows + f->rows - 1) / f->rows;
+    f->frags = vx_pf_frags(&f->nt, f->passes, NULL, NULL);
     src = (int *)malloc(f->packed * sizeof *src);
-    if (!src) {
+    fsrc = (int *)malloc(f->frags * sizeof *fsrc);
+    if (!src || !fsrc) {
         st = vx_err_set(e, VX_ERR_NOMEM, "ppo: out of memory");
         goto fail;
     }
     vx_pf_layout(L, &f->nt, src);
+    vx_pf_frags(&f->nt, f->passes, src, fsrc);
     st = vx_mem_alloc(&f->mem, f->packed * 4, &f->wp, e);
     if (!st) st = vx_mem_alloc(&f->mem, f->packed * sizeof *src, &f->src, e);
+    if (!st) st = vx_mem_alloc(&f->mem, f->frags * 4, &f->wf, e);
+    if (!st) st = vx_mem_alloc(&f->mem, f->frags * sizeof *fsrc, &f->fsrc, e);
     if (!st) st = vx_mem_alloc(&f->mem, (size_t)f->max_blocks * f->packed * 4, &f->partial, e);
     if (st) goto fail;
     /* on a stream of the context's, waited for: src is freed below, and the caller's stream (a
@@ -393,16 +419,20 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
     if (st) goto fail;
     VX_CUDA_CHECK(
         cudaMemcpyAsync(f->src, src, f->packed * sizeof *src, cudaMemcpyHostToDevice, setup));
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(f->fsrc, fsrc, f->frags * sizeof *fsrc, cudaMemcpyHostToDevice, setup));
     VX_CUDA_CHECK(cudaMemsetAsync(f->partial, 0, (size_t)f->max_blocks * f->packed * 4, setup));
     VX_CUDA_CHECK(cudaStreamSynchronize(setup));
     VX_CUDA_CHECK(f->passes == 1 ? allow_smem<1>(optin) : allow_smem<3>(optin));
     vx_cuda_stream_destroy(dev, setup);
     free(src);
+    free(fsrc);
     *out = f;
     return VX_OK;
 fail:
     if (setup) vx_cuda_stream_destroy(dev, setup);
     free(src);
+    free(fsrc);
     ppo_fused_free(f);
     return st;
 }
@@ -412,6 +442,9 @@ extern "C" vx_status ppo_fused_pack(ppo_fused *f, const float *params, cudaStrea
     vx_status st = VX_OK;
     pack_kernel<<<(unsigned)((f->packed + 255) / 256), 256, 0, s>>>(params, f->src, f->packed,
                                                                     f->wp);
+    VX_CUDA_LAUNCH_CHECK(s);
+    frag_kernel<<<(unsigned)((f->frags + 255) / 256), 256, 0, s>>>(params, f->fsrc, f->frags,
+                                                                   f->nt.E, f->wf);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -424,8 +457,8 @@ extern "C" vx_status ppo_fused_act(ppo_fused *f, const ppo_fused_act_args *a, cu
     if (a->N < 1) return VX_OK;
     unsigned blocks = (unsigned)ppo_fused_act_blocks(a->N);
     size_t bytes = vx_pf_smem(&f->nt, 2 * ACT_ROWS);
-    if (f->passes == 1) act_kernel<1><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, *a);
-    else act_kernel<3><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, *a);
+    if (f->passes == 1) act_kernel<1><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, *a);
+    else act_kernel<3><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, *a);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -442,10 +475,12 @@ extern "C" vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, 
                           f->max_blocks * f->rows);
     if (f->passes == 1)
         grad_kernel<1>
-            <<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->rows, *a, f->partial, f->packed);
+            <<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, f->rows, *a, f->partial,
+                                            f->packed);
     else
         grad_kernel<3>
-            <<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->rows, *a, f->partial, f->packed);
+            <<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, f->rows, *a, f->partial,
+                                            f->packed);
     VX_CUDA_LAUNCH_CHECK(s);
     sum_kernel<<<(unsigned)((f->packed + 255) / 256), 256, 0, s>>>(f->partial, blocks, f->src,
                                                                    f->packed, grads);

@@ -72,6 +72,51 @@ size_t vx_pf_layout(const vx_ac_layout *L, vx_pf_net *t, int *src)
     return (size_t)round8(off);
 }
 
+/* One K × N matrix B in fragment order from off: its 8 × 8 tiles row by row (tile (kt, nt) at
+ * (kt·N/8 + nt)·32·E), in a tile lane l's share at l·E: B(t, g) and B(t + 4, g) with g = l / 4,
+ * t = l % 4 — as they are (E = 2), or their big parts then their small parts (E = 4: the two
+ * floats' maps repeat). B(k, n) is the packed float base + k·sk + n·sn. Returns the end. */
+static int frag(int *fsrc, const int *src, int off, int K, int N, int E, int base, int sk, int sn)
+{
+    if (fsrc)
+        for (int kt = 0; kt < K / 8; kt++)
+            for (int nt = 0; nt < N / 8; nt++)
+                for (int l = 0; l < 32; l++)
+                    for (int e = 0; e < E; e++) {
+                        int k = 8 * kt + l % 4 + (e & 1) * 4, n = 8 * nt + l / 4;
+                        fsrc[off + ((kt * (N / 8) + nt) * 32 + l) * E + e] =
+                            src[base + k * sk + n * sn];
+                    }
+    return off + K * N * E / 2; /* 64 elements a tile, 32·E floats */
+}
+
+size_t vx_pf_frags(vx_pf_net *t, int passes, const int *src, int *fsrc)
+{
+    int E = passes == 3 ? 4 : 2, G = t->G, off = 0, W0 = G * t->H[0];
+    t->E = E;
+    /* forward: B = W (K the layer's inputs) */
+    t->fw[0] = off;
+    off = frag(fsrc, src, off, t->Dp, W0, E, t->w[0], W0, 1);
+    for (int l = 1; l < t->n; l++) {
+        int H = t->H[l], Hp = t->H[l - 1];
+        t->fw[l] = off, t->f_step[l] = Hp * H * E / 2;
+        for (int g = 0; g < G; g++)
+            off = frag(fsrc, src, off, Hp, H, E, t->w[l] + g * t->w_step[l], H, 1);
+    }
+    t->fwh = off;
+    off = frag(fsrc, src, off, t->top, VX_PF_HEAD, E, t->wh, VX_PF_HEAD, 1);
+    /* backward: B = Wᵀ (K the layer's outputs); layer 0's is never needed */
+    t->fbh = off;
+    off = frag(fsrc, src, off, VX_PF_HEAD, t->top, E, t->wh, 1, VX_PF_HEAD);
+    for (int l = 1; l < t->n; l++) {
+        int H = t->H[l], Hp = t->H[l - 1];
+        t->fb[l] = off;
+        for (int g = 0; g < G; g++)
+            off = frag(fsrc, src, off, H, Hp, E, t->w[l] + g * t->w_step[l], 1, H);
+    }
+    return (size_t)off;
+}
+
 size_t vx_pf_smem(const vx_pf_net *t, int rows)
 {
     size_t R = (size_t)rows;
@@ -107,10 +152,12 @@ int vx_pf_rows(const vx_ac_layout *L, size_t smem_optin, char *why, size_t why_n
     return no ? 0 : rows;
 }
 
-size_t vx_pf_bytes(const vx_ac_layout *L, int rows, int max_rows)
+size_t vx_pf_bytes(const vx_ac_layout *L, int rows, int max_rows, int tf32)
 {
     vx_pf_net t;
     size_t packed = vx_pf_layout(L, &t, NULL), slices = (size_t)(max_rows + rows - 1) / rows;
-    /* the packed weights and their map; each block's gradient slice */
-    return packed * 8 + slices * packed * 4; /* each block's gradient slice laid out as wp */
+    size_t frags = vx_pf_frags(&t, tf32 ? 1 : 3, NULL, NULL);
+    /* the packed weights and their map, the fragment copies and theirs, each block's gradient
+     * slice (laid out as the packed weights) */
+    return packed * 8 + frags * 8 + slices * packed * 4;
 }

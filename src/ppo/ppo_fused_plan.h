@@ -46,12 +46,22 @@ typedef struct {
     int b[VX_AC_MAX_TRUNK];      /* each layer's biases */
     int wh, bh;                  /* the heads' weights and biases */
     int top;                     /* G·H_{n−1} */
+    /* The fragment copies (vx_pf_frags): each product's B operand read from global memory, in
+     * the order a warp's lanes take it (tc_tile.cuh's tc::frag), offsets in floats. */
+    int E;                        /* floats a lane's share of a tile: 4 (3×TF32) or 2 (TF32) */
+    int fw[VX_AC_MAX_TRUNK], fwh; /* forward: each layer's W, the heads' */
+    int fb[VX_AC_MAX_TRUNK], fbh; /* backward: W_lᵀ for l ≥ 1, the heads' */
+    int f_step[VX_AC_MAX_TRUNK];  /* layers l ≥ 1: from one trunk's matrix to the next */
 } vx_pf_net;
 
 /* The packed layout of L into t; with src (the returned count of ints), each packed float's
  * index in the flat parameters, −1 for padding. Returns the packed copy's floats. Assumes
  * vx_pf_rows(L, …) > 0. */
 size_t vx_pf_layout(const vx_ac_layout *L, vx_pf_net *t, int *src);
+/* The fragment copies' layout for `passes` (3: 3×TF32, 1: TF32) into t, after vx_pf_layout;
+ * with src (vx_pf_layout's map) and fsrc (the returned count of ints), each fragment float's
+ * index in the flat parameters, −1 for padding. Returns the copies' floats. */
+size_t vx_pf_frags(vx_pf_net *t, int passes, const int *src, int *fsrc);
 /* Bytes of shared memory a block of `rows` rows uses. */
 size_t vx_pf_smem(const vx_pf_net *t, int rows);
 /* The update's rows a block (64 or 32: the most whose shared memory fits smem_optin bytes, as a
@@ -59,7 +69,7 @@ size_t vx_pf_smem(const vx_pf_net *t, int rows);
  * L — and why. */
 int vx_pf_rows(const vx_ac_layout *L, size_t smem_optin, char *why, size_t why_n);
 /* Device bytes of the fused kernels' own buffers for minibatches of up to max_rows rows. */
-size_t vx_pf_bytes(const vx_ac_layout *L, int rows, int max_rows);
+size_t vx_pf_bytes(const vx_ac_layout *L, int rows, int max_rows, int tf32);
 
 #ifdef __cplusplus
 }

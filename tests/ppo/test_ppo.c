@@ -277,6 +277,8 @@ static void test_default_size_and_float_forward(void **state)
 /* test_ppo_run.c */
 void test_minibatch_normalises_advantages(void **state);
 void test_ppo_run_and_exact_resume(void **state);
+/* test_ppo_fused_plan.c */
+void test_fused_fragment_copies(void **state);
 
 int main(void)
 {
@@ -289,6 +291,7 @@ int main(void)
         cmocka_unit_test(test_default_size_and_float_forward),
         cmocka_unit_test(test_minibatch_normalises_advantages),
         cmocka_unit_test(test_ppo_run_and_exact_resume),
+        cmocka_unit_test(test_fused_fragment_copies),
     };
     return cmocka_run_group_tests_name("ppo", tests, NULL, NULL);
 }
