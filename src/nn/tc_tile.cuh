@@ -35,6 +35,9 @@
  * the scalar loads and the splits were most of these products' instructions and of their
  * waiting. For frag, ldb is B's tiles a row (N / 8).
  *
+ * Memory: A, a row- or column-major B, and C but for STORE are in shared memory (the compiler
+ * is told so); a frag B is in global memory, read through the read-only path.
+ *
  * Shapes: M a multiple of 16, N of 8·NT, K of 8 (the caller pads with zeros); ld even and every
  * matrix 8-byte aligned (C's pairs are stored as float2). Rows 4 floats past a multiple of 16
  * wide (the callers' layout) keep row-major loads of A from shared memory free of bank
@@ -169,6 +172,10 @@ __device__ inline void strip(float (&d)[NT][4], const float *a, int lda, const f
 {
     const int U = NT > 2 ? TC_U_WIDE : 4;
     const bool F = is_frag<LB>::value;
+    /* said to the compiler, which cannot see it through the callers' pointers: it then loads
+     * with ld.shared, not with generic loads (which queue with the global ones) */
+    __builtin_assume(__isShared(a));
+    if (!F) __builtin_assume(__isShared(b));
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const float *pa = a + at<LA>(g, t, lda);
     const float *pb = b + (F ? (size_t)lane * frag_e<PASSES>() : at<LB>(t, g, ldb));
@@ -209,6 +216,7 @@ __device__ void block_gemm(int G, int M, int N, int K, const float *A, int lda, 
     for (int s = warp; s < G * per_g; s += warps) {
         int g = s / per_g, r = s % per_g, mi = r / cols, nj = r % cols;
         int r0 = 16 * mi, n0 = 8 * NT * nj;
+        if (MODE != STORE) __builtin_assume(__isShared(C));
         float d[NT][4];
 #pragma unroll
         for (int j = 0; j < NT; j++) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0;

@@ -86,6 +86,11 @@ static __device__ smem carve(const net &t, int R, float *base)
         s.act[l] = p, p += R * s.ld[l];
     }
     s.rowq = (int *)p;
+    /* shared memory, as the compiler would not know through the struct: ld.shared and
+     * st.shared, not generic accesses */
+    __builtin_assume(__isShared(s.red) && __isShared(s.stage) && __isShared(s.out) &&
+                     __isShared(s.xs) && __isShared(s.rowq));
+    for (int l = 0; l < t.n; l++) __builtin_assume(__isShared(s.act[l]));
     return s;
 }
 
