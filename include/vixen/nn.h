@@ -186,6 +186,25 @@ vx_status vx_optim_load_state(vx_optim *o, const float *m, const float *v, const
                               vx_stream s, vx_err *e);
 size_t vx_optim_reserved(const vx_optim *o);
 
+/* An optimizer's state in the device's memory, for a kernel that fuses the step into its own
+ * work (PPO's fused kernels: the clip and Adam in the same launches as the gradient's sum and
+ * the weights' repacking): the moments, the step count, the norm (the fused step writes it), the
+ * settings (VX_OPTIM_H_N doubles) and the controls of vx_optim_set_controls (NULL when unset).
+ * Such a step must do what vx_optim_step does, with optim_math.h's arithmetic. Member 0 of a
+ * group. */
+enum { VX_OPTIM_H_LR, VX_OPTIM_H_B1, VX_OPTIM_H_B2, VX_OPTIM_H_EPS, VX_OPTIM_H_WD, VX_OPTIM_H_CLIP,
+       VX_OPTIM_H_N };
+typedef struct {
+    float *m, *v;
+    long long *t;
+    double *norm;
+    const double *hyper;
+    const double *lr;
+    const int *skip;
+} vx_optim_view;
+/* VX_ERR_ARG for an optimizer that keeps no such state (the CPU's). */
+vx_status vx_optim_view_of(vx_optim *o, vx_optim_view *out, vx_err *e);
+
 /* A group of K optimizers, the members of fused trials: member k's parameters, gradients and
  * moments at k·stride floats (its first n used), with its own settings (cfgs[k], max_norms[k])
  * and its own norm, step count and controls. The calls above on a group act on every member:

@@ -41,15 +41,21 @@ VX_HD static inline int vx_ppo_branch_off(int b)
     return b == 0 ? 0 : b == 1 ? VX_EXPOSURE_LEVELS : VX_EXPOSURE_LEVELS + VX_ORDER_TYPES;
 }
 
-/* log-softmax of n logits (out: n values). Everything here is double: the network's float
- * logits are widened first (15 per sample), and the float64 gradient check runs the same code. */
-VX_HD static inline void vx_ppo_log_softmax(const double *z, int n, double *out)
+/* log-softmax of n logits (out: n values) and, when prob is not NULL, the probabilities
+ * (prob: n values, exp(z_k − max) / Σ: the exponentials the sum needed anyway — a GPU thread
+ * spent most of the sampling and of the loss in exp(), and this halves their count). Everything
+ * here is double: the network's float logits are widened first (15 per sample), and the float64
+ * gradient check runs the same code. */
+VX_HD static inline void vx_ppo_log_softmax(const double *z, int n, double *out, double *prob)
 {
-    double mx = z[0], s = 0;
+    double mx = z[0], s = 0, e[VX_EXPOSURE_LEVELS]; /* the widest branch */
     for (int k = 1; k < n; k++) mx = z[k] > mx ? z[k] : mx;
-    for (int k = 0; k < n; k++) s += exp(z[k] - mx);
+    for (int k = 0; k < n; k++) e[k] = exp(z[k] - mx);
+    for (int k = 0; k < n; k++) s += e[k];
     double ls = log(s) + mx;
     for (int k = 0; k < n; k++) out[k] = z[k] - ls;
+    if (prob)
+        for (int k = 0; k < n; k++) prob[k] = e[k] / s;
 }
 
 /* Samples the three branches for environment `env` at step `step` from its logits (15 floats);
@@ -61,9 +67,7 @@ VX_HD static inline double vx_ppo_sample(const double *logits, uint64_t seed, ui
     double logp = 0, lp[VX_EXPOSURE_LEVELS], p[VX_EXPOSURE_LEVELS];
     for (int b = 0; b < VX_ACTION_BRANCHES; b++) {
         int n = vx_ppo_branch_n(b);
-        vx_ppo_log_softmax(logits + vx_ppo_branch_off(b), n, lp);
-        /* the probabilities first, all at once (a GPU thread overlaps them), then their sum */
-        for (int k = 0; k < n; k++) p[k] = exp(lp[k]);
+        vx_ppo_log_softmax(logits + vx_ppo_branch_off(b), n, lp, p);
         double u = vx_rng_uniform_double(&g), c = 0;
         int a = n - 1; /* the last category takes what rounding leaves above the sum */
         for (int k = 0; k < n; k++) {
@@ -95,12 +99,12 @@ VX_HD static inline void vx_ppo_greedy(const double *logits, int32_t *actions)
 VX_HD static inline double vx_ppo_logp_entropy(const double *logits, const int32_t *actions,
                                                double *entropy)
 {
-    double logp = 0, h = 0, lp[VX_EXPOSURE_LEVELS];
+    double logp = 0, h = 0, lp[VX_EXPOSURE_LEVELS], p[VX_EXPOSURE_LEVELS];
     for (int b = 0; b < VX_ACTION_BRANCHES; b++) {
         int n = vx_ppo_branch_n(b);
-        vx_ppo_log_softmax(logits + vx_ppo_branch_off(b), n, lp);
+        vx_ppo_log_softmax(logits + vx_ppo_branch_off(b), n, lp, p);
         logp += lp[actions[b]];
-        for (int k = 0; k < n; k++) h -= exp(lp[k]) * lp[k];
+        for (int k = 0; k < n; k++) h -= p[k] * lp[k];
     }
     if (entropy) *entropy = h;
     return logp;
@@ -156,9 +160,8 @@ VX_HD static inline double vx_ppo_loss(const vx_ppo_loss_cfg *c, const double *l
     double lp[VX_PPO_LOGITS], p[VX_PPO_LOGITS], logp = 0, h = 0;
     for (int b = 0; b < VX_ACTION_BRANCHES; b++) {
         int n = vx_ppo_branch_n(b), off = vx_ppo_branch_off(b);
-        vx_ppo_log_softmax(logits + off, n, lp + off);
+        vx_ppo_log_softmax(logits + off, n, lp + off, p + off);
         logp += lp[off + actions[b]];
-        for (int k = 0; k < n; k++) p[off + k] = exp(lp[off + k]);
         for (int k = 0; k < n; k++) h -= p[off + k] * lp[off + k];
     }
     double log_r = logp - old_logp, r = exp(log_r);

@@ -393,6 +393,13 @@ void vx_optim_set_controls(vx_optim *o, const double *lr, const int *skip)
     o->ops->set_controls(o->impl, lr, skip);
 }
 
+vx_status vx_optim_view_of(vx_optim *o, vx_optim_view *out, vx_err *e)
+{
+    if (!o->ops->view) return vx_err_set(e, VX_ERR_ARG, "optim: no device state to fuse a step with");
+    o->ops->view(o->impl, out);
+    return VX_OK;
+}
+
 vx_status vx_optim_copy_state(vx_optim *o, float *m, float *v, int64_t *t, vx_stream s, vx_err *e)
 {
     return o->ops->copy_state(o->impl, m, v, t, s, e);

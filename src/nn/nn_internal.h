@@ -52,6 +52,7 @@ typedef struct {
     vx_status (*load_state)(void *impl, const float *m, const float *v, const int64_t *t,
                             vx_stream s, vx_err *e);
     size_t (*reserved)(const void *impl);
+    void (*view)(void *impl, vx_optim_view *out); /* NULL: none (vx_optim_view_of) */
 } vx_optim_ops;
 
 extern const vx_dense_ops vx_dense_cpu_ops;

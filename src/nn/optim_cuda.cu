@@ -22,7 +22,14 @@
  * k·stride, its settings, norm, step count and scratch its own; every launch covers all members,
  * the member in blockIdx.y, each member's arithmetic and its blocks' order those of an optimizer
  * alone. */
-enum { H_LR, H_B1, H_B2, H_EPS, H_WD, H_CLIP, N_HYPER }; /* a member's settings, in device memory */
+enum { /* a member's settings, in device memory (vx_optim_view's order) */
+       H_LR = VX_OPTIM_H_LR,
+       H_B1 = VX_OPTIM_H_B1,
+       H_B2 = VX_OPTIM_H_B2,
+       H_EPS = VX_OPTIM_H_EPS,
+       H_WD = VX_OPTIM_H_WD,
+       H_CLIP = VX_OPTIM_H_CLIP,
+       N_HYPER = VX_OPTIM_H_N };
 #define SCRATCH (NORM_BLOCKS + 2) /* a member's partial sums, then its two arrival counters */
 
 typedef struct {
@@ -247,6 +254,13 @@ fail:
 
 static size_t oc_reserved(const void *impl) { return ((const optim_cuda *)impl)->mem.bytes; }
 
-extern "C" const vx_optim_ops vx_optim_cuda_ops = {oc_create,     oc_free,         oc_step,
-                                                   oc_norm,       oc_set_controls, oc_copy_state,
-                                                   oc_load_state, oc_reserved};
+static void oc_view(void *impl, vx_optim_view *out)
+{
+    optim_cuda *o = (optim_cuda *)impl;
+    out->m = o->m, out->v = o->v, out->t = o->t, out->norm = o->norm, out->hyper = o->hyper;
+    out->lr = o->lr, out->skip = o->skip;
+}
+
+extern "C" const vx_optim_ops vx_optim_cuda_ops = {
+    oc_create,     oc_free,       oc_step,     oc_norm, oc_set_controls,
+    oc_copy_state, oc_load_state, oc_reserved, oc_view};

@@ -76,6 +76,7 @@ struct ppo_backend {
     ac_cuda *net_mb;        /* rows M: the updates */
     char per_layer_why[96]; /* why the fused kernels do not take the network */
     vx_optim *opt;
+    vx_optim_view ov; /* its state, for the fused kernels' own step */
     /* device */
     float *params, *grads;
     double *obs_mean, *obs_var, *obs_count, *raw_sum, *raw_sum2;
@@ -317,19 +318,21 @@ static __global__ void loss_kernel(int M, vx_ppo_loss_cfg c, int norm_adv, const
     }
 }
 
-/* One block of RB threads, after the optimizer's step: the minibatch's means (the blocks' sums,
- * in a fixed tree) into the iteration's sums (unless stopped), the target-KL check at the end of
+/* One block of a warp a statistic, after the optimizer's step: the minibatch's means (the
+ * blocks' sums, in a fixed order) into the iteration's sums (unless stopped), the target-KL check at the end of
  * an update epoch, the cursor advanced. (One thread adding 128 blocks' sums took 23 µs.) */
 static __global__ void mb_end_kernel(int M, int blocks, const double *parts, const double *norm,
                                      int minibatches, double target_kl, double *stats, int *ctl)
 {
-    __shared__ double sh[RB];
-    double sum[P_N];
-    for (int p = 0; p < P_N; p++) {
-        double v = 0;
-        for (int b = threadIdx.x; b < blocks; b += RB) v += parts[(size_t)b * P_N + p];
-        sum[p] = block_sum(v, sh);
-    }
+    /* warp p adds statistic p's block sums in a fixed order (each lane a strided share, then a
+     * shuffle tree): a block-wide tree a statistic had made this one-block kernel 6 µs */
+    __shared__ double sum[P_N];
+    int p = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    double v = 0;
+    for (int b = lane; b < blocks; b += 32) v += parts[(size_t)b * P_N + p];
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if (lane == 0) sum[p] = v;
+    __syncthreads();
     if (threadIdx.x != 0) return;
     int cursor = ctl[C_CURSOR];
     if (!ctl[C_STOP]) {
@@ -497,7 +500,7 @@ static vx_status fused_grad(ppo_backend *b, int *parts_n, vx_err *e)
     a.lc = (vx_ppo_loss_cfg){b->s.clip, b->s.clip_value, b->s.vf_coef, b->s.ent_coef};
     a.norm_adv = b->s.norm_adv, a.parts = b->mb_parts;
     *parts_n = ppo_fused_grad_blocks(b->fused, a.M);
-    return ppo_fused_grad(b->fused, &a, b->grads, b->st, e);
+    return ppo_fused_grad(b->fused, &a, b->grads, &b->ov, b->st, e);
 }
 
 /* A minibatch's gradient through the per-layer path: gather, forward, loss, backward. */
@@ -531,11 +534,14 @@ static vx_status minibatch_body(ppo_backend *b, vx_err *e)
     vx_status st = VX_OK;
     int parts_n = 0;
     cudaStream_t s = b->st;
+    /* the fused kernels take the norm in the gradient's sum and do the optimizer's step
+     * themselves, writing their copies of the weights as they go (ppo_fused.h) */
     st = b->fused ? fused_grad(b, &parts_n, e) : layered_grad(b, &parts_n, e);
-    if (!st) st = vx_optim_step(b->opt, b->params, b->grads, s, e);
-    if (!st && b->fused) st = ppo_fused_pack(b->fused, b->params, s, e);
+    if (!st)
+        st = b->fused ? ppo_fused_step(b->fused, b->params, b->grads, &b->ov, s, e)
+                      : vx_optim_step(b->opt, b->params, b->grads, s, e);
     if (st) goto fail;
-    mb_end_kernel<<<1, RB, 0, s>>>((int)b->M, parts_n, b->mb_parts, vx_optim_norm(b->opt),
+    mb_end_kernel<<<1, 32 * P_N, 0, s>>>((int)b->M, parts_n, b->mb_parts, vx_optim_norm(b->opt),
                                    b->s.minibatches, b->s.target_kl, b->stats, b->ctl);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
@@ -761,7 +767,8 @@ static vx_status cuda_create(const ppo_init *in, ppo_backend **out, ppo_state **
         ac_cuda_set_tf32(b->net_mb, b->s.tf32);
     }
     vx_optim_set_controls(b->opt, b->lr, b->ctl + C_STOP);
-    st = vx_cuda_event_create(b->dev, &b->c0, 1, e);
+    if (b->fused) st = vx_optim_view_of(b->opt, &b->ov, e); /* the controls just set included */
+    if (!st) st = vx_cuda_event_create(b->dev, &b->c0, 1, e);
     if (!st) st = vx_cuda_event_create(b->dev, &b->c1, 1, e);
     if (!st) st = vx_cuda_event_create(b->dev, &b->l1, 1, e);
     if (st) goto fail;

@@ -14,12 +14,12 @@
  * gradient (δ_l's column sums), then δ_{l−1} = (δ_l · W_lᵀ) ⊙ (act_{l−1} > 0) over act_{l−1} —
  * in that order, since the weight gradient still reads act_{l−1}. */
 #include "../nn/tc_tile.cuh"
-#include "../util/block_sum.cuh"
 #include "../util/cuda_check.h"
 #include "../util/device_cuda.h"
 #include "ppo_backend.h"
 #include "ppo_fused.h"
 #include "ppo_fused_plan.h"
+#include "vixen/optim_math.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,14 +37,25 @@
  * pre-reset row) — its sampled action does not depend on its neighbours. */
 #define HEAD_CHUNKS 4
 
+#define SUM_THREADS 256 /* the slices' sum and the optimizer's step: threads a block */
+
 typedef vx_pf_net net;
 
+/* The optimizer step's constants, from the slices' sum (which has the norm) to the step. */
+typedef struct {
+    vx_adam_step_k k;
+    float scale; /* the clip's factor, when clip */
+    int clip;
+} step_consts;
+
 /* What the kernels below take for granted of the two overridable sizes. */
-static_assert(THREADS >= 128 && (THREADS & (THREADS - 1)) == 0,
-              "a power of two (vx_block_sum), at least 128 (a thread per input column, per row)");
+static_assert(THREADS >= 128 && THREADS % 32 == 0,
+              "whole warps, at least 128 (a thread per input column, per row)");
 static_assert(ACT_ROWS % 16 == 0 && 2 * ACT_ROWS <= 64 && ACT_ROWS * MAX_IN <= WARPS * 256,
               "whole tiles of rows; raw rows staged in the warps' staging");
 static_assert(WARPS >= 4 * HEAD_CHUNKS, "the heads' split: 4 strips (64 rows) × HEAD_CHUNKS");
+static_assert(WARPS >= N_STATS && N_STATS * 64 <= THREADS,
+              "a warp a statistic; each row's statistics (64 rows) in the block sums' doubles");
 
 struct ppo_fused {
     vx_ac_layout L;
@@ -61,6 +72,11 @@ struct ppo_fused {
     float *wf;      /* the weights as the products' B operands (tc::frag) */
     int *fsrc;      /* fragment float → its index in the flat parameters, −1 for padding */
     float *partial; /* max_blocks × packed: each block's gradient, laid out as wp */
+    int *inv;       /* a parameter's floats: its packed one, its forward and backward fragment
+                       slots (the big part's; −1: none), 3 ints a parameter */
+    double *nparts; /* the slices' sum: each block's Σ g² */
+    unsigned *arrived;
+    step_consts *consts;
 };
 
 /* ---- shared memory ----------------------------------------------------------------------- */
@@ -302,39 +318,128 @@ static __global__ void __launch_bounds__(THREADS)
             st[4] = lo.clipped;
         }
     }
-    for (int p = 0; p < N_STATS; p++) { /* also the barrier after the gradients above */
-        double sum = vx_block_sum<THREADS>(st[p], s.red);
-        if (threadIdx.x == 0 && a.parts) a.parts[(size_t)blockIdx.x * N_STATS + p] = sum;
+    /* the statistics' block sums: each row's in shared memory, then warp p adds statistic p's in
+     * a fixed order (lanes' strided sums, then a shuffle tree) — one barrier, where a block-wide
+     * tree a statistic took eleven */
+    if (threadIdx.x < R)
+        for (int p = 0; p < N_STATS; p++) s.red[p * R + threadIdx.x] = st[p];
+    __syncthreads(); /* also the barrier after the gradients above */
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    if (warp < N_STATS && a.parts) {
+        double sum = 0;
+        for (int r = lane; r < R; r += 32) sum += s.red[warp * R + r];
+        for (int o = 16; o > 0; o >>= 1) sum += __shfl_down_sync(0xffffffffu, sum, o);
+        if (lane == 0) a.parts[(size_t)blockIdx.x * N_STATS + warp] = sum;
     }
     backward<P>(t, wf, R, s, partial + (size_t)blockIdx.x * packed);
 }
 
-/* The gradient: the blocks' slices added in block order (in double), each packed float that is
- * a parameter's into its place in the flat vector (whose padding is left alone). */
-static __global__ void sum_kernel(const float *partial, int blocks, const int *src, size_t packed,
-                                  float *g)
+/* The sum of a double a thread of a SUM_THREADS block, in a fixed order (the same bits every
+ * run): a shuffle tree in each warp, then thread 0 adds the warps' in order — one barrier, where
+ * a block-wide tree takes nine. Thread 0 gets the sum. */
+static __device__ double block_sum(double v, double *sh)
 {
-    size_t p = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (p >= packed || src[p] < 0) return;
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
     double sum = 0;
+    if (threadIdx.x == 0)
+        for (int w = 0; w < SUM_THREADS / 32; w++) sum += sh[w];
+    __syncthreads(); /* sh free again */
+    return sum;
+}
+
+/* The gradient: the blocks' slices added in block order (in double), each packed float that is
+ * a parameter's into its place in the flat vector (whose padding is left alone). With an
+ * optimizer (with_o), also its norm: each block's Σ g² (g as stored, squared in double, as the
+ * optimizer's own sum does) in a fixed tree, the last block to finish adding the blocks' in a
+ * fixed order (the same bits every run) and taking the step's constants — the optimizer's
+ * sum-of-squares launch folded into this one. A skipped step (the controls' flag) leaves the
+ * norm alone. */
+static __global__ void __launch_bounds__(SUM_THREADS)
+    sum_kernel(const float *partial, int blocks, const int *src, size_t packed, float *g,
+               int with_o, vx_optim_view o, double *nparts, unsigned *arrived, step_consts *c)
+{
+    __shared__ double sh[SUM_THREADS / 32];
+    __shared__ int last;
+    size_t p = (size_t)blockIdx.x * SUM_THREADS + threadIdx.x;
+    double sq = 0;
+    if (p < packed && src[p] >= 0) {
+        double sum = 0;
 #pragma unroll 8 /* the slices' loads in flight together: this kernel only reads memory */
-    for (int b = 0; b < blocks; b++) sum += partial[(size_t)b * packed + p];
-    g[src[p]] = (float)sum;
+        for (int b = 0; b < blocks; b++) sum += partial[(size_t)b * packed + p];
+        float gf = (float)sum;
+        g[src[p]] = gf;
+        sq = (double)gf * gf;
+    }
+    if (!with_o || (o.skip && *o.skip)) return; /* the whole block or none of it */
+    double part = block_sum(sq, sh);
+    if (threadIdx.x == 0) {
+        nparts[blockIdx.x] = part;
+        __threadfence();
+        last = atomicAdd(arrived, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    double v = 0;
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += SUM_THREADS) v += ((volatile double *)nparts)[b];
+    double all = block_sum(v, sh);
+    if (threadIdx.x == 0) {
+        const double *h = o.hyper;
+        double norm = sqrt(all), max_norm = h[VX_OPTIM_H_CLIP];
+        *o.norm = norm;
+        c->k = vx_adam_constants(o.lr ? *o.lr : h[VX_OPTIM_H_LR], h[VX_OPTIM_H_B1],
+                                 h[VX_OPTIM_H_B2], h[VX_OPTIM_H_EPS], h[VX_OPTIM_H_WD], *o.t + 1);
+        c->clip = max_norm > 0 && norm > max_norm;
+        c->scale = c->clip ? (float)(max_norm / norm) : 1.0f;
+        *arrived = 0; /* ready for the next launch */
+    }
 }
 
-static __global__ void pack_kernel(const float *params, const int *src, size_t n, float *wp)
+/* The optimizer's step, a thread a parameter: the clip (the clipped gradient written back, as
+ * the optimizer's own step leaves it) and Adam (optim_math.h), then the new value straight into
+ * the packed copy and the fragment copies (split into its big and small parts when E = 4): the
+ * separate repacking launch, which read every parameter again, is not needed. */
+static __global__ void __launch_bounds__(SUM_THREADS)
+    step_kernel(float *params, float *g, size_t n, vx_optim_view o, const step_consts *c,
+                const int *inv, int E, float *wp, float *wf)
 {
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) wp[i] = src[i] >= 0 ? params[src[i]] : 0.0f;
-}
-
-/* The fragment copies: with E = 4, floats 0 and 1 of each 4 the big parts (the top 10 mantissa
- * bits, tc::split's), 2 and 3 what is left of the same two weights. */
-static __global__ void frag_kernel(const float *params, const int *fsrc, size_t n, int E,
-                                   float *wf)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (o.skip && *o.skip) return;
+    size_t i = (size_t)blockIdx.x * SUM_THREADS + threadIdx.x;
+    if (i == 0) *o.t += 1; /* this launch's constants were taken from it before */
     if (i >= n) return;
+    vx_adam_step_k k = c->k;
+    float gi = g[i];
+    if (c->clip) {
+        gi *= c->scale;
+        g[i] = gi;
+    }
+    vx_adam_elem(&k, &params[i], &o.m[i], &o.v[i], gi);
+    float x = params[i];
+    const int *q = inv + 3 * i; /* all −1 for the flat vector's padding between tensors */
+    if (q[0] >= 0) wp[q[0]] = x;
+    float big = E == 4 ? __uint_as_float(__float_as_uint(x) & 0xffffe000u) : x;
+    for (int j = 1; j <= 2; j++)
+        if (q[j] >= 0) {
+            wf[q[j]] = big;
+            if (E == 4) wf[q[j] + 2] = x - big;
+        }
+}
+
+/* The packed copy (its first `packed` threads) and the fragment copies (the next `frags`): with
+ * E = 4, floats 0 and 1 of each 4 of the latter the big parts (the top 10 mantissa bits,
+ * tc::split's), 2 and 3 what is left of the same two weights. One launch for both. */
+static __global__ void pack_kernel(const float *params, const int *src, size_t packed,
+                                   const int *fsrc, size_t frags, int E, float *wp, float *wf)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < packed) {
+        wp[i] = src[i] >= 0 ? params[src[i]] : 0.0f;
+        return;
+    }
+    i -= packed;
+    if (i >= frags) return;
     float v = fsrc[i] >= 0 ? params[fsrc[i]] : 0.0f;
     if (E == 4) {
         float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
@@ -388,7 +493,8 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
     if (st) return st;
     int optin = 0;
     char why[96];
-    int *src = NULL, *fsrc = NULL, rows;
+    int *src = NULL, *fsrc = NULL, *inv = NULL, rows;
+    size_t np = L->n_params;
     ppo_fused *f = NULL;
     cudaStream_t setup = NULL;
     VX_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
@@ -405,16 +511,28 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
     f->frags = vx_pf_frags(&f->nt, f->passes, NULL, NULL);
     src = (int *)malloc(f->packed * sizeof *src);
     fsrc = (int *)malloc(f->frags * sizeof *fsrc);
-    if (!src || !fsrc) {
+    inv = (int *)malloc(np * 3 * sizeof *inv);
+    if (!src || !fsrc || !inv) {
         st = vx_err_set(e, VX_ERR_NOMEM, "ppo: out of memory");
         goto fail;
     }
     vx_pf_layout(L, &f->nt, src);
     vx_pf_frags(&f->nt, f->passes, src, fsrc);
+    /* the inverse maps, for the optimizer's step to write each parameter's copies */
+    for (size_t i = 0; i < np * 3; i++) inv[i] = -1;
+    for (size_t p = 0; p < f->packed; p++)
+        if (src[p] >= 0) inv[3 * (size_t)src[p]] = (int)p;
+    for (size_t i = 0; i < f->frags; i++) /* the forward copies first, then the backward ones */
+        if (fsrc[i] >= 0 && (f->nt.E == 2 || !(i & 2)))
+            inv[3 * (size_t)fsrc[i] + (i < (size_t)f->nt.fbh ? 1 : 2)] = (int)i;
     st = vx_mem_alloc(&f->mem, f->packed * 4, &f->wp, e);
     if (!st) st = vx_mem_alloc(&f->mem, f->packed * sizeof *src, &f->src, e);
     if (!st) st = vx_mem_alloc(&f->mem, f->frags * 4, &f->wf, e);
     if (!st) st = vx_mem_alloc(&f->mem, f->frags * sizeof *fsrc, &f->fsrc, e);
+    if (!st) st = vx_mem_alloc(&f->mem, np * 3 * sizeof *inv, &f->inv, e);
+    if (!st) st = vx_mem_alloc(&f->mem, vx_pf_sum_blocks(f->packed) * 8, &f->nparts, e);
+    if (!st) st = vx_mem_alloc(&f->mem, sizeof(unsigned), &f->arrived, e);
+    if (!st) st = vx_mem_alloc(&f->mem, sizeof(step_consts), &f->consts, e);
     if (!st) st = vx_mem_alloc(&f->mem, (size_t)f->max_blocks * f->packed * 4, &f->partial, e);
     if (st) goto fail;
     /* on a stream of the context's, waited for: src is freed below, and the caller's stream (a
@@ -426,18 +544,23 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
         cudaMemcpyAsync(f->src, src, f->packed * sizeof *src, cudaMemcpyHostToDevice, setup));
     VX_CUDA_CHECK(
         cudaMemcpyAsync(f->fsrc, fsrc, f->frags * sizeof *fsrc, cudaMemcpyHostToDevice, setup));
+    VX_CUDA_CHECK(cudaMemcpyAsync(f->inv, inv, np * 3 * sizeof *inv, cudaMemcpyHostToDevice, setup));
+    VX_CUDA_CHECK(cudaMemsetAsync(f->arrived, 0, sizeof(unsigned), setup));
+    VX_CUDA_CHECK(cudaMemsetAsync(f->consts, 0, sizeof(step_consts), setup));
     VX_CUDA_CHECK(cudaMemsetAsync(f->partial, 0, (size_t)f->max_blocks * f->packed * 4, setup));
     VX_CUDA_CHECK(cudaStreamSynchronize(setup));
     VX_CUDA_CHECK(f->passes == 1 ? allow_smem<1>(optin) : allow_smem<3>(optin));
     vx_cuda_stream_destroy(dev, setup);
     free(src);
     free(fsrc);
+    free(inv);
     *out = f;
     return VX_OK;
 fail:
     if (setup) vx_cuda_stream_destroy(dev, setup);
     free(src);
     free(fsrc);
+    free(inv);
     ppo_fused_free(f);
     return st;
 }
@@ -445,11 +568,8 @@ fail:
 extern "C" vx_status ppo_fused_pack(ppo_fused *f, const float *params, cudaStream_t s, vx_err *e)
 {
     vx_status st = VX_OK;
-    pack_kernel<<<(unsigned)((f->packed + 255) / 256), 256, 0, s>>>(params, f->src, f->packed,
-                                                                    f->wp);
-    VX_CUDA_LAUNCH_CHECK(s);
-    frag_kernel<<<(unsigned)((f->frags + 255) / 256), 256, 0, s>>>(params, f->fsrc, f->frags,
-                                                                   f->nt.E, f->wf);
+    pack_kernel<<<(unsigned)((f->packed + f->frags + 255) / 256), 256, 0, s>>>(
+        params, f->src, f->packed, f->fsrc, f->frags, f->nt.E, f->wp, f->wf);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -470,7 +590,7 @@ fail:
 }
 
 extern "C" vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, float *grads,
-                                    cudaStream_t s, vx_err *e)
+                                    const vx_optim_view *o, cudaStream_t s, vx_err *e)
 {
     vx_status st = VX_OK;
     int blocks = ppo_fused_grad_blocks(f, a->M);
@@ -487,8 +607,25 @@ extern "C" vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, 
             <<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, f->rows, *a, f->partial,
                                             f->packed);
     VX_CUDA_LAUNCH_CHECK(s);
-    sum_kernel<<<(unsigned)((f->packed + 255) / 256), 256, 0, s>>>(f->partial, blocks, f->src,
-                                                                   f->packed, grads);
+    {
+        vx_optim_view none;
+        memset(&none, 0, sizeof none);
+        sum_kernel<<<(unsigned)vx_pf_sum_blocks(f->packed), SUM_THREADS, 0, s>>>(
+            f->partial, blocks, f->src, f->packed, grads, o != NULL, o ? *o : none, f->nparts,
+            f->arrived, f->consts);
+        VX_CUDA_LAUNCH_CHECK(s);
+    }
+fail:
+    return st;
+}
+
+extern "C" vx_status ppo_fused_step(ppo_fused *f, float *params, float *grads,
+                                    const vx_optim_view *o, cudaStream_t s, vx_err *e)
+{
+    vx_status st = VX_OK;
+    size_t n = f->L.n_params;
+    step_kernel<<<(unsigned)((n + SUM_THREADS - 1) / SUM_THREADS), SUM_THREADS, 0, s>>>(
+        params, grads, n, *o, f->consts, f->inv, f->nt.E, f->wp, f->wf);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;

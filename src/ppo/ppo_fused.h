@@ -5,7 +5,8 @@
  *
  * Why: the per-layer path (ac_cuda.h, cuBLASLt) spends an update in about thirty launches of
  * small GEMMs and helper kernels; here a minibatch is the update kernel, one reduction of its
- * blocks' gradients in a fixed order, and the optimizer.
+ * blocks' gradients in a fixed order (taking the norm too), and the optimizer's step (writing
+ * the kernels' copies of the weights too): three launches.
  *
  * The network: both trunks side by side as one "wide" network. Layer 0 reads the input once for
  * both trunks (its weights [W_pi | W_v]); deeper layers are one product per trunk (G = 2 groups,
@@ -28,6 +29,7 @@
 
 #include <cuda_runtime.h>
 #include "vixen/actor_critic.h"
+#include "vixen/nn.h"
 #include "vixen/ppo_math.h"
 
 #ifdef __cplusplus
@@ -91,8 +93,15 @@ typedef struct {
 } ppo_fused_grad_args;
 
 int ppo_fused_grad_blocks(const ppo_fused *f, int M);
-vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, float *grads, cudaStream_t s,
-                         vx_err *e);
+/* With o (an optimizer's state, vx_optim_view_of), the slices' sum also takes the gradient's
+ * norm into *o->norm and the step's constants for ppo_fused_step; NULL: the gradient alone. */
+vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, float *grads,
+                         const vx_optim_view *o, cudaStream_t s, vx_err *e);
+/* The optimizer's step after ppo_fused_grad with o: each parameter clipped and stepped as
+ * vx_optim_step does (optim_math.h), and written straight into the packed and fragment copies
+ * (no ppo_fused_pack needed); the step count advanced. */
+vx_status ppo_fused_step(ppo_fused *f, float *params, float *grads, const vx_optim_view *o,
+                         cudaStream_t s, vx_err *e);
 
 #ifdef __cplusplus
 }

@@ -152,12 +152,16 @@ int vx_pf_rows(const vx_ac_layout *L, size_t smem_optin, char *why, size_t why_n
     return no ? 0 : rows;
 }
 
+size_t vx_pf_sum_blocks(size_t packed) { return (packed + 255) / 256; }
+
 size_t vx_pf_bytes(const vx_ac_layout *L, int rows, int max_rows, int tf32)
 {
     vx_pf_net t;
     size_t packed = vx_pf_layout(L, &t, NULL), slices = (size_t)(max_rows + rows - 1) / rows;
     size_t frags = vx_pf_frags(&t, tf32 ? 1 : 3, NULL, NULL);
-    /* the packed weights and their map, the fragment copies and theirs, each block's gradient
-     * slice (laid out as the packed weights) */
-    return packed * 8 + frags * 8 + slices * packed * 4;
+    /* the packed weights and their map, the fragment copies and theirs, the inverse map (3 ints a
+     * parameter), each block's gradient slice (laid out as the packed weights), the norm's
+     * partial sums and the step's constants */
+    return packed * 8 + frags * 8 + L->n_params * 12 + slices * packed * 4 +
+           vx_pf_sum_blocks(packed) * 8 + 64;
 }

@@ -95,7 +95,8 @@ static void test_sampling_follows_the_softmax(void **state)
     double z[VX_PPO_LOGITS] = {0.5, -1, 2, 0, 0.3, -0.7, 1.2, 0.1, -2, 1, 0, -1, -0.5, 0.5, 0};
     double lp[VX_PPO_LOGITS];
     for (int b = 0; b < 3; b++)
-        vx_ppo_log_softmax(z + vx_ppo_branch_off(b), vx_ppo_branch_n(b), lp + vx_ppo_branch_off(b));
+        vx_ppo_log_softmax(z + vx_ppo_branch_off(b), vx_ppo_branch_n(b), lp + vx_ppo_branch_off(b),
+                           NULL);
     const int N = 60000;
     double count[VX_PPO_LOGITS] = {0};
     for (int t = 0; t < N; t++) {

@@ -195,7 +195,7 @@ static void fused_case(int shared, int n, const int *width, int tf32, double tol
     ppo_fused_grad_args ga;
     memset(&ga, 0, sizeof ga);
     ga.M = BP, ga.obs = d_x, ga.dz = d_dz, ga.dv = d_dv;
-    assert_int_equal(ppo_fused_grad(f, &ga, d_g, NULL, &e), VX_OK);
+    assert_int_equal(ppo_fused_grad(f, &ga, d_g, NULL, NULL, &e), VX_OK);
     CK(cudaMemcpy(glogits, d_logits, BV * K * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(gvalues, d_values, BV * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(gg, d_g, np * 4, cudaMemcpyDeviceToHost));
