@@ -107,6 +107,14 @@ vx_status vx_env_step(vx_env *env, const int32_t *actions, float *obs, float *re
                       uint8_t *terminated, uint8_t *truncated, float *final_obs, vx_stream s,
                       vx_err *e);
 
+/* The environments' parameters (pointers into the device's memory) and their N states, for a
+ * kernel that steps them itself with vx_env_step_one — as the backend's own step kernel does, in
+ * the same arithmetic (compiled with --fmad=false, as that kernel is) — inside work of its own
+ * (PPO's fused rollout step). s: the stream those kernels run on, which the synchronous calls then
+ * wait for. VX_ERR_ARG where the environments keep no device state (the CPU). */
+vx_status vx_env_device_view(vx_env *env, vx_stream s, vx_env_params *p, vx_env_state **states,
+                             vx_err *e);
+
 /* Checks n states (host memory) against these environments' parameters before they are used —
  * states restored from a checkpoint are data from a file: the bar index inside the split with the
  * episode's remaining steps ending inside it, the step count inside the episode, the position

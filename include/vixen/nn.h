@@ -192,8 +192,15 @@ size_t vx_optim_reserved(const vx_optim *o);
  * settings (VX_OPTIM_H_N doubles) and the controls of vx_optim_set_controls (NULL when unset).
  * Such a step must do what vx_optim_step does, with optim_math.h's arithmetic. Member 0 of a
  * group. */
-enum { VX_OPTIM_H_LR, VX_OPTIM_H_B1, VX_OPTIM_H_B2, VX_OPTIM_H_EPS, VX_OPTIM_H_WD, VX_OPTIM_H_CLIP,
-       VX_OPTIM_H_N };
+enum {
+    VX_OPTIM_H_LR,
+    VX_OPTIM_H_B1,
+    VX_OPTIM_H_B2,
+    VX_OPTIM_H_EPS,
+    VX_OPTIM_H_WD,
+    VX_OPTIM_H_CLIP,
+    VX_OPTIM_H_N
+};
 typedef struct {
     float *m, *v;
     long long *t;

@@ -248,6 +248,17 @@ vx_status vx_env_step(vx_env *env, const int32_t *actions, float *obs, float *re
     return st;
 }
 
+vx_status vx_env_device_view(vx_env *env, vx_stream s, vx_env_params *p, vx_env_state **states,
+                             vx_err *e)
+{
+    if (!env->ops->device_view)
+        return vx_err_set(e, VX_ERR_ARG, "env: the %s environments keep no device state to step",
+                          env->ops->name);
+    env->ops->device_view(env->impl, p, states);
+    env->last = s;
+    return VX_OK;
+}
+
 vx_status vx_env_copy_states(vx_env *env, vx_env_state *host, vx_stream s, vx_err *e)
 {
     if (!host) return vx_err_set(e, VX_ERR_ARG, "env.copy_states: host is NULL");

@@ -239,7 +239,14 @@ fail:
 
 static size_t cuda_reserved(const void *impl) { return ((const env_cuda *)impl)->mem.bytes; }
 
+static void cuda_device_view(void *impl, vx_env_params *p, vx_env_state **states)
+{
+    env_cuda *c = (env_cuda *)impl;
+    *p = c->p, *states = c->states;
+}
+
 const vx_env_backend vx_env_cuda_ops = {
-    "cuda",           cuda_create,      cuda_free, cuda_observe,     cuda_step,
-    cuda_copy_states, cuda_load_states, cuda_sync, cuda_bad_actions, cuda_reserved,
+    "cuda",           cuda_create,      cuda_free,        cuda_observe,
+    cuda_step,        cuda_copy_states, cuda_load_states, cuda_sync,
+    cuda_bad_actions, cuda_reserved,    cuda_device_view,
 };

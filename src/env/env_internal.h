@@ -39,6 +39,9 @@ typedef struct {
     /* Actions refused so far, read after everything queued on s (synchronous). */
     vx_status (*bad_actions)(void *impl, uint64_t *count, vx_stream s, vx_err *e);
     size_t (*reserved)(const void *impl); /* bytes of device memory held */
+    /* The parameters (pointers into device memory) and the N states, for a kernel that steps
+     * the environments itself (vx_env_device_view); NULL: a backend that has none. */
+    void (*device_view)(void *impl, vx_env_params *p, vx_env_state **states);
 } vx_env_backend;
 
 struct vx_env {

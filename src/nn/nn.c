@@ -395,7 +395,8 @@ void vx_optim_set_controls(vx_optim *o, const double *lr, const int *skip)
 
 vx_status vx_optim_view_of(vx_optim *o, vx_optim_view *out, vx_err *e)
 {
-    if (!o->ops->view) return vx_err_set(e, VX_ERR_ARG, "optim: no device state to fuse a step with");
+    if (!o->ops->view)
+        return vx_err_set(e, VX_ERR_ARG, "optim: no device state to fuse a step with");
     o->ops->view(o->impl, out);
     return VX_OK;
 }

@@ -29,7 +29,8 @@ enum { /* a member's settings, in device memory (vx_optim_view's order) */
        H_EPS = VX_OPTIM_H_EPS,
        H_WD = VX_OPTIM_H_WD,
        H_CLIP = VX_OPTIM_H_CLIP,
-       N_HYPER = VX_OPTIM_H_N };
+       N_HYPER = VX_OPTIM_H_N
+};
 #define SCRATCH (NORM_BLOCKS + 2) /* a member's partial sums, then its two arrival counters */
 
 typedef struct {
@@ -261,6 +262,6 @@ static void oc_view(void *impl, vx_optim_view *out)
     out->lr = o->lr, out->skip = o->skip;
 }
 
-extern "C" const vx_optim_ops vx_optim_cuda_ops = {
-    oc_create,     oc_free,       oc_step,     oc_norm, oc_set_controls,
-    oc_copy_state, oc_load_state, oc_reserved, oc_view};
+extern "C" const vx_optim_ops vx_optim_cuda_ops = {oc_create,     oc_free,         oc_step,
+                                                   oc_norm,       oc_set_controls, oc_copy_state,
+                                                   oc_load_state, oc_reserved,     oc_view};

@@ -330,6 +330,6 @@ static size_t co_reserved(const void *impl)
     return 0;
 }
 
-const vx_optim_ops vx_optim_cpu_ops = {co_create,       co_free,       co_step,
-                                       co_norm,         co_set_controls, co_copy_state,
-                                       co_load_state,   co_reserved,   NULL};
+const vx_optim_ops vx_optim_cpu_ops = {co_create,     co_free,         co_step,
+                                       co_norm,       co_set_controls, co_copy_state,
+                                       co_load_state, co_reserved,     NULL};

@@ -43,6 +43,7 @@
 #include "../util/device_cuda.h"
 #include "ppo_backend.h"
 #include "ppo_fused.h"
+#include "ppo_mb_end.cuh"
 
 #include <cub/cub.cuh>
 #include <limits.h>
@@ -54,12 +55,7 @@
 #define A VX_ACTION_BRANCHES
 #define RB 256 /* threads of the reducing kernels */
 
-/* The iteration's statistics, summed on the device (doubles). */
-enum { S_PG, S_V, S_ENT, S_KL, S_CLIP, S_NORM, S_UPDATES, S_KL_EPOCH, S_EV, S_RET, S_EPS, S_N };
-/* Control words (ints): the minibatch cursor and the target-KL stop. */
-enum { C_CURSOR, C_STOP, C_N };
-/* A minibatch's statistics, summed per block of the loss kernel: P_N doubles a block. */
-enum { P_PG, P_V, P_ENT, P_KL, P_CLIP, P_N };
+/* the statistics' and controls' layouts: ppo_mb_end.cuh */
 
 struct ppo_backend {
     vx_ppo_settings s;
@@ -76,7 +72,11 @@ struct ppo_backend {
     ac_cuda *net_mb;        /* rows M: the updates */
     char per_layer_why[96]; /* why the fused kernels do not take the network */
     vx_optim *opt;
-    vx_optim_view ov; /* its state, for the fused kernels' own step */
+    vx_optim_view ov;   /* its state, for the fused kernels' own step */
+    vx_env_params envp; /* the environments, for the fused kernels to step them */
+    vx_env_state *env_states;
+    double *rs_part; /* the rollout statistics' blocks (rollout_stats_kernel) */
+    unsigned *rs_arrived;
     /* device */
     float *params, *grads;
     double *obs_mean, *obs_var, *obs_count, *raw_sum, *raw_sum2;
@@ -197,11 +197,15 @@ static __global__ void episode_kernel(int N, const float *rew, const uint8_t *te
 }
 
 /* One thread per environment: the last step's bootstrap from the values of its pre-reset rows
- * (fin_values; NULL: already in boot), then GAE and the returns. values: after the rollout. */
-static __global__ void gae_kernel(int N, int T, const float *values, const float *fin_values,
-                                  const float *rew, const uint8_t *te, const uint8_t *tr,
-                                  const float *val, float *boot, double gamma, double lambda,
-                                  float *adv, float *ret)
+ * (fin_values; NULL: already in boot), then GAE and the returns. values: after the rollout.
+ * The buffers never overlap (__restrict__): the compiler may then load a step's inputs before
+ * the step after it has stored its advantage. */
+static __global__ void gae_kernel(int N, int T, const float *__restrict__ values,
+                                  const float *__restrict__ fin_values,
+                                  const float *__restrict__ rew, const uint8_t *__restrict__ te,
+                                  const uint8_t *__restrict__ tr, const float *__restrict__ val,
+                                  float *__restrict__ boot, double gamma, double lambda,
+                                  float *__restrict__ adv, float *__restrict__ ret)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= N) return;
@@ -215,30 +219,50 @@ static __global__ void gae_kernel(int N, int T, const float *values, const float
     }
 }
 
-/* One block: the statistics reset for the updates, the explained variance of the values, the
- * episodes that ended in the rollout (and the per-environment sums reset). */
+/* The rollout's statistics over RS_BLOCKS blocks (one block had taken 134 µs for 262,144
+ * samples on an H200): each block sums its share (a fixed stride) of the returns and their errors
+ * and of the environments' finished episodes, its tree sums (block_sum) go to part, and the last
+ * block to finish adds the blocks' in block order (the same bits every run), writes the
+ * statistics and resets the iteration's sums and controls. */
+#define RS_BLOCKS 64
+enum { R_Y, R_Y2, R_D, R_D2, R_RET, R_EPS, R_N };
 static __global__ void rollout_stats_kernel(size_t TN, int N, const float *ret, const float *val,
                                             double *ret_sum, double *ep_count, double *stats,
-                                            int *ctl)
+                                            int *ctl, double *part, unsigned *arrived)
 {
     __shared__ double sh[RB];
-    double sy = 0, sy2 = 0, sd = 0, sd2 = 0, r = 0, c = 0;
-    for (size_t k = threadIdx.x; k < TN; k += RB) {
+    __shared__ int last;
+    double v[R_N] = {0, 0, 0, 0, 0, 0};
+    size_t stride = (size_t)RS_BLOCKS * RB;
+    for (size_t k = (size_t)blockIdx.x * RB + threadIdx.x; k < TN; k += stride) {
         double y = ret[k], d = y - (double)val[k];
-        sy += y, sy2 += y * y, sd += d, sd2 += d * d;
+        v[R_Y] += y, v[R_Y2] += y * y, v[R_D] += d, v[R_D2] += d * d;
     }
-    for (int i = threadIdx.x; i < N; i += RB) {
-        r += ret_sum[i], c += ep_count[i];
+    for (size_t i = (size_t)blockIdx.x * RB + threadIdx.x; i < (size_t)N; i += stride) {
+        v[R_RET] += ret_sum[i], v[R_EPS] += ep_count[i];
         ret_sum[i] = 0, ep_count[i] = 0;
     }
-    sy = block_sum(sy, sh), sy2 = block_sum(sy2, sh), sd = block_sum(sd, sh);
-    sd2 = block_sum(sd2, sh), r = block_sum(r, sh), c = block_sum(c, sh);
-    if (threadIdx.x != 0) return;
-    double n = (double)TN, vy = sy2 / n - (sy / n) * (sy / n), vd = sd2 / n - (sd / n) * (sd / n);
+    for (int q = 0; q < R_N; q++) {
+        double sum = block_sum(v[q], sh);
+        if (threadIdx.x == 0) part[blockIdx.x * R_N + q] = sum;
+    }
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(arrived, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last || threadIdx.x != 0) return;
+    __threadfence();
+    double a[R_N] = {0, 0, 0, 0, 0, 0};
+    for (int blk = 0; blk < RS_BLOCKS; blk++)
+        for (int q = 0; q < R_N; q++) a[q] += ((volatile double *)part)[blk * R_N + q];
+    double n = (double)TN, vy = a[R_Y2] / n - (a[R_Y] / n) * (a[R_Y] / n);
+    double vd = a[R_D2] / n - (a[R_D] / n) * (a[R_D] / n);
     for (int k = 0; k < S_N; k++) stats[k] = 0;
     stats[S_EV] = vy > 0 ? 1 - vd / vy : nan("");
-    stats[S_RET] = r, stats[S_EPS] = c;
+    stats[S_RET] = a[R_RET], stats[S_EPS] = a[R_EPS];
     ctl[C_CURSOR] = 0, ctl[C_STOP] = 0;
+    *arrived = 0; /* ready for the next launch */
 }
 
 /* The Philox keys of update epoch k (the CPU's u32 draws of stream PERM + iteration · epochs + k,
@@ -318,35 +342,11 @@ static __global__ void loss_kernel(int M, vx_ppo_loss_cfg c, int norm_adv, const
     }
 }
 
-/* One block of a warp a statistic, after the optimizer's step: the minibatch's means (the
- * blocks' sums, in a fixed order) into the iteration's sums (unless stopped), the target-KL check at the end of
- * an update epoch, the cursor advanced. (One thread adding 128 blocks' sums took 23 µs.) */
+/* The per-layer path's minibatch end (ppo_mb_end.cuh), one block of a warp a statistic. */
 static __global__ void mb_end_kernel(int M, int blocks, const double *parts, const double *norm,
                                      int minibatches, double target_kl, double *stats, int *ctl)
 {
-    /* warp p adds statistic p's block sums in a fixed order (each lane a strided share, then a
-     * shuffle tree): a block-wide tree a statistic had made this one-block kernel 6 µs */
-    __shared__ double sum[P_N];
-    int p = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    double v = 0;
-    for (int b = lane; b < blocks; b += 32) v += parts[(size_t)b * P_N + p];
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    if (lane == 0) sum[p] = v;
-    __syncthreads();
-    if (threadIdx.x != 0) return;
-    int cursor = ctl[C_CURSOR];
-    if (!ctl[C_STOP]) {
-        stats[S_PG] += sum[P_PG] / M, stats[S_V] += sum[P_V] / M;
-        stats[S_ENT] += sum[P_ENT] / M, stats[S_KL] += sum[P_KL] / M;
-        stats[S_CLIP] += sum[P_CLIP] / M;
-        stats[S_NORM] += *norm, stats[S_UPDATES] += 1;
-        stats[S_KL_EPOCH] += sum[P_KL] / M;
-        if ((cursor + 1) % minibatches == 0) {
-            if (target_kl > 0 && stats[S_KL_EPOCH] / minibatches > target_kl) ctl[C_STOP] = 1;
-            stats[S_KL_EPOCH] = 0;
-        }
-    }
-    ctl[C_CURSOR] = cursor + 1;
+    ppo_mb_end(M, blocks, parts, norm, minibatches, target_kl, stats, ctl);
 }
 
 /* One block of D threads: the observation statistics take in the rollout's raw sums (Chan et
@@ -400,6 +400,11 @@ static vx_status fused_step(ppo_backend *b, int t, vx_err *e)
         a.store = b->r_obs + o * D, a.part = b->raw_part;
         a.seed = b->run.seed, a.step = b->act_step;
         a.act = b->r_act + o * A, a.logp = b->r_logp + o, a.val = b->r_val + o;
+        /* and the environments' step, with its episode accounting */
+        a.envp = b->envp, a.states = b->env_states;
+        a.next_obs = b->obs, a.fin_out = b->fin;
+        a.rew = b->r_rew + o, a.te = b->r_te + o, a.tr = b->r_tr + o;
+        a.ep_ret = b->ep_ret, a.ret_sum = b->ret_sum, a.ep_count = b->ep_count;
     } else {
         a.values = b->last_val;
     }
@@ -442,7 +447,12 @@ static vx_status rollout_body(ppo_backend *b, vx_err *e)
     VX_CUDA_CHECK(cudaMemsetAsync(b->raw_part, 0, nb * 2 * D * 8, s));
     for (int t = 0; t < T; t++) {
         size_t o = (size_t)t * N;
-        st = b->fused ? fused_step(b, t, e) : layered_step(b, t, e);
+        if (b->fused) { /* one launch: the acting, the environments' step, the accounting */
+            st = fused_step(b, t, e);
+            if (st) goto fail;
+            continue;
+        }
+        st = layered_step(b, t, e);
         if (!st)
             st = vx_env_step(b->env, b->r_act + o * A, b->obs, b->r_rew + o, b->r_te + o,
                              b->r_tr + o, b->fin, s, e);
@@ -469,8 +479,9 @@ static vx_status rollout_body(ppo_backend *b, vx_err *e)
                                          b->r_val, b->r_boot, b->s.gamma, b->s.gae_lambda, b->r_adv,
                                          b->r_ret);
     VX_CUDA_LAUNCH_CHECK(s);
-    rollout_stats_kernel<<<1, RB, 0, s>>>(b->TN, N, b->r_ret, b->r_val, b->ret_sum, b->ep_count,
-                                          b->stats, b->ctl);
+    rollout_stats_kernel<<<RS_BLOCKS, RB, 0, s>>>(b->TN, N, b->r_ret, b->r_val, b->ret_sum,
+                                                  b->ep_count, b->stats, b->ctl, b->rs_part,
+                                                  b->rs_arrived);
     VX_CUDA_LAUNCH_CHECK(s);
     for (int k = 0; k < b->s.update_epochs; k++) {
         keys_kernel<<<blocks(b->TN), 128, 0, s>>>(b->TN, b->run.seed, b->iter, b->s.update_epochs,
@@ -535,14 +546,20 @@ static vx_status minibatch_body(ppo_backend *b, vx_err *e)
     int parts_n = 0;
     cudaStream_t s = b->st;
     /* the fused kernels take the norm in the gradient's sum and do the optimizer's step
-     * themselves, writing their copies of the weights as they go (ppo_fused.h) */
-    st = b->fused ? fused_grad(b, &parts_n, e) : layered_grad(b, &parts_n, e);
-    if (!st)
-        st = b->fused ? ppo_fused_step(b->fused, b->params, b->grads, &b->ov, s, e)
-                      : vx_optim_step(b->opt, b->params, b->grads, s, e);
+     * themselves, writing their copies of the weights as they go, and end the minibatch in the
+     * step's last block (ppo_fused.h) */
+    if (b->fused) {
+        st = fused_grad(b, &parts_n, e);
+        ppo_fused_end end = {(int)b->M, parts_n, b->s.minibatches, b->mb_parts, b->s.target_kl,
+                             b->stats,  b->ctl};
+        if (!st) st = ppo_fused_step(b->fused, b->params, b->grads, &b->ov, &end, s, e);
+        return st;
+    }
+    st = layered_grad(b, &parts_n, e);
+    if (!st) st = vx_optim_step(b->opt, b->params, b->grads, s, e);
     if (st) goto fail;
     mb_end_kernel<<<1, 32 * P_N, 0, s>>>((int)b->M, parts_n, b->mb_parts, vx_optim_norm(b->opt),
-                                   b->s.minibatches, b->s.target_kl, b->stats, b->ctl);
+                                         b->s.minibatches, b->s.target_kl, b->stats, b->ctl);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -663,6 +680,8 @@ static vx_status alloc_all(ppo_backend *b, vx_err *e)
         {&b->stats, S_N * 8},
         {&b->lr, 8},
         {&b->ctl, C_N * 4},
+        {&b->rs_part, RS_BLOCKS * R_N * 8},
+        {&b->rs_arrived, 8},
     };
     vx_status st = VX_OK;
     for (size_t i = 0; i < sizeof dev / sizeof *dev && !st; i++)
@@ -768,6 +787,7 @@ static vx_status cuda_create(const ppo_init *in, ppo_backend **out, ppo_state **
     }
     vx_optim_set_controls(b->opt, b->lr, b->ctl + C_STOP);
     if (b->fused) st = vx_optim_view_of(b->opt, &b->ov, e); /* the controls just set included */
+    if (!st && b->fused) st = vx_env_device_view(b->env, b->st, &b->envp, &b->env_states, e);
     if (!st) st = vx_cuda_event_create(b->dev, &b->c0, 1, e);
     if (!st) st = vx_cuda_event_create(b->dev, &b->c1, 1, e);
     if (!st) st = vx_cuda_event_create(b->dev, &b->l1, 1, e);
@@ -789,6 +809,7 @@ static vx_status cuda_create(const ppo_init *in, ppo_backend **out, ppo_state **
     VX_CUDA_CHECK(cudaMemsetAsync(b->ret_sum, 0, b->N * 8, b->st));
     VX_CUDA_CHECK(cudaMemsetAsync(b->ep_count, 0, b->N * 8, b->st));
     VX_CUDA_CHECK(cudaMemsetAsync(b->ctl, 0, C_N * 4, b->st));
+    VX_CUDA_CHECK(cudaMemsetAsync(b->rs_arrived, 0, 8, b->st));
     VX_CUDA_CHECK(cudaStreamSynchronize(b->st));
     st = upload_state(b, e);
     /* the graphs now, before the trials sharing the GPU start working (vx_device_ready) */

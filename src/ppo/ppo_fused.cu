@@ -19,6 +19,7 @@
 #include "ppo_backend.h"
 #include "ppo_fused.h"
 #include "ppo_fused_plan.h"
+#include "ppo_mb_end.cuh"
 #include "vixen/optim_math.h"
 
 #include <stdio.h>
@@ -62,20 +63,20 @@ struct ppo_fused {
     net nt;
     vx_device *dev;
     vx_mem mem;
-    int passes;     /* 1: TF32; 3: 3×TF32 */
-    int rows;       /* the update's rows a block */
-    int max_blocks; /* the update's blocks at max_rows */
-    size_t packed;  /* floats of the packed copy */
-    float *wp;      /* the packed weights (the biases are read from here) */
-    int *src;       /* packed float → its index in the flat parameters, −1 for padding */
-    size_t frags;   /* floats of the fragment copies */
-    float *wf;      /* the weights as the products' B operands (tc::frag) */
-    int *fsrc;      /* fragment float → its index in the flat parameters, −1 for padding */
-    float *partial; /* max_blocks × packed: each block's gradient, laid out as wp */
-    int *inv;       /* a parameter's floats: its packed one, its forward and backward fragment
-                       slots (the big part's; −1: none), 3 ints a parameter */
-    double *nparts; /* the slices' sum: each block's Σ g² */
-    unsigned *arrived;
+    int passes;        /* 1: TF32; 3: 3×TF32 */
+    int rows;          /* the update's rows a block */
+    int max_blocks;    /* the update's blocks at max_rows */
+    size_t packed;     /* floats of the packed copy */
+    float *wp;         /* the packed weights (the biases are read from here) */
+    int *src;          /* packed float → its index in the flat parameters, −1 for padding */
+    size_t frags;      /* floats of the fragment copies */
+    float *wf;         /* the weights as the products' B operands (tc::frag) */
+    int *fsrc;         /* fragment float → its index in the flat parameters, −1 for padding */
+    float *partial;    /* max_blocks × packed: each block's gradient, laid out as wp */
+    int *inv;          /* a parameter's floats: its packed one, its forward and backward fragment
+                          slots (the big part's; −1: none), 3 ints a parameter */
+    double *nparts;    /* the slices' sum: each block's Σ g² */
+    unsigned *arrived; /* the blocks done: of the slices' sum, of the step, of a rollout step */
     step_consts *consts;
 };
 
@@ -137,8 +138,8 @@ template <int P>
 static __device__ void forward(const net &t, const float *wp, const float *wf, int R, smem &s)
 {
     int W0 = t.G * t.H[0];
-    tc::gemm<P, tc::RELU, row_major, tc::frag>(1, R, W0, t.Dp, s.xs, s.ldx, 0, wf + t.fw[0],
-                                               W0 / 8, 0, s.act[0], s.ld[0], 0, wp + t.b[0]);
+    tc::gemm<P, tc::RELU, row_major, tc::frag>(1, R, W0, t.Dp, s.xs, s.ldx, 0, wf + t.fw[0], W0 / 8,
+                                               0, s.act[0], s.ld[0], 0, wp + t.b[0]);
     __syncthreads();
     for (int l = 1; l < t.n; l++) {
         int H = t.H[l], Hp = t.H[l - 1];
@@ -228,7 +229,7 @@ static __device__ void load_rows(const net &t, int R, int row0, int N, const flo
  * pass over both — more rows, but no second pass to wait for. */
 template <int P>
 static __global__ void __launch_bounds__(THREADS)
-    act_kernel(net t, const float *wp, const float *wf, ppo_fused_act_args a)
+    act_kernel(net t, const float *wp, const float *wf, ppo_fused_act_args a, unsigned *arrived)
 {
     extern __shared__ __align__(128) float base[];
     const int R = ACT_ROWS;
@@ -267,6 +268,39 @@ static __global__ void __launch_bounds__(THREADS)
             for (int k = 0; k < VX_PPO_LOGITS; k++) a.logits[(size_t)i * VX_PPO_LOGITS + k] = o[k];
         if (a.values) a.values[i] = o[VX_PPO_LOGITS];
         if (a.boot) a.boot[i] = flag ? s.out[(R + r) * OUT_LD + VX_PPO_LOGITS] : 0.0f;
+        if (a.act && a.states) { /* the environment's step: one launch less a rollout step */
+            const int32_t *ac = a.act + (size_t)i * VX_ACTION_BRANCHES;
+            vx_env_state st = a.states[i];
+            float rew;
+            uint8_t te, tr;
+            vx_env_step_one(&a.envp, &st, (uint64_t)i, ac[0], ac[1], ac[2],
+                            a.next_obs + (size_t)i * VX_OBS_DIM, &rew, &te, &tr,
+                            a.fin_out + (size_t)i * VX_OBS_DIM);
+            a.states[i] = st;
+            a.rew[i] = rew, a.te[i] = te, a.tr[i] = tr;
+            double ep = a.ep_ret[i] + rew;
+            if (te || tr) {
+                a.ret_sum[i] += ep;
+                a.ep_count[i] += 1;
+                ep = 0;
+            }
+            a.ep_ret[i] = ep;
+        }
+    }
+    if (a.act && a.states) { /* the acting counter, once every block has read it */
+        /* the flag in s.red (free since the normalisation): static shared memory would push
+         * the kernel past the dynamic size allow_smem grants */
+        volatile int *last = (volatile int *)s.red;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            __threadfence();
+            *last = atomicAdd(arrived, 1u) == gridDim.x - 1;
+        }
+        __syncthreads();
+        if (*last && threadIdx.x == 0) {
+            *a.step += 1;
+            *arrived = 0; /* ready for the next launch */
+        }
     }
 }
 
@@ -383,7 +417,8 @@ static __global__ void __launch_bounds__(SUM_THREADS)
     if (!last) return;
     __threadfence();
     double v = 0;
-    for (unsigned b = threadIdx.x; b < gridDim.x; b += SUM_THREADS) v += ((volatile double *)nparts)[b];
+    for (unsigned b = threadIdx.x; b < gridDim.x; b += SUM_THREADS)
+        v += ((volatile double *)nparts)[b];
     double all = block_sum(v, sh);
     if (threadIdx.x == 0) {
         const double *h = o.hyper;
@@ -400,31 +435,48 @@ static __global__ void __launch_bounds__(SUM_THREADS)
 /* The optimizer's step, a thread a parameter: the clip (the clipped gradient written back, as
  * the optimizer's own step leaves it) and Adam (optim_math.h), then the new value straight into
  * the packed copy and the fragment copies (split into its big and small parts when E = 4): the
- * separate repacking launch, which read every parameter again, is not needed. */
+ * separate repacking launch, which read every parameter again, is not needed. Then, with `has_end`,
+ * the last block to finish does the minibatch's end (ppo_mb_end.cuh) — a launch of its own
+ * before, and safe here: every block has read the stop flag it may set. */
 static __global__ void __launch_bounds__(SUM_THREADS)
     step_kernel(float *params, float *g, size_t n, vx_optim_view o, const step_consts *c,
-                const int *inv, int E, float *wp, float *wf)
+                const int *inv, int E, float *wp, float *wf, int has_end, ppo_fused_end end,
+                unsigned *arrived)
 {
-    if (o.skip && *o.skip) return;
     size_t i = (size_t)blockIdx.x * SUM_THREADS + threadIdx.x;
-    if (i == 0) *o.t += 1; /* this launch's constants were taken from it before */
-    if (i >= n) return;
-    vx_adam_step_k k = c->k;
-    float gi = g[i];
-    if (c->clip) {
-        gi *= c->scale;
-        g[i] = gi;
-    }
-    vx_adam_elem(&k, &params[i], &o.m[i], &o.v[i], gi);
-    float x = params[i];
-    const int *q = inv + 3 * i; /* all −1 for the flat vector's padding between tensors */
-    if (q[0] >= 0) wp[q[0]] = x;
-    float big = E == 4 ? __uint_as_float(__float_as_uint(x) & 0xffffe000u) : x;
-    for (int j = 1; j <= 2; j++)
-        if (q[j] >= 0) {
-            wf[q[j]] = big;
-            if (E == 4) wf[q[j] + 2] = x - big;
+    int skip = o.skip && *o.skip;
+    if (!skip && i == 0) *o.t += 1; /* this launch's constants were taken from it before */
+    if (!skip && i < n) {
+        vx_adam_step_k k = c->k;
+        float gi = g[i];
+        if (c->clip) {
+            gi *= c->scale;
+            g[i] = gi;
         }
+        vx_adam_elem(&k, &params[i], &o.m[i], &o.v[i], gi);
+        float x = params[i];
+        const int *q = inv + 3 * i; /* all −1 for the flat vector's padding between tensors */
+        if (q[0] >= 0) wp[q[0]] = x;
+        float big = E == 4 ? __uint_as_float(__float_as_uint(x) & 0xffffe000u) : x;
+        for (int j = 1; j <= 2; j++)
+            if (q[j] >= 0) {
+                wf[q[j]] = big;
+                if (E == 4) wf[q[j] + 2] = x - big;
+            }
+    }
+    if (!has_end) return;
+    __shared__ int last;
+    __syncthreads(); /* the block's reads of the stop flag done */
+    if (threadIdx.x == 0) {
+        __threadfence();
+        last = atomicAdd(arrived, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    ppo_mb_end(end.M, end.blocks, end.parts, o.norm, end.minibatches, end.target_kl, end.stats,
+               end.ctl);
+    if (threadIdx.x == 0) *arrived = 0; /* ready for the next launch */
 }
 
 /* The packed copy (its first `packed` threads) and the fragment copies (the next `frags`): with
@@ -531,7 +583,7 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
     if (!st) st = vx_mem_alloc(&f->mem, f->frags * sizeof *fsrc, &f->fsrc, e);
     if (!st) st = vx_mem_alloc(&f->mem, np * 3 * sizeof *inv, &f->inv, e);
     if (!st) st = vx_mem_alloc(&f->mem, vx_pf_sum_blocks(f->packed) * 8, &f->nparts, e);
-    if (!st) st = vx_mem_alloc(&f->mem, sizeof(unsigned), &f->arrived, e);
+    if (!st) st = vx_mem_alloc(&f->mem, 3 * sizeof(unsigned), &f->arrived, e);
     if (!st) st = vx_mem_alloc(&f->mem, sizeof(step_consts), &f->consts, e);
     if (!st) st = vx_mem_alloc(&f->mem, (size_t)f->max_blocks * f->packed * 4, &f->partial, e);
     if (st) goto fail;
@@ -544,8 +596,9 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
         cudaMemcpyAsync(f->src, src, f->packed * sizeof *src, cudaMemcpyHostToDevice, setup));
     VX_CUDA_CHECK(
         cudaMemcpyAsync(f->fsrc, fsrc, f->frags * sizeof *fsrc, cudaMemcpyHostToDevice, setup));
-    VX_CUDA_CHECK(cudaMemcpyAsync(f->inv, inv, np * 3 * sizeof *inv, cudaMemcpyHostToDevice, setup));
-    VX_CUDA_CHECK(cudaMemsetAsync(f->arrived, 0, sizeof(unsigned), setup));
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(f->inv, inv, np * 3 * sizeof *inv, cudaMemcpyHostToDevice, setup));
+    VX_CUDA_CHECK(cudaMemsetAsync(f->arrived, 0, 3 * sizeof(unsigned), setup));
     VX_CUDA_CHECK(cudaMemsetAsync(f->consts, 0, sizeof(step_consts), setup));
     VX_CUDA_CHECK(cudaMemsetAsync(f->partial, 0, (size_t)f->max_blocks * f->packed * 4, setup));
     VX_CUDA_CHECK(cudaStreamSynchronize(setup));
@@ -582,8 +635,9 @@ extern "C" vx_status ppo_fused_act(ppo_fused *f, const ppo_fused_act_args *a, cu
     if (a->N < 1) return VX_OK;
     unsigned blocks = (unsigned)ppo_fused_act_blocks(a->N);
     size_t bytes = vx_pf_smem(&f->nt, 2 * ACT_ROWS);
-    if (f->passes == 1) act_kernel<1><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, *a);
-    else act_kernel<3><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, *a);
+    if (f->passes == 1)
+        act_kernel<1><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, *a, f->arrived + 2);
+    else act_kernel<3><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, *a, f->arrived + 2);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -599,13 +653,11 @@ extern "C" vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, 
         return vx_err_set(e, VX_ERR_ARG, "ppo: a minibatch of %d rows (at most %d)", a->M,
                           f->max_blocks * f->rows);
     if (f->passes == 1)
-        grad_kernel<1>
-            <<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, f->rows, *a, f->partial,
-                                            f->packed);
+        grad_kernel<1><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, f->rows, *a, f->partial,
+                                                      f->packed);
     else
-        grad_kernel<3>
-            <<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, f->rows, *a, f->partial,
-                                            f->packed);
+        grad_kernel<3><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, f->rows, *a, f->partial,
+                                                      f->packed);
     VX_CUDA_LAUNCH_CHECK(s);
     {
         vx_optim_view none;
@@ -620,12 +672,16 @@ fail:
 }
 
 extern "C" vx_status ppo_fused_step(ppo_fused *f, float *params, float *grads,
-                                    const vx_optim_view *o, cudaStream_t s, vx_err *e)
+                                    const vx_optim_view *o, const ppo_fused_end *end,
+                                    cudaStream_t s, vx_err *e)
 {
     vx_status st = VX_OK;
     size_t n = f->L.n_params;
+    ppo_fused_end none;
+    memset(&none, 0, sizeof none);
     step_kernel<<<(unsigned)((n + SUM_THREADS - 1) / SUM_THREADS), SUM_THREADS, 0, s>>>(
-        params, grads, n, *o, f->consts, f->inv, f->nt.E, f->wp, f->wf);
+        params, grads, n, *o, f->consts, f->inv, f->nt.E, f->wp, f->wf, end != NULL,
+        end ? *end : none, f->arrived + 1);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;

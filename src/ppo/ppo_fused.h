@@ -29,6 +29,7 @@
 
 #include <cuda_runtime.h>
 #include "vixen/actor_critic.h"
+#include "vixen/env.h"
 #include "vixen/nn.h"
 #include "vixen/ppo_math.h"
 
@@ -63,13 +64,24 @@ typedef struct {
     double *part;             /* ppo_fused_act_blocks(N) × 2 in_dim: each block's raw column
                                * sums and sums of squares are added to its own */
     uint64_t seed;            /* sampling: act, logp, val and step all given, or none */
-    const unsigned long long *step;
-    int32_t *act;            /* N × 3 */
-    float *logp, *val;       /* N */
-    const float *fin;        /* N × in_dim: pre-reset observations */
-    const uint8_t *fin_flag; /* N: whose (truncated at the step before) */
-    float *boot;             /* N: the value of the row's fin where flagged, else 0 */
-    float *logits, *values;  /* N × 15 and N: the heads' outputs */
+    unsigned long long *step; /* the acting counter (advanced here when the step is too) */
+    int32_t *act;             /* N × 3 */
+    float *logp, *val;        /* N */
+    const float *fin;         /* N × in_dim: pre-reset observations */
+    const uint8_t *fin_flag;  /* N: whose (truncated at the step before) */
+    float *boot;              /* N: the value of the row's fin where flagged, else 0 */
+    float *logits, *values;   /* N × 15 and N: the heads' outputs */
+    /* The environment step after the sampling (states given, and the sampling): each row's
+     * environment stepped with its action (vx_env_step_one, as the environments' own kernel),
+     * its next observation into next_obs (obs: a block reads its rows before it writes them),
+     * an ended episode's last one into fin_out, the reward and the flags; the episode accounting
+     * (ep_ret += reward; at an end ret_sum += ep_ret, ep_count += 1, ep_ret = 0); and the last
+     * block to finish advances *step (every block has read it by then). */
+    vx_env_params envp; /* vx_env_device_view */
+    vx_env_state *states;
+    float *next_obs, *fin_out, *rew;
+    uint8_t *te, *tr;
+    double *ep_ret, *ret_sum, *ep_count;
 } ppo_fused_act_args;
 
 int ppo_fused_act_blocks(int N);
@@ -97,11 +109,21 @@ int ppo_fused_grad_blocks(const ppo_fused *f, int M);
  * norm into *o->norm and the step's constants for ppo_fused_step; NULL: the gradient alone. */
 vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, float *grads,
                          const vx_optim_view *o, cudaStream_t s, vx_err *e);
+/* The minibatch's end (ppo_mb_end.cuh: statistics, the target-KL stop, the cursor), for the
+ * step's last block to do. */
+typedef struct {
+    int M, blocks, minibatches; /* blocks: of parts (ppo_fused_grad_blocks) */
+    const double *parts;
+    double target_kl;
+    double *stats;
+    int *ctl;
+} ppo_fused_end;
 /* The optimizer's step after ppo_fused_grad with o: each parameter clipped and stepped as
  * vx_optim_step does (optim_math.h), and written straight into the packed and fragment copies
- * (no ppo_fused_pack needed); the step count advanced. */
+ * (no ppo_fused_pack needed); the step count advanced; then, with `end`, the minibatch's end by
+ * the last block (every block has read the stop flag by then). */
 vx_status ppo_fused_step(ppo_fused *f, float *params, float *grads, const vx_optim_view *o,
-                         cudaStream_t s, vx_err *e);
+                         const ppo_fused_end *end, cudaStream_t s, vx_err *e);
 
 #ifdef __cplusplus
 }

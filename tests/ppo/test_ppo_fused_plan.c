@@ -113,10 +113,10 @@ static void frag_case(int shared, int n, const int *width, int passes)
         for (int g = 0; g < G; g++) {
             const vx_dense *d = g ? &L.v[l] : &L.pi[l];
             dense_ref fw = {d->w, width[l], 0}, bw = {d->w, width[l], 1};
-            seen += check(fsrc, t.fw[l] + g * t.f_step[l], width[l - 1], width[l], E, dense_want,
-                          &fw);
-            seen += check(fsrc, t.fb[l] + g * t.f_step[l], width[l], width[l - 1], E, dense_want,
-                          &bw);
+            seen +=
+                check(fsrc, t.fw[l] + g * t.f_step[l], width[l - 1], width[l], E, dense_want, &fw);
+            seen +=
+                check(fsrc, t.fb[l] + g * t.f_step[l], width[l], width[l - 1], E, dense_want, &bw);
         }
     heads_ref hf = {&L, Ht, G, 0}, hb = {&L, Ht, G, 1};
     seen += check(fsrc, t.fwh, G * Ht, VX_PF_HEAD, E, heads_want, &hf);
