@@ -1,6 +1,12 @@
-/* ppo_fused.cu — PPO's fused kernels (ppo_fused.h): a rollout step's normalisation, forward pass
- * and sampling in one launch (act_kernel), a minibatch's gather, forward pass, loss and backward
- * pass in another (grad_kernel), and the fixed-order sum of its blocks' gradients (sum_kernel).
+/* ppo_fused.cu — PPO's fused kernels (ppo_fused.h): a rollout step's normalisation, forward pass,
+ * sampling and environment step in one launch (act_kernel); a minibatch's gather, forward pass,
+ * loss and backward pass in another (grad_kernel), then the fixed-order sum of its blocks'
+ * gradients with the norm (sum_kernel) and the optimizer's step, which also writes the kernels'
+ * copies of the weights and ends the minibatch (step_kernel).
+ *
+ * Compiled with --fmad=false (CMakeLists.txt), as the environments' own kernel is: the rollout
+ * step runs vx_env_step_one, whose results must match the CPU's bit for bit; the products are
+ * tensor-core instructions, which the flag does not touch.
  *
  * Shared memory of a block of R rows (floats, each buffer 32-byte aligned):
  *   red    a double a thread: block sums (and the observation statistics while normalising)
