@@ -41,11 +41,11 @@ VX_HD static inline int vx_ppo_branch_off(int b)
     return b == 0 ? 0 : b == 1 ? VX_EXPOSURE_LEVELS : VX_EXPOSURE_LEVELS + VX_ORDER_TYPES;
 }
 
-/* log-softmax of n logits (out: n values) and, when prob is not NULL, the probabilities
- * (prob: n values, exp(z_k − max) / Σ: the exponentials the sum needed anyway — a GPU thread
- * spent most of the sampling and of the loss in exp(), and this halves their count). Everything
- * here is double: the network's float logits are widened first (15 per sample), and the float64
- * gradient check runs the same code. */
+/* log-softmax of a branch's n ≤ VX_EXPOSURE_LEVELS logits (out: n values) and, when prob is not
+ * NULL, the probabilities (prob: n values, exp(z_k − max) / Σ: the exponentials the sum needed
+ * anyway — a GPU thread spent most of the sampling and of the loss in exp(), and this halves
+ * their count). Everything here is double: the network's float logits are widened first (15 per
+ * sample), and the float64 gradient check runs the same code. */
 VX_HD static inline void vx_ppo_log_softmax(const double *z, int n, double *out, double *prob)
 {
     double mx = z[0], s = 0, e[VX_EXPOSURE_LEVELS]; /* the widest branch */

@@ -127,13 +127,12 @@ static vx_status ppo_memory(const vx_train_cfg *c, const vx_ppo_settings *s, int
                                      : clampz(2 * N * (8 << 10), 4 * MB, 32 * MB) +
                                            clampz(M * (8 << 10), 4 * MB, 32 * MB) + TN * 8 + 2 * MB;
     /* on a GPU whose shared memory the fused kernels fit (ppo_fused.h), neither actor-critic
-     * object exists: the packed weights, their fragment copies and each block's gradient slice instead, no workspace;
-     * the small buffers a quarter MB (with 2 MB here, 24 trials of test_study_cuda's PPO space
-     * came out 2.3 to 3.5 MB under the estimate on an H200) */
+     * object exists: the packed weights, their fragment copies and each block's gradient slice
+     * instead, no workspace; the small buffers a quarter MB (with 2 MB here, 24 trials of
+     * test_study_cuda's PPO space came out 2.3 to 3.5 MB under the estimate on an H200) */
     int rows = kind != VX_DEVICE_CPU && s->fused ? vx_pf_rows(&L, VX_PF_SMEM_HOPPER, NULL, 0) : 0;
     if (rows) {
-        m->activations =
-            vx_pf_bytes(&L, rows, (int)M, s->tf32) + M * (D * 4 + K * 4 + A * 4 + 24);
+        m->activations = vx_pf_bytes(&L, rows, (int)M, s->tf32) + M * (D * 4 + K * 4 + A * 4 + 24);
         /* the sort's scratch, every minibatch's advantage statistics, the rollout's partial sums,
          * the values after it, small buffers */
         m->fixed =

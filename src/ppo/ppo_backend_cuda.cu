@@ -12,16 +12,18 @@
  *                  minibatch's advantage mean and standard deviation
  *   minibatch graph  the gradient of the minibatch named by a device cursor (its rows gathered,
  *                  their advantages normalised, forward, the per-sample loss and gradient of
- *                  ppo_math.h, backward), the clip and Adam (vx_optim, reading this iteration's
- *                  learning rate and the target-KL stop from device memory), the statistics;
- *                  launched update_epochs × minibatches times
+ *                  ppo_math.h, backward), the clip and Adam (vx_optim — or, on the fused path, the
+ *                  fused kernels' own step on its state — reading this iteration's learning
+ *                  rate and the target-KL stop from device memory), the statistics; launched
+ *                  update_epochs × minibatches times
  *   end            the observation statistics take in the rollout; the statistics are copied
  *                  into pinned memory behind an event, the iteration's one wait
  *
  * Two ways to run the network. The fused kernels (ppo_fused.h, the default where the network
- * fits them): a rollout step's normalisation, forward pass and sampling are one launch, and a
- * minibatch's gradient one launch and a fixed-order sum; the weights are repacked after each
- * optimizer step. The per-layer path (ppo.fused = 0, or a network the fused kernels do not take):
+ * fits them): a rollout step's normalisation, forward pass, sampling and environment step are
+ * one launch, and a minibatch three (its gradient; the fixed-order sum with the norm; the
+ * optimizer's step, which writes the kernels' copies of the weights and ends the minibatch).
+ * The per-layer path (ppo.fused = 0, or a network the fused kernels do not take):
  * ac_cuda.h's cuBLASLt GEMMs with small kernels between them.
  *
  * A truncated episode's bootstrap needs the value of its pre-reset observation. The CPU runs the

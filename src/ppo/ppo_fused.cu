@@ -274,7 +274,8 @@ static __global__ void __launch_bounds__(THREADS)
             for (int k = 0; k < VX_PPO_LOGITS; k++) a.logits[(size_t)i * VX_PPO_LOGITS + k] = o[k];
         if (a.values) a.values[i] = o[VX_PPO_LOGITS];
         if (a.boot) a.boot[i] = flag ? s.out[(R + r) * OUT_LD + VX_PPO_LOGITS] : 0.0f;
-        if (a.act && a.states) { /* the environment's step: one launch less a rollout step */
+        if (a.act && a.states) { /* the environment's step: one launch less a rollout step
+                                  * (next_obs, fin_out and rew given with states: ppo_fused.h) */
             const int32_t *ac = a.act + (size_t)i * VX_ACTION_BRANCHES;
             vx_env_state st = a.states[i];
             float rew;
@@ -304,6 +305,7 @@ static __global__ void __launch_bounds__(THREADS)
         }
         __syncthreads();
         if (*last && threadIdx.x == 0) {
+            __threadfence();
             *a.step += 1;
             *arrived = 0; /* ready for the next launch */
         }
@@ -375,8 +377,8 @@ static __global__ void __launch_bounds__(THREADS)
 }
 
 /* The sum of a double a thread of a SUM_THREADS block, in a fixed order (the same bits every
- * run): a shuffle tree in each warp, then thread 0 adds the warps' in order — one barrier, where
- * a block-wide tree takes nine. Thread 0 gets the sum. */
+ * run): a shuffle tree in each warp, then thread 0 adds the warps' in order — two barriers (the
+ * second frees sh), where a block-wide tree takes ten. Thread 0 gets the sum. */
 static __device__ double block_sum(double v, double *sh)
 {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);

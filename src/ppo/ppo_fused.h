@@ -1,7 +1,7 @@
 /* ppo_fused.h — PPO's fused kernels on a CUDA device (internal): the actor-critic's whole forward
- * pass, the sampling and the observation normalisation of a rollout step in one launch, and a
- * minibatch's gather, forward pass, loss and backward pass in another, with the activations in
- * shared memory and every product on tensor cores (src/nn/tc_tile.cuh).
+ * pass, the sampling, the observation normalisation and the environments' step of a rollout step
+ * in one launch, and a minibatch's gather, forward pass, loss and backward pass in another, with
+ * the activations in shared memory and every product on tensor cores (src/nn/tc_tile.cuh).
  *
  * Why: the per-layer path (ac_cuda.h, cuBLASLt) spends an update in about thirty launches of
  * small GEMMs and helper kernels; here a minibatch is the update kernel, one reduction of its
@@ -12,15 +12,17 @@
  * both trunks (its weights [W_pi | W_v]); deeper layers are one product per trunk (G = 2 groups,
  * 1 when the trunk is shared); the two heads are one 16-column product over the top activations
  * — the 15 logits from the policy trunk's half, the value (column 15) from the value trunk's.
- * The weights are read from a packed copy (ppo_fused_pack, after every optimizer step): widths
- * padded to the tensor cores' tiles with zeros (ppo_fused_plan.h). A map from each
- * packed float to its place in the flat parameters (or none: padding) serves the packing and the
- * gradient's scatter both.
+ * The weights are read from a packed copy (the biases; widths padded to the tensor cores' tiles
+ * with zeros, ppo_fused_plan.h) and from fragment copies (every product's B operand in the order
+ * a warp's lanes load it), both written by ppo_fused_pack (the weights as loaded) and by
+ * ppo_fused_step (after each of its steps). Maps from each packed and fragment float to its
+ * place in the flat parameters (or none: padding) serve the packing and the gradient's scatter,
+ * and their inverse the step's writes.
  *
  * Precision: tf32 = 1 multiplies in TF32; tf32 = 0 in 3×TF32 (tc_tile.cuh), float32's accuracy.
  * Gradients: each block of the update kernel writes its rows' gradient (every weight and bias) to
  * a slice of its own, and a second kernel adds the slices in block order — the same bits every
- * run, no atomics.
+ * run (the only atomics are the arrival counters that elect a launch's last block).
  *
  * Takes: trunks of 1 to 4 layers whose widths are multiples of 16 and fit in shared memory at
  * 32 rows a block or more (ppo_fused_fits says why not); everything else runs on ac_cuda. */
@@ -49,7 +51,9 @@ vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int tf32, vx_dev
 void ppo_fused_free(ppo_fused *f);
 size_t ppo_fused_reserved(const ppo_fused *f);
 
-/* The packed weights from the flat parameters (device), for the kernels below. */
+/* The packed and fragment copies from the flat parameters (device), for the kernels below: at
+ * the start of a rollout (the weights as loaded or resumed); ppo_fused_step keeps them current
+ * after that. */
 vx_status ppo_fused_pack(ppo_fused *f, const float *params, cudaStream_t s, vx_err *e);
 
 /* One rollout step (or the values after the rollout), N rows; pointers are device memory and
@@ -79,7 +83,7 @@ typedef struct {
      * block to finish advances *step (every block has read it by then). */
     vx_env_params envp; /* vx_env_device_view */
     vx_env_state *states;
-    float *next_obs, *fin_out, *rew;
+    float *next_obs, *fin_out, *rew; /* all three needed with states */
     uint8_t *te, *tr;
     double *ep_ret, *ret_sum, *ep_count;
 } ppo_fused_act_args;

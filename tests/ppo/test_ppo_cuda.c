@@ -4,7 +4,9 @@
  *    and shared trunks, with more value rows than policy rows (the rollout's shape): the
  *    per-layer path (ac_cuda.h), and the fused kernels (ppo_fused.h) over trunks of one to three
  *    layers of unequal widths, in 3×TF32 (within 1e-5, as float32) and TF32, with several blocks
- *    of rows and a partial last one, every output poisoned first.
+ *    of rows and a partial last one, every output poisoned first. The fused kernels' own
+ *    optimizer step against vx_optim_step: clipped, unclipped and skipped, and the copies of
+ *    the weights it writes against copies packed from its weights.
  * 2. CPU vs GPU, one iteration from the same weights and environments (TF32 off), through the
  *    fused kernels and through the per-layer path: the sampled actions must be the same (the
  *    environments end in the same states, bit for bit — one differing action would change a
@@ -242,6 +244,131 @@ static void test_fused_actor_critic(void **state)
     /* TF32: 10-bit mantissas, errors near 1e-3 (the gradient's near 1e-2, measured 9.0e-3 on an
      * H200) — 3xTF32 above must be far better than that */
     fused_case(0, 2, two, 1, 3e-2);
+}
+
+/* The fused optimizer step (ppo_fused_grad taking the norm, ppo_fused_step) against the
+ * optimizer's own (vx_optim_step) from the same weights and heads' gradients, two steps: with
+ * the clip active (max_norm under the gradient's norm) and not, and skipped. The two sum the
+ * norm in different fixed orders (double), so a clip's scale may differ in its last bit: the
+ * weights, moments and clipped gradients must agree within 1e-6 rel L2, the norms within
+ * 1e-12, the step counts exactly; a skipped step must leave everything as it was, bit for bit.
+ * Then the fused object's copies of the weights, written by the step itself, must give the same
+ * logits bit for bit as copies packed from its weights — a parameter written to the wrong copy
+ * slot, or not at all, changes them. */
+static void fused_step_case(double max_norm, int skip)
+{
+    vx_ac_cfg cfg;
+    vx_ac_cfg_default(&cfg);
+    vx_ac_layout L;
+    vx_err e;
+    assert_int_equal(vx_ac_layout_make(&cfg, &L, &e), VX_OK);
+    enum { B = 150, K = VX_PPO_LOGITS };
+    size_t np = L.n_params;
+    float *p = malloc(np * 4), *x = malloc(B * D * 4), *dz = malloc(B * K * 4), *dv = malloc(B * 4);
+    vx_ac_init(&L, 3, p);
+    vx_rng r = vx_rng_make(9, 1, 2);
+    for (size_t i = 0; i < np; i++) p[i] += 0.05f * (float)vx_rng_normal(&r);
+    for (int i = 0; i < B * D; i++) x[i] = (float)vx_rng_normal(&r);
+    for (int i = 0; i < B * K; i++) dz[i] = (float)vx_rng_normal(&r);
+    for (int i = 0; i < B; i++) dv[i] = (float)vx_rng_normal(&r);
+    ppo_fused *fa, *fb;
+    if (ppo_fused_create(&L, B, 0, g_dev, &fa, &e)) fail_msg("%s", e.msg);
+    if (ppo_fused_create(&L, B, 0, g_dev, &fb, &e)) fail_msg("%s", e.msg);
+    vx_adam_cfg ac = {1e-3, 0.9, 0.999, 1e-8, 0.01};
+    vx_optim *oa, *ob;
+    assert_int_equal(vx_optim_create(&ac, max_norm, np, g_dev, &oa, &e), VX_OK);
+    assert_int_equal(vx_optim_create(&ac, max_norm, np, g_dev, &ob, &e), VX_OK);
+    float *d_pa, *d_pb, *d_ga, *d_gb, *d_x, *d_dz, *d_dv, *d_la, *d_lb;
+    int *d_skip;
+    CK(cudaMalloc((void **)&d_pa, np * 4));
+    CK(cudaMalloc((void **)&d_pb, np * 4));
+    CK(cudaMalloc((void **)&d_ga, np * 4));
+    CK(cudaMalloc((void **)&d_gb, np * 4));
+    CK(cudaMalloc((void **)&d_x, B * D * 4));
+    CK(cudaMalloc((void **)&d_dz, B * K * 4));
+    CK(cudaMalloc((void **)&d_dv, B * 4));
+    CK(cudaMalloc((void **)&d_la, B * K * 4));
+    CK(cudaMalloc((void **)&d_lb, B * K * 4));
+    CK(cudaMalloc((void **)&d_skip, sizeof(int)));
+    CK(cudaMemcpy(d_pa, p, np * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_pb, p, np * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemset(d_ga, 0, np * 4)); /* the padding between tensors stays 0 */
+    CK(cudaMemset(d_gb, 0, np * 4));
+    CK(cudaMemcpy(d_x, x, B * D * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_dz, dz, B * K * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_dv, dv, B * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_skip, &skip, sizeof skip, cudaMemcpyHostToDevice));
+    vx_optim_set_controls(oa, NULL, d_skip);
+    vx_optim_set_controls(ob, NULL, d_skip);
+    vx_optim_view view;
+    assert_int_equal(vx_optim_view_of(ob, &view, &e), VX_OK);
+    ppo_fused_grad_args ga;
+    memset(&ga, 0, sizeof ga);
+    ga.M = B, ga.obs = d_x, ga.dz = d_dz, ga.dv = d_dv;
+    assert_int_equal(ppo_fused_pack(fb, d_pb, NULL, &e), VX_OK); /* once: the steps keep it */
+    for (int step = 0; step < 2; step++) {
+        assert_int_equal(ppo_fused_pack(fa, d_pa, NULL, &e), VX_OK);
+        assert_int_equal(ppo_fused_grad(fa, &ga, d_ga, NULL, NULL, &e), VX_OK);
+        assert_int_equal(vx_optim_step(oa, d_pa, d_ga, NULL, &e), VX_OK);
+        assert_int_equal(ppo_fused_grad(fb, &ga, d_gb, &view, NULL, &e), VX_OK);
+        assert_int_equal(ppo_fused_step(fb, d_pb, d_gb, &view, NULL, NULL, &e), VX_OK);
+    }
+    CK(cudaDeviceSynchronize());
+    float *h[8];
+    for (int i = 0; i < 8; i++) CK(cudaMallocHost((void **)&h[i], np * 4));
+    int64_t ta = -1, tb = -1;
+    double na = -1, nb = -1;
+    CK(cudaMemcpy(h[0], d_pa, np * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h[1], d_pb, np * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h[2], d_ga, np * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h[3], d_gb, np * 4, cudaMemcpyDeviceToHost));
+    assert_int_equal(vx_optim_copy_state(oa, h[4], h[5], &ta, NULL, &e), VX_OK);
+    assert_int_equal(vx_optim_copy_state(ob, h[6], h[7], &tb, NULL, &e), VX_OK);
+    CK(cudaMemcpy(&na, vx_optim_norm(oa), 8, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&nb, vx_optim_norm(ob), 8, cudaMemcpyDeviceToHost));
+    CK(cudaDeviceSynchronize());
+    double ep = rel_l2(h[1], h[0], np), eg = rel_l2(h[3], h[2], np);
+    double em = rel_l2(h[6], h[4], np), ev = rel_l2(h[7], h[5], np);
+    printf("fused optimizer step, max norm %g%s: norm %.9g vs %.9g, steps %lld vs %lld; rel L2 "
+           "weights %.2e, clipped gradient %.2e, m %.2e, v %.2e\n",
+           max_norm, skip ? ", skipped" : "", nb, na, (long long)tb, (long long)ta, ep, eg, em, ev);
+    assert_int_equal(ta, skip ? 0 : 2);
+    assert_int_equal(tb, ta);
+    if (skip) {
+        assert_memory_equal(h[1], p, np * 4);
+        assert_memory_equal(h[0], p, np * 4);
+        assert_true(na == 0 && nb == 0); /* never taken */
+    } else {
+        assert_true(fabs(nb - na) <= 1e-12 * na);
+        if (max_norm > 0) assert_true(na > max_norm); /* the clip was active */
+        assert_true(ep < 1e-6 && eg < 1e-6 && em < 1e-6 && ev < 1e-6);
+        assert_true(rel_l2(h[1], p, np) > 1e-4); /* the weights moved */
+    }
+    /* the copies the step wrote against copies packed from its own weights */
+    ppo_fused_act_args a;
+    memset(&a, 0, sizeof a);
+    a.N = B, a.obs = d_x, a.logits = d_lb;
+    assert_int_equal(ppo_fused_act(fb, &a, NULL, &e), VX_OK);
+    assert_int_equal(ppo_fused_pack(fa, d_pb, NULL, &e), VX_OK);
+    a.logits = d_la;
+    assert_int_equal(ppo_fused_act(fa, &a, NULL, &e), VX_OK);
+    CK(cudaMemcpy(h[0], d_la, B * K * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h[1], d_lb, B * K * 4, cudaMemcpyDeviceToHost));
+    assert_memory_equal(h[0], h[1], B * K * 4);
+    for (int i = 0; i < 8; i++) cudaFreeHost(h[i]);
+    cudaFree(d_pa), cudaFree(d_pb), cudaFree(d_ga), cudaFree(d_gb), cudaFree(d_x);
+    cudaFree(d_dz), cudaFree(d_dv), cudaFree(d_la), cudaFree(d_lb), cudaFree(d_skip);
+    vx_optim_free(oa), vx_optim_free(ob);
+    ppo_fused_free(fa), ppo_fused_free(fb);
+    free(p), free(x), free(dz), free(dv);
+}
+
+static void test_fused_optimizer_step(void **state)
+{
+    (void)state;
+    fused_step_case(0.05, 0); /* clipped: the heads' gradients here have a norm far above it */
+    fused_step_case(0, 0);    /* no clip */
+    fused_step_case(0.05, 1); /* skipped */
 }
 
 /* ---- backends side by side ------------------------------------------------------------------ */
@@ -603,6 +730,7 @@ int main(void)
         cmocka_unit_test(test_actor_critic_separate),
         cmocka_unit_test(test_actor_critic_shared),
         cmocka_unit_test(test_fused_actor_critic),
+        cmocka_unit_test(test_fused_optimizer_step),
         cmocka_unit_test(test_cpu_and_gpu_agree),
         cmocka_unit_test(test_cpu_and_gpu_agree_per_layer),
         cmocka_unit_test(test_target_kl_stops_where_the_cpu_does),
