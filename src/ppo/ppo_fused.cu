@@ -25,6 +25,7 @@
 #include "ppo_backend.h"
 #include "ppo_fused.h"
 #include "ppo_fused_plan.h"
+#include "ppo_lanes.cuh"
 #include "ppo_mb_end.cuh"
 #include "vixen/optim_math.h"
 
@@ -61,6 +62,7 @@ static_assert(THREADS >= 128 && THREADS % 32 == 0,
 static_assert(ACT_ROWS % 16 == 0 && 2 * ACT_ROWS <= 64 && ACT_ROWS * MAX_IN <= WARPS * 256,
               "whole tiles of rows; raw rows staged in the warps' staging");
 static_assert(WARPS >= 4 * HEAD_CHUNKS, "the heads' split: 4 strips (64 rows) × HEAD_CHUNKS");
+static_assert(ACT_ROWS <= 2 * WARPS, "a rollout step's samples in one pass of the lanes");
 static_assert(WARPS >= N_STATS && N_STATS * 64 <= THREADS,
               "a warp a statistic; each row's statistics (64 rows) in the block sums' doubles");
 
@@ -261,15 +263,25 @@ static __global__ void __launch_bounds__(THREADS)
     }
     __syncthreads();
     forward<P>(t, wp, wf, fin ? 2 * R : R, s);
+    if (a.act) { /* each row's sample (ppo_lanes.cuh: 16 lanes a row, two rows a warp) */
+        int warp = threadIdx.x >> 5, k = threadIdx.x % PPO_LANES;
+        if (2 * warp < R) { /* the whole warp (R is even) */
+            int rr = 2 * warp + (threadIdx.x & 31) / PPO_LANES, ii = row0 + rr;
+            int live = ii < a.N;
+            double z = live ? s.out[rr * OUT_LD + k] : 0.0;
+            int32_t ac[VX_ACTION_BRANCHES];
+            double lp = lanes_sample(z, a.seed, (uint64_t)(live ? ii : 0), *a.step, ac);
+            if (live && k == 0) {
+                for (int b = 0; b < VX_ACTION_BRANCHES; b++)
+                    a.act[(size_t)ii * VX_ACTION_BRANCHES + b] = ac[b];
+                a.logp[ii] = (float)lp;
+            }
+        }
+        __syncthreads(); /* the actions, for the environment's step below */
+    }
     if (r < R && i < a.N) {
         const float *o = s.out + r * OUT_LD;
-        if (a.act) {
-            double z[VX_PPO_LOGITS];
-            for (int k = 0; k < VX_PPO_LOGITS; k++) z[k] = o[k];
-            a.logp[i] = (float)vx_ppo_sample(z, a.seed, (uint64_t)i, *a.step,
-                                             a.act + (size_t)i * VX_ACTION_BRANCHES);
-            a.val[i] = o[VX_PPO_LOGITS];
-        }
+        if (a.act) a.val[i] = o[VX_PPO_LOGITS];
         if (a.logits)
             for (int k = 0; k < VX_PPO_LOGITS; k++) a.logits[(size_t)i * VX_PPO_LOGITS + k] = o[k];
         if (a.values) a.values[i] = o[VX_PPO_LOGITS];
@@ -334,39 +346,45 @@ static __global__ void __launch_bounds__(THREADS)
     });
     __syncthreads();
     forward<P>(t, wp, wf, R, s);
-    double st[N_STATS] = {0, 0, 0, 0, 0};
-    if (threadIdx.x < R) {
-        int r = threadIdx.x, q = s.rowq[r], j = row0 + r;
+    /* each row's loss and its gradient with respect to the heads (ppo_lanes.cuh: 16 lanes a
+     * row, two rows a warp), then the row's statistics into s.red */
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, k = lane % PPO_LANES;
+    for (int r0 = 0; r0 < R; r0 += 2 * WARPS) {
+        int r = r0 + 2 * warp + lane / PPO_LANES, q = r < R ? s.rowq[r] : -1, j = row0 + r;
         float *o = s.out + r * OUT_LD;
-        if (q < 0) {
-            for (int k = 0; k < HEAD; k++) o[k] = 0;
-        } else if (a.dz) {
-            for (int k = 0; k < VX_PPO_LOGITS; k++) o[k] = a.dz[(size_t)j * VX_PPO_LOGITS + k];
-            o[VX_PPO_LOGITS] = a.dv[j];
-        } else {
-            double z[VX_PPO_LOGITS], g[VX_PPO_LOGITS], gv;
-            for (int k = 0; k < VX_PPO_LOGITS; k++) z[k] = o[k];
-            double adv = a.adv[q];
-            if (a.norm_adv) {
-                const double *m = a.adv_stat + 2 * (size_t)cursor;
-                adv = (adv - m[0]) / (m[1] + 1e-8);
+        double st[N_STATS] = {0, 0, 0, 0, 0}, g = 0;
+        if (a.dz) { /* given (tests) */
+            if (q >= 0) g = k < VX_PPO_LOGITS ? a.dz[(size_t)j * VX_PPO_LOGITS + k] : a.dv[j];
+        } else { /* every lane of the warp: the shuffles need them all */
+            int32_t act[VX_ACTION_BRANCHES] = {0, 0, 0};
+            double adv = 0, old_logp = 0, old_val = 0, ret = 0, z = 0;
+            if (q >= 0) {
+                for (int b = 0; b < VX_ACTION_BRANCHES; b++)
+                    act[b] = a.act[(size_t)q * VX_ACTION_BRANCHES + b];
+                adv = a.adv[q], old_logp = a.logp[q], old_val = a.val[q], ret = a.ret[q];
+                z = o[k];
+                if (a.norm_adv) {
+                    const double *m = a.adv_stat + 2 * (size_t)cursor;
+                    adv = (adv - m[0]) / (m[1] + 1e-8);
+                }
             }
             vx_ppo_loss_out lo;
-            vx_ppo_loss(&a.lc, z, o[VX_PPO_LOGITS], a.act + (size_t)q * VX_ACTION_BRANCHES,
-                        a.logp[q], a.val[q], adv, a.ret[q], 1.0 / a.M, g, &gv, &lo);
-            for (int k = 0; k < VX_PPO_LOGITS; k++) o[k] = (float)g[k];
-            o[VX_PPO_LOGITS] = (float)gv;
-            st[0] = lo.pg, st[1] = lo.v, st[2] = lo.entropy, st[3] = lo.approx_kl;
-            st[4] = lo.clipped;
+            g = lanes_loss(&a.lc, z, act, old_logp, old_val, adv, ret, 1.0 / a.M, &lo);
+            if (q >= 0) {
+                st[0] = lo.pg, st[1] = lo.v, st[2] = lo.entropy, st[3] = lo.approx_kl;
+                st[4] = lo.clipped;
+            }
+        }
+        if (r < R) {
+            o[k] = (float)g; /* 0 past the minibatch's end */
+            if (k == 0)
+                for (int p = 0; p < N_STATS; p++) s.red[p * R + r] = st[p];
         }
     }
-    /* the statistics' block sums: each row's in shared memory, then warp p adds statistic p's in
-     * a fixed order (lanes' strided sums, then a shuffle tree) — one barrier, where a block-wide
-     * tree a statistic took eleven */
-    if (threadIdx.x < R)
-        for (int p = 0; p < N_STATS; p++) s.red[p * R + threadIdx.x] = st[p];
+    /* the statistics' block sums: warp p adds statistic p's in a fixed order (lanes' strided
+     * sums, then a shuffle tree) — one barrier, where a block-wide tree a statistic took
+     * eleven */
     __syncthreads(); /* also the barrier after the gradients above */
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     if (warp < N_STATS && a.parts) {
         double sum = 0;
         for (int r = lane; r < R; r += 32) sum += s.red[warp * R + r];

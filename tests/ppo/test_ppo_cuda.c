@@ -6,7 +6,8 @@
  *    layers of unequal widths, in 3×TF32 (within 1e-5, as float32) and TF32, with several blocks
  *    of rows and a partial last one, every output poisoned first. The fused kernels' own
  *    optimizer step against vx_optim_step: clipped, unclipped and skipped, and the copies of
- *    the weights it writes against copies packed from its weights.
+ *    the weights it writes against copies packed from its weights. The loss and the sampling
+ *    spread over 16 lanes a sample against the one-thread functions, bit for bit.
  * 2. CPU vs GPU, one iteration from the same weights and environments (TF32 off), through the
  *    fused kernels and through the per-layer path: the sampled actions must be the same (the
  *    environments end in the same states, bit for bit — one differing action would change a
@@ -29,6 +30,7 @@
 #include "vixen/train.h"
 #include "nn/ac_cuda.h"
 #include "ppo/ppo_fused.h"
+#include "ppo_lanes_cuda.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -369,6 +371,80 @@ static void test_fused_optimizer_step(void **state)
     fused_step_case(0.05, 0); /* clipped: the heads' gradients here have a norm far above it */
     fused_step_case(0, 0);    /* no clip */
     fused_step_case(0.05, 1); /* skipped */
+}
+
+/* The lanes' loss and sampling (ppo_lanes.cuh: 16 lanes a sample, its sums read by shuffles)
+ * against the one-thread vx_ppo_loss and vx_ppo_sample they replace in the fused kernels, on the
+ * device, bit for bit: every gradient, statistic, action and log π of 4,096 rows, in two loss
+ * settings. The rows cover small and large logits, ties and one dominant logit, ratios inside
+ * and outside the clip, the value's clip active and not. A sum taken in another order, a lane
+ * reading a neighbour of the wrong branch, or a branch drawing another branch's uniform changes
+ * bits in some rows; the sampled actions must also be the CPU's own. */
+static void lanes_case(const vx_ppo_loss_cfg *c, uint64_t seed)
+{
+    enum { ROWS = 4096, W = 16, A = VX_ACTION_BRANCHES };
+    float *head = malloc(ROWS * W * sizeof *head);
+    int32_t *act = malloc(ROWS * A * sizeof *act), *sa[2], *cpu = malloc(ROWS * A * sizeof *cpu);
+    double *prev = malloc(ROWS * 4 * sizeof *prev), *g[2], *st[2], *lp[2];
+    for (int i = 0; i < 2; i++) {
+        g[i] = malloc(ROWS * W * sizeof(double)), st[i] = malloc(ROWS * LANES_STATS * 8);
+        sa[i] = malloc(ROWS * A * sizeof(int32_t)), lp[i] = malloc(ROWS * sizeof(double));
+    }
+    vx_rng r = vx_rng_make(seed, 11, 0);
+    const double scales[] = {0.01, 1, 8, 40};
+    for (int i = 0; i < ROWS; i++) {
+        float *h = head + i * W;
+        for (int k = 0; k < VX_PPO_LOGITS; k++) h[k] = (float)(scales[i % 4] * vx_rng_normal(&r));
+        if (i % 7 == 0) h[1] = h[0], h[10] = h[9], h[13] = h[12]; /* ties */
+        if (i % 11 == 0) h[vx_rng_below(&r, VX_PPO_LOGITS)] = 60.0f;
+        h[VX_PPO_LOGITS] = (float)(2 * vx_rng_normal(&r));
+        for (int b = 0; b < A; b++) act[i * A + b] = (int32_t)vx_rng_below(&r, vx_ppo_branch_n(b));
+        double z[VX_PPO_LOGITS];
+        for (int k = 0; k < VX_PPO_LOGITS; k++) z[k] = h[k];
+        double *pv = prev + i * 4;
+        pv[0] = vx_ppo_logp_entropy(z, act + i * A, NULL) + 0.3 * vx_rng_normal(&r);
+        pv[1] = h[VX_PPO_LOGITS] + 0.3 * vx_rng_normal(&r);
+        pv[2] = vx_rng_normal(&r), pv[3] = 2 * vx_rng_normal(&r);
+    }
+    const uint64_t step = 77;
+    CK(ppo_lanes_run(c, ROWS, head, act, prev, seed, step, g, st, sa, lp));
+    int clipped = 0, v_clipped = 0, same_cpu = 0;
+    for (int i = 0; i < ROWS; i++) {
+        clipped += st[1][i * LANES_STATS + 4] != 0;
+        v_clipped += g[1][i * W + VX_PPO_LOGITS] == 0;
+        double z[VX_PPO_LOGITS];
+        for (int k = 0; k < VX_PPO_LOGITS; k++) z[k] = head[i * W + k];
+        vx_ppo_sample(z, seed, (uint64_t)i, step, cpu + i * A);
+        same_cpu += memcmp(cpu + i * A, sa[1] + i * A, A * sizeof *cpu) == 0;
+    }
+    int bad_g = 0, bad_st = 0, bad_a = 0, bad_lp = 0;
+    for (int i = 0; i < ROWS; i++) {
+        bad_g += memcmp(g[0] + i * W, g[1] + i * W, W * sizeof(double)) != 0;
+        bad_st += memcmp(st[0] + i * LANES_STATS, st[1] + i * LANES_STATS,
+                         LANES_STATS * sizeof(double)) != 0;
+        bad_a += memcmp(sa[0] + i * A, sa[1] + i * A, A * sizeof(int32_t)) != 0;
+        bad_lp += memcmp(lp[0] + i, lp[1] + i, sizeof(double)) != 0;
+    }
+    printf(
+        "lanes vs one thread, clip %g%s: rows differing in gradient %d, statistics %d, actions "
+        "%d, log pi %d of %d (ratio clipped in %d, value clip active in %d; actions the CPU's in "
+        "%d)\n",
+        c->clip, c->clip_value ? " (value too)" : "", bad_g, bad_st, bad_a, bad_lp, ROWS, clipped,
+        v_clipped, same_cpu);
+    assert_int_equal(bad_g + bad_st + bad_a + bad_lp, 0);
+    assert_int_equal(same_cpu, ROWS);
+    assert_true(clipped > ROWS / 20 && clipped < ROWS - ROWS / 20); /* both sides of the clip */
+    if (c->clip_value) assert_true(v_clipped > ROWS / 20 && v_clipped < ROWS - ROWS / 20);
+    for (int i = 0; i < 2; i++) free(g[i]), free(st[i]), free(sa[i]), free(lp[i]);
+    free(head), free(act), free(prev), free(cpu);
+}
+
+static void test_fused_loss_lanes(void **state)
+{
+    (void)state;
+    vx_ppo_loss_cfg a = {0.2, 1, 0.5, 0.01}, b = {0.1, 0, 1.0, 0.0};
+    lanes_case(&a, 21);
+    lanes_case(&b, 22);
 }
 
 /* ---- backends side by side ------------------------------------------------------------------ */
@@ -731,6 +807,7 @@ int main(void)
         cmocka_unit_test(test_actor_critic_shared),
         cmocka_unit_test(test_fused_actor_critic),
         cmocka_unit_test(test_fused_optimizer_step),
+        cmocka_unit_test(test_fused_loss_lanes),
         cmocka_unit_test(test_cpu_and_gpu_agree),
         cmocka_unit_test(test_cpu_and_gpu_agree_per_layer),
         cmocka_unit_test(test_target_kl_stops_where_the_cpu_does),
