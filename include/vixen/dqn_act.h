@@ -56,20 +56,21 @@ typedef struct {
     uint8_t *terminated, *truncated, *steps;
 } vx_nstep_out;
 
-/* Pushes one step (obs, act, rew, the flags, and next_obs: the observation after the step — the
- * pre-reset final one when the episode ended) and writes the transitions it completes into
- * out's slots 0, 1, …; returns how many (at most n). R accumulates in double, in the order
- * r_0, r_1, … (correctly rounded on the device too). */
-VX_HD static inline int vx_nstep_push_one(vx_nstep_ring r, int n, int D, double gamma,
-                                          const float *obs, const int32_t *act, float rew,
-                                          uint8_t terminated, uint8_t truncated,
-                                          const float *next_obs, vx_nstep_out out)
+/* The part of a push (vx_nstep_push_one) that is not the observations' copies: the step's action
+ * and reward into the ring's slot *slot, then each completed transition's action, R, flags and
+ * m into out's slots 0, 1, …, the ring's count and head moved on; returns how many (at most n).
+ * Transition j starts from the observation in ring slot (*first + j) % n. R accumulates in
+ * double, in the order r_0, r_1, … (correctly rounded on the device too). The GPU rollout calls
+ * this from one lane of a warp and copies the observations with all of them. */
+VX_HD static inline int vx_nstep_push_meta(vx_nstep_ring r, int n, double gamma, const int32_t *act,
+                                           float rew, uint8_t terminated, uint8_t truncated,
+                                           vx_nstep_out out, int *slot, int *first)
 {
     int cnt = *r.count, head = *r.head;
     int p = (head + cnt) % n;
-    for (int k = 0; k < D; k++) r.obs[p * D + k] = obs[k];
     for (int b = 0; b < VX_ACTION_BRANCHES; b++) r.act[p * VX_ACTION_BRANCHES + b] = act[b];
     r.rew[p] = rew;
+    *slot = p, *first = head;
     cnt++;
     int ended = terminated || truncated;
     int emit = ended ? cnt : (cnt == n ? 1 : 0);
@@ -79,10 +80,6 @@ VX_HD static inline int vx_nstep_push_one(vx_nstep_ring r, int n, int D, double 
         for (int k = 0; k < len; k++) {
             R = VX_DADD(R, VX_DMUL(g, (double)r.rew[(head + k) % n]));
             g = VX_DMUL(g, gamma);
-        }
-        for (int k = 0; k < D; k++) {
-            out.obs[(size_t)j * D + k] = r.obs[head * D + k];
-            out.next_obs[(size_t)j * D + k] = next_obs[k];
         }
         for (int b = 0; b < VX_ACTION_BRANCHES; b++)
             out.actions[j * VX_ACTION_BRANCHES + b] = r.act[head * VX_ACTION_BRANCHES + b];
@@ -96,6 +93,27 @@ VX_HD static inline int vx_nstep_push_one(vx_nstep_ring r, int n, int D, double 
     if (ended) head = 0;
     *r.count = cnt;
     *r.head = head;
+    return emit;
+}
+
+/* Pushes one step (obs, act, rew, the flags, and next_obs: the observation after the step — the
+ * pre-reset final one when the episode ended) and writes the transitions it completes into
+ * out's slots 0, 1, …; returns how many (at most n). */
+VX_HD static inline int vx_nstep_push_one(vx_nstep_ring r, int n, int D, double gamma,
+                                          const float *obs, const int32_t *act, float rew,
+                                          uint8_t terminated, uint8_t truncated,
+                                          const float *next_obs, vx_nstep_out out)
+{
+    int p, first;
+    int emit = vx_nstep_push_meta(r, n, gamma, act, rew, terminated, truncated, out, &p, &first);
+    for (int k = 0; k < D; k++) r.obs[p * D + k] = obs[k];
+    for (int j = 0; j < emit; j++) {
+        const float *from = r.obs + (size_t)((first + j) % n) * D;
+        for (int k = 0; k < D; k++) {
+            out.obs[(size_t)j * D + k] = from[k];
+            out.next_obs[(size_t)j * D + k] = next_obs[k];
+        }
+    }
     return emit;
 }
 
