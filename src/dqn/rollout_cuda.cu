@@ -368,11 +368,13 @@ static vx_status step_body(dqn_rollout *r, int in_loop, vx_err *e)
 {
     vx_status st = VX_OK;
     int N = r->N, n = r->n, O = r->L.out_dim;
-    unsigned blocks = (unsigned)((N + 127) / 128);
+    /* 32 environments a block: a thread's environment step is a long chain of its own loads,
+     * and 2,048 environments in blocks of 128 would use 16 SMs */
+    unsigned blocks = (unsigned)((N + 31) / 32);
     float *cur = r->obs[0], *next = r->obs[1];
     st = vx_qnet_forward(r->net, r->cfg.act_params, cur, N, r->s, e);
     if (st) goto fail;
-    act_step_kernel<<<blocks, 128, 0, r->s>>>(
+    act_step_kernel<<<blocks, 32, 0, r->s>>>(
         r->shape, vx_qnet_output(r->net), O, N, r->eps, r->cfg.seed, r->step, r->act, r->envp,
         r->env_states, next, r->rew, r->te, r->tr, r->final_obs, r->tcount, in_loop, r->loop);
     VX_CUDA_LAUNCH_CHECK(r->s);
