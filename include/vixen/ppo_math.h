@@ -148,6 +148,34 @@ typedef struct {
     int clipped;           /* |r − 1| > ε */
 } vx_ppo_loss_out;
 
+/* The sample's loss from its log π (logp) and entropy h: the clipped surrogate and the value
+ * loss into *o (with the statistics), their slopes in log π (*g_logp) and in V (*g_v).
+ * vx_ppo_loss and the fused kernels' lanes (src/ppo/ppo_lanes.cuh) share it. */
+VX_HD static inline void vx_ppo_loss_terms(const vx_ppo_loss_cfg *c, double logp, double h,
+                                           double value, double old_logp, double old_value,
+                                           double adv, double ret, double *g_logp, double *g_v,
+                                           vx_ppo_loss_out *o)
+{
+    double log_r = logp - old_logp, r = exp(log_r);
+    double rc = r < 1 - c->clip ? 1 - c->clip : r > 1 + c->clip ? 1 + c->clip : r;
+    double un = -adv * r, cl = -adv * rc;
+    /* dL_pg / dlogπ: −A·r where the unclipped term is the max, 0 where the clipped one is */
+    *g_logp = un >= cl ? -adv * r : 0.0;
+    double dv = value - ret, v_loss = 0.5 * dv * dv;
+    *g_v = dv;
+    if (c->clip_value) {
+        double d = value - old_value;
+        d = d < -c->clip ? -c->clip : d > c->clip ? c->clip : d;
+        double vc = old_value + d - ret, lc = 0.5 * vc * vc;
+        /* the clipped term can exceed the other only where the clip is active, and there its
+         * slope in V is 0 */
+        if (lc > v_loss) v_loss = lc, *g_v = 0.0;
+    }
+    o->pg = un >= cl ? un : cl, o->v = v_loss, o->entropy = h;
+    o->approx_kl = (r - 1) - log_r;
+    o->clipped = fabs(r - 1) > c->clip;
+}
+
 /* The loss of one sample and, scaled by `scale` (1 / minibatch size), its gradient: dlogits
  * (15) with respect to the logits and *dvalue with respect to the value. adv is the advantage as
  * the loss uses it (normalised when configured), ret the return. */
@@ -164,21 +192,9 @@ VX_HD static inline double vx_ppo_loss(const vx_ppo_loss_cfg *c, const double *l
         logp += lp[off + actions[b]];
         for (int k = 0; k < n; k++) h -= p[off + k] * lp[off + k];
     }
-    double log_r = logp - old_logp, r = exp(log_r);
-    double rc = r < 1 - c->clip ? 1 - c->clip : r > 1 + c->clip ? 1 + c->clip : r;
-    double un = -adv * r, cl = -adv * rc;
-    double pg = un >= cl ? un : cl;
-    /* dL_pg / dlogπ: −A·r where the unclipped term is the max, 0 where the clipped one is */
-    double g_logp = un >= cl ? -adv * r : 0.0;
-    double dv = value - ret, v_loss = 0.5 * dv * dv, g_v = dv;
-    if (c->clip_value) {
-        double d = value - old_value;
-        d = d < -c->clip ? -c->clip : d > c->clip ? c->clip : d;
-        double vc = old_value + d - ret, lc = 0.5 * vc * vc;
-        /* the clipped term can exceed the other only where the clip is active, and there its
-         * slope in V is 0 */
-        if (lc > v_loss) v_loss = lc, g_v = 0.0;
-    }
+    vx_ppo_loss_out t;
+    double g_logp, g_v;
+    vx_ppo_loss_terms(c, logp, h, value, old_logp, old_value, adv, ret, &g_logp, &g_v, &t);
     for (int b = 0; b < VX_ACTION_BRANCHES; b++) {
         int n = vx_ppo_branch_n(b), off = vx_ppo_branch_off(b);
         double hb = 0;
@@ -191,12 +207,8 @@ VX_HD static inline double vx_ppo_loss(const vx_ppo_loss_cfg *c, const double *l
         }
     }
     *dvalue = scale * c->vf_coef * g_v;
-    if (o) {
-        o->pg = pg, o->v = v_loss, o->entropy = h;
-        o->approx_kl = (r - 1) - log_r;
-        o->clipped = fabs(r - 1) > c->clip;
-    }
-    return pg + c->vf_coef * v_loss - c->ent_coef * h;
+    if (o) *o = t;
+    return t.pg + c->vf_coef * t.v - c->ent_coef * t.entropy;
 }
 
 #endif

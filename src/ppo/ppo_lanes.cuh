@@ -103,27 +103,13 @@ static __device__ inline double lanes_loss(const vx_ppo_loss_cfg *c, double z,
     for (int bb = 0; bb < VX_ACTION_BRANCHES; bb++)
         logp += row_get(lp, vx_ppo_branch_off(bb) + actions[bb]);
     for (int j = 0; j < VX_PPO_LOGITS; j++) h -= row_get(t, j);
-    /* from here as vx_ppo_loss, in every lane */
-    double log_r = logp - old_logp, r = exp(log_r);
-    double rc = r < 1 - c->clip ? 1 - c->clip : r > 1 + c->clip ? 1 + c->clip : r;
-    double un = -adv * r, cl = -adv * rc;
-    double pg = un >= cl ? un : cl;
-    double g_logp = un >= cl ? -adv * r : 0.0;
-    double dv = value - ret, v_loss = 0.5 * dv * dv, g_v = dv;
-    if (c->clip_value) {
-        double d = value - old_value;
-        d = d < -c->clip ? -c->clip : d > c->clip ? c->clip : d;
-        double vc = old_value + d - ret, lc = 0.5 * vc * vc;
-        if (lc > v_loss) v_loss = lc, g_v = 0.0;
-    }
+    double g_logp, g_v; /* from here as vx_ppo_loss, in every lane */
+    vx_ppo_loss_terms(c, logp, h, value, old_logp, old_value, adv, ret, &g_logp, &g_v, o);
     double hb = 0; /* the lane's branch's entropy */
     for (int j = 0; j < VX_EXPOSURE_LEVELS; j++) {
         double tj = row_get(t, off + (j < n ? j : 0));
         if (j < n) hb -= tj;
     }
-    o->pg = pg, o->v = v_loss, o->entropy = h;
-    o->approx_kl = (r - 1) - log_r;
-    o->clipped = fabs(r - 1) > c->clip;
     if (k == VX_PPO_LOGITS) return scale * c->vf_coef * g_v;
     double d_logp = (k - off == actions[b] ? 1.0 : 0.0) - p;
     double d_h = -p * (lp + hb);
