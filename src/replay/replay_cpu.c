@@ -352,6 +352,14 @@ static vx_status cpu_update(vx_replay *r, const uint32_t *index, const uint32_t 
     if (r->cfg.kind == VX_REPLAY_UNIFORM) return VX_OK;
     int tree = r->cfg.kind == VX_REPLAY_PROPORTIONAL && n <= b->scratch_n;
     size_t m = 0; /* leaves touched, for the batched recompute below */
+    /* a non-finite priority takes the largest seen, this batch's finite ones included wherever
+     * they stand in it (the device resolves the whole batch at once and must agree) */
+    double clamp_to = b->max_p;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = index[k];
+        double p = fabs((double)td[k]) + r->cfg.eps;
+        if (i < b->size && b->meta[i].gen == gen[k] && isfinite(p) && p > clamp_to) clamp_to = p;
+    }
     for (size_t k = 0; k < n; k++) {
         size_t i = index[k];
         if (i >= b->size || b->meta[i].gen != gen[k]) {
@@ -360,7 +368,7 @@ static vx_status cpu_update(vx_replay *r, const uint32_t *index, const uint32_t 
         }
         double p = fabs((double)td[k]) + r->cfg.eps;
         if (!isfinite(p)) {
-            p = b->max_p;
+            p = clamp_to;
             b->clamped++;
         }
         if (p > b->max_p) b->max_p = p;

@@ -20,7 +20,11 @@
 #define FAN VX_REPLAY_FAN
 #define FAN_SHIFT VX_REPLAY_FAN_SHIFT
 #define LEVELS VX_REPLAY_MAX_LEVELS
-#define UPDATE_MAX 16384 /* entries per update launch (the `win` flags) */
+#define UPDATE_MAX 16384   /* entries per update launch (the `win` flags) */
+#define UPDATE_THREADS 256 /* a block of the update (block 0 recomputes the top levels alone) */
+#define UPDATE_ENTRIES 64  /* entries a block of the update: few each, spread over many SMs */
+#define TOP_NODES 256      /* tree levels this small are recomputed whole by one block */
+#define SAMPLE_DRAWS 8     /* draws a block of the sample: 8 threads pick, the block gathers */
 #define BLOCK 256
 #define IO_CHUNK ((size_t)8 << 20) /* bytes per pinned staging half for save and load */
 
@@ -33,6 +37,9 @@ typedef struct {
     /* the stored count and the rank order's length, as of the last insert / sort: a captured
      * sample or update reads them here, so a graph stays right while the buffer grows */
     unsigned long long size, order_n;
+    /* blocks of the running sample (insert) launch that are done: the last one advances the RNG
+     * counter (rebuilds the tree over the new leaves) and sets it back to 0 */
+    unsigned int sample_blocks, insert_blocks;
 } dev_state;
 
 typedef struct {

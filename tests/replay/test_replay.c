@@ -531,6 +531,12 @@ static void test_clamp_and_max_priority(void **state)
     /* new items enter at the largest priority seen */
     insert_n(r, 1, 4);
     assert_true(fabs(prob(r, 4) - prob(r, 0)) < 1e-15);
+    /* a non-finite one takes the batch's largest even when it stands later in the batch (the
+     * device resolves a batch at once): slot 1 gets 9 + ε from slot 2, not the 7 + ε seen before */
+    float later[4] = {0.5f, NAN, 9.0f, 0.5f};
+    set_all_priorities(r, 4, later);
+    assert_true(fabs(prob(r, 1) - prob(r, 2)) < 1e-15);
+    assert_true(prob(r, 1) > prob(r, 4));
     vx_replay_free(r);
 }
 
