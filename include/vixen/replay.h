@@ -20,6 +20,9 @@
  * GPU nothing is read back during training: β, the running maximum priority, the draw counter and
  * the clamp/stale counters live in device memory, so sample → … → update can be captured in a CUDA
  * graph. Reads (stats, prob, save) are synchronous: they wait for the stream of the last call.
+ * The calls on one buffer must be ordered (queued on one stream, or streams joined by events): on
+ * a GPU two at once would share the draw counter and the update's claims. An update's captured
+ * kernel is a cooperative launch, which CUDA refuses inside a conditional graph node under MPS.
  *
  * GPU fallback: if the device allocation fails at creation (out of memory or over the context's
  * budget), or a launch fails later, the buffer moves to the CPU implementation for the rest of
@@ -117,7 +120,8 @@ void vx_replay_follow(vx_replay *r, vx_stream s);
  * kinds: nothing. */
 vx_status vx_replay_rank_refresh(vx_replay *r, vx_stream s, vx_err *e);
 /* New priorities |δ| + ε for sampled slots (index and gen as the sample returned). Duplicate slots
- * in one batch: the last entry wins. */
+ * in one batch: the last entry wins. A non-finite δ takes the largest priority seen before its
+ * chunk of VX_REPLAY_UPDATE_CHUNK entries or in it (replay_math.h). */
 vx_status vx_replay_update(vx_replay *r, const uint32_t *index, const uint32_t *gen,
                            const float *td, size_t n, vx_stream s, vx_err *e);
 

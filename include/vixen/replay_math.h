@@ -21,6 +21,10 @@
 #define VX_REPLAY_FAN 16        /* children per priority-tree node: 16 doubles, two cache lines */
 #define VX_REPLAY_FAN_SHIFT 4   /* log2(VX_REPLAY_FAN) */
 #define VX_REPLAY_MAX_LEVELS 10 /* 16^9 > 2^31, the largest capacity */
+/* An update is applied in chunks of this many entries, one after another (the device's scratch
+ * for one launch); a non-finite priority takes the largest of what was seen before its chunk and
+ * its chunk's own finite priorities, on the CPU and the GPU alike. */
+#define VX_REPLAY_UPDATE_CHUNK 16384
 /* The Philox stream of the sampling draws. Draw j of a sample call uses counter (draws so far + j)
  * on the CPU and on the GPU alike. */
 #define VX_REPLAY_STREAM 0x52455047ull /* "REPG" */

@@ -352,15 +352,19 @@ static vx_status cpu_update(vx_replay *r, const uint32_t *index, const uint32_t 
     if (r->cfg.kind == VX_REPLAY_UNIFORM) return VX_OK;
     int tree = r->cfg.kind == VX_REPLAY_PROPORTIONAL && n <= b->scratch_n;
     size_t m = 0; /* leaves touched, for the batched recompute below */
-    /* a non-finite priority takes the largest seen, this batch's finite ones included wherever
-     * they stand in it (the device resolves the whole batch at once and must agree) */
+    /* a non-finite priority takes the largest seen, its chunk's finite ones included wherever
+     * they stand in it (the device resolves a chunk at once and must agree: replay_math.h) */
     double clamp_to = b->max_p;
     for (size_t k = 0; k < n; k++) {
-        size_t i = index[k];
-        double p = fabs((double)td[k]) + r->cfg.eps;
-        if (i < b->size && b->meta[i].gen == gen[k] && isfinite(p) && p > clamp_to) clamp_to = p;
-    }
-    for (size_t k = 0; k < n; k++) {
+        if (k % VX_REPLAY_UPDATE_CHUNK == 0) {
+            size_t end = k + VX_REPLAY_UPDATE_CHUNK < n ? k + VX_REPLAY_UPDATE_CHUNK : n;
+            for (size_t q = k; q < end; q++) {
+                size_t j = index[q];
+                double p = fabs((double)td[q]) + r->cfg.eps;
+                if (j < b->size && b->meta[j].gen == gen[q] && isfinite(p) && p > clamp_to)
+                    clamp_to = p;
+            }
+        }
         size_t i = index[k];
         if (i >= b->size || b->meta[i].gen != gen[k]) {
             b->stale++;

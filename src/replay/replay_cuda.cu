@@ -98,6 +98,7 @@ __device__ static int last_block(unsigned int *done)
     __syncthreads();
     if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
     __syncthreads();
+    if (last) __threadfence(); /* what the last block reads now comes after every count */
     return last;
 }
 
@@ -260,6 +261,7 @@ static __global__ void sample_kernel(size_t B, pick_args a, int D, const float *
         unsigned long long d = ds->rng_block;
         __threadfence(); /* the read is done before the block counts in */
         if (atomicAdd(&ds->sample_blocks, 1u) == gridDim.x - 1) {
+            __threadfence(); /* the write below after every block's count */
             ds->sample_blocks = 0;
             ds->rng_block = d + B;
         }

@@ -20,7 +20,7 @@
 #define FAN VX_REPLAY_FAN
 #define FAN_SHIFT VX_REPLAY_FAN_SHIFT
 #define LEVELS VX_REPLAY_MAX_LEVELS
-#define UPDATE_MAX 16384   /* entries per update launch (the `win` flags) */
+#define UPDATE_MAX VX_REPLAY_UPDATE_CHUNK /* entries per update launch (the `win` flags) */
 #define UPDATE_THREADS 256 /* a block of the update (block 0 recomputes the top levels alone) */
 #define UPDATE_ENTRIES 64  /* entries a block of the update: few each, spread over many SMs */
 #define TOP_NODES 256      /* tree levels this small are recomputed whole by one block */

@@ -540,6 +540,32 @@ static void test_clamp_and_max_priority(void **state)
     vx_replay_free(r);
 }
 
+/* An update longer than VX_REPLAY_UPDATE_CHUNK clamps a non-finite priority within its chunk:
+ * a NaN in the first chunk does not take a larger priority that comes only in the second (it
+ * takes the 1 new items entered at), and a NaN in the second chunk does take it. */
+static void test_clamp_per_chunk(void **state)
+{
+    (void)state;
+    const size_t n = VX_REPLAY_UPDATE_CHUNK + 4000, big = VX_REPLAY_UPDATE_CHUNK + 1000;
+    vx_replay *r = make(VX_REPLAY_PROPORTIONAL, n, 4);
+    insert_n(r, n, 0);
+    float *td = malloc(n * sizeof *td);
+    for (size_t k = 0; k < n; k++) td[k] = 0.5f;
+    td[0] = NAN;
+    td[big] = 1000.0f;
+    td[big + 1] = NAN;
+    set_all_priorities(r, n, td);
+    vx_replay_stats s;
+    stats(r, &s);
+    assert_int_equal(s.clamped, 2);
+    assert_true(fabs(s.max_priority - (1000 + 1e-6)) < 1e-9);
+    assert_true(fabs(prob(r, big + 1) - prob(r, big)) < 1e-15);
+    double one = pow(1.0, 0.6), half = pow(0.5 + 1e-6, 0.6); /* α = 0.6, the default */
+    assert_true(fabs(prob(r, 0) / prob(r, 1) - one / half) < 1e-9);
+    free(td);
+    vx_replay_free(r);
+}
+
 static void test_total_does_not_drift(void **state)
 {
     (void)state;
@@ -998,6 +1024,7 @@ int main(void)
         cmocka_unit_test(test_weights_proportional),
         cmocka_unit_test(test_zero_priority_and_empty_slots_never_drawn),
         cmocka_unit_test(test_clamp_and_max_priority),
+        cmocka_unit_test(test_clamp_per_chunk),
         cmocka_unit_test(test_total_does_not_drift),
         cmocka_unit_test(test_stale_update_ignored),
         cmocka_unit_test(test_save_restore_same_future),
