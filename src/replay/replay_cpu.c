@@ -353,12 +353,16 @@ static vx_status cpu_update(vx_replay *r, const uint32_t *index, const uint32_t 
     int tree = r->cfg.kind == VX_REPLAY_PROPORTIONAL && n <= b->scratch_n;
     size_t m = 0; /* leaves touched, for the batched recompute below */
     /* a non-finite priority takes the largest seen, its chunk's finite ones included wherever
-     * they stand in it (the device resolves a chunk at once and must agree: replay_math.h) */
+     * they stand in it (the device resolves a chunk at once and must agree: replay_math.h);
+     * looked for only in a chunk that has one */
     double clamp_to = b->max_p;
     for (size_t k = 0; k < n; k++) {
         if (k % VX_REPLAY_UPDATE_CHUNK == 0) {
             size_t end = k + VX_REPLAY_UPDATE_CHUNK < n ? k + VX_REPLAY_UPDATE_CHUNK : n;
-            for (size_t q = k; q < end; q++) {
+            int any = 0;
+            for (size_t q = k; q < end && !any; q++) any = !isfinite(td[q]);
+            clamp_to = b->max_p;
+            for (size_t q = k; q < end && any; q++) {
                 size_t j = index[q];
                 double p = fabs((double)td[q]) + r->cfg.eps;
                 if (j < b->size && b->meta[j].gen == gen[q] && isfinite(p) && p > clamp_to)
