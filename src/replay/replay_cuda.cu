@@ -453,6 +453,21 @@ cudaError_t vx_rc_rebuild_tree(vx_replay *r, size_t size, cudaStream_t s)
     return rc;
 }
 
+void vx_rc_update_plan(vx_replay *r)
+{
+    rc_buf *b = rcb(r);
+    int depth = r->cfg.kind == VX_REPLAY_PROPORTIONAL ? b->tree.depth : 0;
+    b->up_top = -1;
+    for (int l = 0; l < LEVELS; l++) {
+        b->up_nodes[l] = l < depth ? b->shape.width[l + 1] / FAN : 0;
+        if (l < depth && b->up_nodes[l] <= TOP_NODES) b->up_top = l;
+    }
+    int per_sm = 0; /* a smaller GPU: fewer blocks, each taking more entries */
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, update_kernel, UPDATE_THREADS, 0))
+        cudaGetLastError(), per_sm = 1;
+    b->up_blocks = (unsigned)(per_sm > 0 ? per_sm : 1) * (unsigned)vx_cuda_sm_count(r->dev);
+}
+
 cudaError_t vx_rc_set_state(vx_replay *r, const dev_state *v, cudaStream_t s)
 {
     set_state_kernel<<<1, 1, 0, s>>>(rcb(r)->ds, *v);
@@ -629,16 +644,12 @@ vx_status vx_rc_update(vx_replay *r, const uint32_t *index, const uint32_t *gen,
     if (st) return st;
     if (!b->on_device) return vx_rc_update_cpu(r, index, gen, td, n, s, e);
     note_stream(b, s);
-    int prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL, depth = prop ? b->tree.depth : 0;
-    /* the levels block 0 recomputes whole: from the first of at most TOP_NODES nodes up */
+    int prop = r->cfg.kind == VX_REPLAY_PROPORTIONAL;
     level_nodes ln;
-    int top = -1;
-    for (int l = 0; l < LEVELS; l++) {
-        ln.n[l] = l < depth ? b->shape.width[l + 1] / FAN : 0;
-        if (l < depth && ln.n[l] <= TOP_NODES) top = l;
-    }
+    memcpy(ln.n, b->up_nodes, sizeof ln.n);
+    int top = b->up_top;
     dev_tree tree = b->tree;
-    tree.depth = depth;
+    tree.depth = prop ? b->tree.depth : 0;
     for (size_t off = 0; off < n; off += UPDATE_MAX) {
         size_t m = n - off < UPDATE_MAX ? n - off : UPDATE_MAX;
         const uint32_t *ix = index + off, *gn = gen + off;
@@ -647,26 +658,21 @@ vx_status vx_rc_update(vx_replay *r, const uint32_t *index, const uint32_t *gen,
         const vx_slot_meta *meta = b->meta;
         /* a cooperative launch: every block resident at once, so the grid can wait for itself
          * (a cluster of 8 blocks with its hardware barrier measured the same at 1,024 entries
-         * and half as fast at 16,384) */
+         * and half as fast at 16,384); more entries than its threads: each takes several */
         cudaLaunchConfig_t lc = {};
         cudaLaunchAttribute at[1] = {};
         at[0].id = cudaLaunchAttributeCooperative;
         at[0].val.cooperative = 1;
         lc.gridDim = vx_rc_grid(m, UPDATE_ENTRIES);
-        int per_sm = 0; /* the most blocks that can be resident at once (a smaller GPU: fewer) */
-        cudaError_t oc = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, update_kernel,
-                                                                       UPDATE_THREADS, 0);
-        unsigned most = (unsigned)(per_sm > 0 ? per_sm : 1) * (unsigned)vx_cuda_sm_count(r->dev);
-        if (oc == cudaSuccess && lc.gridDim.x > most) lc.gridDim.x = most;
-        if (oc != cudaSuccess) cudaGetLastError();
+        if (lc.gridDim.x > b->up_blocks) lc.gridDim.x = b->up_blocks;
         lc.blockDim = dim3(UPDATE_THREADS);
         lc.stream = s;
         lc.attrs = at;
         lc.numAttrs = 1;
         cudaError_t rc = cudaLaunchKernelEx(&lc, update_kernel, ix, gn, t, m, alpha, eps, prop,
                                             meta, b->prio, b->owner, b->win, tree, ln, top, b->ds);
-        if (rc) cudaGetLastError(); /* a refused launch leaves the error behind as well */
         if (rc) {
+            cudaGetLastError(); /* a refused launch leaves the error behind as well */
             st = launch_failed(r, "update", rc, e);
             return st ? st : vx_rc_update_cpu(r, ix, gn, t, n - off, s, e);
         }

@@ -169,6 +169,7 @@ static vx_status rc_create(vx_replay *r, vx_err *e)
     size_t io_n = C * D * sizeof(float) > C * sizeof(vx_slot_meta) ? C * D * sizeof(float)
                                                                    : C * sizeof(vx_slot_meta);
     io_n = io_n < IO_CHUNK ? (io_n + 15) / 16 * 16 : IO_CHUNK;
+    vx_rc_update_plan(r);
     if (!ast) ast = vx_rc_stager_create(&b->io, &b->mem, io_n, b->ps, &ae);
     if (!ast && !rc) rc = vx_rc_init_device(r, b->ps);
     if (!ast && !rc) rc = cudaStreamSynchronize(b->ps);

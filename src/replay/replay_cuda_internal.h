@@ -103,6 +103,12 @@ typedef struct {
     size_t cub_tmp_n, order_n, cdf_n;
     int calls_since_refresh;
     dev_state *ds;
+    /* the update's launch, worked out once at creation (vx_rc_update_plan): the nodes with
+     * children per level, the first level of at most TOP_NODES of them (recomputed whole), the
+     * most blocks that can be resident at once */
+    size_t up_nodes[LEVELS];
+    int up_top;
+    unsigned up_blocks;
     size_t size, cursor;
     uint64_t inserted;
     double host_beta;
@@ -126,6 +132,9 @@ cudaError_t vx_rc_init_device(vx_replay *r, cudaStream_t s);
 cudaError_t vx_rc_rebuild_tree(vx_replay *r, size_t size, cudaStream_t s);
 /* Queues on s: dev_state := *v (a launch argument: v need not outlive the call). */
 cudaError_t vx_rc_set_state(vx_replay *r, const dev_state *v, cudaStream_t s);
+/* Fills the update's launch plan (up_nodes, up_top, up_blocks) from the tree's shape and the
+ * device (no work queued). */
+void vx_rc_update_plan(vx_replay *r);
 /* The bytes of scratch the rank sort and the mass scan need at capacity C (no work queued). */
 cudaError_t vx_rc_sort_scratch(size_t C, size_t *bytes);
 cudaError_t vx_rc_rank_refresh(vx_replay *r, cudaStream_t s);
