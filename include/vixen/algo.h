@@ -188,6 +188,24 @@ typedef struct vx_algo_ops {
     /* Device bytes this instance reserved. */
     size_t (*reserved)(const vx_algo *a);
     void (*free)(vx_algo *a);
+
+    /* ---- fused trials (optional: an algorithm without them leaves these NULL) ----------------
+     * K runs whose settings agree but for member_keys make one group (train.h, vx_train_group):
+     * create_group makes their K instances at once (in[k] run k's, each with its own settings,
+     * seed and environments; every in[k].dev the same), and epoch_group runs one epoch of every
+     * member still in the group (a[k] NULL: run k has left and freed its instance; in[k] and
+     * out[k] are run k's). Everything else (policy, save, free, …) is called on one member, as
+     * on an instance of its own. A member's results are its run's alone: bit for bit where the
+     * group runs the same arithmetic, else within the tolerance the algorithm's notes state.
+     * member_keys: the keys (besides the run's own: train.seed, train.run_dir, …) members may
+     * differ in; every other key must agree. fuses(kind): 1 where create_group really fuses the
+     * members' work on a device of that kind (a search groups trials there by default); 0
+     * where it runs them one after another (the reference, grouped only when asked). */
+    const char *const *member_keys; /* NULL-terminated */
+    int (*fuses)(int device_kind);
+    vx_status (*create_group)(const vx_algo_init *in, int K, vx_algo **out, vx_err *e);
+    vx_status (*epoch_group)(vx_algo *const *a, int K, const vx_epoch_in *in, vx_epoch_out *out,
+                             vx_err *e);
 } vx_algo_ops;
 
 /* An instance begins with this; an algorithm's own struct embeds it as its first member. */

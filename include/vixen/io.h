@@ -181,6 +181,12 @@ vx_status vx_settings_load_text(const vx_settings *s, const char *text, size_t l
 vx_status vx_settings_write(const vx_settings *s, FILE *f);
 /* "  dqn.lr                     Adam learning rate" lines, for --help. */
 void vx_settings_print_keys(const vx_settings *s, FILE *f);
+/* The first key (in binding order) whose value, as written, or whose "given" flag differs
+ * between a and b — the same sections bound to two structs — leaving out the keys listed in skip1
+ * and skip2 (dotted names, NULL-terminated; either may be NULL): 1 with "<section>.<name>" in key,
+ * or 0 when all agree. −1 when out of memory. */
+int vx_settings_difference(const vx_settings *a, const vx_settings *b, const char *const *skip1,
+                           const char *const *skip2, char *key, size_t n);
 
 #ifdef __cplusplus
 }

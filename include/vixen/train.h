@@ -161,6 +161,44 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
 vx_status vx_train_walk_forward(const vx_train_cfg *c, vx_device *dev, int folds, int resume,
                                 vx_epoch_fn on_epoch, void *ctx, vx_eval_report *all, vx_err *e);
 
+/* ---- fused trials (group.c) -----------------------------------------------------------------
+ * K runs whose settings agree but for their own (seed, folder, patience, …) and the algorithm's
+ * member_keys (algo.h) may train as one group: their algorithm instances made at once by the
+ * algorithm's create_group, and their epochs run together by its epoch_group. Each run is still
+ * its own — folder, environments, metrics, validation, best checkpoint, stop — and gives what it
+ * gives alone (bit for bit, or within the tolerance the algorithm states where it fuses). The
+ * members' epochs go in lockstep: the group's epoch runs once every member still in the group
+ * has asked for it, on the thread of the last one to ask; a run that ends (pruned, out of
+ * patience, failed) leaves, and the others go on. A member's run never checkpoints (a search's
+ * trial: train.checkpoint_every 0), so a group is never resumed. */
+typedef struct vx_train_group vx_train_group;
+
+/* The key that keeps b out of a group with a (dotted, into key), or "" when they may be one:
+ * the same algorithm, with a group op, and every key not theirs alone agreeing. */
+void vx_train_group_key(const vx_train_cfg *a, const vx_train_cfg *b, char *key, size_t n);
+/* A group of K runs whose algorithm instances live on a share of dev (vx_device_share, `label`;
+ * dev NULL: the CPU's context), made when they are: of `budget` bytes, or (budget 0) of what the
+ * members' own devices had left when they joined, together — so a member gets no room it would
+ * not have had alone. With dev NULL, budget 0 and members on no device: on no share. */
+vx_status vx_train_group_create(int K, vx_device *dev, size_t budget, const char *label,
+                                vx_train_group **out, vx_err *e);
+/* vx_train_run (not resumed, no final evaluation returned) of member k: its environments on dev,
+ * its algorithm instance the group's. Each of the K members must be run (or vx_train_group_leave
+ * called for it), each on a thread of its own, or the others wait for it. */
+vx_status vx_train_run_member(const vx_train_cfg *c, vx_device *dev, vx_train_group *g, int k,
+                              vx_epoch_fn on_epoch, void *ctx, vx_err *e);
+/* Member k will not run (or has ended): the others stop waiting for it. */
+void vx_train_group_leave(vx_train_group *g, int k);
+/* Member k's run takes no more epochs (it is finishing: its instance stays until it leaves). */
+void vx_train_group_retire(vx_train_group *g, int k);
+/* Whether the group itself failed (its creation or a group epoch) and its failure reached member
+ * k's run (k < 0: whether it failed at all), and why. */
+int vx_train_group_failed(const vx_train_group *g, int k, vx_err *why);
+/* The most bytes its share held, divided among its members (after every member has left). */
+size_t vx_train_group_peak(const vx_train_group *g);
+/* After every member has left. */
+void vx_train_group_free(vx_train_group *g);
+
 /* ---- the run report ------------------------------------------------------------------------ */
 
 /* Writes <run_dir>/report.html, one self-contained page (inline CSS and SVG, nothing fetched)

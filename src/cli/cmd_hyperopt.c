@@ -170,7 +170,7 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
 {
     const char *config = NULL, *study = NULL, *resume = NULL, *device = NULL;
     const char *gens = NULL, *swarm = NULL, *seeds = NULL, *conc = NULL, *seed = NULL;
-    const char *margin = NULL, *warmup = NULL, *launcher = NULL, *sets[MAX_SETS];
+    const char *margin = NULL, *warmup = NULL, *launcher = NULL, *fuse = NULL, *sets[MAX_SETS];
     int n_sets = 0, plan = 0, no_prune = 0, coordinate_only = 0;
     vx_opt opts[] = {
         {"study", "DIR", "the study folder (new)", &study, NULL, NULL, NULL, 0},
@@ -189,6 +189,12 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
          "how trials launch their graphs: each from its own thread (threads, the default) or "
          "all through one launcher thread (one; one process only)",
          &launcher, NULL, NULL, NULL, 0},
+        {"fuse", "auto|on|off",
+         "trials whose settings differ only in what a group lets its members differ in train as "
+         "one group (on), each alone (off), or grouped where the algorithm fuses their work on the "
+         "device (auto, the default; under MPI the only choice); a trial's result is the same "
+         "either way",
+         &fuse, NULL, NULL, NULL, 0},
         {"seed", "S", "seed of the swarm (1)", &seed, NULL, NULL, NULL, 0},
         {"margin", "F", "share of the memory budget kept free (0.2)", &margin, NULL, NULL, NULL, 0},
         {"no-prune", NULL, "no median pruning", NULL, &no_prune, NULL, NULL, 0},
@@ -261,6 +267,16 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
                         "rank's trials launch from their own threads)\n");
         rc = VX_EXIT_USAGE;
     }
+    int fuse_mode = !fuse || strcmp(fuse, "auto") == 0 ? -1 : strcmp(fuse, "on") == 0 ? 1 : 0;
+    if (!rc && fuse && fuse_mode == 0 && strcmp(fuse, "off") != 0) {
+        fprintf(stderr, "vixen: --fuse takes auto, on or off, not '%s'\n", fuse);
+        rc = VX_EXIT_USAGE;
+    }
+    if (!rc && fuse_mode >= 0 && r->size > 1) {
+        fprintf(stderr, "vixen: --fuse on|off is for a study in one process (under MPI each "
+                        "rank groups its trials where its device fuses them)\n");
+        rc = VX_EXIT_USAGE;
+    }
     if (!rc && resume &&
         (np || study || config || n_sets || plan || gens || swarm || seeds || seed || margin ||
          warmup || no_prune)) {
@@ -328,6 +344,7 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
             rc = fail(&e);
         if (!rc) {
             vx_study_set_launcher(s, one_launcher);
+            vx_study_set_fuse(s, fuse_mode);
             handle_interrupts(1);
             vx_status st = vx_study_run_ranks(s, dev, r, coordinate_only, cores, print_progress,
                                               NULL, &g_stop, &e);

@@ -592,6 +592,80 @@ static size_t reserved(const vx_algo *a0)
     return a->ops ? a->ops->reserved(a->b) : 0;
 }
 
+/* ---- fused trials ----------------------------------------------------------------------------
+ * The keys the members of a group may differ in: the per-member scalars of the learner group
+ * (dqn_learner_create_group: γ, κ, τ, the target period, the clip, Adam's settings), the
+ * exploration and importance-sampling schedules, and the replay buffer's priority settings (each
+ * member has a buffer of its own). The network's shape, the loss, the batch, n, the updates per
+ * epoch and the warm-up are the group's. */
+static const char *const member_keys[] = {
+    "dqn.gamma",
+    "dqn.huber_kappa",
+    "dqn.target_every",
+    "dqn.tau",
+    "dqn.grad_clip",
+    "dqn.lr",
+    "dqn.adam_beta1",
+    "dqn.adam_beta2",
+    "dqn.adam_eps",
+    "dqn.weight_decay",
+    "dqn.eps_start",
+    "dqn.eps_end",
+    "dqn.eps_decay_epochs",
+    "replay.alpha",
+    "replay.beta0",
+    "replay.beta_updates",
+    "replay.eps",
+    NULL,
+};
+
+/* No backend fuses a group's members yet: each member has its own backend and the group runs
+ * their epochs one after another (the reference a fused backend is held to). */
+static int fuses(int device_kind)
+{
+    (void)device_kind;
+    return 0;
+}
+
+/* A member's error, said to be its (the group's thread logs under another member's tag). */
+static vx_status member_error(vx_status st, int k, vx_err *e)
+{
+    if (e) {
+        char pre[40];
+        size_t n = (size_t)snprintf(pre, sizeof pre, "group member %d: ", k);
+        size_t len = strnlen(e->msg, sizeof e->msg - 1);
+        if (len + n >= sizeof e->msg) len = sizeof e->msg - 1 - n; /* the end of a long one goes */
+        memmove(e->msg + n, e->msg, len);
+        memcpy(e->msg, pre, n);
+        e->msg[n + len] = '\0';
+    }
+    return st;
+}
+
+static vx_status create_group(const vx_algo_init *in, int K, vx_algo **out, vx_err *e)
+{
+    for (int k = 0; k < K; k++) out[k] = NULL;
+    for (int k = 0; k < K; k++) {
+        vx_status st = algo_create(&in[k], &out[k], e);
+        if (st) {
+            for (int i = 0; i < k; i++) algo_free(out[i]), out[i] = NULL;
+            return member_error(st, k, e);
+        }
+    }
+    return VX_OK;
+}
+
+static vx_status epoch_group(vx_algo *const *a, int K, const vx_epoch_in *in, vx_epoch_out *out,
+                             vx_err *e)
+{
+    for (int k = 0; k < K; k++) {
+        if (!a[k]) continue;
+        vx_status st = epoch(a[k], &in[k], &out[k], e);
+        if (st) return member_error(st, k, e);
+    }
+    return VX_OK;
+}
+
 const vx_algo_ops vx_algo_dqn = {
     "dqn",
     "branching dueling Double-DQN (prioritized replay; MSE, Huber or C51 loss)",
@@ -611,4 +685,8 @@ const vx_algo_ops vx_algo_dqn = {
     restore,
     reserved,
     algo_free,
+    member_keys,
+    fuses,
+    create_group,
+    epoch_group,
 };

@@ -162,7 +162,8 @@ static void *trial_main(void *arg)
     vx_train_cfg *c = malloc(sizeof *c);
     uint64_t t0 = vx_now_ns();
     if (!c) j->st = vx_err_set(&j->err, VX_ERR_NOMEM, "%s: out of memory", label);
-    for (; c;) {
+    for (int attempt = 0; c; attempt++) {
+        vx_train_group *g = attempt == 0 ? j->group : NULL; /* a retry runs alone */
         j->n_curve = j->validations = j->pruned = j->device_refused = j->out_of_memory = 0;
         j->best = j->best_se = NAN;
         j->t.updates = j->t.env_steps = 0;
@@ -175,14 +176,21 @@ static void *trial_main(void *arg)
         /* the trial's estimate in one piece, so that its objects' blocks do not each queue at
          * the driver behind the other trials' (device.h); without it they still can */
         vx_err why;
-        if (vx_device_reserve_ahead(sh, (size_t)j->t.mem_estimate, &why) != VX_OK)
+        /* (a member's algorithm lives on its group's share, not this one) */
+        if (!g && vx_device_reserve_ahead(sh, (size_t)j->t.mem_estimate, &why) != VX_OK)
             vx_log(VX_LOG_INFO, "memory not reserved ahead: %s", why.msg);
         vx_device_on_ready(sh, trial_ready, j);
-        j->st = vx_train_run(c, sh, 0, on_epoch, j, NULL, &j->err);
+        if (g) j->st = vx_train_run_member(c, sh, g, j->member, on_epoch, j, &j->err);
+        else j->st = vx_train_run(c, sh, 0, on_epoch, j, NULL, &j->err);
         vx_device_mem m;
         vx_device_memory(sh, &m);
         if ((int64_t)m.peak > j->t.mem_measured) j->t.mem_measured = (int64_t)m.peak;
         vx_device_close(sh);
+        j->grouped = g != NULL;
+        if (g && vx_train_group_failed(g, j->member, &why)) { /* not its doing: alone, as it was */
+            vx_log(VX_LOG_WARN, "its group failed (%s): it runs again alone", why.msg);
+            continue;
+        }
         if (j->st != VX_ERR_NOMEM) break;
         if (!m.refused) { /* the device, not the share: the study's concern (layers 2, 4) */
             j->device_refused = 1;
@@ -196,6 +204,7 @@ static void *trial_main(void *arg)
         j->t.halvings++;
     }
     free(c);
+    vx_train_group_leave(j->group, j->member); /* one that never ran does not hold its group */
     gate_arrive(j, 0); /* one that never got there does not hold the others */
     j->t.seconds = vx_seconds_since(t0);
     pthread_mutex_lock(&j->chunk->mu); /* the chunk's waiter learns of it */
@@ -237,6 +246,14 @@ vx_status vx_engine_init(vx_study *s, vx_device *dev, vx_engine *eng, int state[
     if (s->launcher) st = vx_device_set_launcher(dev, 1, e); /* switched off when the run ends */
     if (st) return st;
     *eng->ramped = s->cfg.concurrency > 0; /* a concurrency asked for is kept */
+    const vx_algo_ops *ops = vx_train_algo(s->base);
+    eng->fused = ops->fuses && ops->fuses(plan->kind);
+    eng->fuse = s->fuse < 0 ? eng->fused : s->fuse;
+    if (s->fuse == 1 && !ops->create_group)
+        vx_log(VX_LOG_WARN,
+               "hyperopt: fused trials asked for, but %s trains no groups: each "
+               "trial runs alone",
+               ops->name);
     return VX_OK;
 }
 
@@ -244,7 +261,12 @@ vx_status vx_chunk_init(vx_chunk *c, int cap, vx_err *e)
 {
     memset(c, 0, sizeof *c);
     c->jobs = calloc((size_t)(cap > 0 ? cap : 1), sizeof *c->jobs);
-    if (!c->jobs) return vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory");
+    c->groups = calloc((size_t)(cap > 0 ? cap : 1), sizeof *c->groups);
+    if (!c->jobs || !c->groups) {
+        free(c->jobs), free(c->groups);
+        c->jobs = NULL, c->groups = NULL;
+        return vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory");
+    }
     c->cap = cap;
     pthread_mutex_init(&c->mu, NULL);
     pthread_cond_init(&c->cv, NULL);
@@ -257,7 +279,8 @@ void vx_chunk_free(vx_chunk *c)
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
     free(c->jobs);
-    c->jobs = NULL;
+    free(c->groups);
+    c->jobs = NULL, c->groups = NULL;
 }
 
 /* layer 4: below 10% free on the device (the driver's count, or the budget's), halve */
@@ -276,6 +299,81 @@ void vx_watchdog(vx_engine *eng, char *note, size_t n_note)
     snprintf(note, n_note, "only %.1f%% free: concurrency %d -> %d", 100 * f, *eng->cur, to);
     vx_log(VX_LOG_WARN, "hyperopt: %s", note);
     *eng->cur = to;
+}
+
+/* ---- fused trials ------------------------------------------------------------------------------
+ * The trials of a chunk whose configs may train as one group (vx_train_group_key) do, each its
+ * own member; a trial alone where none matches. Grouping is only a speed-up: whatever fails here
+ * leaves the trials alone, and a group that fails later runs its members again alone. */
+
+static void free_groups(vx_chunk *c)
+{
+    for (int i = 0; i < c->n_groups; i++) vx_train_group_free(c->groups[i]);
+    c->n_groups = 0;
+}
+
+/* Greedily: each trial into the first group whose first trial it matches. */
+static void form_groups(vx_study *s, vx_engine *eng, vx_chunk *c, int n)
+{
+    c->n_groups = 0;
+    snprintf(c->mode, sizeof c->mode, "%s", n > 1 ? "each trial alone" : "");
+    if (!eng->fuse || n < 2) return;
+    vx_train_cfg *cfg = malloc((size_t)n * sizeof *cfg);
+    int *lead = malloc((size_t)n * sizeof *lead), *of = malloc((size_t)n * sizeof *of);
+    int *size = calloc((size_t)n, sizeof *size);
+    int ng = 0;
+    for (int k = 0; cfg && lead && of && size && k < n; k++) {
+        vx_err e;
+        of[k] = -1;
+        if (vx_trial_config(s, &c->jobs[k].t, c->jobs[k].x, &cfg[k], &e)) continue; /* it says */
+        char key[160] = "";
+        for (int g = 0; g < ng && of[k] < 0; g++) {
+            vx_train_group_key(&cfg[lead[g]], &cfg[k], key, sizeof key);
+            if (!key[0]) of[k] = g;
+        }
+        if (of[k] < 0) lead[ng] = k, of[k] = ng++;
+        c->jobs[k].member = size[of[k]]++;
+    }
+    int grouped = 0, alone = 0;
+    char sizes[96] = "";
+    for (int g = 0; g < ng; g++) {
+        if (size[g] < 2) {
+            alone++;
+            continue;
+        }
+        char label[96], names[1024] = "", first[48];
+        vx_trial_label(s, &c->jobs[lead[g]].t, first, sizeof first);
+        snprintf(label, sizeof label, "group-of-%d-from-%s", size[g], first);
+        vx_err e;
+        vx_train_group *gr = NULL;
+        if (vx_train_group_create(size[g], eng->dev, 0, label, &gr, &e)) {
+            vx_log(VX_LOG_WARN, "hyperopt: %s: its trials run alone", e.msg);
+            alone += size[g];
+            continue;
+        }
+        c->groups[c->n_groups++] = gr;
+        for (int k = 0; k < n; k++) {
+            if (of[k] != g) continue;
+            c->jobs[k].group = gr;
+            char l[48];
+            vx_trial_label(s, &c->jobs[k].t, l, sizeof l);
+            size_t used = strlen(names);
+            snprintf(names + used, sizeof names - used, "%s%s", used ? " " : "", l);
+        }
+        vx_log(VX_LOG_INFO, "hyperopt: %s train as one group (%s)", names,
+               eng->fused ? "fused" : "one after another: its algorithm fuses none on this device");
+        grouped += size[g];
+        size_t used = strlen(sizes);
+        snprintf(sizes + used, sizeof sizes - used, "%s%d", used ? "+" : "", size[g]);
+    }
+    for (int k = 0; cfg && lead && of && size && k < n; k++)
+        if (!c->jobs[k].group) c->jobs[k].member = 0;
+    if (!cfg || !lead || !of || !size)
+        vx_log(VX_LOG_WARN, "hyperopt: out of memory grouping trials: each runs alone");
+    else if (grouped)
+        snprintf(c->mode, sizeof c->mode, "%d trials in groups of %s, %d alone (%s)", grouped,
+                 sizes, alone, eng->fused ? "fused" : "one after another");
+    free(cfg), free(lead), free(of), free(size);
 }
 
 vx_status vx_chunk_start(vx_study *s, vx_engine *eng, vx_chunk *c, const vx_trial *t,
@@ -299,6 +397,10 @@ vx_status vx_chunk_start(vx_study *s, vx_engine *eng, vx_chunk *c, const vx_tria
         j->median = median, j->n_median = n_median, j->stop = stop, j->chunk = c;
         j->t.status = VX_TRIAL_RUNNING;
         j->t.rank = s->rank;
+    }
+    form_groups(s, eng, c, n);
+    for (int k = 0; k < n; k++) {
+        trial_job *j = &c->jobs[k];
         if (pthread_create(&j->thread, NULL, trial_main, j) != 0) {
             vx_status st = vx_err_set(e, VX_ERR_NOMEM, "hyperopt: cannot start a trial thread: %s",
                                       strerror(errno));
@@ -306,8 +408,11 @@ vx_status vx_chunk_start(vx_study *s, vx_engine *eng, vx_chunk *c, const vx_tria
             c->n = c->started;
             pthread_cond_broadcast(&c->cv);
             pthread_mutex_unlock(&c->mu);
+            for (int i = k; i < n; i++) /* … and so do the groups */
+                vx_train_group_leave(c->jobs[i].group, c->jobs[i].member);
             for (int i = 0; i < c->started; i++) pthread_join(c->jobs[i].thread, NULL);
             for (int i = 0; i < c->started; i++) free(c->jobs[i].curve);
+            free_groups(c);
             c->n = c->started = 0;
             return st;
         }
@@ -339,8 +444,14 @@ vx_status vx_chunk_end(vx_engine *eng, vx_chunk *c, char *note, size_t n_note, v
     note[0] = '\0';
     int refused = 0;
     int64_t measured = 0;
+    for (int k = 0; k < c->started; k++) pthread_join(c->jobs[k].thread, NULL);
+    for (int k = 0; k < c->started; k++) { /* a member's part of its group's share */
+        trial_job *j = &c->jobs[k];
+        if (j->grouped) j->t.mem_measured += (int64_t)vx_train_group_peak(j->group);
+        j->group = NULL; /* freed below */
+    }
+    free_groups(c);
     for (int k = 0; k < c->started; k++) {
-        pthread_join(c->jobs[k].thread, NULL);
         refused += c->jobs[k].device_refused;
         if (c->jobs[k].t.mem_measured > measured) measured = c->jobs[k].t.mem_measured;
     }
@@ -373,6 +484,10 @@ vx_status vx_chunk_end(vx_engine *eng, vx_chunk *c, char *note, size_t n_note, v
             vx_log(VX_LOG_INFO, "hyperopt: %s", note);
             *eng->cur = to;
         }
+    }
+    if (strstr(c->mode, "groups")) { /* the events say how trials ran */
+        size_t used = strlen(note);
+        snprintf(note + used, n_note - used, "%s%s", used ? "; " : "", c->mode);
     }
     return VX_OK;
 }

@@ -190,6 +190,7 @@ static vx_status study_alloc(const char *dir, vx_study **out, vx_err *e)
     vx_study *s = calloc(1, sizeof *s);
     if (!s) return vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory");
     s->lock_fd = -1;
+    s->fuse = -1;
     s->base = malloc(sizeof *s->base);
     if (!s->base) {
         free(s);
@@ -289,6 +290,7 @@ vx_status vx_study_worker_copy(const char *dir, const char *settings, const char
         return vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory");
     }
     s->lock_fd = -1; /* rank 0 holds the folder's lock */
+    s->fuse = -1;    /* each rank groups where its device fuses */
     s->t0 = vx_now_ns();
     snprintf(s->dir, sizeof s->dir, "%s", dir);
     vx_status st = strlen(dir) >= sizeof s->dir - 64
@@ -982,6 +984,8 @@ vx_status vx_study_run_with(vx_study *s, vx_device *dev, vx_workers *w, int loca
 }
 
 void vx_study_set_launcher(vx_study *s, int one) { s->launcher = one != 0; }
+
+void vx_study_set_fuse(vx_study *s, int mode) { s->fuse = mode < 0 ? -1 : mode != 0; }
 
 vx_status vx_study_run(vx_study *s, vx_device *dev, vx_study_progress_fn cb, void *ctx,
                        volatile int *stop, vx_err *e)

@@ -68,6 +68,7 @@ struct vx_study {
     int ramped;          /* … and whether its first chunk's measurement was taken */
     int rank;            /* the MPI rank this copy runs on (0: rank 0, or one process) */
     int launcher;        /* vx_study_set_launcher */
+    int fuse;            /* vx_study_set_fuse: −1 auto, 0 off, 1 on */
     char tag[16];        /* "r2:" on a worker rank: its trials' log lines say where they run */
 };
 
@@ -97,6 +98,8 @@ typedef struct {
     int *cur;     /* the concurrency the next chunk runs at */
     int *ramped;  /* the first chunk's peak was read (layer 2) */
     int local;    /* it runs trials (rank 0 of an MPI study may only coordinate) */
+    int fuse;     /* a chunk's trials that may train as one group do (vx_study_set_fuse) */
+    int fused; /* … and the algorithm really fuses them on this device (else one after another) */
 } vx_engine;
 
 /* The engine of s on dev, from the plan; cur and ramped point into `state` (two ints kept across
@@ -124,7 +127,10 @@ typedef struct {
     vx_err err;
     pthread_t thread;
     vx_chunk *chunk;
-    int arrived; /* counted in its chunk's `ready` */
+    int arrived;           /* counted in its chunk's `ready` */
+    vx_train_group *group; /* its first attempt trains in this group (NULL: alone) */
+    int member;
+    int grouped; /* its last attempt was in the group */
 } trial_job;
 
 /* Trials started together, each in its thread on a share of the engine's device. */
@@ -136,6 +142,9 @@ struct vx_chunk {
     pthread_cond_t cv;
     int finished; /* threads that have returned */
     int ready;    /* trials whose setup is done (or that ended before it): the start gate */
+    vx_train_group **groups; /* the groups its trials train in (cap of them) */
+    int n_groups;
+    char mode[160]; /* how its trials were grouped, for the log and the chunk's event */
 };
 
 vx_status vx_chunk_init(vx_chunk *c, int cap, vx_err *e);

@@ -391,6 +391,58 @@ vx_status vx_settings_write(const vx_settings *s, FILE *f)
     return fflush(f) != 0 || ferror(f) ? VX_ERR_IO : VX_OK;
 }
 
+static int listed(const char *const *list, const char *key)
+{
+    for (; list && *list; list++)
+        if (strcmp(*list, key) == 0) return 1;
+    return 0;
+}
+
+/* One key's value as written (malloc'd; NULL when out of memory). */
+static char *key_text(const vx_key *k, const char *base)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    FILE *f = open_memstream(&buf, &n);
+    if (!f) return NULL;
+    write_key(f, k, base);
+    if (fclose(f) != 0) {
+        free(buf);
+        return NULL;
+    }
+    return buf;
+}
+
+int vx_settings_difference(const vx_settings *a, const vx_settings *b, const char *const *skip1,
+                           const char *const *skip2, char *key, size_t n)
+{
+    for (int i = 0; i < a->n && i < b->n; i++) {
+        const vx_section *sec = a->sec[i];
+        for (size_t j = 0; j < sec->n_keys; j++) {
+            char name[160];
+            snprintf(name, sizeof name, "%s.%s", sec->name, sec->keys[j].name);
+            if (listed(skip1, name) || listed(skip2, name)) continue;
+            const vx_key *k = &sec->keys[j];
+            char *x = key_text(k, a->base[i]);
+            char *y = key_text(k, b->base[i]);
+            int differ = x && y && strcmp(x, y) != 0;
+            /* "given" is part of a value: a batch set to 64 and one left for a GPU to choose */
+            if (k->flag_off >= 0)
+                differ |= *(const int *)((const char *)a->base[i] + k->flag_off) !=
+                          *(const int *)((const char *)b->base[i] + k->flag_off);
+            int failed = !x || !y;
+            free(x);
+            free(y);
+            if (failed) return -1;
+            if (differ) {
+                snprintf(key, n, "%s", name);
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
 void vx_settings_print_keys(const vx_settings *s, FILE *f)
 {
     for (int i = 0; i < s->n; i++)

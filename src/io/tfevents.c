@@ -12,21 +12,24 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <time.h>
+#include <pthread.h>
 #include <unistd.h>
 
 static uint32_t crc_table[256];
-static int crc_ready;
+static pthread_once_t crc_once = PTHREAD_ONCE_INIT; /* runs of a search open their files at once */
+
+static void crc_init(void)
+{
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
+        crc_table[i] = c;
+    }
+}
 
 uint32_t vx_crc32c(const void *data, size_t n)
 {
-    if (!crc_ready) {
-        for (uint32_t i = 0; i < 256; i++) {
-            uint32_t c = i;
-            for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78u : c >> 1;
-            crc_table[i] = c;
-        }
-        crc_ready = 1;
-    }
+    pthread_once(&crc_once, crc_init);
     const uint8_t *p = data;
     uint32_t c = 0xFFFFFFFFu;
     for (size_t i = 0; i < n; i++) c = crc_table[(c ^ p[i]) & 0xFF] ^ (c >> 8);

@@ -493,4 +493,8 @@ const vx_algo_ops vx_algo_ppo = {
     restore,
     reserved,
     algo_free,
+    NULL, /* no fused trials: a search runs PPO's trials each alone */
+    NULL,
+    NULL,
+    NULL,
 };

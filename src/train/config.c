@@ -214,6 +214,39 @@ void vx_train_cfg_print_keys(FILE *f)
     free(c);
 }
 
+/* The keys of the run itself that the members of a group may differ in: what it is seeded with,
+ * where it writes, and when it validates, stops and warns — none of it in the group's work. */
+static const char *const run_own_keys[] = {
+    "train.seed",
+    "train.run_dir",
+    "train.patience",
+    "train.max_revisits",
+    "train.eval_every",
+    "train.final_test",
+    "train.async_checkpoints",
+    "train.checkpoint_every",
+    NULL,
+};
+
+void vx_train_group_key(const vx_train_cfg *a, const vx_train_cfg *b, char *key, size_t n)
+{
+    const vx_algo_ops *ops = vx_train_algo(a);
+    if (a->algo != b->algo) {
+        snprintf(key, n, "train.algo");
+        return;
+    }
+    if (!ops->create_group || !ops->epoch_group) {
+        snprintf(key, n, "train.algo"); /* an algorithm without groups: each alone */
+        return;
+    }
+    vx_settings x, y;
+    bind(&x, (vx_train_cfg *)a, a->algo);
+    bind(&y, (vx_train_cfg *)b, b->algo);
+    int d = vx_settings_difference(&x, &y, run_own_keys, ops->member_keys, key, n);
+    if (d < 0) snprintf(key, n, "(out of memory)");
+    else if (d == 0) key[0] = '\0';
+}
+
 const vx_algo_ops *vx_train_algo(const vx_train_cfg *c) { return vx_algo_at(c->algo); }
 
 void *vx_train_algo_settings(vx_train_cfg *c, const char *name)

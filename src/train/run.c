@@ -15,6 +15,7 @@
  * uninterrupted one would (tests check the final weights bit for bit). */
 #include "checkpoint.h"
 #include "eval_internal.h"
+#include "group.h"
 #include "vixen/io.h"
 #include "vixen/train.h"
 
@@ -143,6 +144,8 @@ typedef struct {
     int have_market;
     vx_env *env;
     vx_algo *algo;
+    vx_train_group *group; /* a member's run: algo is the group's (group.h) */
+    int member;
     char ckpt_dir[1100];
     int lock_fd;                    /* the run folder's lock (run_folder.c), −1: not held */
     char run_id[VX_RUN_ID_LEN + 1]; /* the run's identity, in every checkpoint */
@@ -159,7 +162,8 @@ typedef struct {
 static void run_free(run_state *r)
 {
     vx_ckpt_writer_join(&r->writer, NULL);
-    if (r->algo) r->ops->free(r->algo);
+    if (r->group) vx_train_group_leave(r->group, r->member); /* frees its instance */
+    else if (r->algo) r->ops->free(r->algo);
     vx_env_free(r->env);
     if (r->have_market) vx_market_close(&r->market);
     free(r->config);
@@ -268,7 +272,8 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
     vx_run_params run;
     vx_train_run_params(c, &run);
     vx_algo_init in = {c->algo_settings[c->algo], &run, dev, r->env, 0};
-    st = r->ops->create(&in, &r->algo, e);
+    if (r->group) st = vx_train_group_join(r->group, r->member, r->ops, &in, &r->algo, e);
+    else st = r->ops->create(&in, &r->algo, e);
     if (st) return st;
     r->ops->settings_resolved(r->algo, r->cfg.algo_settings[c->algo]);
     r->config = vx_train_cfg_text(&r->cfg);
@@ -354,8 +359,9 @@ static vx_status final_test(run_state *r, vx_eval_report *ev, vx_err *e)
     return st;
 }
 
-vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epoch_fn on_epoch,
-                       void *ctx, vx_eval_report *final_eval, vx_err *e)
+static vx_status train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_train_group *g,
+                           int member, vx_epoch_fn on_epoch, void *ctx, vx_eval_report *final_eval,
+                           vx_err *e)
 {
     if (final_eval) memset(final_eval, 0, sizeof *final_eval);
     vx_status st = vx_train_cfg_check(c, e);
@@ -363,6 +369,7 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
     run_state *r = calloc(1, sizeof *r);
     if (!r) return vx_err_set(e, VX_ERR_NOMEM, "train: out of memory");
     r->lock_fd = -1;
+    r->group = g, r->member = member;
     st = run_open(r, c, dev, resume, e);
     if (!st) vx_device_ready(dev); /* made, graphs built: the work starts now */
     columns cols;
@@ -394,7 +401,8 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
         vx_epoch_out out;
         memset(&out, 0, sizeof out);
         for (int i = 0; i < VX_ALGO_MAX_METRICS; i++) out.metric[i] = NAN;
-        if (!st) st = r->ops->epoch(r->algo, &in, &out, e);
+        if (!st && r->group) st = vx_train_group_epoch(r->group, r->member, &in, &out, e);
+        else if (!st) st = r->ops->epoch(r->algo, &in, &out, e);
         if (st) break;
         r->epoch++;
         r->env_steps += out.env_steps;
@@ -445,16 +453,23 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
         }
         if (stop) break;
     }
+    /* a member's last epoch is behind it: the others need not wait for what follows */
+    if (r->group) vx_train_group_retire(r->group, r->member);
     if (!st) st = vx_ckpt_writer_join(&r->writer, e);
     if (!st && r->deferred)
         vx_log(VX_LOG_INFO,
                "train: %d checkpoints written; %d fell due while the last was still "
                "being written and were taken at the next epoch end after it",
                r->written, r->deferred);
-    if (!st && requested) /* the test split waits for the end of the run */
+    if (!st && requested && c->checkpoint_every > 0) /* the test split waits for the end */
         st = vx_err_set(e, VX_ERR_STOPPED,
                         "stopped after epoch %d of %d on request; its checkpoint is written: "
                         "continue with --resume",
+                        r->epoch, c->epochs);
+    else if (!st && requested) /* a run that never checkpoints cannot be resumed */
+        st = vx_err_set(e, VX_ERR_STOPPED,
+                        "stopped after epoch %d of %d on request (train.checkpoint_every 0: no "
+                        "checkpoint to resume from)",
                         r->epoch, c->epochs);
     vx_eval_report ev;
     memset(&ev, 0, sizeof ev);
@@ -467,6 +482,25 @@ vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epo
     vx_csv_log_close(&csv);
     vx_tfevents_close(&tb);
     run_free(r);
+    return st;
+}
+
+vx_status vx_train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx_epoch_fn on_epoch,
+                       void *ctx, vx_eval_report *final_eval, vx_err *e)
+{
+    return train_run(c, dev, resume, NULL, 0, on_epoch, ctx, final_eval, e);
+}
+
+vx_status vx_train_run_member(const vx_train_cfg *c, vx_device *dev, vx_train_group *g, int k,
+                              vx_epoch_fn on_epoch, void *ctx, vx_err *e)
+{
+    vx_status st = VX_OK;
+    if (c->checkpoint_every != 0) /* a group is never resumed (train.h) */
+        st = vx_err_set(e, VX_ERR_ARG,
+                        "train: a run in a group never checkpoints (train.checkpoint_every %d)",
+                        c->checkpoint_every);
+    if (!st) st = train_run(c, dev, 0, g, k, on_epoch, ctx, NULL, e);
+    vx_train_group_leave(g, k); /* when it never joined; else it has already left */
     return st;
 }
 

@@ -56,17 +56,25 @@ static void small_cfg(vx_study_cfg *c, int swarm, int gens, int concurrency)
     c->concurrency = concurrency;
 }
 
-/* Runs a new study in dir on dev; the status it returns. */
-static vx_status run_study(const char *dir, const vx_study_cfg *c, vx_device *dev, vx_err *e)
+/* Runs a new study in dir on dev, its trials grouped as `fuse` says (vx_study_set_fuse); the
+ * status it returns. */
+static vx_status run_study_fused(const char *dir, const vx_study_cfg *c, vx_device *dev, int fuse,
+                                 vx_err *e)
 {
     vx_train_cfg *base = small_base();
     vx_study *s;
     vx_status st = vx_study_create(dir, c, space_text, strlen(space_text), base, &s, e);
     free(base);
     if (st) return st;
+    vx_study_set_fuse(s, fuse);
     st = vx_study_run(s, dev, NULL, NULL, NULL, e);
     vx_study_close(s);
     return st;
+}
+
+static vx_status run_study(const char *dir, const vx_study_cfg *c, vx_device *dev, vx_err *e)
+{
+    return run_study_fused(dir, c, dev, -1, e);
 }
 
 static vx_study_event *events_of(const char *dir, size_t *n)
@@ -82,21 +90,39 @@ static vx_study_event *events_of(const char *dir, size_t *n)
     return ev;
 }
 
+/* How many of a study's chunks ran some trials as groups (their events say so). */
+static int grouped_chunks(const char *dir)
+{
+    size_t n;
+    vx_study_event *ev = events_of(dir, &n);
+    int grouped = 0;
+    for (size_t i = 0; i < n; i++) grouped += strstr(ev[i].note, "in groups of") != NULL;
+    free(ev);
+    return grouped;
+}
+
 static void test_concurrency_does_not_change_results(void **state)
 {
     (void)state;
-    char root[64], d[3][128];
+    char root[64], d[4][128];
     th_tmpdir(root, sizeof root);
-    const int conc[3] = {1, 2, 4};
-    for (int k = 0; k < 3; k++) {
-        snprintf(d[k], sizeof d[k], "%s/c%d", root, conc[k]);
+    const int conc[4] = {1, 2, 4, 4};
+    for (int k = 0; k < 4; k++) {
+        snprintf(d[k], sizeof d[k], "%s/c%d%s", root, conc[k], k == 3 ? "-fused" : "");
         vx_study_cfg c;
         small_cfg(&c, 6, 3, conc[k]);
         vx_err e;
-        if (run_study(d[k], &c, NULL, &e)) fail_msg("concurrency %d: %s", conc[k], e.msg);
+        /* the last: trials that may train as one group do (on the CPU, one after another) */
+        if (run_study_fused(d[k], &c, NULL, k == 3 ? 1 : -1, &e))
+            fail_msg("concurrency %d: %s", conc[k], e.msg);
     }
     assert_same_trials(d[0], d[1], -1);
     assert_same_trials(d[0], d[2], -1);
+    assert_same_trials(d[0], d[3], -1);
+    assert_int_equal(grouped_chunks(d[2]), 0); /* the CPU fuses nothing: alone by default */
+    int grouped = grouped_chunks(d[3]);
+    assert_true(grouped > 0);
+    print_message("… and at 4 with groups (%d chunks grouped): identical\n", grouped);
     size_t n;
     vx_trial *t = trials_of(d[0], &n);
     int pruned = 0, done = 0;
@@ -261,6 +287,20 @@ static void test_command_errors(void **state)
     snprintf(args, sizeof args, "hyperopt %s " SMALL " --study %s/l --launcher two", space, root);
     assert_int_equal(vixen("", args), 2);
     assert_non_null(strstr(err, "--launcher takes threads or one, not 'two'"));
+    snprintf(args, sizeof args, "hyperopt %s " SMALL " --study %s/f --fuse maybe", space, root);
+    assert_int_equal(vixen("", args), 2);
+    assert_non_null(strstr(err, "--fuse takes auto, on or off, not 'maybe'"));
+    /* trials that differ only in the learning rate, grouped on request: the log says how */
+    char lr_space[160];
+    snprintf(lr_space, sizeof lr_space, "%s/lr.yaml", root);
+    th_write_str(lr_space, "dqn.lr: {type: logfloat, low: 1.0e-4, high: 3.0e-3}\n");
+    snprintf(args, sizeof args,
+             "hyperopt %s " SMALL " --set train.epochs=2 --study %s/fused --swarm 3 "
+             "--generations 1 --concurrency 3 --fuse on",
+             lr_space, root);
+    assert_int_equal(vixen("", args), 0);
+    assert_non_null(
+        strstr(err, "g0-p0-s0 g0-p1-s0 g0-p2-s0 train as one group (one after another"));
     snprintf(args, sizeof args, "hyperopt status %s/none", root);
     assert_int_equal(vixen("", args), 1);
     assert_non_null(strstr(err, "no study here"));
@@ -429,15 +469,40 @@ static void test_layer2_ramp_up(void **state)
     th_rmtree(dir);
 }
 
-/* Refuses, once, the replay buffer of trial g0-p1-s0's first attempt, as its share would. */
-static int share_once(void *ctx, const vx_device *d, const char *owner, size_t bytes)
+/* Refuses, once, the replay buffer made on the first share whose label begins with `label`, as
+ * the share would. */
+typedef struct {
+    const char *label;
+    int done;
+} refusal;
+
+static int refuse_replay_once(void *ctx, const vx_device *d, const char *owner, size_t bytes)
 {
     (void)bytes;
-    int *done = ctx;
-    if (*done || strcmp(vx_device_label(d), "g0-p1-s0") != 0 || strcmp(owner, "replay") != 0)
+    refusal *r = ctx;
+    if (r->done || strncmp(vx_device_label(d), r->label, strlen(r->label)) != 0 ||
+        strcmp(owner, "replay") != 0)
         return 0;
-    *done = 1;
+    r->done = 1;
     return VX_FAULT_REFUSE;
+}
+
+/* A study of `swarm` trials at once (one generation, no pruning) in <root>/ref, then the same in
+ * <root>/oom with r's refusal and its trials grouped as `fuse` says; its status. */
+static vx_status study_and_refused(char *root, size_t n_root, char *ref, char *dir, size_t n,
+                                   int swarm, int fuse, refusal *r, vx_err *e)
+{
+    th_tmpdir(root, n_root);
+    snprintf(ref, n, "%s/ref", root);
+    snprintf(dir, n, "%s/oom", root);
+    vx_study_cfg c;
+    small_cfg(&c, swarm, 1, swarm);
+    c.prune = 0;
+    if (run_study(ref, &c, NULL, e)) fail_msg("%s", e->msg);
+    vx_mem_set_fault(refuse_replay_once, r);
+    vx_status st = run_study_fused(dir, &c, NULL, fuse, e);
+    vx_mem_set_fault(NULL, NULL);
+    return st;
 }
 
 /* layer 3: that trial halves its batch (32 -> 16) and runs again; every other trial's result is
@@ -446,20 +511,11 @@ static void test_layer3_trial_halves_its_batch(void **state)
 {
     (void)state;
     char root[64], ref[128], dir[128];
-    th_tmpdir(root, sizeof root);
-    snprintf(ref, sizeof ref, "%s/ref", root);
-    snprintf(dir, sizeof dir, "%s/oom", root);
-    vx_study_cfg c;
-    small_cfg(&c, 3, 1, 3);
-    c.prune = 0;
+    refusal r = {"g0-p1-s0", 0}; /* that trial's first attempt */
     vx_err e;
-    if (run_study(ref, &c, NULL, &e)) fail_msg("%s", e.msg);
-    int done = 0;
-    vx_mem_set_fault(share_once, &done);
-    vx_status st = run_study(dir, &c, NULL, &e);
-    vx_mem_set_fault(NULL, NULL);
+    vx_status st = study_and_refused(root, sizeof root, ref, dir, sizeof ref, 3, -1, &r, &e);
     if (st) fail_msg("%s", e.msg);
-    assert_true(done);
+    assert_true(r.done);
     size_t n;
     vx_trial *t = trials_of(dir, &n);
     assert_int_equal(t[1].halvings, 1);
@@ -487,6 +543,31 @@ static void test_layer3_trial_halves_its_batch(void **state)
     assert_true(same_bits(val, t[1].objective));
     free(cfg), free(t);
     assert_same_trials(ref, dir, 1);
+    th_rmtree(root);
+}
+
+/* A group its share refuses fails as one; its members run again alone, with no halving, and
+ * every trial's result is the one of the study that never grouped or ran out of memory. */
+static void test_refused_group_runs_its_members_alone(void **state)
+{
+    (void)state;
+    char root[64], ref[128], dir[128];
+    refusal r = {"group-of-", 0}; /* the first group's share */
+    vx_err e;
+    th_log_start();
+    vx_status st = study_and_refused(root, sizeof root, ref, dir, sizeof ref, 6, 1, &r, &e);
+    const char *log = th_log_text();
+    if (st) fail_msg("%s", e.msg);
+    assert_true(r.done);
+    assert_non_null(strstr(log, "its group failed"));
+    assert_non_null(strstr(log, "it runs again alone"));
+    th_log_stop();
+    assert_true(grouped_chunks(dir) > 0);
+    size_t n;
+    vx_trial *t = trials_of(dir, &n);
+    for (size_t i = 0; i < n; i++) assert_int_equal(t[i].halvings, 0);
+    free(t);
+    assert_same_trials(ref, dir, -1);
     th_rmtree(root);
 }
 
@@ -784,6 +865,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_concurrency_does_not_change_results),
+        cmocka_unit_test(test_refused_group_runs_its_members_alone),
         cmocka_unit_test(test_pruning_follows_earlier_medians),
         cmocka_unit_test(test_layer1_estimate_and_margin),
         cmocka_unit_test(test_layer2_refused_chunk_halves),
