@@ -3,6 +3,7 @@
 #include "helpers.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,12 +51,15 @@ size_t th_count_files(const char *dir)
 
 static char g_log[65536];
 static size_t g_log_n;
+static pthread_mutex_t g_log_mu = PTHREAD_MUTEX_INITIALIZER; /* trials log from their threads */
 
 static void capture(vx_log_level level, const char *line, void *ctx)
 {
     (void)level, (void)ctx;
+    pthread_mutex_lock(&g_log_mu);
     int k = snprintf(g_log + g_log_n, sizeof g_log - g_log_n, "%s\n", line);
     if (k > 0 && g_log_n + (size_t)k < sizeof g_log) g_log_n += (size_t)k;
+    pthread_mutex_unlock(&g_log_mu);
 }
 
 void th_log_start(void)

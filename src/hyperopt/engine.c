@@ -99,7 +99,7 @@ static int on_epoch(const vx_epoch_report *r, void *ctx)
             return 1;
         }
     }
-    return *j->stop != 0;
+    return vx_flag_get(j->stop) != 0;
 }
 
 vx_status vx_trial_config(const vx_study *s, const vx_trial *t, const double *x, vx_train_cfg *c,
@@ -137,7 +137,8 @@ static void gate_arrive(trial_job *j, int wait)
         c->ready++;
         pthread_cond_broadcast(&c->cv);
         /* in tenths of a second: a stop comes from a signal handler, which cannot signal cv */
-        for (int slice = 0; wait && c->ready < c->n && !*j->stop && slice < 10 * GATE_SECONDS;
+        for (int slice = 0;
+             wait && c->ready < c->n && !vx_flag_get(j->stop) && slice < 10 * GATE_SECONDS;
              slice++) {
             struct timespec until;
             clock_gettime(CLOCK_REALTIME, &until);

@@ -701,7 +701,7 @@ static vx_status run_generation(vx_study *s, vx_pso *p, int g, vx_engine *eng, v
     volatile int halt = 0; /* what this process's trials read: the stop, or an error */
     char note[160];
     while (!st) {
-        if (*stop) halt = 1;
+        if (*stop) vx_flag_set(&halt);
         if (*stop && !stopping) {
             stopping = 1;
             vx_workers_stop(w);
@@ -753,7 +753,7 @@ static vx_status run_generation(vx_study *s, vx_pso *p, int g, vx_engine *eng, v
         int got = n_workers ? vx_workers_poll(w, &r, e) : 0;
         if (got < 0) st = VX_ERR_IO;
         if (got > 0) {
-            if (r.interrupted && !stopping) stopping = 1, halt = 1, vx_workers_stop(w);
+            if (r.interrupted && !stopping) stopping = 1, vx_flag_set(&halt), vx_workers_stop(w);
             st = record_reply(s, g, &r, e);
             vx_reply_free(&r);
             if (!st) st = report_ready(s, p, g, &next, e);
@@ -766,7 +766,7 @@ static vx_status run_generation(vx_study *s, vx_pso *p, int g, vx_engine *eng, v
     }
     if (local_busy) { /* an error while the local chunk ran: it ends with the study */
         vx_workers_stop(w);
-        halt = 1; /* its trials stop at their next epoch */
+        vx_flag_set(&halt); /* its trials stop at their next epoch */
         vx_chunk_wait(&ch, -1);
         char ignored[160];
         vx_err e2;

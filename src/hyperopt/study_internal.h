@@ -72,6 +72,11 @@ struct vx_study {
     char tag[16];        /* "r2:" on a worker rank: its trials' log lines say where they run */
 };
 
+/* The stop flag the trials read at each epoch, set from the study's thread: relaxed atomics (a
+ * flag, nothing it guards; and a data race otherwise). */
+static inline void vx_flag_set(volatile int *f) { __atomic_store_n(f, 1, __ATOMIC_RELAXED); }
+static inline int vx_flag_get(volatile int *f) { return __atomic_load_n(f, __ATOMIC_RELAXED); }
+
 /* The setting whose halving halves a trial's per-batch memory (the DQN's batch, PPO's minibatch
  * rows), read and set; 0 for an algorithm a study does not support. */
 int vx_trial_batch_of(const vx_train_cfg *c);

@@ -565,7 +565,7 @@ static void tell_interrupt(serve_ctx *c)
 static int next_job(serve_ctx *c, char **data, int *n)
 {
     for (;;) {
-        if (*c->signal) c->halt = 1;
+        if (*c->signal) vx_flag_set(&c->halt);
         if (c->s) tell_interrupt(c); /* after its HELLO: rank 0 reads replies then */
         int src, tag;
         int p = probe(0, &src, &tag, data, n);
@@ -576,7 +576,7 @@ static int next_job(serve_ctx *c, char **data, int *n)
         }
         if (tag == TAG_JOB) return 1;
         free(*data), *data = NULL;
-        if (tag == TAG_STOP) c->halt = 1;
+        if (tag == TAG_STOP) vx_flag_set(&c->halt);
         if (tag == TAG_DONE) return 0;
     }
 }
@@ -584,13 +584,13 @@ static int next_job(serve_ctx *c, char **data, int *n)
 /* While a chunk runs: STOP and DONE are heeded at once (the trials stop at their next epoch). */
 static void listen_while_running(serve_ctx *c)
 {
-    if (*c->signal) c->halt = 1;
+    if (*c->signal) vx_flag_set(&c->halt);
     int src, tag, n;
     char *data = NULL;
     if (probe(0, &src, &tag, &data, &n) <= 0) return;
     free(data);
-    if (tag == TAG_STOP) c->halt = 1;
-    if (tag == TAG_DONE) c->halt = 1, c->done = 1;
+    if (tag == TAG_STOP) vx_flag_set(&c->halt);
+    if (tag == TAG_DONE) vx_flag_set(&c->halt), c->done = 1;
 }
 
 /* Runs one set to its end (every trial finished, or pending again after a stop) and replies. */

@@ -479,12 +479,14 @@ typedef struct {
 static int refuse_replay_once(void *ctx, const vx_device *d, const char *owner, size_t bytes)
 {
     (void)bytes;
-    refusal *r = ctx;
-    if (r->done || strncmp(vx_device_label(d), r->label, strlen(r->label)) != 0 ||
+    refusal *r = ctx; /* asked from every trial's thread: the first match takes it */
+    if (strncmp(vx_device_label(d), r->label, strlen(r->label)) != 0 ||
         strcmp(owner, "replay") != 0)
         return 0;
-    r->done = 1;
-    return VX_FAULT_REFUSE;
+    int never = 0;
+    return __atomic_compare_exchange_n(&r->done, &never, 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)
+               ? VX_FAULT_REFUSE
+               : 0;
 }
 
 /* A study of `swarm` trials at once (one generation, no pruning) in <root>/ref, then the same in
