@@ -261,6 +261,7 @@ typedef struct {
     int generation, generations;
     int done, total;          /* trials finished (any status) of the study */
     int running, concurrency; /* over every rank */
+    int grouped;              /* of this process's running trials, those trained in groups */
     int ranks;                /* processes running trials (1 without MPI) */
     int64_t mem_per_trial;    /* the share each trial of this process runs in */
     int halvings, pruned, failed;

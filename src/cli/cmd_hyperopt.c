@@ -69,11 +69,13 @@ static void print_progress(const vx_study_progress *p, void *ctx)
     char mem[48] = ""; /* none on a rank 0 that only coordinates */
     if (p->mem_per_trial > 0)
         snprintf(mem, sizeof mem, ", a %.0f MB share a trial", p->mem_per_trial / 1e6);
+    char grouped[32] = "";
+    if (p->grouped > 0) snprintf(grouped, sizeof grouped, " (%d in groups)", p->grouped);
     fprintf(stderr,
-            "hyperopt: generation %d/%d | trials %d/%d done, %d running | concurrency %d%s%s | %d "
-            "halvings, %d pruned, %d failed | %s%s\n",
-            p->generation + 1, p->generations, p->done, p->total, p->running, p->concurrency, ranks,
-            mem, p->halvings, p->pruned, p->failed, t, best);
+            "hyperopt: generation %d/%d | trials %d/%d done, %d running%s | concurrency %d%s%s | "
+            "%d halvings, %d pruned, %d failed | %s%s\n",
+            p->generation + 1, p->generations, p->done, p->total, p->running, grouped,
+            p->concurrency, ranks, mem, p->halvings, p->pruned, p->failed, t, best);
 }
 
 static int fail(const vx_err *e)

@@ -596,12 +596,21 @@ static vx_status report_ready(vx_study *s, vx_pso *p, int g, int *next, vx_err *
     return st;
 }
 
-static void progress(vx_study *s, const vx_pso *p, int g, int running, size_t share,
+/* The trials of a running chunk that train in groups. */
+static int grouped_in(const vx_chunk *c, int busy)
+{
+    int n = 0;
+    for (int k = 0; busy && k < c->started; k++) n += c->jobs[k].group != NULL;
+    return n;
+}
+
+static void progress(vx_study *s, const vx_pso *p, int g, int running, int grouped, size_t share,
                      const vx_engine *eng, const vx_workers *w, vx_study_progress_fn cb, void *ctx)
 {
     if (!cb) return;
     vx_study_progress pr;
     memset(&pr, 0, sizeof pr);
+    pr.grouped = grouped;
     pr.generation = g, pr.generations = s->cfg.generations;
     pr.total = (int)s->n_trials;
     for (size_t i = 0; i < s->n_trials; i++) {
@@ -721,7 +730,8 @@ static vx_status run_generation(vx_study *s, vx_pso *p, int g, vx_engine *eng, v
             if (!st && n) st = vx_chunk_start(s, eng, &ch, t, x, n, med, n_med, &halt, e);
             if (!st && n) {
                 local_busy = 1;
-                progress(s, p, g, ch.started + vx_workers_running(w), ch.share, eng, w, cb, ctx);
+                progress(s, p, g, ch.started + vx_workers_running(w), grouped_in(&ch, 1), ch.share,
+                         eng, w, cb, ctx);
             }
         }
         for (int k = 1; k <= n_workers && !st && !stopping; k++) {
@@ -731,8 +741,8 @@ static vx_status run_generation(vx_study *s, vx_pso *p, int g, vx_engine *eng, v
             st = claim(s, p, g, cap, t, x, &n, e);
             if (!st && n) st = vx_workers_send(w, k, s, g, t, x, n, med, n_med, e);
             if (!st && n)
-                progress(s, p, g, (local_busy ? ch.started : 0) + vx_workers_running(w), ch.share,
-                         eng, w, cb, ctx);
+                progress(s, p, g, (local_busy ? ch.started : 0) + vx_workers_running(w),
+                         grouped_in(&ch, local_busy), ch.share, eng, w, cb, ctx);
         }
         if (st || (!local_busy && vx_workers_running(w) == 0)) break;
         /* wait for the local chunk or a worker's reply, whichever comes first */
@@ -746,7 +756,7 @@ static vx_status run_generation(vx_study *s, vx_pso *p, int g, vx_engine *eng, v
             }
             if (!st) st = event(s, eng->dev, g, ch.started, *eng->cur, note, e);
             if (!st) st = report_ready(s, p, g, &next, e);
-            progress(s, p, g, vx_workers_running(w), ch.share, eng, w, cb, ctx);
+            progress(s, p, g, vx_workers_running(w), 0, ch.share, eng, w, cb, ctx);
             continue;
         }
         vx_reply r;
@@ -757,8 +767,8 @@ static vx_status run_generation(vx_study *s, vx_pso *p, int g, vx_engine *eng, v
             st = record_reply(s, g, &r, e);
             vx_reply_free(&r);
             if (!st) st = report_ready(s, p, g, &next, e);
-            progress(s, p, g, (local_busy ? ch.started : 0) + vx_workers_running(w), ch.share, eng,
-                     w, cb, ctx);
+            progress(s, p, g, (local_busy ? ch.started : 0) + vx_workers_running(w),
+                     grouped_in(&ch, local_busy), ch.share, eng, w, cb, ctx);
         } else if (!got && !local_busy) {
             struct timespec ms = {0, 2000000};
             nanosleep(&ms, NULL); /* only workers are busy: poll, do not spin */

@@ -301,6 +301,7 @@ static void test_command_errors(void **state)
     assert_int_equal(vixen("", args), 0);
     assert_non_null(
         strstr(err, "g0-p0-s0 g0-p1-s0 g0-p2-s0 train as one group (one after another"));
+    assert_non_null(strstr(err, "3 running (3 in groups)")); /* the progress line */
     snprintf(args, sizeof args, "hyperopt status %s/none", root);
     assert_int_equal(vixen("", args), 1);
     assert_non_null(strstr(err, "no study here"));
