@@ -62,6 +62,11 @@ static void test_group_keys(void **state)
     set(b, "replay.alpha", "0.5");
     vx_train_group_key(a, b, key, sizeof key);
     assert_string_equal(key, "");
+    vx_dqn_settings *q = vx_train_algo_settings(b, "dqn");
+    q->batch_set = 0; /* the same batch, but left for a GPU to choose: not the same setting */
+    vx_train_group_key(a, b, key, sizeof key);
+    assert_string_equal(key, "dqn.batch");
+    q->batch_set = 1;
     set(b, "dqn.n_step", "3"); /* the rollout's transitions: the group's */
     vx_train_group_key(a, b, key, sizeof key);
     assert_string_equal(key, "dqn.n_step");
