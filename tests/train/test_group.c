@@ -75,6 +75,10 @@ static void test_group_keys(void **state)
     vx_train_group_key(a, b, key, sizeof key);
     assert_string_equal(key, "dqn.trunk");
     tiny(b, "b", "1e-3", "0.99", "1");
+    set(b, "replay.capacity", "3000"); /* the last section's keys count too */
+    vx_train_group_key(a, b, key, sizeof key);
+    assert_string_equal(key, "replay.capacity");
+    tiny(b, "b", "1e-3", "0.99", "1");
     set(b, "train.envs", "8");
     vx_train_group_key(a, b, key, sizeof key);
     assert_string_equal(key, "train.envs");
