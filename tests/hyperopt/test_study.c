@@ -101,6 +101,65 @@ static int grouped_chunks(const char *dir)
     return grouped;
 }
 
+/* A trial's parameters without the keys a group's members may differ in (the DQN's
+ * member_keys that the space varies: dqn.lr and dqn.gamma). */
+static void shared_params(const vx_trial *t, char *out, size_t n)
+{
+    out[0] = 0;
+    const char *p = t->params;
+    while (*p) {
+        const char *end = strchr(p, '\n');
+        size_t len = end ? (size_t)(end - p) + 1 : strlen(p);
+        if (strncmp(p, "dqn.lr=", 7) != 0 && strncmp(p, "dqn.gamma=", 10) != 0)
+            snprintf(out + strlen(out), n - strlen(out), "%.*s", (int)len, p);
+        p += len;
+    }
+}
+
+/* Every group the log announces ("hyperopt: g0-p0-s0 g0-p2-s0 train as one group (…)") is of
+ * trials that may train together: the same n_step and loss. How many groups, and how many of
+ * their trials, it announced. */
+static int check_groups(const char *dir, const char *log, int *members)
+{
+    size_t n;
+    vx_trial *t = trials_of(dir, &n);
+    int groups = 0;
+    *members = 0;
+    for (const char *l = strstr(log, " train as one group ("); l;
+         l = strstr(l + 1, " train as one group (")) {
+        const char *start = l;
+        while (start > log && start[-1] != '\n') start--;
+        start = strstr(start, "hyperopt: ");
+        assert_true(start && start < l);
+        start += strlen("hyperopt: ");
+        char first[2048] = "", label[48];
+        int k = 0;
+        for (const char *q = start; q < l; k++) {
+            int gen, particle, seed, used;
+            assert_int_equal(sscanf(q, "g%d-p%d-s%d%n", &gen, &particle, &seed, &used), 3);
+            snprintf(label, sizeof label, "g%d-p%d-s%d", gen, particle, seed);
+            const vx_trial *m = NULL;
+            for (size_t i = 0; i < n; i++)
+                if (t[i].generation == gen && t[i].particle == particle && t[i].seed_index == seed)
+                    m = &t[i];
+            if (!m) fail_msg("%s: announced in a group, not in the store", label);
+            char mine[2048];
+            shared_params(m, mine, sizeof mine);
+            if (k == 0) snprintf(first, sizeof first, "%s", mine);
+            else if (strcmp(first, mine) != 0)
+                fail_msg("%s grouped with trials it may not train with:\n%s---\n%s", label, first,
+                         mine);
+            q += used;
+            while (*q == ' ') q++;
+        }
+        assert_true(k >= 2);
+        groups++;
+        *members += k;
+    }
+    free(t);
+    return groups;
+}
+
 static void test_concurrency_does_not_change_results(void **state)
 {
     (void)state;
@@ -113,16 +172,34 @@ static void test_concurrency_does_not_change_results(void **state)
         small_cfg(&c, 6, 3, conc[k]);
         vx_err e;
         /* the last: trials that may train as one group do (on the CPU, one after another) */
+        if (k == 3) th_log_start();
         if (run_study_fused(d[k], &c, NULL, k == 3 ? 1 : -1, &e))
             fail_msg("concurrency %d: %s", conc[k], e.msg);
     }
+    int members, groups = check_groups(d[3], th_log_text(), &members);
+    th_log_stop();
+    assert_true(groups > 0);
     assert_same_trials(d[0], d[1], -1);
     assert_same_trials(d[0], d[2], -1);
     assert_same_trials(d[0], d[3], -1);
     assert_int_equal(grouped_chunks(d[2]), 0); /* the CPU fuses nothing: alone by default */
     int grouped = grouped_chunks(d[3]);
     assert_true(grouped > 0);
-    print_message("… and at 4 with groups (%d chunks grouped): identical\n", grouped);
+    print_message("… and at 4 with groups (%d chunks grouped, %d groups of %d trials in all, each "
+                  "of one n_step and loss): identical\n",
+                  grouped, groups, members);
+    /* a grouped trial's measured memory (its share's peak and its part of its group's) is what
+     * it measures alone: the plan's estimate for the next chunks is not skewed by grouping */
+    size_t n0, n3;
+    vx_trial *t0 = trials_of(d[0], &n0), *t3 = trials_of(d[3], &n3);
+    assert_int_equal(n0, n3);
+    for (size_t i = 0; i < n0; i++) {
+        assert_true(t0[i].mem_measured > 0);
+        if (t0[i].mem_measured != t3[i].mem_measured)
+            fail_msg("trial %zu: %lld B measured alone, %lld B in a group", i,
+                     (long long)t0[i].mem_measured, (long long)t3[i].mem_measured);
+    }
+    free(t0), free(t3);
     size_t n;
     vx_trial *t = trials_of(d[0], &n);
     int pruned = 0, done = 0;

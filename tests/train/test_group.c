@@ -7,12 +7,15 @@
  *   them stopped after its second epoch, give each exactly what it gives alone: the same metrics
  *   and the same best weights, bit for bit. A group that handed a member another's results, ran
  *   an epoch twice or skipped one, or kept stepping a member that left, fails it.
- * - A member whose run fails before it joins (its folder cannot be made) does not hold the others:
- *   they train, and give what they give alone; the failure names the folder.
+ * - A member whose run fails before it joins (its folder cannot be made) or is refused before it
+ *   starts (it would checkpoint) does not hold the others: they train, and give what they give
+ *   alone; the failure names the folder or the key.
  * - A group whose creation fails tells every member, and vx_train_group_failed says why.
  * - A member gets no memory it would not have had alone: at a trial's budget that holds its
  *   algorithm but not its environments too, it is refused alone and refused in a group (whose
- *   share pools what the members had left, not K trials' budgets). */
+ *   share pools what the members had left, not K trials' budgets). Members on shares of
+ *   different sizes pool the sum of what each had left: refused just short of it, trained just
+ *   over it. */
 #include "helpers.h"
 #include "vixen/dqn.h"
 #include "vixen/io.h"
@@ -276,6 +279,36 @@ static void test_member_that_never_joins(void **state)
     th_rmtree(root);
 }
 
+/* A member whose run is refused before it starts (a run in a group never checkpoints) leaves
+ * the group at once: the other trains, as it does alone, and does not wait for it. */
+static void test_refused_member_does_not_hold_the_group(void **state)
+{
+    (void)state;
+    char root[64], dir[2][128], alone[128];
+    th_tmpdir(root, sizeof root);
+    member *m = calloc(2, sizeof *m);
+    for (int k = 0; k < 2; k++) {
+        snprintf(dir[k], sizeof dir[k], "%s/g%d", root, k);
+        tiny(&m[k].cfg, dir[k], "1e-3", "0.99", k ? "2" : "1");
+    }
+    set(&m[1].cfg, "train.checkpoint_every", "1");
+    run_group(m, 2);
+    if (m[0].st) fail_msg("member 0: %s", m[0].e.msg);
+    assert_int_equal(m[0].epochs, 4);
+    assert_int_equal(m[1].st, VX_ERR_ARG);
+    assert_non_null(strstr(m[1].e.msg, "train.checkpoint_every 1"));
+    assert_int_equal(m[1].epochs, 0);
+    member a;
+    memset(&a, 0, sizeof a);
+    snprintf(alone, sizeof alone, "%s/a0", root);
+    tiny(&a.cfg, alone, "1e-3", "0.99", "1");
+    vx_err e;
+    if (vx_train_run(&a.cfg, NULL, 0, on_epoch, &a, NULL, &e)) fail_msg("%s", e.msg);
+    assert_same_run(dir[0], alone);
+    free(m);
+    th_rmtree(root);
+}
+
 /* A member's settings its algorithm refuses at creation (after every run has joined): the group
  * fails as one, each member's run says why, and vx_train_group_failed tells the engine. */
 static void test_failed_creation_tells_every_member(void **state)
@@ -338,10 +371,11 @@ static void *shared_main(void *arg)
     return NULL;
 }
 
-/* Two members, each on a share of `budget` of dev, in a group whose own budget is group_budget
- * (0: pooled from the members'); the largest peak the members' shares reached. */
-static size_t run_on_shares(vx_device *dev, const char *root, const char *tag, size_t budget,
-                            size_t group_budget, shared_member *m, vx_train_group **g)
+/* Two members, member k on a share of budget[k] of dev, in a group whose own budget is
+ * group_budget (0: pooled from the members'); the largest peak the members' shares reached. */
+static size_t run_on_shares(vx_device *dev, const char *root, const char *tag,
+                            const size_t budget[2], size_t group_budget, shared_member *m,
+                            vx_train_group **g)
 {
     vx_err e;
     if (vx_train_group_create(2, dev, group_budget, tag, g, &e)) fail_msg("%s", e.msg);
@@ -350,7 +384,7 @@ static size_t run_on_shares(vx_device *dev, const char *root, const char *tag, s
         snprintf(d, sizeof d, "%s/%s%d", root, tag, k);
         tiny(&m[k].cfg, d, "1e-3", "0.99", k ? "2" : "1");
         set(&m[k].cfg, "train.epochs", "2");
-        if (vx_device_share(dev, budget, "member", &m[k].share, &e)) fail_msg("%s", e.msg);
+        if (vx_device_share(dev, budget[k], "member", &m[k].share, &e)) fail_msg("%s", e.msg);
         m[k].g = *g, m[k].k = k;
         assert_int_equal(pthread_create(&m[k].th, NULL, shared_main, &m[k]), 0);
     }
@@ -379,7 +413,8 @@ static void test_member_gets_no_more_memory_than_alone(void **state)
     /* what a member's environments and its algorithm take, with room to spare */
     shared_member *m = calloc(2, sizeof *m);
     vx_train_group *g;
-    size_t envs = run_on_shares(dev, root, "roomy", (size_t)1 << 32, (size_t)1 << 33, m, &g);
+    const size_t roomy[2] = {(size_t)1 << 32, (size_t)1 << 32};
+    size_t envs = run_on_shares(dev, root, "roomy", roomy, (size_t)1 << 33, m, &g);
     for (int k = 0; k < 2; k++) assert_int_equal(m[k].st, VX_OK);
     size_t algo = vx_train_group_peak(g);
     vx_train_group_free(g);
@@ -397,9 +432,26 @@ static void test_member_gets_no_more_memory_than_alone(void **state)
     vx_device_close(sh);
     /* in a group, on shares of B each, the pooled room is what they had left: refused too */
     memset(m, 0, 2 * sizeof *m);
-    run_on_shares(dev, root, "tight", B, 0, m, &g);
+    const size_t tight[2] = {B, B};
+    run_on_shares(dev, root, "tight", tight, 0, m, &g);
     for (int k = 0; k < 2; k++) assert_int_equal(m[k].st, VX_ERR_NOMEM);
     assert_int_equal(vx_train_group_failed(g, 0, NULL), 1);
+    vx_train_group_free(g);
+    /* shares of different sizes: the pool is what each had left, summed. Member 0 has a quarter
+     * of its environments to spare, member 1 lacks half of them: together short of two
+     * algorithms, refused (a pool of twice member 0's room would hold them) */
+    memset(m, 0, 2 * sizeof *m);
+    const size_t uneven[2] = {algo + envs + envs / 4, B};
+    run_on_shares(dev, root, "uneven", uneven, 0, m, &g);
+    for (int k = 0; k < 2; k++) assert_int_equal(m[k].st, VX_ERR_NOMEM);
+    vx_train_group_free(g);
+    /* … and member 0 with twice its environments to spare: together enough, both train (a pool
+     * of twice the smaller room would refuse them) */
+    memset(m, 0, 2 * sizeof *m);
+    const size_t enough[2] = {algo + 3 * envs, B};
+    run_on_shares(dev, root, "enough", enough, 0, m, &g);
+    for (int k = 0; k < 2; k++)
+        if (m[k].st) fail_msg("member %d: %s", k, m[k].e.msg);
     vx_train_group_free(g);
     print_message("a member's environments %zu B, its algorithm %zu B: at %zu B a trial, refused "
                   "alone and in a group\n",
@@ -415,6 +467,7 @@ int main(void)
         cmocka_unit_test(test_group_keys),
         cmocka_unit_test(test_members_give_what_they_give_alone),
         cmocka_unit_test(test_member_that_never_joins),
+        cmocka_unit_test(test_refused_member_does_not_hold_the_group),
         cmocka_unit_test(test_failed_creation_tells_every_member),
         cmocka_unit_test(test_member_gets_no_more_memory_than_alone),
     };
