@@ -190,24 +190,20 @@ static void test_concurrency_does_not_change_results(void **state)
                   grouped, groups, members);
     /* a grouped trial's measured memory (its share's peak and its part of its group's) is what
      * it measures alone: the plan's estimate for the next chunks is not skewed by grouping */
-    size_t n0, n3;
-    vx_trial *t0 = trials_of(d[0], &n0), *t3 = trials_of(d[3], &n3);
-    assert_int_equal(n0, n3);
-    for (size_t i = 0; i < n0; i++) {
-        assert_true(t0[i].mem_measured > 0);
-        if (t0[i].mem_measured != t3[i].mem_measured)
-            fail_msg("trial %zu: %lld B measured alone, %lld B in a group", i,
-                     (long long)t0[i].mem_measured, (long long)t3[i].mem_measured);
-    }
-    free(t0), free(t3);
-    size_t n;
-    vx_trial *t = trials_of(d[0], &n);
+    size_t n, n3;
+    vx_trial *t = trials_of(d[0], &n), *t3 = trials_of(d[3], &n3);
+    assert_int_equal(n, n3);
     int pruned = 0, done = 0;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
+        assert_true(t[i].mem_measured > 0);
+        if (t[i].mem_measured != t3[i].mem_measured)
+            fail_msg("trial %zu: %lld B measured alone, %lld B in a group", i,
+                     (long long)t[i].mem_measured, (long long)t3[i].mem_measured);
         pruned += t[i].status == VX_TRIAL_PRUNED, done += t[i].status == VX_TRIAL_DONE;
+    }
     print_message("18 trials at concurrency 1, 2 and 4: identical (%d done, %d pruned)\n", done,
                   pruned);
-    free(t);
+    free(t), free(t3);
     th_rmtree(root);
 }
 
