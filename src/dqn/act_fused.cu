@@ -116,7 +116,8 @@ static __global__ void __launch_bounds__(THREADS)
         for (int k = 0; k < n; k++) mean += o[c + k * t.Z + z] + b2[c + k * t.Z + z];
         mean /= n;
         float *q = qs + r * ldq + t.out_off[d];
-        for (int k = 0; k < n; k++) q[k * t.Z + z] = v + (o[c + k * t.Z + z] + b2[c + k * t.Z + z]) - mean;
+        for (int k = 0; k < n; k++)
+            q[k * t.Z + z] = v + (o[c + k * t.Z + z] + b2[c + k * t.Z + z]) - mean;
     }
     __syncthreads();
     if (a.q)
@@ -126,8 +127,8 @@ static __global__ void __launch_bounds__(THREADS)
         }
     int i = row0 + threadIdx.x;
     if (a.actions && threadIdx.x < R && i < a.N)
-        act_and_step(a.shape, qs + threadIdx.x * ldq, i, *a.eps, a.seed, *a.step, a.actions,
-                     a.envp, a.states, a.next, a.rew, a.te, a.tr, a.final_obs);
+        act_and_step(a.shape, qs + threadIdx.x * ldq, i, *a.eps, a.seed, *a.step, a.actions, a.envp,
+                     a.states, a.next, a.rew, a.te, a.tr, a.final_obs);
 }
 
 /* The copies from the flat parameters: the packed biases as they are, the fragments as they
@@ -212,8 +213,8 @@ extern "C" vx_status dqn_act_fused_pack(dqn_act_fused *f, const float *params, c
 {
     vx_status st = VX_OK;
     int total = f->t.packed + f->t.frags;
-    pack_kernel<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(params, f->map, f->t.packed,
-                                                                 total, f->t.E, f->copies);
+    pack_kernel<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(params, f->map, f->t.packed, total,
+                                                                f->t.E, f->copies);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;

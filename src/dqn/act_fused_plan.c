@@ -84,7 +84,8 @@ void vx_af_layout(const vx_qnet_layout *L, int passes, vx_af_net *t, int *map)
     t->bh2 = off;
     for (int g = 0; g < t->G; g++)
         for (int j = 0; j < t->P2[g]; j++)
-            if (map) map[off + t->o2[g] + j] = j < t->N2[g] ? (int)(head2(L, g)->b + (size_t)j) : -1;
+            if (map)
+                map[off + t->o2[g] + j] = j < t->N2[g] ? (int)(head2(L, g)->b + (size_t)j) : -1;
     off = round8(off + t->W2);
     t->packed = off;
     /* the fragments, after the packed floats in the map */

@@ -34,23 +34,23 @@ extern "C" {
 
 /* The network as the kernel sees it: widths, and offsets (floats) into the two copies. */
 typedef struct {
-    int in, Dp;                    /* the input's width, and padded to 16 */
-    int n;                         /* trunk layers */
-    int H[VX_QNET_MAX_TRUNK];      /* their widths */
-    int Hh, G;                     /* a head's hidden width; heads: the value's, then a branch's */
-    int N2[VX_AF_HEADS];           /* head g's outputs: Z for the value, n_d·Z for branch d */
-    int P2[VX_AF_HEADS];           /* padded to 8 */
-    int o2[VX_AF_HEADS];           /* its first column in the block's head outputs */
-    int W2;                        /* the head outputs' width: Σ P2 */
-    int nb, Z, out_dim;            /* branches, atoms, the Q-network's output row */
+    int in, Dp;               /* the input's width, and padded to 16 */
+    int n;                    /* trunk layers */
+    int H[VX_QNET_MAX_TRUNK]; /* their widths */
+    int Hh, G;                /* a head's hidden width; heads: the value's, then a branch's */
+    int N2[VX_AF_HEADS];      /* head g's outputs: Z for the value, n_d·Z for branch d */
+    int P2[VX_AF_HEADS];      /* padded to 8 */
+    int o2[VX_AF_HEADS];      /* its first column in the block's head outputs */
+    int W2;                   /* the head outputs' width: Σ P2 */
+    int nb, Z, out_dim;       /* branches, atoms, the Q-network's output row */
     int branch[VX_QNET_MAX_BRANCHES], out_off[VX_QNET_MAX_BRANCHES];
-    int b[VX_QNET_MAX_TRUNK];      /* packed: each trunk layer's biases */
-    int bh1, bh2;                  /* packed: the heads' first and second layers' biases */
-    int packed;                    /* the packed copy's floats */
-    int E;                         /* floats a lane's share of a tile: 4 (3×TF32) or 2 (TF32) */
-    int fw[VX_QNET_MAX_TRUNK];     /* frags: each trunk layer's W */
-    int fh1, fh2[VX_AF_HEADS];     /* frags: the heads' first layers, each head's second */
-    int frags;                     /* the fragment copy's floats */
+    int b[VX_QNET_MAX_TRUNK];  /* packed: each trunk layer's biases */
+    int bh1, bh2;              /* packed: the heads' first and second layers' biases */
+    int packed;                /* the packed copy's floats */
+    int E;                     /* floats a lane's share of a tile: 4 (3×TF32) or 2 (TF32) */
+    int fw[VX_QNET_MAX_TRUNK]; /* frags: each trunk layer's W */
+    int fh1, fh2[VX_AF_HEADS]; /* frags: the heads' first layers, each head's second */
+    int frags;                 /* the fragment copy's floats */
 } vx_af_net;
 
 /* Whether the fused kernel takes L with blocks of at most smem_optin bytes of shared memory; if

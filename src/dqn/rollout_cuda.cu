@@ -288,15 +288,18 @@ extern "C" vx_status dqn_rollout_create(const dqn_rollout_cfg *cfg, vx_env *env,
     vx_mem_init(&r->mem, dev, "dqn rollout");
     vx_mem *m = &r->mem;
     size_t N = (size_t)r->N, n = (size_t)r->n, slots = (size_t)r->T * N * n;
-    if (cfg->acting) { /* the fused kernel where it takes the network, else TF32 GEMMs */
+    /* the fused kernel where it takes the network, else GEMMs in TF32 for TF32 acting and in
+     * float32 for 3×TF32's float32-like accuracy */
+    if (cfg->acting) {
         st = dqn_act_fused_create(&r->L, cfg->acting, dev, &r->fused, e);
         if (st == VX_ERR_UNSUPPORTED) {
-            vx_log(VX_LOG_WARN, "%s: acting runs a GEMM a layer, in TF32", e->msg);
+            vx_log(VX_LOG_WARN, "%s: acting runs a GEMM a layer, in %s", e->msg,
+                   cfg->tf32 || cfg->acting == 1 ? "TF32" : "float32");
             st = VX_OK;
         }
     }
     if (!st && !r->fused) st = vx_qnet_create(&r->L, r->N, 0, dev, &r->net, e);
-    if (!st && !r->fused) st = vx_qnet_set_tf32(r->net, cfg->tf32 || cfg->acting, e);
+    if (!st && !r->fused) st = vx_qnet_set_tf32(r->net, cfg->tf32 || cfg->acting == 1, e);
     if (!st) st = vx_mem_alloc(m, N * D * 4, &r->obs[0], e);
     if (!st) st = vx_mem_alloc(m, N * D * 4, &r->obs[1], e);
     if (!st) st = vx_mem_alloc(m, N * D * 4, &r->final_obs, e);
@@ -358,8 +361,8 @@ fail:
 }
 
 /* One step: act on obs[0] and step into obs[1], the counter on (one launch after the forward
- * pass, or with it in the fused kernel), emit (which copies obs[1] over obs[0]). In the loop's body (in_loop) the counter also
- * decides whether the loop goes on. */
+ * pass, or with it in the fused kernel), emit (which copies obs[1] over obs[0]). In the loop's body
+ * (in_loop) the counter also decides whether the loop goes on. */
 static vx_status step_body(dqn_rollout *r, int in_loop, vx_err *e)
 {
     vx_status st = VX_OK;
@@ -454,7 +457,8 @@ extern "C" vx_status dqn_rollout_run(dqn_rollout *r, int eager, vx_err *e)
 {
     vx_status st = eager ? vx_cuda_enter(r->dev, e) : dqn_rollout_prepare(r, e);
     if (st) return st;
-    if (r->fused) st = dqn_act_fused_pack(r->fused, r->cfg.act_params, r->s, e); /* this rollout's */
+    if (r->fused)
+        st = dqn_act_fused_pack(r->fused, r->cfg.act_params, r->s, e); /* this rollout's */
     if (st) return st;
     steps_start_kernel<<<1, 1, 0, r->s>>>(r->tcount, r->T);
     VX_CUDA_LAUNCH_CHECK(r->s);
@@ -476,6 +480,8 @@ extern "C" void dqn_rollout_staged(dqn_rollout *r, vx_transitions *out, size_t *
         (vx_transitions){t->obs, t->next_obs, t->actions, t->rewards, t->term, t->trunc, t->steps};
     *n = r->n > 1 ? (size_t)*r->count_host : (size_t)r->T * (size_t)r->N;
 }
+
+extern "C" int dqn_rollout_fused(const dqn_rollout *r) { return r->fused != NULL; }
 
 extern "C" const double *dqn_rollout_episode_stats(const dqn_rollout *r) { return r->ep_stats; }
 

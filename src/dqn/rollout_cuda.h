@@ -55,6 +55,8 @@ void dqn_rollout_staged(dqn_rollout *r, vx_transitions *out, size_t *n);
  * episodes that ended, and their number). */
 const double *dqn_rollout_episode_stats(const dqn_rollout *r);
 size_t dqn_rollout_reserved(const dqn_rollout *r);
+/* Whether the steps run the fused acting kernel (cfg.acting, where it takes the network). */
+int dqn_rollout_fused(const dqn_rollout *r);
 
 /* The collection state a checkpoint holds (host arrays, pinned for the copies to be
  * asynchronous): the current observations (N × D), the running episode returns (N), the n-step

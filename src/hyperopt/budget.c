@@ -89,7 +89,8 @@ static vx_status dqn_memory(const vx_train_cfg *c, const vx_dqn_settings *s, int
      * copies instead of a network over N rows, where it takes the network (a Hopper's shared
      * memory assumed) */
     size_t acting = qnet_bytes(&L, N, 0);
-    if (s->acting != VX_ACTING_FLOAT32 && vx_af_fits(&L, VX_PF_SMEM_HOPPER, NULL, 0))
+    if (kind == VX_DEVICE_CUDA && s->acting != VX_ACTING_FLOAT32 &&
+        vx_af_fits(&L, VX_PF_SMEM_HOPPER, NULL, 0))
         acting = vx_af_bytes(&L, s->acting == VX_ACTING_TF32X3 ? 3 : 1);
     m->envs = acting + transitions + N * (3 * D * 4 + n * (D + A + 1) * 4 + 96) +
               N * sizeof(vx_env_state) + market_bytes(c);

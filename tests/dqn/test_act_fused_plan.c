@@ -113,7 +113,8 @@ static void check_net(const vx_qnet_cfg *cfg, int passes)
     double *o = calloc((size_t)B * t.W2, sizeof *o), *h = malloc((size_t)B * t.Hh * sizeof *h);
     for (int g = 0; g < t.G; g++) {
         for (int r = 0; r < B; r++)
-            for (int k = 0; k < t.Hh; k++) h[r * t.Hh + k] = b[(size_t)r * t.G * t.Hh + g * t.Hh + k];
+            for (int k = 0; k < t.Hh; k++)
+                h[r * t.Hh + k] = b[(size_t)r * t.G * t.Hh + g * t.Hh + k];
         double *y = malloc((size_t)B * t.P2[g] * sizeof *y);
         layer(h, B, t.Hh, wf + t.fh2[g], t.P2[g], t.E, wp + t.bh2 + t.o2[g], 0, y);
         for (int r = 0; r < B; r++)

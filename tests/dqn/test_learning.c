@@ -66,11 +66,10 @@ static vx_eval_report run(const char *dir, double strength, int epochs, double g
     printf("[%s%s%s] strength %.2f, gamma %.2f, seed %llu, %d epochs: agent %.2f ± %.2f (PnL %.0f, "
            "turnover %.3f), buy-and-hold %.2f, momentum %.2f, ridge %.2f, oracle %.2f; %s\n",
            g_dev ? "cuda" : "cpu", g_auto_batch ? ", batch chosen by the GPU" : "",
-           g_acting ? ", tf32 acting" : "", strength, gamma,
-           (unsigned long long)seed, epochs, x[VX_EVAL_AGENT].sharpe, x[VX_EVAL_AGENT].sharpe_se,
-           x[VX_EVAL_AGENT].net, x[VX_EVAL_AGENT].turnover, x[VX_EVAL_BUY_HOLD].sharpe,
-           x[VX_EVAL_MOMENTUM].sharpe, x[VX_EVAL_RIDGE].sharpe, x[VX_EVAL_ORACLE].sharpe,
-           r.checkpoint);
+           g_acting ? ", tf32 acting" : "", strength, gamma, (unsigned long long)seed, epochs,
+           x[VX_EVAL_AGENT].sharpe, x[VX_EVAL_AGENT].sharpe_se, x[VX_EVAL_AGENT].net,
+           x[VX_EVAL_AGENT].turnover, x[VX_EVAL_BUY_HOLD].sharpe, x[VX_EVAL_MOMENTUM].sharpe,
+           x[VX_EVAL_RIDGE].sharpe, x[VX_EVAL_ORACLE].sharpe, r.checkpoint);
     return r;
 }
 
