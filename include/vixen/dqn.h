@@ -127,7 +127,12 @@ typedef struct {
     int overlap;   /* 1: the next epoch's rollout acts with the weights from before this epoch's
                     * updates, so a GPU collects it while this epoch trains (the CPU acts alike) */
     int batch_set; /* dqn.batch was given: a GPU keeps it instead of choosing one */
+    int acting;    /* dqn.acting, GPU only: VX_ACTING_FLOAT32 (a GEMM a layer, whose actions the
+                    * CPU's match), VX_ACTING_TF32 or VX_ACTING_TF32X3 (the forward pass, the
+                    * actions and the environments' step in one fused kernel on tensor cores) */
 } vx_dqn_settings;
+
+enum { VX_ACTING_FLOAT32, VX_ACTING_TF32, VX_ACTING_TF32X3 };
 
 void vx_dqn_settings_default(vx_dqn_settings *s);
 /* The Q-network configuration the settings describe. */

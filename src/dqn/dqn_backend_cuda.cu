@@ -230,7 +230,8 @@ static vx_status cuda_create(const dqn_init *in, dqn_backend **out, dqn_state **
                               &b->L,
                               &b->shape,
                               b->act_params,
-                              b->s.learner.tf32};
+                              b->s.learner.tf32,
+                              b->s.acting == VX_ACTING_TF32X3 ? 3 : b->s.acting};
         st = dqn_rollout_create(&ro, in->env, b->collect, &b->roll, e);
     }
     if (st) goto fail;

@@ -19,6 +19,8 @@
 #include "../util/block_sum.cuh"
 #include "../util/cuda_check.h"
 #include "../util/device_cuda.h"
+#include "act_fused.h"
+#include "act_step.cuh"
 #include "rollout_cuda.h"
 
 #include <cub/cub.cuh>
@@ -52,7 +54,8 @@ struct dqn_rollout {
     int N, T, n;
     cudaStream_t s;
     vx_mem mem;
-    vx_qnet *net;
+    vx_qnet *net;         /* the per-layer path's acting network (NULL: fused) */
+    dqn_act_fused *fused; /* the fused path's kernel (dqn.acting tf32 or tf32x3) */
     float *obs[2], *final_obs, *rew;
     int32_t *act;
     uint8_t *te, *tr;
@@ -82,13 +85,9 @@ static __global__ void act_kernel(vx_loss_shape shape, const float *q, int O, in
                    actions + (size_t)i * A, NULL);
 }
 
-/* A thread per environment: its ε-greedy actions, then its step with them (vx_env_step_one: the
- * environments' own step through vx_env_device_view, in the same arithmetic — this file is
- * compiled without fused multiply-adds, as their kernel is) — the acting and the environments'
- * launches in one. The actions are in range by construction (the shape's branches are the
- * environment's: checked at creation). It also moves the step counter on (a launch less: the emit
- * after it reads the step as tcount[0] − 1) and, in the loop's body (in_loop), decides whether
- * the loop goes on. */
+/* A thread per environment: its ε-greedy actions, then its step with them (act_step.cuh) — the
+ * acting and the environments' launches in one. It also moves the step counter on (a launch
+ * less) and, in the loop's body (in_loop), decides whether the loop goes on. */
 static __global__ void act_step_kernel(vx_loss_shape shape, const float *q, int O, int N,
                                        const double *eps, uint64_t seed,
                                        const unsigned long long *step, int32_t *actions,
@@ -97,21 +96,10 @@ static __global__ void act_step_kernel(vx_loss_shape shape, const float *q, int 
                                        int *tcount, int in_loop, cudaGraphConditionalHandle loop)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i == 0) {
-        tcount[0] += 1;
-        if (in_loop) {
-            tcount[1] -= 1;
-            cudaGraphSetConditional(loop, tcount[1] > 0);
-        }
-    }
+    if (i == 0) count_step(tcount, in_loop, loop);
     if (i >= N) return;
-    int32_t a[A];
-    vx_act_egreedy(&shape, q + (size_t)i * O, seed, (uint64_t)i, *step, *eps, a, NULL);
-    for (int b = 0; b < A; b++) actions[(size_t)i * A + b] = a[b];
-    vx_env_state st = states[i];
-    vx_env_step_one(&p, &st, (uint64_t)i, a[0], a[1], a[2], next + (size_t)i * D, &rew[i], &te[i],
-                    &tr[i], final_obs + (size_t)i * D);
-    states[i] = st;
+    act_and_step(shape, q + (size_t)i * O, i, *eps, seed, *step, actions, p, states, next, rew, te,
+                 tr, final_obs);
 }
 
 extern "C" vx_status dqn_act_cuda(const vx_loss_shape *shape, const float *q, int out_dim, int N,
@@ -263,6 +251,7 @@ extern "C" void dqn_rollout_free(dqn_rollout *r)
     if (r->tail_exec) cudaGraphExecDestroy(r->tail_exec);
     if (r->tail) cudaGraphDestroy(r->tail);
     vx_qnet_free(r->net);
+    dqn_act_fused_free(r->fused);
     vx_mem_release(&r->mem);
     free(r);
 }
@@ -299,8 +288,18 @@ extern "C" vx_status dqn_rollout_create(const dqn_rollout_cfg *cfg, vx_env *env,
     vx_mem_init(&r->mem, dev, "dqn rollout");
     vx_mem *m = &r->mem;
     size_t N = (size_t)r->N, n = (size_t)r->n, slots = (size_t)r->T * N * n;
-    st = vx_qnet_create(&r->L, r->N, 0, dev, &r->net, e);
-    if (!st) st = vx_qnet_set_tf32(r->net, cfg->tf32, e);
+    /* the fused kernel where it takes the network, else GEMMs in TF32 for TF32 acting and in
+     * float32 for 3×TF32's float32-like accuracy */
+    if (cfg->acting) {
+        st = dqn_act_fused_create(&r->L, cfg->acting, dev, &r->fused, e);
+        if (st == VX_ERR_UNSUPPORTED) {
+            vx_log(VX_LOG_WARN, "%s: acting runs a GEMM a layer, in %s", e->msg,
+                   cfg->tf32 || cfg->acting == 1 ? "TF32" : "float32");
+            st = VX_OK;
+        }
+    }
+    if (!st && !r->fused) st = vx_qnet_create(&r->L, r->N, 0, dev, &r->net, e);
+    if (!st && !r->fused) st = vx_qnet_set_tf32(r->net, cfg->tf32 || cfg->acting == 1, e);
     if (!st) st = vx_mem_alloc(m, N * D * 4, &r->obs[0], e);
     if (!st) st = vx_mem_alloc(m, N * D * 4, &r->obs[1], e);
     if (!st) st = vx_mem_alloc(m, N * D * 4, &r->final_obs, e);
@@ -362,8 +361,8 @@ fail:
 }
 
 /* One step: act on obs[0] and step into obs[1], the counter on (one launch after the forward
- * pass), emit (which copies obs[1] over obs[0]). In the loop's body (in_loop) the counter also
- * decides whether the loop goes on. */
+ * pass, or with it in the fused kernel), emit (which copies obs[1] over obs[0]). In the loop's body
+ * (in_loop) the counter also decides whether the loop goes on. */
 static vx_status step_body(dqn_rollout *r, int in_loop, vx_err *e)
 {
     vx_status st = VX_OK;
@@ -372,12 +371,23 @@ static vx_status step_body(dqn_rollout *r, int in_loop, vx_err *e)
      * and 2,048 environments in blocks of 128 would use 16 SMs */
     unsigned blocks = (unsigned)((N + 31) / 32);
     float *cur = r->obs[0], *next = r->obs[1];
-    st = vx_qnet_forward(r->net, r->cfg.act_params, cur, N, r->s, e);
+    if (r->fused) { /* the forward pass, the actions and the environments' step in one */
+        dqn_act_fused_args a;
+        memset(&a, 0, sizeof a);
+        a.N = N, a.obs = cur, a.shape = r->shape, a.eps = r->eps, a.seed = r->cfg.seed;
+        a.step = r->step, a.actions = r->act, a.envp = r->envp, a.states = r->env_states;
+        a.next = next, a.rew = r->rew, a.final_obs = r->final_obs, a.te = r->te, a.tr = r->tr;
+        a.tcount = r->tcount, a.in_loop = in_loop, a.loop = r->loop;
+        st = dqn_act_fused_step(r->fused, &a, r->s, e);
+    } else {
+        st = vx_qnet_forward(r->net, r->cfg.act_params, cur, N, r->s, e);
+        if (st) goto fail;
+        act_step_kernel<<<blocks, 32, 0, r->s>>>(
+            r->shape, vx_qnet_output(r->net), O, N, r->eps, r->cfg.seed, r->step, r->act, r->envp,
+            r->env_states, next, r->rew, r->te, r->tr, r->final_obs, r->tcount, in_loop, r->loop);
+        VX_CUDA_LAUNCH_CHECK(r->s);
+    }
     if (st) goto fail;
-    act_step_kernel<<<blocks, 32, 0, r->s>>>(
-        r->shape, vx_qnet_output(r->net), O, N, r->eps, r->cfg.seed, r->step, r->act, r->envp,
-        r->env_states, next, r->rew, r->te, r->tr, r->final_obs, r->tcount, in_loop, r->loop);
-    VX_CUDA_LAUNCH_CHECK(r->s);
     emit_kernel<<<(unsigned)((N + EMIT_ENVS - 1) / EMIT_ENVS), 32 * EMIT_ENVS, 0, r->s>>>(
         N, n, r->tcount, r->cfg.gamma, cur, r->act, r->rew, r->te, r->tr, next, r->final_obs, r->ns,
         r->raw, r->flags, r->ep_ret, r->ret_sum, r->ep_count, r->step);
@@ -447,6 +457,9 @@ extern "C" vx_status dqn_rollout_run(dqn_rollout *r, int eager, vx_err *e)
 {
     vx_status st = eager ? vx_cuda_enter(r->dev, e) : dqn_rollout_prepare(r, e);
     if (st) return st;
+    if (r->fused)
+        st = dqn_act_fused_pack(r->fused, r->cfg.act_params, r->s, e); /* this rollout's */
+    if (st) return st;
     steps_start_kernel<<<1, 1, 0, r->s>>>(r->tcount, r->T);
     VX_CUDA_LAUNCH_CHECK(r->s);
     if (eager) {
@@ -468,11 +481,14 @@ extern "C" void dqn_rollout_staged(dqn_rollout *r, vx_transitions *out, size_t *
     *n = r->n > 1 ? (size_t)*r->count_host : (size_t)r->T * (size_t)r->N;
 }
 
+extern "C" int dqn_rollout_fused(const dqn_rollout *r) { return r->fused != NULL; }
+
 extern "C" const double *dqn_rollout_episode_stats(const dqn_rollout *r) { return r->ep_stats; }
 
 extern "C" size_t dqn_rollout_reserved(const dqn_rollout *r)
 {
-    return r->mem.bytes + vx_qnet_reserved(r->net);
+    return r->mem.bytes + (r->net ? vx_qnet_reserved(r->net) : 0) +
+           (r->fused ? dqn_act_fused_reserved(r->fused) : 0);
 }
 
 extern "C" vx_status dqn_rollout_copy_state(dqn_rollout *r, const dqn_rollout_state *x,

@@ -30,6 +30,8 @@ typedef struct {
     const vx_loss_shape *shape;
     const float *act_params; /* device, n_params floats: the weights acting reads */
     int tf32;                /* TF32 GEMMs for the acting forward pass */
+    int acting; /* 0: a GEMM a layer (float32, or TF32 with tf32); 1 or 3: the fused kernel in TF32
+                 * or 3×TF32 (act_fused.h) */
 } dqn_rollout_cfg;
 
 /* env: the N environments, on the same device (the rollout steps them; they stay the caller's). */
@@ -53,6 +55,8 @@ void dqn_rollout_staged(dqn_rollout *r, vx_transitions *out, size_t *n);
  * episodes that ended, and their number). */
 const double *dqn_rollout_episode_stats(const dqn_rollout *r);
 size_t dqn_rollout_reserved(const dqn_rollout *r);
+/* Whether the steps run the fused acting kernel (cfg.acting, where it takes the network). */
+int dqn_rollout_fused(const dqn_rollout *r);
 
 /* The collection state a checkpoint holds (host arrays, pinned for the copies to be
  * asynchronous): the current observations (N × D), the running episode returns (N), the n-step

@@ -11,6 +11,7 @@
 #include "vixen/hyperopt.h"
 #include "vixen/ppo.h"
 #include "vixen/replay.h"
+#include "../dqn/act_fused_plan.h"
 #include "../ppo/ppo_fused_plan.h"
 
 #include <math.h>
@@ -84,7 +85,14 @@ static vx_status dqn_memory(const vx_train_cfg *c, const vx_dqn_settings *s, int
      * the environments and their market */
     size_t slots = N * T * n, per_slot = 2 * D * 4 + A * 4 + 4 + 3;
     size_t transitions = slots * per_slot + (n > 1 ? slots * (per_slot + 8 + 4) : 0);
-    m->envs = qnet_bytes(&L, N, 0) + transitions + N * (3 * D * 4 + n * (D + A + 1) * 4 + 96) +
+    /* fused acting (act_fused_plan.h) keeps its activations in shared memory: its weights'
+     * copies instead of a network over N rows, where it takes the network (a Hopper's shared
+     * memory assumed) */
+    size_t acting = qnet_bytes(&L, N, 0);
+    if (kind == VX_DEVICE_CUDA && s->acting != VX_ACTING_FLOAT32 &&
+        vx_af_fits(&L, VX_PF_SMEM_HOPPER, NULL, 0))
+        acting = vx_af_bytes(&L, s->acting == VX_ACTING_TF32X3 ? 3 : 1);
+    m->envs = acting + transitions + N * (3 * D * 4 + n * (D + A + 1) * 4 + 96) +
               N * sizeof(vx_env_state) + market_bytes(c);
     m->fixed = 2 * MB;           /* small buffers, statistics, the replay's update window */
     if (kind == VX_DEVICE_CPU) { /* the CPU learner: one network's activations, no workspaces */

@@ -551,6 +551,9 @@ static void test_resume_refuses_damaged_checkpoint(void **state)
     th_rmtree(dir);
 }
 
+/* test_act_fused_plan.c */
+void test_act_fused_copies(void **state);
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -565,6 +568,7 @@ int main(void)
         cmocka_unit_test(test_polyak_and_act),
         cmocka_unit_test(test_create_refuses_overflowing_sizes),
         cmocka_unit_test(test_resume_refuses_damaged_checkpoint),
+        cmocka_unit_test(test_act_fused_copies),
     };
     return cmocka_run_group_tests_name("dqn", tests, NULL, NULL);
 }

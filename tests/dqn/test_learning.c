@@ -28,7 +28,8 @@
  * `test_learning ppo` runs PPO on the same markets (below); `test_learning cuda` runs the DQN
  * cases through the GPU trainer with the same settings (the
  * batch kept as configured) and the same thresholds, then case 1 once more at the batch the GPU
- * chooses; without a device it reports skipped. */
+ * chooses; `test_learning cuda tf32-acting` runs the three cases with the fused acting kernel in
+ * TF32 (dqn.acting); without a device they report skipped. */
 #include "helpers.h"
 #include "vixen/dqn.h"
 #include "vixen/ppo.h"
@@ -40,6 +41,7 @@
 static vx_device *g_dev; /* NULL: the CPU */
 
 static int g_auto_batch; /* cuda only: let the GPU choose the batch (and scale the rate) */
+static int g_acting;     /* cuda only: dqn.acting (VX_ACTING_TF32: the fused kernel in TF32) */
 
 static vx_eval_report run(const char *dir, double strength, int epochs, double gamma, uint64_t seed)
 {
@@ -55,18 +57,19 @@ static vx_eval_report run(const char *dir, double strength, int epochs, double g
     d->learner.gamma = gamma;
     snprintf(c.run_dir, sizeof c.run_dir, "%s", dir);
     d->batch_set = !g_auto_batch; /* the same algorithm on both paths unless asked otherwise */
+    d->acting = g_acting;
     vx_eval_report r;
     vx_err e;
     vx_status st = vx_train_run(&c, g_dev, 0, NULL, NULL, &r, &e);
     if (st) fail_msg("%s", e.msg);
     const vx_eval_metrics *x = r.row;
-    printf("[%s%s] strength %.2f, gamma %.2f, seed %llu, %d epochs: agent %.2f ± %.2f (PnL %.0f, "
+    printf("[%s%s%s] strength %.2f, gamma %.2f, seed %llu, %d epochs: agent %.2f ± %.2f (PnL %.0f, "
            "turnover %.3f), buy-and-hold %.2f, momentum %.2f, ridge %.2f, oracle %.2f; %s\n",
-           g_dev ? "cuda" : "cpu", g_auto_batch ? ", batch chosen by the GPU" : "", strength, gamma,
-           (unsigned long long)seed, epochs, x[VX_EVAL_AGENT].sharpe, x[VX_EVAL_AGENT].sharpe_se,
-           x[VX_EVAL_AGENT].net, x[VX_EVAL_AGENT].turnover, x[VX_EVAL_BUY_HOLD].sharpe,
-           x[VX_EVAL_MOMENTUM].sharpe, x[VX_EVAL_RIDGE].sharpe, x[VX_EVAL_ORACLE].sharpe,
-           r.checkpoint);
+           g_dev ? "cuda" : "cpu", g_auto_batch ? ", batch chosen by the GPU" : "",
+           g_acting ? ", tf32 acting" : "", strength, gamma, (unsigned long long)seed, epochs,
+           x[VX_EVAL_AGENT].sharpe, x[VX_EVAL_AGENT].sharpe_se, x[VX_EVAL_AGENT].net,
+           x[VX_EVAL_AGENT].turnover, x[VX_EVAL_BUY_HOLD].sharpe, x[VX_EVAL_MOMENTUM].sharpe,
+           x[VX_EVAL_RIDGE].sharpe, x[VX_EVAL_ORACLE].sharpe, r.checkpoint);
     return r;
 }
 
@@ -214,6 +217,7 @@ int main(int argc, char **argv)
         return cmocka_run_group_tests_name("learning (ppo)", ppo, NULL, NULL);
     }
     if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
+        g_acting = argc > 2 && strcmp(argv[2], "tf32-acting") == 0 ? VX_ACTING_TF32 : 0;
         vx_device_cfg dc;
         vx_device_cfg_default(&dc);
         dc.kind = VX_DEVICE_CUDA;
@@ -233,7 +237,7 @@ int main(int argc, char **argv)
     };
     int failed =
         cmocka_run_group_tests_name(g_dev ? "learning (cuda)" : "learning", tests, NULL, NULL);
-    if (g_dev)
+    if (g_dev && !g_acting)
         failed +=
             cmocka_run_group_tests_name("learning (cuda, chosen batch)", gpu_only, NULL, NULL);
     vx_device_close(g_dev);

@@ -1,0 +1,236 @@
+/* act_fused.cu — the DQN's acting step in one launch (act_fused.h): VX_AF_ROWS environments a
+ * block, their observations into shared memory, the trunk's layers, the heads' first layers
+ * (side by side: one product) and each head's second layer on tensor cores (tc_tile.cuh), the
+ * dueling aggregation, then a thread per environment for its actions and its step
+ * (act_step.cuh).
+ *
+ * Compiled with --fmad=false (CMakeLists.txt), as the environments' own kernel is: the step runs
+ * vx_env_step_one, whose results must match the CPU's bit for bit; the products are tensor-core
+ * instructions, which the flag does not touch.
+ *
+ * Shared memory of a block (floats, each buffer on 8 floats; act_fused_plan.c's vx_af_smem):
+ *   xs   R × (Dp + 4): the observations, zero past the input's width
+ *   act  R × (H_l + 4) a trunk layer: its activations after the ReLU
+ *   h1   R × (G·Hh + 4): the heads' first layers, after the ReLU
+ *   out  R × (W2 + 4): the heads' second layers, before their biases
+ *   qs   R × out_dim: the Q-network's output rows, which acting reads */
+#include "../nn/tc_tile.cuh"
+#include "../util/cuda_check.h"
+#include "../util/device_cuda.h"
+#include "act_fused.h"
+#include "act_fused_plan.h"
+#include "act_step.cuh"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define THREADS VX_AF_THREADS
+#define ROWS VX_AF_ROWS
+
+typedef vx_af_net net;
+
+struct dqn_act_fused {
+    net t;
+    int passes;
+    vx_device *dev;
+    vx_mem mem;
+    float *copies; /* the packed biases, then the fragments */
+    int *map;      /* each copy float's index in the flat parameters (−1: zero) */
+    int smem;      /* bytes of shared memory a block */
+};
+
+static __device__ inline int r16(int n) { return (n + 15) & ~15; }
+static __device__ inline int r8(int n) { return (n + 7) & ~7; }
+
+using tc::frag;
+using tc::row_major;
+
+template <int P>
+static __global__ void __launch_bounds__(THREADS)
+    act_kernel(net t, const float *wp, const float *wf, dqn_act_fused_args a)
+{
+    extern __shared__ __align__(128) float base[];
+    const int R = ROWS;
+    /* the buffers (the top comment), as vx_af_smem sizes them */
+    float *p = base;
+    float *xs = p;
+    int ldx = t.Dp + 4;
+    p += R * ldx;
+    float *act[VX_QNET_MAX_TRUNK];
+    int ld[VX_QNET_MAX_TRUNK];
+    for (int l = 0; l < t.n; l++) {
+        ld[l] = r16(t.H[l]) + 4;
+        act[l] = p, p += R * ld[l];
+    }
+    float *h1 = p;
+    int ldh = r16(t.G * t.Hh) + 4;
+    p += R * ldh;
+    float *out = p;
+    int ldo = t.W2 + 4;
+    p += R * ldo;
+    float *qs = p;
+    int ldq = r8(t.out_dim);
+    /* shared memory, as the compiler would not know through the pointers: ld.shared and
+     * st.shared, not generic accesses */
+    __builtin_assume(__isShared(xs) && __isShared(h1) && __isShared(out) && __isShared(qs));
+    for (int l = 0; l < t.n; l++) __builtin_assume(__isShared(act[l]));
+
+    int row0 = blockIdx.x * R;
+    if (a.actions && blockIdx.x == 0 && threadIdx.x == 0) count_step(a.tcount, a.in_loop, a.loop);
+    for (int x = threadIdx.x; x < R * t.Dp; x += THREADS) {
+        int r = x / t.Dp, d = x % t.Dp, i = row0 + r;
+        xs[r * ldx + d] = i < a.N && d < t.in ? a.obs[(size_t)i * t.in + d] : 0.0f;
+    }
+    __syncthreads();
+    /* the trunk */
+    const float *h = xs;
+    int ldh_in = ldx, K = t.Dp;
+    for (int l = 0; l < t.n; l++) {
+        int H = t.H[l];
+        tc::gemm<P, tc::RELU, row_major, frag>(1, R, H, K, h, ldh_in, 0, wf + t.fw[l], H / 8, 0,
+                                               act[l], ld[l], 0, wp + t.b[l]);
+        __syncthreads();
+        h = act[l], ldh_in = ld[l], K = H;
+    }
+    /* the heads' first layers, side by side */
+    int W1 = t.G * t.Hh;
+    tc::gemm<P, tc::RELU, row_major, frag>(1, R, W1, K, h, ldh_in, 0, wf + t.fh1, W1 / 8, 0, h1,
+                                           ldh, 0, wp + t.bh1);
+    __syncthreads();
+    /* each head's second layer (independent products: one barrier after them all) */
+    for (int g = 0; g < t.G; g++)
+        tc::gemm<P, tc::STORE, row_major, frag>(1, R, t.P2[g], t.Hh, h1 + g * t.Hh, ldh, 0,
+                                                wf + t.fh2[g], t.P2[g] / 8, 0, out + t.o2[g], ldo,
+                                                0);
+    __syncthreads();
+    /* the dueling aggregation, in the CPU's order (qnet_impl.h): each head's output with its
+     * bias, the mean of a branch's advantages over its actions, Q = (V + A) − mean */
+    const float *b2 = wp + t.bh2;
+    int per = t.nb * t.Z;
+    for (int x = threadIdx.x; x < R * per; x += THREADS) {
+        int r = x / per, d = (x % per) / t.Z, z = x % t.Z;
+        const float *o = out + r * ldo;
+        float v = o[t.o2[0] + z] + b2[t.o2[0] + z];
+        int n = t.branch[d], c = t.o2[1 + d];
+        float mean = 0;
+        for (int k = 0; k < n; k++) mean += o[c + k * t.Z + z] + b2[c + k * t.Z + z];
+        mean /= n;
+        float *q = qs + r * ldq + t.out_off[d];
+        for (int k = 0; k < n; k++)
+            q[k * t.Z + z] = v + (o[c + k * t.Z + z] + b2[c + k * t.Z + z]) - mean;
+    }
+    __syncthreads();
+    if (a.q)
+        for (int x = threadIdx.x; x < R * t.out_dim; x += THREADS) {
+            int r = x / t.out_dim, c = x % t.out_dim, i = row0 + r;
+            if (i < a.N) a.q[(size_t)i * t.out_dim + c] = qs[r * ldq + c];
+        }
+    int i = row0 + threadIdx.x;
+    if (a.actions && threadIdx.x < R && i < a.N)
+        act_and_step(a.shape, qs + threadIdx.x * ldq, i, *a.eps, a.seed, *a.step, a.actions, a.envp,
+                     a.states, a.next, a.rew, a.te, a.tr, a.final_obs);
+}
+
+/* The copies from the flat parameters: the packed biases as they are, the fragments as they
+ * are (E = 2) or, with E = 4, floats 0 and 1 of each 4 the big parts (the top 10 mantissa bits,
+ * tc::split's) and 2 and 3 what is left of the same two weights. */
+static __global__ void pack_kernel(const float *params, const int *map, int packed, int total,
+                                   int E, float *copies)
+{
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= total) return;
+    float v = map[i] >= 0 ? params[map[i]] : 0.0f;
+    if (i >= packed && E == 4) {
+        float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
+        v = (i - packed) & 2 ? v - big : big;
+    }
+    copies[i] = v;
+}
+
+/* ---- the host side ------------------------------------------------------------------------- */
+
+/* Dynamic shared memory past 48 KB: the device's most, always (the limit is the kernel's, for the
+ * whole process: trials of other shapes set it too, and a smaller one would refuse a wider
+ * neighbour's launches). */
+static cudaError_t allow_smem(int passes, int bytes)
+{
+    return passes == 3 ? cudaFuncSetAttribute(act_kernel<3>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)
+                       : cudaFuncSetAttribute(act_kernel<1>,
+                                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+}
+
+extern "C" vx_status dqn_act_fused_create(const vx_qnet_layout *L, int passes, vx_device *dev,
+                                          dqn_act_fused **out, vx_err *e)
+{
+    *out = NULL;
+    vx_status st = vx_cuda_enter(dev, e);
+    if (st) return st;
+    int optin = 0, *map = NULL;
+    char why[96];
+    size_t total;
+    dqn_act_fused *f = NULL;
+    VX_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
+                                         vx_device_index(dev)));
+    if (!vx_af_fits(L, (size_t)optin, why, sizeof why))
+        return vx_err_set(e, VX_ERR_UNSUPPORTED, "dqn: fused acting does not take %s", why);
+    f = (dqn_act_fused *)calloc(1, sizeof *f);
+    if (!f) return vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
+    f->passes = passes == 1 ? 1 : 3, f->dev = dev;
+    vx_mem_init(&f->mem, dev, "dqn fused acting");
+    vx_af_layout(L, f->passes, &f->t, NULL);
+    total = (size_t)f->t.packed + (size_t)f->t.frags;
+    f->smem = (int)vx_af_smem(&f->t);
+    map = (int *)malloc(total * sizeof *map);
+    if (!map) {
+        st = vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
+        goto fail;
+    }
+    vx_af_layout(L, f->passes, &f->t, map);
+    st = vx_mem_alloc(&f->mem, total * 4, &f->copies, e);
+    if (!st) st = vx_mem_alloc(&f->mem, total * sizeof *map, &f->map, e);
+    if (st) goto fail;
+    VX_CUDA_CHECK(cudaMemcpy(f->map, map, total * sizeof *map, cudaMemcpyHostToDevice));
+    VX_CUDA_CHECK(allow_smem(f->passes, optin));
+    free(map);
+    *out = f;
+    return VX_OK;
+fail:
+    free(map);
+    dqn_act_fused_free(f);
+    return st;
+}
+
+extern "C" void dqn_act_fused_free(dqn_act_fused *f)
+{
+    if (!f) return;
+    vx_mem_release(&f->mem);
+    free(f);
+}
+
+extern "C" vx_status dqn_act_fused_pack(dqn_act_fused *f, const float *params, cudaStream_t s,
+                                        vx_err *e)
+{
+    vx_status st = VX_OK;
+    int total = f->t.packed + f->t.frags;
+    pack_kernel<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(params, f->map, f->t.packed, total,
+                                                                f->t.E, f->copies);
+    VX_CUDA_LAUNCH_CHECK(s);
+fail:
+    return st;
+}
+
+extern "C" vx_status dqn_act_fused_step(dqn_act_fused *f, const dqn_act_fused_args *a,
+                                        cudaStream_t s, vx_err *e)
+{
+    vx_status st = VX_OK;
+    unsigned blocks = (unsigned)((a->N + ROWS - 1) / ROWS);
+    const float *wp = f->copies, *wf = f->copies + f->t.packed;
+    if (f->passes == 3) act_kernel<3><<<blocks, THREADS, (size_t)f->smem, s>>>(f->t, wp, wf, *a);
+    else act_kernel<1><<<blocks, THREADS, (size_t)f->smem, s>>>(f->t, wp, wf, *a);
+    VX_CUDA_LAUNCH_CHECK(s);
+fail:
+    return st;
+}
+
+extern "C" size_t dqn_act_fused_reserved(const dqn_act_fused *f) { return f->mem.bytes; }

@@ -1,0 +1,259 @@
+/* test_act_fused_cuda.c — the DQN's fused acting kernel (src/dqn/act_fused.h) against the
+ * per-layer float32 path on the same GPU. Skipped (77) without one.
+ *
+ * - Q-values: for the GPU reference network (trunk 256 × 256, heads 64), a C51 network and a
+ *   three-layer one, over 2,053 observations (a last block of 5 rows; nothing written past it),
+ * 3×TF32 within 1e-5 of the largest |Q| of the float32 path, TF32 within 1e-2 but further than 1e-7
+ * (so each precision is the one asked for: a TF32 kernel fails the first bound, a float32 one the
+ * last).
+ * - A rollout (dqn.acting tf32x3 against float32, the same environments and weights): with
+ *   ε = 1 every action, reward and next observation is the same, bit for bit, over 3 steps, in
+ *   3×TF32 through the graphs and in TF32 kernel by kernel (the acting draws, the step counter
+ *   and the environments' step are the per-layer path's); with
+ *   ε = 0 every environment whose greedy actions agree has the same reward and next observation,
+ *   and every one whose actions differ was a near-tie on the float32 path (its two actions' Q
+ *   within 3e-5 of the scale): a kernel acting on the wrong row, branch or Q fails it. */
+#include "helpers.h"
+#include "dqn/act_fused.h"
+#include "dqn/rollout_cuda.h"
+#include "vixen/dqn.h"
+#include "vixen/env.h"
+#include "vixen/nn.h"
+
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(x) assert_int_equal((int)(x), (int)cudaSuccess)
+#define A VX_ACTION_BRANCHES
+#define D VX_OBS_DIM
+
+static vx_device *g_dev;
+
+static const char *net_names[3] = {"256×256", "C51 64×64", "320×96×40, heads 24"};
+
+/* 0: the GPU reference network; 1: C51; 2: three layers, the first wide enough for the products'
+ * widest strips (40 columns) */
+static void net_of(int which, vx_qnet_layout *L, vx_loss_shape *shape)
+{
+    vx_dqn_cfg dc;
+    vx_dqn_cfg_default(&dc);
+    vx_qnet_cfg net;
+    vx_qnet_cfg_default(&net);
+    if (which == 1) {
+        dc.loss = VX_LOSS_C51;
+        net.trunk[0] = net.trunk[1] = 64, net.head_hidden = 32;
+    } else if (which == 2) {
+        net.n_trunk = 3, net.trunk[0] = 320, net.trunk[1] = 96, net.trunk[2] = 40;
+        net.head_hidden = 24;
+    } else {
+        net.trunk[0] = net.trunk[1] = 256, net.head_hidden = 64;
+    }
+    vx_err e;
+    if (vx_dqn_layout(&dc, &net, L, shape, &e)) fail_msg("%s", e.msg);
+}
+
+static float *device_copy(const void *host, size_t bytes)
+{
+    void *d;
+    CK(cudaMalloc(&d, bytes));
+    CK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    return d;
+}
+
+static void q_against_float32(int which, int passes)
+{
+    vx_qnet_layout L;
+    vx_loss_shape shape;
+    net_of(which, &L, &shape);
+    const int N = 2053;
+    size_t O = (size_t)L.out_dim;
+    float *params = malloc(L.n_params * 4), *x = malloc((size_t)N * D * 4);
+    vx_qnet_init(&L, 7, params);
+    for (size_t i = 0; i < (size_t)N * D; i++) x[i] = (float)sin(0.013 * (double)i) * 1.5f;
+    float *d_params = device_copy(params, L.n_params * 4), *d_x = device_copy(x, (size_t)N * D * 4);
+    float *d_q, *ref = malloc((size_t)N * O * 4), *got = malloc((size_t)N * O * 4);
+    /* a tail past the last row, which the kernel must not touch */
+    const size_t tail = 4096;
+    CK(cudaMalloc((void **)&d_q, ((size_t)N * O + tail) * 4));
+    CK(cudaMemset(d_q + (size_t)N * O, 0xff, tail * 4));
+    vx_err e;
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    vx_qnet *q;
+    if (vx_qnet_create(&L, N, 0, g_dev, &q, &e) || vx_qnet_forward(q, d_params, d_x, N, s, &e))
+        fail_msg("%s", e.msg);
+    CK(cudaMemcpyAsync(ref, vx_qnet_output(q), (size_t)N * O * 4, cudaMemcpyDeviceToHost, s));
+    dqn_act_fused *f;
+    if (dqn_act_fused_create(&L, passes, g_dev, &f, &e)) fail_msg("%s", e.msg);
+    dqn_act_fused_args a;
+    memset(&a, 0, sizeof a);
+    a.N = N, a.obs = d_x, a.q = d_q, a.shape = shape;
+    if (dqn_act_fused_pack(f, d_params, s, &e) || dqn_act_fused_step(f, &a, s, &e))
+        fail_msg("%s", e.msg);
+    CK(cudaMemcpyAsync(got, d_q, (size_t)N * O * 4, cudaMemcpyDeviceToHost, s));
+    uint32_t *after = malloc(tail * 4);
+    CK(cudaMemcpyAsync(after, d_q + (size_t)N * O, tail * 4, cudaMemcpyDeviceToHost, s));
+    CK(cudaStreamSynchronize(s));
+    for (size_t i = 0; i < tail; i++) assert_int_equal(after[i], 0xffffffffu);
+    free(after);
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < (size_t)N * O; i++) {
+        worst = fmax(worst, fabs((double)got[i] - (double)ref[i]));
+        scale = fmax(scale, fabs((double)ref[i]));
+    }
+    print_message("%s, %s: |Q| up to %.3g, the fused kernel within %.3g (%.2g of the scale)\n",
+                  net_names[which], passes == 3 ? "3×TF32" : "TF32", scale, worst, worst / scale);
+    assert_true(scale > 0.1);
+    if (passes == 3) {
+        assert_true(worst <= 1e-5 * scale);
+    } else {
+        assert_true(worst <= 1e-2 * scale);
+        assert_true(worst > 1e-7 * scale);
+    }
+    dqn_act_fused_free(f);
+    vx_qnet_free(q);
+    CK(cudaStreamDestroy(s));
+    CK(cudaFree(d_params)), CK(cudaFree(d_x)), CK(cudaFree(d_q));
+    free(params), free(x), free(ref), free(got);
+}
+
+static void test_q_against_float32(void **state)
+{
+    (void)state;
+    for (int which = 0; which < 3; which++)
+        for (int p = 1; p <= 3; p += 2) q_against_float32(which, p);
+}
+
+/* ---- rollouts ---------------------------------------------------------------------------------
+ */
+
+typedef struct {
+    int32_t *act;
+    float *rew, *next, *obs;
+} staged;
+
+/* T steps of N environments with acting `acting` at ε, through the graphs or (eager) kernel by
+ * kernel; the staged transitions on the host. */
+static staged rollout(const vx_qnet_layout *L, const vx_loss_shape *shape, const float *d_params,
+                      const vx_market *m, int N, int T, double eps, int acting, int eager)
+{
+    vx_env_cfg c;
+    vx_env_cfg_default(&c);
+    c.seed = 5;
+    vx_env *env;
+    vx_err e;
+    if (vx_env_create(&c, m, VX_SPLIT_TRAIN, (size_t)N, g_dev, &env, &e)) fail_msg("%s", e.msg);
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    dqn_rollout_cfg rc = {T, 1, 0.99, 11, L, shape, d_params, 0, acting};
+    dqn_rollout *r;
+    if (dqn_rollout_create(&rc, env, s, &r, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(dqn_rollout_fused(r), acting != 0); /* the path asked for, no fallback */
+    if (dqn_rollout_set_eps(r, eps, &e) || dqn_rollout_run(r, eager, &e)) fail_msg("%s", e.msg);
+    CK(cudaStreamSynchronize(s));
+    vx_transitions t;
+    size_t n;
+    dqn_rollout_staged(r, &t, &n);
+    assert_int_equal(n, (size_t)N * T);
+    staged h = {malloc(n * A * 4), malloc(n * 4), malloc(n * D * 4), malloc(n * D * 4)};
+    CK(cudaMemcpy(h.act, t.actions, n * A * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h.rew, t.rewards, n * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h.next, t.next_obs, n * D * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h.obs, t.obs, n * D * 4, cudaMemcpyDeviceToHost));
+    dqn_rollout_free(r);
+    vx_env_free(env);
+    CK(cudaStreamDestroy(s));
+    return h;
+}
+
+static void staged_free(staged *h) { free(h->act), free(h->rew), free(h->next), free(h->obs); }
+
+static void test_rollout_acts_as_the_per_layer_path(void **state)
+{
+    (void)state;
+    vx_series ser;
+    th_synth(&ser, 12, 4, 0.2);
+    vx_market m;
+    vx_err e;
+    if (vx_market_from_series(&ser, &m, &e)) fail_msg("%s", e.msg);
+    vx_qnet_layout L;
+    vx_loss_shape shape;
+    net_of(0, &L, &shape);
+    float *params = malloc(L.n_params * 4);
+    vx_qnet_init(&L, 3, params);
+    float *d_params = device_copy(params, L.n_params * 4);
+    const int N = 2053;
+    /* ε = 1: the draws alone decide, three steps; 3×TF32 through the graphs, TF32 kernel by
+     * kernel */
+    staged x = rollout(&L, &shape, d_params, &m, N, 3, 1.0, 0, 0);
+    size_t n = (size_t)N * 3;
+    for (int k = 0; k < 2; k++) {
+        staged y = rollout(&L, &shape, d_params, &m, N, 3, 1.0, k ? 1 : 3, k);
+        assert_memory_equal(x.act, y.act, n * A * 4);
+        assert_memory_equal(x.rew, y.rew, n * 4);
+        assert_memory_equal(x.next, y.next, n * D * 4);
+        staged_free(&y);
+    }
+    staged_free(&x);
+    /* ε = 0: greedy, one step; every disagreement a float32 near-tie */
+    x = rollout(&L, &shape, d_params, &m, N, 1, 0.0, 0, 0);
+    staged y = rollout(&L, &shape, d_params, &m, N, 1, 0.0, 3, 0);
+    assert_memory_equal(x.obs, y.obs, (size_t)N * D * 4);
+    vx_qnet_ws ws;
+    if (vx_qnet_ws_create(&L, N, &ws, &e)) fail_msg("%s", e.msg);
+    vx_qnet_forward_ref(&L, params, x.obs, N, &ws); /* the CPU's float32 Q, for the margins */
+    int differ = 0, spread[A] = {0};
+    double scale = 0;
+    for (size_t i = 0; i < (size_t)N * L.out_dim; i++) scale = fmax(scale, fabs(ws.q[i]));
+    for (int i = 0; i < N; i++) {
+        int same = 1;
+        for (int b = 0; b < A; b++) {
+            int32_t p = x.act[i * A + b], q = y.act[i * A + b];
+            spread[b] |= 1 << p;
+            if (p == q) continue;
+            same = 0;
+            const float *row = ws.q + (size_t)i * L.out_dim + L.out_offset[b];
+            double gap = fabs((double)row[p] - (double)row[q]);
+            if (gap > 3e-5 * scale) /* twice the Q test's bound, and float32's own spread */
+                fail_msg("environment %d, branch %d: %d on the float32 path, %d fused, Q %.6g and "
+                         "%.6g",
+                         i, b, p, q, row[p], row[q]);
+        }
+        if (same) {
+            assert_true(x.rew[i] == y.rew[i]);
+            assert_memory_equal(x.next + (size_t)i * D, y.next + (size_t)i * D, D * 4);
+        }
+        differ += !same;
+    }
+    /* the greedy actions are not all one: the comparison could tell rows apart */
+    for (int b = 0; b < A; b++) assert_true(__builtin_popcount((unsigned)spread[b]) >= 2);
+    print_message("ε = 1: 3 steps of %d environments identical; ε = 0: %d of %d differ (each a "
+                  "near-tie)\n",
+                  N, differ, N);
+    vx_qnet_ws_free(&ws);
+    staged_free(&x), staged_free(&y);
+    CK(cudaFree(d_params));
+    free(params);
+    vx_market_close(&m);
+}
+
+int main(void)
+{
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CUDA;
+    vx_err e;
+    if (vx_device_open(&dc, &g_dev, &e)) {
+        printf("skipped: %s\n", e.msg);
+        return 77;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_q_against_float32),
+        cmocka_unit_test(test_rollout_acts_as_the_per_layer_path),
+    };
+    int failed = cmocka_run_group_tests_name("act_fused_cuda", tests, NULL, NULL);
+    vx_device_close(g_dev);
+    return failed;
+}
