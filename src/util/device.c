@@ -216,21 +216,63 @@ vx_device *vx_device_cpu(void)
     return &g_cpu;
 }
 
-void vx_device_close(vx_device *d)
+/* The context's own resources and the struct, once nothing holds memory or streams on it. */
+static void close_now(vx_device *d)
 {
-    if (!d || d == &g_cpu) return;
-    if (d->reserved || d->host)
-        vx_log(VX_LOG_WARN, "device %s closed with %zu bytes still reserved (%zu pinned)", d->name,
-               d->reserved, d->host);
-    if (d->n_streams)
-        vx_log(VX_LOG_WARN, "device %s closed with %d stream(s) not destroyed", d->name,
-               d->n_streams);
     if (!d->parent) d->ops->close(d); /* a share's handles are its parent's */
     else if (d->ops->share_close) d->ops->share_close(d);
     pthread_mutex_destroy(&d->lock);
     pthread_mutex_destroy(&d->streams_lock);
     free(d->streams);
     free(d);
+}
+
+/* Closed by vx_device_close and now idle: claims the close (once) and says so. */
+static int close_due(vx_device *d)
+{
+    pthread_mutex_lock(&d->lock);
+    pthread_mutex_lock(&d->streams_lock);
+    int due = d->closing == 1 && !d->reserved && !d->host && !d->n_streams;
+    if (due) d->closing = 2;
+    pthread_mutex_unlock(&d->streams_lock);
+    pthread_mutex_unlock(&d->lock);
+    return due;
+}
+
+void vx_device_settle(vx_device *d)
+{
+    while (d && d != &g_cpu) {
+        vx_device *up = d->parent; /* a share closes before the context it was carved from */
+        if (close_due(d)) close_now(d);
+        d = up;
+    }
+}
+
+/* A context closed while objects still hold memory or streams on it is a caller's bug, said in
+ * a warning; it is closed when the last of them goes (vx_device_settle), not now: freed now, their
+ * frees would go through a dangling context. */
+void vx_device_close(vx_device *d)
+{
+    if (!d || d == &g_cpu) return;
+    pthread_mutex_lock(&d->lock);
+    pthread_mutex_lock(&d->streams_lock);
+    int again = d->closing;
+    d->closing = again ? again : 1;
+    size_t reserved = d->reserved, host = d->host;
+    int streams = d->n_streams;
+    pthread_mutex_unlock(&d->streams_lock);
+    pthread_mutex_unlock(&d->lock);
+    if (again) return;
+    if (reserved || host)
+        vx_log(VX_LOG_WARN,
+               "device %s closed with %zu bytes still reserved (%zu pinned): closed once they are "
+               "freed",
+               d->name, reserved, host);
+    if (streams)
+        vx_log(VX_LOG_WARN,
+               "device %s closed with %d stream(s) not destroyed: closed once they are", d->name,
+               streams);
+    vx_device_settle(d);
 }
 
 static const vx_device *dev_of(const vx_device *d) { return d ? d : vx_device_cpu(); }
@@ -488,4 +530,5 @@ void vx_mem_release(vx_mem *m)
     }
     m->blocks = NULL;
     m->bytes = m->host = 0;
+    vx_device_settle(d); /* the last holder of a closed context's memory closes it */
 }

@@ -195,6 +195,7 @@ extern "C" void vx_cuda_stream_destroy(vx_device *d, cudaStream_t s)
         pthread_mutex_unlock(&c->lock);
     }
     if (!keep) cudaStreamDestroy(s);
+    vx_device_settle(d); /* the last stream of a closed context closes it */
 }
 
 extern "C" vx_status vx_cuda_event_create(vx_device *d, cudaEvent_t *ev, int timing, vx_err *e)
