@@ -216,63 +216,66 @@ vx_device *vx_device_cpu(void)
     return &g_cpu;
 }
 
-/* The context's own resources and the struct, once nothing holds memory or streams on it. */
-static void close_now(vx_device *d)
+/* A context closed while objects still hold memory, streams or shares on it is a caller's bug,
+ * said in a warning; it is closed when the last of them goes, not at once: freed then, their
+ * frees would go through a freed context. Whoever lets go of the last hold claims the close in
+ * the same critical section (vx_device_idle_claim), so exactly one thread closes it and nobody
+ * touches it after. */
+
+int vx_device_idle_claim(vx_device *d)
 {
-    if (!d->parent) d->ops->close(d); /* a share's handles are its parent's */
-    else if (d->ops->share_close) d->ops->share_close(d);
+    if (d->closing != 1 || d->reserved || d->host || d->n_streams || d->n_shares) return 0;
+    d->closing = 2;
+    return 1;
+}
+
+void vx_device_close_now(vx_device *d)
+{
+    vx_device *up = d->parent;
+    if (!up) d->ops->close(d);
+    else if (d->ops->share_close) d->ops->share_close(d); /* a share's handles are its parent's */
     pthread_mutex_destroy(&d->lock);
     pthread_mutex_destroy(&d->streams_lock);
     free(d->streams);
     free(d);
+    if (!up) return;
+    pthread_mutex_lock(&up->lock); /* the share no longer holds its parent */
+    pthread_mutex_lock(&up->streams_lock);
+    up->n_shares--;
+    int claimed = vx_device_idle_claim(up);
+    pthread_mutex_unlock(&up->streams_lock);
+    pthread_mutex_unlock(&up->lock);
+    if (claimed) vx_device_close_now(up);
 }
 
-/* Closed by vx_device_close and now idle: claims the close (once) and says so. */
-static int close_due(vx_device *d)
-{
-    pthread_mutex_lock(&d->lock);
-    pthread_mutex_lock(&d->streams_lock);
-    int due = d->closing == 1 && !d->reserved && !d->host && !d->n_streams;
-    if (due) d->closing = 2;
-    pthread_mutex_unlock(&d->streams_lock);
-    pthread_mutex_unlock(&d->lock);
-    return due;
-}
-
-void vx_device_settle(vx_device *d)
-{
-    while (d && d != &g_cpu) {
-        vx_device *up = d->parent; /* a share closes before the context it was carved from */
-        if (close_due(d)) close_now(d);
-        d = up;
-    }
-}
-
-/* A context closed while objects still hold memory or streams on it is a caller's bug, said in
- * a warning; it is closed when the last of them goes (vx_device_settle), not now: freed now, their
- * frees would go through a dangling context. */
 void vx_device_close(vx_device *d)
 {
     if (!d || d == &g_cpu) return;
     pthread_mutex_lock(&d->lock);
     pthread_mutex_lock(&d->streams_lock);
-    int again = d->closing;
-    d->closing = again ? again : 1;
+    int again = d->closing != 0;
+    if (!again) d->closing = 1;
     size_t reserved = d->reserved, host = d->host;
-    int streams = d->n_streams;
+    int streams = d->n_streams, shares = d->n_shares;
+    int now = !again && vx_device_idle_claim(d);
+    char name[sizeof d->name];
+    memcpy(name, d->name, sizeof name); /* d may be closed by another thread once unlocked */
     pthread_mutex_unlock(&d->streams_lock);
     pthread_mutex_unlock(&d->lock);
-    if (again) return;
+    if (now) vx_device_close_now(d);
+    if (again || now) return;
     if (reserved || host)
         vx_log(VX_LOG_WARN,
                "device %s closed with %zu bytes still reserved (%zu pinned): closed once they are "
                "freed",
-               d->name, reserved, host);
+               name, reserved, host);
     if (streams)
         vx_log(VX_LOG_WARN,
-               "device %s closed with %d stream(s) not destroyed: closed once they are", d->name,
+               "device %s closed with %d stream(s) not destroyed: closed once they are", name,
                streams);
-    vx_device_settle(d);
+    if (shares)
+        vx_log(VX_LOG_WARN, "device %s closed with %d share(s) still open: closed once they are",
+               name, shares);
 }
 
 static const vx_device *dev_of(const vx_device *d) { return d ? d : vx_device_cpu(); }
@@ -284,6 +287,16 @@ vx_status vx_device_share(vx_device *d0, size_t budget, const char *label, vx_de
     vx_device *d = (vx_device *)dev_of(d0);
     vx_device *s = vx_device_alloc(d->kind, d->index);
     if (!s) return vx_err_set(e, VX_ERR_NOMEM, "device: out of memory");
+    pthread_mutex_lock(&d->lock);
+    int closed = d->closing != 0;
+    if (!closed) d->n_shares++; /* the parent stays until its last share closes */
+    pthread_mutex_unlock(&d->lock);
+    if (closed) {
+        pthread_mutex_destroy(&s->lock);
+        pthread_mutex_destroy(&s->streams_lock);
+        free(s);
+        return vx_err_set(e, VX_ERR_ARG, "device: %s is closed: no share of it", d->name);
+    }
     s->total = d->total;
     s->budget = budget;
     s->ops = d->ops;
@@ -417,12 +430,22 @@ void vx_mem_set_fault(vx_mem_fault_fn fn, void *ctx)
     g_fault = fn;
 }
 
-static void uncharge_one(vx_device *d, size_t bytes, int host)
+/* Gives `bytes` back to one context; with claim, also whether that made a closed context idle
+ * (vx_device_idle_claim, in the same critical section: of two threads giving back its last
+ * blocks, only the one that gave back the very last claims it). */
+static int uncharge_one(vx_device *d, size_t bytes, int host, int claim)
 {
     pthread_mutex_lock(&d->lock);
     if (host) d->host -= bytes;
     else d->reserved -= bytes;
+    int claimed = 0;
+    if (claim && d != &g_cpu) {
+        pthread_mutex_lock(&d->streams_lock);
+        claimed = vx_device_idle_claim(d);
+        pthread_mutex_unlock(&d->streams_lock);
+    }
     pthread_mutex_unlock(&d->lock);
+    return claimed;
 }
 
 /* Reserves `bytes` on one context (device memory unless host), or says why not. */
@@ -463,16 +486,21 @@ static vx_status charge(vx_mem *m, size_t bytes, int host, vx_err *e)
     for (vx_device *d = m->dev; d; d = d->parent) {
         vx_status st = charge_one(d, m, bytes, host, e);
         if (st) {
-            for (vx_device *x = m->dev; x != d; x = x->parent) uncharge_one(x, bytes, host);
+            for (vx_device *x = m->dev; x != d; x = x->parent) uncharge_one(x, bytes, host, 0);
             return st;
         }
     }
     return VX_OK;
 }
 
-static void uncharge(vx_mem *m, size_t bytes, int host)
+/* Whether the account's context was closed while held and this made it idle: then the caller
+ * closes it (its parents still have it as a share, so none of them can be idle here). */
+static int uncharge(vx_mem *m, size_t bytes, int host)
 {
-    for (vx_device *d = m->dev; d; d = d->parent) uncharge_one(d, bytes, host);
+    int claimed = 0;
+    for (vx_device *d = m->dev; d; d = d->parent)
+        claimed |= uncharge_one(d, bytes, host, d == m->dev);
+    return claimed;
 }
 
 static vx_status mem_alloc(vx_mem *m, size_t bytes, void *ptr, int host, vx_err *e)
@@ -489,13 +517,14 @@ static vx_status mem_alloc(vx_mem *m, size_t bytes, void *ptr, int host, vx_err 
     vx_device *d = m->dev;
     st = host ? d->ops->alloc_host(d, bytes, &b->p, e) : d->ops->alloc(d, bytes, &b->p, e);
     if (st) {
-        uncharge(m, bytes, host);
+        int claimed = uncharge(m, bytes, host);
         free(b);
         if (e) {
             char msg[sizeof e->msg];
             snprintf(msg, sizeof msg, "%s", e->msg);
             vx_err_set(e, st, "%s: %s", m->owner, msg);
         }
+        if (claimed) vx_device_close_now(d);
         return st;
     }
     b->n = bytes, b->host = host;
@@ -521,14 +550,15 @@ void vx_mem_release(vx_mem *m)
 {
     if (!m->dev) return;
     vx_device *d = m->dev;
+    int claimed = 0; /* the last holder of a closed context's memory closes it */
     for (vx_mem_block *b = m->blocks, *next; b; b = next) {
         next = b->next;
         if (b->host) d->ops->free_host(d, b->p);
         else d->ops->free(d, b->p);
-        uncharge(m, b->n, b->host);
+        claimed |= uncharge(m, b->n, b->host);
         free(b);
     }
     m->blocks = NULL;
     m->bytes = m->host = 0;
-    vx_device_settle(d); /* the last holder of a closed context's memory closes it */
+    if (claimed) vx_device_close_now(d);
 }

@@ -126,15 +126,20 @@ static int streams_add(vx_device *d, cudaStream_t s)
     return ok;
 }
 
-static void streams_remove(vx_device *d, cudaStream_t s)
+/* Whether that made a context closed while held idle: then the caller closes it (device.c). */
+static int streams_remove(vx_device *d, cudaStream_t s)
 {
+    pthread_mutex_lock(&d->lock);
     pthread_mutex_lock(&d->streams_lock);
     for (int i = 0; i < d->n_streams; i++)
         if (d->streams[i] == (void *)s) {
             d->streams[i] = d->streams[--d->n_streams];
             break;
         }
+    int claimed = vx_device_idle_claim(d);
     pthread_mutex_unlock(&d->streams_lock);
+    pthread_mutex_unlock(&d->lock);
+    return claimed;
 }
 
 /* Every stream of the context idle: nothing queued there can still touch its memory. A stream
@@ -187,7 +192,7 @@ extern "C" void vx_cuda_stream_destroy(vx_device *d, cudaStream_t s)
                cudaStreamSynchronize(s) == cudaSuccess;
         if (!keep) cudaGetLastError();
     }
-    streams_remove(d, s);
+    int claimed = streams_remove(d, s);
     if (keep) {
         cache *c = cache_of(d);
         pthread_mutex_lock(&c->lock);
@@ -195,7 +200,7 @@ extern "C" void vx_cuda_stream_destroy(vx_device *d, cudaStream_t s)
         pthread_mutex_unlock(&c->lock);
     }
     if (!keep) cudaStreamDestroy(s);
-    vx_device_settle(d); /* the last stream of a closed context closes it */
+    if (claimed) vx_device_close_now(d); /* the last stream of a closed context closes it */
 }
 
 extern "C" vx_status vx_cuda_event_create(vx_device *d, cudaEvent_t *ev, int timing, vx_err *e)

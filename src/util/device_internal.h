@@ -60,17 +60,23 @@ struct vx_device {
     pthread_mutex_t streams_lock;
     void **streams;
     int n_streams, cap_streams;
-    int closing; /* 1: vx_device_close was called while something still held memory or streams
-                  * on the context; 2: being closed */
+    int n_shares; /* shares of this context not closed yet (under lock) */
+    int closing;  /* 1: vx_device_close was called while something still held memory, streams or
+                   * shares on the context; 2: being closed (claimed) */
 };
 
 /* A CPU context (device.c), and its initialisation for a struct the caller owns. */
 vx_status vx_device_open_cpu(const vx_device_cfg *cfg, vx_device **out, vx_err *e);
 /* A CUDA context (device_cuda.cu): device cfg->index made current, its handle made, the budget. */
 vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **out, vx_err *e);
-/* Closes what vx_device_close left open because objects still held memory or streams on it, and
- * then its parents likewise, once nothing does; called after a release of memory or a stream. */
-void vx_device_settle(vx_device *d);
+/* With both of d's locks held: whether d was closed (vx_device_close) while something still held
+ * it and nothing does now — then the caller, having let go of the locks, closes it with
+ * vx_device_close_now (once: the claim marks it). Called where a hold is given back, in the
+ * critical section that gives it back. */
+int vx_device_idle_claim(vx_device *d);
+/* The context's own resources and the struct; a share then lets go of its parent (which it
+ * closes in turn when that was the parent's last hold). */
+void vx_device_close_now(vx_device *d);
 /* The common part of opening: the struct, its lock and counters. */
 vx_device *vx_device_alloc(int kind, int index);
 

@@ -344,8 +344,10 @@ static void test_device_shares(void **state)
 
 /* A context closed while an object still holds memory on it (a caller's bug, warned of) stays
  * until the object releases it, and a share closed that way keeps the context it was carved from
- * too: freed at once, the release would write through freed contexts (AddressSanitizer's build
- * reports it; here the counters read after the close show the contexts still there). */
+ * too; a context closed before its share stays while the share is open, and makes no new
+ * shares: freed at once, the release or the share's close would go through freed contexts
+ * (AddressSanitizer's build reports it; here the counters read after the close show the contexts
+ * still there). */
 static void test_device_close_while_held(void **state)
 {
     (void)state;
@@ -372,6 +374,23 @@ static void test_device_close_while_held(void **state)
     p[499] = 1;            /* the block is still the object's */
     vx_mem_release(&a);    /* closes the share, then the context */
     assert_null(a.blocks); /* (AddressSanitizer: nothing read or written after the frees) */
+    vx_mem_release(&a);    /* a second release touches no context */
+
+    /* the context closed first, its share still open and holding memory: the context stays
+     * while the share is open, not only while memory is reserved on it */
+    assert_int_equal(vx_device_open(&c, &d, &e), VX_OK);
+    assert_int_equal(vx_device_share(d, 600, "trial 2", &s, &e), VX_OK);
+    vx_mem_init(&a, s, "replay");
+    assert_int_equal(vx_mem_alloc(&a, 300, &p, &e), VX_OK);
+    vx_device_close(d); /* warns: 300 bytes and a share */
+    vx_device *s2;
+    assert_int_equal(vx_device_share(d, 100, "late", &s2, &e), VX_ERR_ARG); /* closed: no more */
+    vx_mem_release(&a); /* the share is idle but open: both stay */
+    vx_device_memory(d, &m);
+    assert_int_equal(m.reserved, 0);
+    vx_device_memory(s, &m);
+    assert_int_equal(m.budget, 600);
+    vx_device_close(s); /* the share, then the context it held */
 }
 
 static int refuse_big_replay(void *ctx, const vx_device *dev, const char *owner, size_t bytes)
