@@ -206,6 +206,7 @@ static void cpu_global_init(void)
 {
     g_cpu.kind = VX_DEVICE_CPU;
     pthread_mutex_init(&g_cpu.lock, NULL);
+    pthread_mutex_init(&g_cpu.streams_lock, NULL); /* a share of it closing takes both */
     cpu_fill(&g_cpu, 0);
     g_cpu.budget = SIZE_MAX; /* the default context refuses nothing the allocator gives */
 }
