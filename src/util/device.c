@@ -225,7 +225,8 @@ vx_device *vx_device_cpu(void)
 
 int vx_device_idle_claim(vx_device *d)
 {
-    if (d->closing != 1 || d->reserved || d->host || d->n_streams || d->n_shares) return 0;
+    if (d->closing != 1 || d->n_blocks || d->reserved || d->host || d->n_streams || d->n_shares)
+        return 0;
     d->closing = 2;
     return 1;
 }
@@ -291,12 +292,13 @@ vx_status vx_device_share(vx_device *d0, size_t budget, const char *label, vx_de
     pthread_mutex_lock(&d->lock);
     int closed = d->closing != 0;
     if (!closed) d->n_shares++; /* the parent stays until its last share closes */
+    else vx_err_set(e, VX_ERR_ARG, "device: %s is closed: no share of it", d->name);
     pthread_mutex_unlock(&d->lock);
     if (closed) {
         pthread_mutex_destroy(&s->lock);
         pthread_mutex_destroy(&s->streams_lock);
         free(s);
-        return vx_err_set(e, VX_ERR_ARG, "device: %s is closed: no share of it", d->name);
+        return VX_ERR_ARG;
     }
     s->total = d->total;
     s->budget = budget;
@@ -431,22 +433,41 @@ void vx_mem_set_fault(vx_mem_fault_fn fn, void *ctx)
     g_fault = fn;
 }
 
-/* Gives `bytes` back to one context; with claim, also whether that made a closed context idle
- * (vx_device_idle_claim, in the same critical section: of two threads giving back its last
- * blocks, only the one that gave back the very last claims it). */
+/* Gives one block of `bytes` back to one context; with claim, also whether that made a closed
+ * context idle (vx_device_idle_claim, in the same critical section: of two threads giving back
+ * its last blocks, only the one that gave back the very last claims it). */
 static int uncharge_one(vx_device *d, size_t bytes, int host, int claim)
 {
     pthread_mutex_lock(&d->lock);
     if (host) d->host -= bytes;
     else d->reserved -= bytes;
+    d->n_blocks--;
     int claimed = 0;
-    if (claim && d != &g_cpu) {
+    if (claim && d->closing == 1) { /* closing changes under both locks: either one reads it */
         pthread_mutex_lock(&d->streams_lock);
         claimed = vx_device_idle_claim(d);
         pthread_mutex_unlock(&d->streams_lock);
     }
     pthread_mutex_unlock(&d->lock);
     return claimed;
+}
+
+/* One block given back to `own` and the contexts it is a share of, up to (not including) `stop`:
+ * the parents first and `own` last, with the claim — once `own` lets go, another thread may
+ * close it, and its parents with it, so nothing of them is touched after. Whether `own` was
+ * claimed (the caller then closes it). */
+static void uncharge_parents(vx_device *d, vx_device *stop, size_t bytes, int host)
+{
+    if (!d || d == stop) return;
+    uncharge_parents(d->parent, stop, bytes, host);
+    uncharge_one(d, bytes, host, 0);
+}
+
+static int uncharge_upto(vx_device *own, vx_device *stop, size_t bytes, int host)
+{
+    if (own == stop) return 0;
+    uncharge_parents(own->parent, stop, bytes, host);
+    return uncharge_one(own, bytes, host, 1);
 }
 
 /* Reserves `bytes` on one context (device memory unless host), or says why not. */
@@ -460,9 +481,9 @@ static vx_status charge_one(vx_device *d, const vx_mem *m, size_t bytes, int hos
                         "%s: %.1f MB more would exceed the memory budget of %s (%.1f MB, %.1f MB "
                         "reserved)",
                         m->owner, bytes / 1e6, d->name, d->budget / 1e6, d->reserved / 1e6);
-    } else if (host) d->host += bytes;
+    } else if (host) d->host += bytes, d->n_blocks++;
     else {
-        d->reserved += bytes;
+        d->reserved += bytes, d->n_blocks++;
         if (d->reserved > d->peak) d->peak = d->reserved;
     }
     pthread_mutex_unlock(&d->lock);
@@ -471,8 +492,9 @@ static vx_status charge_one(vx_device *d, const vx_mem *m, size_t bytes, int hos
 
 /* Reserves `bytes` on the account's context and every context it is a share of (a share first,
  * so its own budget speaks first), or on none. */
-static vx_status charge(vx_mem *m, size_t bytes, int host, vx_err *e)
+static vx_status charge(vx_mem *m, size_t bytes, int host, int *claimed, vx_err *e)
 {
+    *claimed = 0;
     vx_mem_fault_fn fault = g_fault;
     int how = !host && fault ? fault(g_fault_ctx, m->dev, m->owner, bytes) : 0;
     if (how) {
@@ -486,8 +508,8 @@ static vx_status charge(vx_mem *m, size_t bytes, int host, vx_err *e)
     }
     for (vx_device *d = m->dev; d; d = d->parent) {
         vx_status st = charge_one(d, m, bytes, host, e);
-        if (st) {
-            for (vx_device *x = m->dev; x != d; x = x->parent) uncharge_one(x, bytes, host, 0);
+        if (st) { /* the contexts below d give it back: a closed one may be idle now */
+            *claimed = uncharge_upto(m->dev, d, bytes, host);
             return st;
         }
     }
@@ -495,13 +517,10 @@ static vx_status charge(vx_mem *m, size_t bytes, int host, vx_err *e)
 }
 
 /* Whether the account's context was closed while held and this made it idle: then the caller
- * closes it (its parents still have it as a share, so none of them can be idle here). */
+ * closes it. */
 static int uncharge(vx_mem *m, size_t bytes, int host)
 {
-    int claimed = 0;
-    for (vx_device *d = m->dev; d; d = d->parent)
-        claimed |= uncharge_one(d, bytes, host, d == m->dev);
-    return claimed;
+    return uncharge_upto(m->dev, NULL, bytes, host);
 }
 
 static vx_status mem_alloc(vx_mem *m, size_t bytes, void *ptr, int host, vx_err *e)
@@ -510,15 +529,17 @@ static vx_status mem_alloc(vx_mem *m, size_t bytes, void *ptr, int host, vx_err 
     *out = NULL;
     vx_mem_block *b = malloc(sizeof *b);
     if (!b) return vx_err_set(e, VX_ERR_NOMEM, "%s: out of host memory", m->owner);
-    vx_status st = charge(m, bytes, host, e);
+    int claimed;
+    vx_status st = charge(m, bytes, host, &claimed, e);
     if (st) {
         free(b);
+        if (claimed) vx_device_close_now(m->dev);
         return st;
     }
     vx_device *d = m->dev;
     st = host ? d->ops->alloc_host(d, bytes, &b->p, e) : d->ops->alloc(d, bytes, &b->p, e);
     if (st) {
-        int claimed = uncharge(m, bytes, host);
+        claimed = uncharge(m, bytes, host);
         free(b);
         if (e) {
             char msg[sizeof e->msg];

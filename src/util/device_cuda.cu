@@ -192,15 +192,17 @@ extern "C" void vx_cuda_stream_destroy(vx_device *d, cudaStream_t s)
                cudaStreamSynchronize(s) == cudaSuccess;
         if (!keep) cudaGetLastError();
     }
-    int claimed = streams_remove(d, s);
-    if (keep) {
+    if (keep) { /* into the cache while the context is surely open (its last use of it) */
         cache *c = cache_of(d);
         pthread_mutex_lock(&c->lock);
         keep = list_push(&c->streams, (void *)s);
         pthread_mutex_unlock(&c->lock);
     }
-    if (!keep) cudaStreamDestroy(s);
-    if (claimed) vx_device_close_now(d); /* the last stream of a closed context closes it */
+    /* the context let go of last: once it is, another thread may close it; the claim says this
+     * was its last hold, and closes it here */
+    int claimed = streams_remove(d, s);
+    if (!keep) cudaStreamDestroy(s); /* off the context's list first: a free no longer waits */
+    if (claimed) vx_device_close_now(d);
 }
 
 extern "C" vx_status vx_cuda_event_create(vx_device *d, cudaEvent_t *ev, int timing, vx_err *e)

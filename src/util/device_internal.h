@@ -60,9 +60,10 @@ struct vx_device {
     pthread_mutex_t streams_lock;
     void **streams;
     int n_streams, cap_streams;
-    int n_shares; /* shares of this context not closed yet (under lock) */
-    int closing;  /* 1: vx_device_close was called while something still held memory, streams or
-                   * shares on the context; 2: being closed (claimed) */
+    size_t n_blocks; /* blocks reserved on it (a block of 0 bytes too), under lock */
+    int n_shares;    /* shares of this context not closed yet (under lock) */
+    int closing;     /* 1: vx_device_close was called while something still held memory, streams or
+                      * shares on the context; 2: being closed (claimed) */
 };
 
 /* A CPU context (device.c), and its initialisation for a struct the caller owns. */
