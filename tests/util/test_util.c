@@ -236,19 +236,26 @@ static void test_atomic_file(void **state)
     assert_int_equal(system(cmd), 0);
 }
 
+/* A CPU context of its own with a memory budget. */
+static vx_device *open_cpu(size_t budget)
+{
+    vx_device_cfg c;
+    vx_device_cfg_default(&c);
+    c.kind = VX_DEVICE_CPU;
+    c.budget = budget;
+    vx_device *d;
+    vx_err e;
+    if (vx_device_open(&c, &d, &e)) fail_msg("%s", e.msg);
+    return d;
+}
+
 /* The memory budget: accounts charge their context, a block past the budget is refused before any
  * allocation (naming the owner), releasing returns every byte, and two contexts count apart. */
 static void test_device_accounts_and_budget(void **state)
 {
     (void)state;
-    vx_device_cfg c;
-    vx_device_cfg_default(&c);
-    c.kind = VX_DEVICE_CPU;
-    c.budget = 1000;
-    vx_device *d, *d2;
+    vx_device *d = open_cpu(1000), *d2 = open_cpu(1000);
     vx_err e;
-    assert_int_equal(vx_device_open(&c, &d, &e), VX_OK);
-    assert_int_equal(vx_device_open(&c, &d2, &e), VX_OK);
     assert_int_equal(vx_device_kind(d), VX_DEVICE_CPU);
     assert_non_null(strstr(vx_device_name(d), "cpu ("));
     vx_mem a, b;
@@ -295,13 +302,8 @@ static void test_device_accounts_and_budget(void **state)
 static void test_device_shares(void **state)
 {
     (void)state;
-    vx_device_cfg c;
-    vx_device_cfg_default(&c);
-    c.kind = VX_DEVICE_CPU;
-    c.budget = 1000;
-    vx_device *d, *s1, *s2;
+    vx_device *d = open_cpu(1000), *s1, *s2;
     vx_err e;
-    assert_int_equal(vx_device_open(&c, &d, &e), VX_OK);
     assert_int_equal(vx_device_share(d, 600, "trial 1", &s1, &e), VX_OK);
     assert_int_equal(vx_device_share(d, 600, "trial 2", &s2, &e), VX_OK);
     assert_string_equal(vx_device_label(s1), "trial 1");
@@ -352,13 +354,8 @@ static void test_device_shares(void **state)
 static void test_device_close_while_held(void **state)
 {
     (void)state;
-    vx_device_cfg c;
-    vx_device_cfg_default(&c);
-    c.kind = VX_DEVICE_CPU;
-    c.budget = 1000;
-    vx_device *d, *s;
+    vx_device *d = open_cpu(1000), *s;
     vx_err e;
-    assert_int_equal(vx_device_open(&c, &d, &e), VX_OK);
     assert_int_equal(vx_device_share(d, 600, "trial 1", &s, &e), VX_OK);
     vx_mem a;
     vx_mem_init(&a, s, "replay");
@@ -379,7 +376,7 @@ static void test_device_close_while_held(void **state)
 
     /* the context closed first, its share still open and holding memory: the context stays
      * while the share is open, not only while memory is reserved on it */
-    assert_int_equal(vx_device_open(&c, &d, &e), VX_OK);
+    d = open_cpu(1000);
     assert_int_equal(vx_device_share(d, 600, "trial 2", &s, &e), VX_OK);
     vx_mem_init(&a, s, "replay");
     assert_int_equal(vx_mem_alloc(&a, 300, &p, &e), VX_OK);
@@ -414,16 +411,11 @@ static void *release_at_once(void *p)
 static void test_device_close_races(void **state)
 {
     (void)state;
-    vx_device_cfg c;
-    vx_device_cfg_default(&c);
-    c.kind = VX_DEVICE_CPU;
-    c.budget = 1 << 20;
-    vx_device *d, *s;
+    vx_device *d = open_cpu(1 << 20), *s;
     vx_err e;
     vx_mem a, b;
     char *p;
     /* a zero-byte block */
-    assert_int_equal(vx_device_open(&c, &d, &e), VX_OK);
     assert_int_equal(vx_device_share(d, 600, "zero", &s, &e), VX_OK);
     vx_mem_init(&a, s, "zero");
     assert_int_equal(vx_mem_alloc(&a, 0, &p, &e), VX_OK);
@@ -435,7 +427,7 @@ static void test_device_close_races(void **state)
     vx_device_close(d);
     /* two releases at once */
     for (int round = 0; round < 500; round++) {
-        assert_int_equal(vx_device_open(&c, &d, &e), VX_OK);
+        d = open_cpu(1 << 20);
         assert_int_equal(vx_device_share(d, 1 << 19, "race", &s, &e), VX_OK);
         vx_mem_init(&a, s, "a");
         vx_mem_init(&b, s, "b");
