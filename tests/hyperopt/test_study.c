@@ -384,6 +384,52 @@ static void test_command_errors(void **state)
 /* ---- out of memory ------------------------------------------------------------------------------
  */
 
+/* The estimate's parts, each against its documented sizes computed here (docs/hyperopt.md): the
+ * DQN's six copies of the weights; the replay's bytes a transition plus 4; the rollout's T·N·n
+ * staging slots (2 observations, the actions, the reward, 3 flag bytes), packed again with 12
+ * bytes more when n > 1, and the n-step rings (n observations, actions and rewards an
+ * environment); the CPU learner's three rows of batch buffers and 1 MB fixed, a GPU's 2 MB fixed
+ * and at least two networks' 4 MB GEMM workspaces. A part counted low (trials planned past what
+ * fits) fails here. */
+static void test_estimate_parts(void **state)
+{
+    (void)state;
+    vx_train_cfg *base = small_base();
+    vx_err e;
+    vx_trial_memory cpu, gpu, n3;
+    assert_int_equal(vx_trial_memory_of(base, VX_DEVICE_CPU, &cpu, &e), VX_OK);
+    assert_int_equal(vx_trial_memory_of(base, VX_DEVICE_CUDA, &gpu, &e), VX_OK);
+    vx_train_cfg *t = malloc(sizeof *t);
+    *t = *base;
+    assert_int_equal(vx_train_cfg_set(t, "dqn.n_step", "3", "t", &e), VX_OK);
+    assert_int_equal(vx_trial_memory_of(t, VX_DEVICE_CPU, &n3, &e), VX_OK);
+    const vx_dqn_settings *dq = vx_train_algo_settings(base, "dqn");
+    vx_qnet_cfg net;
+    vx_dqn_net_cfg(dq, &net);
+    vx_qnet_layout L;
+    vx_loss_shape shape;
+    assert_int_equal(vx_dqn_layout(&dq->learner, &net, &L, &shape, &e), VX_OK);
+    const double P = (double)L.n_params, D = VX_OBS_DIM, A = VX_ACTION_BRANCHES;
+    const double N = 16, T = 40, B = 32, C = 4000, O = L.out_dim, MB = 1 << 20;
+    assert_true(cpu.params == (int64_t)L.n_params);
+    assert_true((double)cpu.weights == P * 4 * 6);
+    vx_replay_cfg rc;
+    vx_replay_cfg_default(&rc, dq->replay_kind, (size_t)C);
+    rc.obs_dim = VX_OBS_DIM;
+    assert_true((double)cpu.replay == C * ((double)vx_replay_bytes_per_transition(&rc) + 4));
+    double slot = 2 * D * 4 + A * 4 + 4 + 3;
+    double more = N * T * 3 * slot - N * T * slot  /* 3 slots a step instead of 1 */
+                  + N * T * 3 * (slot + 8 + 4)     /* packed again, flags and positions */
+                  + N * (3 - 1) * (D + A + 1) * 4; /* the rings' two more places */
+    assert_true((double)n3.envs - (double)cpu.envs == more);
+    assert_true((double)cpu.activations == B * (O * 4 + 2 * D * 4 + A * 4 + 40) * 3);
+    assert_true((double)cpu.fixed == MB && (double)gpu.fixed == 2 * MB);
+    assert_true((double)gpu.activations >= 2 * 4 * MB);
+    assert_true(gpu.weights == cpu.weights && gpu.replay == cpu.replay);
+    assert_int_equal(gpu.total, gpu.weights + gpu.activations + gpu.replay + gpu.envs + gpu.fixed);
+    free(t), free(base);
+}
+
 /* layer 1: concurrency = floor(available after the margin / the largest trial's estimate) */
 static void test_layer1_estimate_and_margin(void **state)
 {
@@ -943,6 +989,7 @@ int main(void)
         cmocka_unit_test(test_concurrency_does_not_change_results),
         cmocka_unit_test(test_refused_group_runs_its_members_alone),
         cmocka_unit_test(test_pruning_follows_earlier_medians),
+        cmocka_unit_test(test_estimate_parts),
         cmocka_unit_test(test_layer1_estimate_and_margin),
         cmocka_unit_test(test_layer2_refused_chunk_halves),
         cmocka_unit_test(test_layer2_ramp_up),
