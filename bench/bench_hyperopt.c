@@ -1,10 +1,11 @@
 /* bench_hyperopt.c — many trials at once against one after another, the path a study takes.
  *
- * The same trials four ways, in one call: a study of 20 particles at concurrency 1 (one after
+ * The same trials five ways, in one call: a study of 20 particles at concurrency 1 (one after
  * another), the same study at concurrency 20 (each trial in a thread of its own on a share of the
  * device, launching its own graphs), the same again with one launcher thread issuing every
- * trial's graph launches (GPU only), and 20 separate `vixen train` processes of the same config
- * started together. The
+ * trial's graph launches (GPU only), the same again with the trials fused (`--fuse on`: their
+ * updates one learner group; GPU only), and 20 separate `vixen train` processes of the same
+ * config started together. The
  * trials are the default DQN on the default market, for a few epochs; the study's one parameter
  * is dqn.eps_end in [0.05, 0.05 + 1e-8], so the trials are the same settings to the eighth digit
  * (a space needs a parameter). The figure is the aggregate updates per second: every trial's
@@ -34,7 +35,7 @@ typedef struct {
 } run_figures;
 
 static vx_status study(const char *dir, int trials, int epochs, int concurrency, int launcher,
-                       vx_device *dev, run_figures *f, vx_err *e)
+                       int fuse, vx_device *dev, run_figures *f, vx_err *e)
 {
     memset(f, 0, sizeof *f);
     vx_train_cfg *base = malloc(sizeof *base);
@@ -53,6 +54,7 @@ static vx_status study(const char *dir, int trials, int epochs, int concurrency,
     uint64_t t0 = vx_now_ns();
     vx_status st = vx_study_create(dir, &c, space, strlen(space), base, &s, e);
     if (!st) vx_study_set_launcher(s, launcher);
+    if (!st) vx_study_set_fuse(s, fuse);
     if (!st) st = vx_study_run(s, dev, NULL, NULL, NULL, e);
     f->seconds = vx_seconds_since(t0);
     vx_study_close(s);
@@ -145,7 +147,7 @@ static void put(vx_bench_result *r, const char *name, const char *unit, double i
 
 int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
 {
-    if (max < 9) return 0;
+    if (max < 12) return 0;
     vx_device_cfg dc;
     vx_device_cfg_default(&dc);
     dc.threads = 1;
@@ -158,23 +160,28 @@ int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
     int cuda = vx_device_kind(dev) == VX_DEVICE_CUDA;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int trials = cuda ? 20 : (int)(cores > 1 ? cores : 2), epochs = cuda ? 10 : 2;
-    char root[64], d1[128], dn[128], dl[128], dp[128];
+    char root[64], d1[128], dn[128], dl[128], df[128], dp[128];
     snprintf(root, sizeof root, "/tmp/vixen-bench-hyperopt-%d", (int)getpid());
     snprintf(d1, sizeof d1, "%s/one-by-one", root);
     snprintf(dn, sizeof dn, "%s/at-once", root);
     snprintf(dl, sizeof dl, "%s/one-launcher", root);
+    snprintf(df, sizeof df, "%s/fused", root);
     snprintf(dp, sizeof dp, "%s/processes", root);
-    run_figures one, many, launched = {0};
+    run_figures one, many, launched = {0}, fused = {0};
     fprintf(log, "bench: hyperopt: %d trials of %d epochs on %s, one after another\n", trials,
             epochs, vx_device_name(dev));
-    vx_status st = study(d1, trials, epochs, 1, 0, dev, &one, &e);
+    vx_status st = study(d1, trials, epochs, 1, 0, 0, dev, &one, &e);
     if (!st) {
         fprintf(log, "bench: hyperopt: %.1f s; the same %d at once\n", one.seconds, trials);
-        st = study(dn, trials, epochs, trials, 0, dev, &many, &e);
+        st = study(dn, trials, epochs, trials, 0, 0, dev, &many, &e);
     }
     if (!st && cuda) { /* the launcher thread is a GPU matter */
         fprintf(log, "bench: hyperopt: %.1f s; at once, one launcher thread\n", many.seconds);
-        st = study(dl, trials, epochs, trials, 1, dev, &launched, &e);
+        st = study(dl, trials, epochs, trials, 1, 0, dev, &launched, &e);
+    }
+    if (!st && cuda) { /* the updates of the trials fused into one learner group */
+        fprintf(log, "bench: hyperopt: %.1f s; at once, fused (--fuse on)\n", launched.seconds);
+        st = study(df, trials, epochs, trials, 0, 1, dev, &fused, &e);
     }
     vx_device_close(dev);
     if (st) {
@@ -183,10 +190,11 @@ int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
         return -1;
     }
     fprintf(log, "bench: hyperopt: %.1f s; %d processes at once\n",
-            cuda ? launched.seconds : many.seconds, trials);
-    if (one.not_done || many.not_done)
-        fprintf(log, "bench: hyperopt: %d and %d trials did not finish: the figures count fewer\n",
-                one.not_done, many.not_done);
+            cuda ? fused.seconds : many.seconds, trials);
+    if (one.not_done || many.not_done || fused.not_done)
+        fprintf(log,
+                "bench: hyperopt: %d, %d and %d trials did not finish: the figures count fewer\n",
+                one.not_done, many.not_done, fused.not_done);
     vx_mkdirs(dp, NULL);
     double sp = processes(dp, trials, epochs, cuda, log);
     vx_remove_tree(root, NULL);
@@ -205,6 +213,12 @@ int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
         snprintf(name, sizeof name, "hyperopt %d at once, one launcher thread", trials);
         put(&out[n++], name, "updates/s", launched.updates, launched.seconds, ul, 10 * u1);
         put(&out[n++], "hyperopt speed-up, one launcher thread", "x", 1, 1, ul / u1, 10);
+        double uf = fused.updates / fused.seconds;
+        snprintf(name, sizeof name, "hyperopt %d at once, fused", trials);
+        put(&out[n++], name, "updates/s", fused.updates, fused.seconds, uf, 10 * u1);
+        put(&out[n++], "hyperopt speed-up, fused", "x", 1, 1, uf / u1, 10);
+        put(&out[n++], "hyperopt memory per trial, measured fused", "MB", 1, 1,
+            fused.mem_measured / 1e6, 0);
     }
     put(&out[n++], "hyperopt memory per trial, estimate", "MB", 1, 1, many.mem_estimate / 1e6, 0);
     put(&out[n++], "hyperopt memory per trial, measured", "MB", 1, 1, many.mem_measured / 1e6, 0);

@@ -199,8 +199,11 @@ typedef struct vx_algo_ops {
      * group runs the same arithmetic, else within the tolerance the algorithm's notes state.
      * member_keys: the keys (besides the run's own: train.seed, train.run_dir, …) members may
      * differ in; every other key must agree. fuses(kind): 1 where create_group really fuses the
-     * members' work on a device of that kind (a search groups trials there by default); 0
-     * where it runs them one after another (the reference, grouped only when asked). */
+     * members' work on a device of that kind, each member's results bit for bit its run's alone
+     * (a search groups trials there by default); 2 where it fuses them within a tolerance (a
+     * search groups them only when asked: its results would then depend on how many trials ran
+     * at once); 0 where it runs them one after another (the reference, grouped only when
+     * asked). */
     const char *const *member_keys; /* NULL-terminated */
     int (*fuses)(int device_kind);
     vx_status (*create_group)(const vx_algo_init *in, int K, vx_algo **out, vx_err *e);

@@ -284,9 +284,10 @@ void vx_study_close(vx_study *s);
  * vx_device_set_launcher). Results are the same either way; a choice of the run, not stored. */
 void vx_study_set_launcher(vx_study *s, int one);
 /* Fused trials (train.h's groups), from the next run on: the trials of a chunk whose configs may
- * train as one group do, each member's result the same as alone (mode 1); each trial alone (0);
- * or (−1, the default) grouped where the algorithm really fuses its members' work on the device,
- * alone where it would only run them one after another. A choice of the run, not stored. */
+ * train as one group do (mode 1), each member's result its run's alone, bit for bit or within
+ * the tolerance the algorithm states where it fuses; each trial alone (0); or (−1, the default)
+ * grouped where the algorithm fuses its members' work on the device bit for bit (algo.h's
+ * fuses() 1), alone elsewhere. A choice of the run, not stored. */
 void vx_study_set_fuse(vx_study *s, int mode);
 /* The device kind the study's base config names (train.device: VX_DEVICE_AUTO, _CPU, _CUDA). */
 int vx_study_device_kind(const vx_study *s);

@@ -194,8 +194,8 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
         {"fuse", "auto|on|off",
          "trials whose settings differ only in what a group lets its members differ in train as "
          "one group (on), each alone (off), or grouped where the algorithm fuses their work on the "
-         "device (auto, the default; under MPI the only choice); a trial's result is the same "
-         "either way",
+         "device with results bit for bit the trials' alone (auto, the default; under MPI the "
+         "only choice). A GPU fuses DQN groups' updates within a tolerance, so only when asked",
          &fuse, NULL, NULL, NULL, 0},
         {"seed", "S", "seed of the swarm (1)", &seed, NULL, NULL, NULL, 0},
         {"margin", "F", "share of the memory budget kept free (0.2)", &margin, NULL, NULL, NULL, 0},

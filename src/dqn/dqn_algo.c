@@ -237,6 +237,7 @@ struct dqn_algo {
     float *params; /* host weights for the policy (and the starting weights) */
     vx_qnet_ws act_ws;
     replay_job job; /* the replay file of the last save */
+    int fused;      /* a member of a group its backend runs as one (create_group) */
 };
 
 static void algo_free(vx_algo *a0)
@@ -249,7 +250,9 @@ static void algo_free(vx_algo *a0)
     free(a);
 }
 
-static vx_status algo_create(const vx_algo_init *in, vx_algo **out, vx_err *e)
+/* The instance without its backend: settings, layout, initial weights, the acting workspace,
+ * and which backend the device has (a->ops, or NULL for one that only acts: no env). */
+static vx_status algo_new(const vx_algo_init *in, dqn_algo **out, vx_err *e)
 {
     *out = NULL;
     /* the sizes again, whoever made the settings (the run checks them, a direct caller may not) */
@@ -278,20 +281,44 @@ static vx_status algo_create(const vx_algo_init *in, vx_algo **out, vx_err *e)
             st = vx_err_set(e, VX_ERR_UNSUPPORTED, "dqn: no backend for %s",
                             vx_device_name(in->dev));
     }
-    if (!st && a->ops) {
-        dqn_init bi = {&a->s,   &a->run, &a->L,     &a->shape,
-                       in->dev, in->env, a->params, in->mem_share};
-        st = a->ops->create(&bi, &a->b, &a->st, e);
-        if (!st) {
-            a->ops->resolved(a->b, &a->s); /* a GPU may have chosen the batch: check again */
-            st = check_sizes(&a->s, &a->run, e);
-            a->K = vx_dqn_updates_per_epoch(&a->s, &a->run);
-        } else {
-            a->ops = NULL;
-        }
-    }
     if (st) {
         algo_free(&a->base);
+        return st;
+    }
+    *out = a;
+    return VX_OK;
+}
+
+static dqn_init init_of(const dqn_algo *a, const vx_algo_init *in)
+{
+    dqn_init bi = {&a->s, &a->run, &a->L, &a->shape, in->dev, in->env, a->params, in->mem_share};
+    return bi;
+}
+
+/* The backend made (a->b, a->st): what it chose, checked again. On failure a->ops is NULL, so
+ * freeing the instance frees no backend. */
+static vx_status backend_made(dqn_algo *a, vx_status st, vx_err *e)
+{
+    if (st) {
+        a->ops = NULL;
+        return st;
+    }
+    a->ops->resolved(a->b, &a->s); /* a GPU may have chosen the batch: check again */
+    a->K = vx_dqn_updates_per_epoch(&a->s, &a->run);
+    return check_sizes(&a->s, &a->run, e);
+}
+
+static vx_status algo_create(const vx_algo_init *in, vx_algo **out, vx_err *e)
+{
+    *out = NULL;
+    dqn_algo *a;
+    vx_status st = algo_new(in, &a, e);
+    if (!st && a->ops) {
+        dqn_init bi = init_of(a, in);
+        st = backend_made(a, a->ops->create(&bi, &a->b, &a->st, e), e);
+    }
+    if (st) {
+        if (a) algo_free(&a->base);
         return st;
     }
     *out = &a->base;
@@ -312,10 +339,9 @@ static void describe(const vx_algo *a0, char *buf, size_t n)
              a->s.learner.batch, a->K, a->L.n_weights);
 }
 
-static vx_status epoch(vx_algo *a0, const vx_epoch_in *in, vx_epoch_out *out, vx_err *e)
+/* The epoch's plan from the schedules. */
+static dqn_plan plan_of(const dqn_algo *a, const vx_epoch_in *in)
 {
-    dqn_algo *a = (dqn_algo *)a0;
-    if (!a->ops) return vx_err_set(e, VX_ERR_ARG, "dqn: this instance only acts");
     int ep = in->epoch;
     dqn_plan p = {ep,
                   vx_dqn_epsilon_at(&a->s, ep),
@@ -324,10 +350,14 @@ static vx_status epoch(vx_algo *a0, const vx_epoch_in *in, vx_epoch_out *out, vx
                   a->K,
                   in->snapshot,
                   a->s.overlap && ep + 1 < a->run.epochs};
-    dqn_result r;
-    memset(&r, 0, sizeof r);
-    vx_status st = a->ops->epoch(a->b, &p, &r, e);
-    if (st) return st;
+    return p;
+}
+
+/* The backend's result as the run's metrics. */
+static void result_out(const dqn_algo *a, const dqn_plan *p, const dqn_result *rp,
+                       vx_epoch_out *out)
+{
+    dqn_result r = *rp;
     out->env_steps = r.env_steps;
     out->episodes = r.episodes;
     out->return_sum = r.return_sum;
@@ -339,10 +369,21 @@ static vx_status epoch(vx_algo *a0, const vx_epoch_in *in, vx_epoch_out *out, vx
     m[M_Q_MEAN] = done ? r.q_mean : NAN;
     m[M_Q_MAX] = done ? r.q_max : NAN;
     m[M_GRAD_NORM] = done ? r.grad_norm : NAN;
-    m[M_EPSILON] = p.eps;
-    m[M_BETA] = p.beta;
+    m[M_EPSILON] = p->eps;
+    m[M_BETA] = p->beta;
     m[M_UPDATES_PER_S] = done && r.learn_s > 0 ? r.updates / r.learn_s : 0;
-    return VX_OK;
+}
+
+static vx_status epoch(vx_algo *a0, const vx_epoch_in *in, vx_epoch_out *out, vx_err *e)
+{
+    dqn_algo *a = (dqn_algo *)a0;
+    if (!a->ops) return vx_err_set(e, VX_ERR_ARG, "dqn: this instance only acts");
+    dqn_plan p = plan_of(a, in);
+    dqn_result r;
+    memset(&r, 0, sizeof r);
+    vx_status st = a->ops->epoch(a->b, &p, &r, e);
+    if (!st) result_out(a, &p, &r, out);
+    return st;
 }
 
 /* ---- the policy ------------------------------------------------------------------------------ */
@@ -623,13 +664,10 @@ static const char *const member_keys[] = {
     NULL,
 };
 
-/* No backend fuses a group's members yet: each member has its own backend and the group runs
- * their epochs one after another (the reference a fused backend is held to). */
-static int fuses(int device_kind)
-{
-    (void)device_kind;
-    return 0;
-}
+/* A CUDA device fuses a group's updates (dqn_backend_cuda.cu): each member's results agree with
+ * its run alone within a tolerance, not bit for bit (the group's GEMMs are strided-batched), so a
+ * search groups trials there only when asked (algo.h: 2). The CPU runs them one after another. */
+static int fuses(int device_kind) { return device_kind == VX_DEVICE_CUDA ? 2 : 0; }
 
 /* A member's error, said to be its (the group's thread logs under another member's tag). */
 static vx_status member_error(vx_status st, int k, vx_err *e)
@@ -646,28 +684,88 @@ static vx_status member_error(vx_status st, int k, vx_err *e)
     return st;
 }
 
+/* Whether the backend runs these members as one: it has a group, every member trains (an env)
+ * on the same device, as graphs, and its replay buffer is not rank-based (whose re-sorts fall
+ * between the updates' launches, member by member). */
+static int backend_fuses(const dqn_algo *const *a, const vx_algo_init *in, int K)
+{
+    if (K < 2 || !a[0]->ops || !a[0]->ops->create_group) return 0;
+    for (int k = 0; k < K; k++)
+        if (a[k]->ops != a[0]->ops || in[k].dev != in[0].dev || !in[k].env ||
+            !a[k]->run.gpu_graphs || a[k]->s.replay_kind == VX_REPLAY_RANK)
+            return 0;
+    return 1;
+}
+
 static vx_status create_group(const vx_algo_init *in, int K, vx_algo **out, vx_err *e)
 {
     for (int k = 0; k < K; k++) out[k] = NULL;
-    for (int k = 0; k < K; k++) {
-        vx_status st = algo_create(&in[k], &out[k], e);
-        if (st) {
-            for (int i = 0; i < k; i++) algo_free(out[i]), out[i] = NULL;
-            return member_error(st, k, e);
-        }
+    dqn_algo **a = calloc((size_t)(K > 0 ? K : 1), sizeof *a);
+    dqn_init *bi = calloc((size_t)(K > 0 ? K : 1), sizeof *bi);
+    dqn_backend **b = calloc((size_t)(K > 0 ? K : 1), sizeof *b);
+    dqn_state **st_of = calloc((size_t)(K > 0 ? K : 1), sizeof *st_of);
+    vx_status st =
+        a && bi && b && st_of ? VX_OK : vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
+    int k = 0;
+    for (; k < K && !st; k++) {
+        st = algo_new(&in[k], &a[k], e);
+        if (st) st = member_error(st, k, e);
     }
-    return VX_OK;
+    if (!st && backend_fuses((const dqn_algo *const *)a, in, K)) {
+        const dqn_backend_ops *ops = a[0]->ops;
+        for (int i = 0; i < K; i++) bi[i] = init_of(a[i], &in[i]);
+        st = ops->create_group(bi, K, b, st_of, e);
+        for (int i = 0; i < K; i++) {
+            a[i]->b = b[i], a[i]->st = st_of[i], a[i]->fused = !st;
+            vx_status made = backend_made(a[i], st, e);
+            if (!st && made) st = member_error(made, i, e);
+        }
+    } else {
+        for (int i = 0; i < K && !st; i++)
+            if (a[i]->ops) {
+                dqn_init one = init_of(a[i], &in[i]);
+                st = backend_made(a[i], a[i]->ops->create(&one, &a[i]->b, &a[i]->st, e), e);
+                if (st) st = member_error(st, i, e);
+            }
+    }
+    for (int i = 0; i < K && a; i++) {
+        if (st && a[i]) algo_free(&a[i]->base); /* a fused member frees its part of the group */
+        else if (a[i]) out[i] = &a[i]->base;
+    }
+    free(a), free(bi), free(b), free(st_of);
+    return st;
 }
 
-static vx_status epoch_group(vx_algo *const *a, int K, const vx_epoch_in *in, vx_epoch_out *out,
+/* A fused group's epoch is one call of the backend's; else each member's in turn. */
+static vx_status epoch_group(vx_algo *const *a0, int K, const vx_epoch_in *in, vx_epoch_out *out,
                              vx_err *e)
 {
-    for (int k = 0; k < K; k++) {
-        if (!a[k]) continue;
-        vx_status st = epoch(a[k], &in[k], &out[k], e);
-        if (st) return member_error(st, k, e);
+    const dqn_algo *const *a = (const dqn_algo *const *)a0;
+    int first = 0;
+    while (first < K && !a[first]) first++;
+    if (first == K) return VX_OK;
+    if (!a[first]->fused) {
+        for (int k = 0; k < K; k++) {
+            if (!a[k]) continue;
+            vx_status st = epoch(a0[k], &in[k], &out[k], e);
+            if (st) return member_error(st, k, e);
+        }
+        return VX_OK;
     }
-    return VX_OK;
+    dqn_plan *p = calloc((size_t)K, sizeof *p);
+    dqn_result *r = calloc((size_t)K, sizeof *r);
+    dqn_backend **b = calloc((size_t)K, sizeof *b);
+    vx_status st = p && r && b ? VX_OK : vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
+    for (int k = 0; k < K && !st; k++) {
+        if (!a[k]) continue;
+        p[k] = plan_of(a[k], &in[k]);
+        b[k] = a[k]->b;
+    }
+    if (!st) st = a[first]->ops->epoch_group(b, K, p, r, e);
+    for (int k = 0; k < K && !st; k++)
+        if (a[k]) result_out(a[k], &p[k], &r[k], &out[k]);
+    free(p), free(r), free(b);
+    return st;
 }
 
 const vx_algo_ops vx_algo_dqn = {

@@ -93,6 +93,19 @@ typedef struct {
     vx_status (*restore)(dqn_backend *b, vx_err *e);
     vx_status (*load_replay)(dqn_backend *b, const char *path, uint64_t *inserted, vx_err *e);
     size_t (*reserved)(const dqn_backend *b);
+
+    /* ---- fused trials (optional: NULL where the backend has none) ----
+     * create_group: K backends made at once (in[k] member k's; their settings agree but for the
+     * algorithm's member keys), whose updates run as one learner group (learner_cuda.h): one
+     * launch of K members' updates instead of K launches. Each member collects on its own
+     * streams, with its own environments, replay buffer and acting weights. A member is freed
+     * alone (free); what the group shares goes with the last. A member never checkpoints (save
+     * refuses); weights gives its own. epoch_group: one epoch of every member still in the
+     * group (b[k] NULL: freed), p[k] and r[k] member k's; the updates' count is the group's. */
+    vx_status (*create_group)(const dqn_init *in, int K, dqn_backend **out, dqn_state **state,
+                              vx_err *e);
+    vx_status (*epoch_group)(dqn_backend *const *b, int K, const dqn_plan *p, dqn_result *r,
+                             vx_err *e);
 } dqn_backend_ops;
 
 extern const dqn_backend_ops vx_dqn_backend_cpu;

@@ -292,6 +292,8 @@ static vx_status cpu_load_replay(dqn_backend *b, const char *path, uint64_t *ins
 static size_t cpu_reserved(const dqn_backend *b) { return vx_replay_reserved(b->replay); }
 
 const dqn_backend_ops vx_dqn_backend_cpu = {
-    "cpu",    cpu_create, cpu_free,        cpu_resolved, cpu_describe,    cpu_epoch,    cpu_weights,
-    cpu_save, cpu_wait,   cpu_save_replay, cpu_restore,  cpu_load_replay, cpu_reserved,
+    "cpu",        cpu_create, cpu_free, cpu_resolved,    cpu_describe, cpu_epoch,
+    cpu_weights,  cpu_save,   cpu_wait, cpu_save_replay, cpu_restore,  cpu_load_replay,
+    cpu_reserved, NULL,       NULL, /* no groups: the algorithm runs the members one after another
+                                     */
 };

@@ -33,7 +33,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Fused trials (dqn_backend.h's create_group): what the members share — the learner group over
+ * their replay buffers, the stream its updates and the members' inserts run on, the timing. The
+ * buffers are the group's: the learner's graph samples every member's, also after a member has
+ * left (its last transitions, its updates then unread), so they go with the group. */
+typedef struct {
+    vx_device *dev;
+    int K, refs;
+    cudaStream_t s;
+    dqn_learner *learner;
+    vx_replay **replay; /* K */
+    size_t stride;      /* floats from one member's weights to the next's */
+    cudaEvent_t l0, l1;
+    dqn_learner_acc *acc; /* K, host */
+} dqn_group;
+
 struct dqn_backend {
+    dqn_group *grp; /* a member of a fused group (NULL: alone) */
+    int member;     /* its index in the group's learner */
     vx_dqn_settings s;
     vx_run_params run;
     vx_qnet_layout L;
@@ -148,14 +165,32 @@ static void choose_batch(dqn_backend *b, size_t share)
            B > 4 * B0 ? " (scaled with the batch past 4x the configured one, at most 8x)" : "");
 }
 
+static void group_unref(dqn_group *g)
+{
+    if (!g || --g->refs > 0) return;
+    if (g->s) cudaStreamSynchronize(g->s);
+    dqn_learner_free(g->learner);
+    for (int k = 0; g->replay && k < g->K; k++) vx_replay_free(g->replay[k]);
+    vx_cuda_event_destroy(g->dev, g->l0, 1);
+    vx_cuda_event_destroy(g->dev, g->l1, 1);
+    vx_cuda_stream_destroy(g->dev, g->s);
+    free(g->replay);
+    free(g->acc);
+    free(g);
+}
+
+/* A member of a group is freed under the group's lock (train/group.c), so refs needs no atomics.
+ * The group's stream may still insert from this member's rollout: it is waited for first. */
 static void cuda_free_backend(dqn_backend *b)
 {
     if (!b) return;
+    if (b->grp && b->grp->s) cudaStreamSynchronize(b->grp->s);
     if (b->learn) cudaStreamSynchronize(b->learn);
     if (b->collect) cudaStreamSynchronize(b->collect);
     dqn_rollout_free(b->roll);
     dqn_learner_free(b->learner);
-    vx_replay_free(b->replay);
+    if (b->grp) group_unref(b->grp); /* the replay buffer is the group's */
+    else vx_replay_free(b->replay);
     cudaEvent_t untimed[] = {b->snap, b->snap_collect, b->snap_learn};
     cudaEvent_t timed[] = {b->c0[0], b->c0[1], b->c1[0], b->c1[1], b->l0, b->l1};
     for (int i = 0; i < 3; i++) vx_cuda_event_destroy(b->dev, untimed[i], 0);
@@ -190,7 +225,10 @@ static vx_status state_alloc(dqn_backend *b, vx_err *e)
     return st;
 }
 
-static vx_status cuda_create(const dqn_init *in, dqn_backend **out, dqn_state **state, vx_err *e)
+/* Everything of a backend but its learner (a group's members share one): the streams, events and
+ * state buffers, the replay buffer, the rollout, the acting weights (the initial ones, copied),
+ * and the batch (chosen for `share` bytes when the settings leave it free). */
+static vx_status create_member(const dqn_init *in, size_t share, dqn_backend **out, vx_err *e)
 {
     *out = NULL;
     vx_status st = vx_cuda_enter(in->dev, e);
@@ -235,14 +273,28 @@ static vx_status cuda_create(const dqn_init *in, dqn_backend **out, dqn_state **
         st = dqn_rollout_create(&ro, in->env, b->collect, &b->roll, e);
     }
     if (st) goto fail;
-    if (!b->s.batch_set)
-        choose_batch(b, in->mem_share ? in->mem_share : vx_device_available(in->dev));
-    st = dqn_learner_create(&b->s.learner, &b->L, &b->shape, in->init_params, b->replay, in->dev,
-                            b->learn, &b->learner, e);
-    if (st) goto fail;
+    if (!b->s.batch_set) choose_batch(b, share);
     VX_CUDA_CHECK(
         cudaMemcpyAsync(b->act_params, in->init_params, np * 4, cudaMemcpyHostToDevice, b->learn));
     VX_CUDA_CHECK(cudaStreamSynchronize(b->learn));
+    b->K = vx_dqn_updates_per_epoch(&b->s, &b->run);
+    *out = b;
+    return VX_OK;
+fail:
+    cuda_free_backend(b);
+    return st;
+}
+
+static vx_status cuda_create(const dqn_init *in, dqn_backend **out, dqn_state **state, vx_err *e)
+{
+    *out = NULL;
+    dqn_backend *b;
+    vx_status st =
+        create_member(in, in->mem_share ? in->mem_share : vx_device_available(in->dev), &b, e);
+    if (st) return st;
+    st = dqn_learner_create(&b->s.learner, &b->L, &b->shape, in->init_params, b->replay, in->dev,
+                            b->learn, &b->learner, e);
+    if (st) goto fail;
     if (!vx_replay_on_device(b->replay)) {
         vx_log(VX_LOG_WARN, "dqn: the replay buffer is on the CPU (see the warning above); "
                             "training continues kernel by kernel, slower");
@@ -263,7 +315,6 @@ static vx_status cuda_create(const dqn_init *in, dqn_backend **out, dqn_state **
         if (!st && b->s.replay_kind != VX_REPLAY_RANK) st = dqn_learner_prepare(b->learner, e);
         if (st) goto fail;
     }
-    b->K = vx_dqn_updates_per_epoch(&b->s, &b->run);
     *out = b;
     *state = &b->st;
     return VX_OK;
@@ -276,7 +327,11 @@ static void cuda_resolved(const dqn_backend *b, vx_dqn_settings *s) { *s = b->s;
 
 static void cuda_describe(const dqn_backend *b, char *buf, size_t n)
 {
-    snprintf(buf, n, "on the GPU%s%s%s", b->chose[0] ? " (" : "", b->chose, b->chose[0] ? ")" : "");
+    char fused[64] = "";
+    if (b->grp)
+        snprintf(fused, sizeof fused, ", its updates fused with %d other trials'", b->grp->K - 1);
+    snprintf(buf, n, "on the GPU%s%s%s%s", fused, b->chose[0] ? " (" : "", b->chose,
+             b->chose[0] ? ")" : "");
 }
 
 /* Starts the rollout of epoch `ep` on the collect stream, behind the snapshot event. */
@@ -298,17 +353,17 @@ fail:
     return st;
 }
 
-/* The hand-off: the learn stream waits for rollout `ep` and inserts it. */
-static vx_status insert_rollout(dqn_backend *b, int ep, vx_err *e)
+/* The hand-off: stream s (the learn stream; a group's) waits for rollout `ep` and inserts it. */
+static vx_status insert_rollout(dqn_backend *b, int ep, cudaStream_t s, vx_err *e)
 {
     vx_status st = VX_OK;
     int p = ep & 1;
     vx_transitions tv;
     size_t n;
-    VX_CUDA_CHECK(cudaStreamWaitEvent(b->learn, b->c1[p], 0));
+    VX_CUDA_CHECK(cudaStreamWaitEvent(s, b->c1[p], 0));
     if (b->s.learner.n_step > 1) VX_CUDA_CHECK(cudaEventSynchronize(b->c1[p])); /* the count */
     dqn_rollout_staged(b->roll, &tv, &n);
-    st = vx_replay_insert(b->replay, &tv, n, b->learn, e);
+    st = vx_replay_insert(b->replay, &tv, n, s, e);
     if (st) goto fail;
     b->inserted += n;
     b->act_step += (uint64_t)b->run.steps_per_epoch;
@@ -376,7 +431,7 @@ static vx_status cuda_epoch(dqn_backend *b, const dqn_plan *p, dqn_result *r, vx
             st = start_rollout(b, ep, p->eps, e);
             if (st) goto fail;
         }
-        st = insert_rollout(b, ep, e);
+        st = insert_rollout(b, ep, b->learn, e);
         if (st) goto fail;
     }
     b->collected_ahead = 0;
@@ -473,15 +528,29 @@ static vx_status cuda_weights(dqn_backend *b, float *host, vx_err *e)
 {
     vx_status st = vx_cuda_enter(b->dev, e);
     if (st) return st;
-    VX_CUDA_CHECK(cudaMemcpyAsync(host, dqn_learner_online(b->learner), b->L.n_params * 4,
-                                  cudaMemcpyDeviceToHost, b->learn));
+    const float *online;
+    if (b->grp) { /* its slice of the group's weights, after the group's last updates */
+        VX_CUDA_CHECK(cudaStreamWaitEvent(b->learn, b->grp->l1, 0));
+        online = dqn_learner_online(b->grp->learner) + (size_t)b->member * b->grp->stride;
+    } else {
+        online = dqn_learner_online(b->learner);
+    }
+    VX_CUDA_CHECK(
+        cudaMemcpyAsync(host, online, b->L.n_params * 4, cudaMemcpyDeviceToHost, b->learn));
     VX_CUDA_CHECK(cudaStreamSynchronize(b->learn));
 fail:
     return st;
 }
 
+/* A member of a fused group is a search's trial, which never checkpoints (train.h). */
+static vx_status group_refuses(const char *what, vx_err *e)
+{
+    return vx_err_set(e, VX_ERR_UNSUPPORTED, "dqn: a member of a fused group is never %s", what);
+}
+
 static vx_status cuda_save(dqn_backend *b, int final, int *detached, vx_err *e)
 {
+    if (b->grp) return group_refuses("checkpointed", e);
     vx_status st = vx_cuda_enter(b->dev, e);
     if (st) return st;
     if (b->planned) {                /* queued during the epoch: epoch e's state while e + 1 runs */
@@ -494,7 +563,7 @@ static vx_status cuda_save(dqn_backend *b, int final, int *detached, vx_err *e)
     }
     /* unplanned (a stop between checkpoints): settle everything, then copy */
     if (b->in_flight) { /* keep the rollout collected ahead */
-        st = insert_rollout(b, b->ahead_ep, e);
+        st = insert_rollout(b, b->ahead_ep, b->learn, e);
         if (st) goto fail;
         b->in_flight = 0;
         b->collected_ahead = 1;
@@ -527,6 +596,7 @@ static vx_status cuda_save_replay(dqn_backend *b, int detached, const char *path
 
 static vx_status cuda_restore(dqn_backend *b, vx_err *e)
 {
+    if (b->grp) return group_refuses("resumed", e);
     const dqn_state *s = &b->st;
     vx_status st = vx_cuda_enter(b->dev, e);
     if (st) return st;
@@ -553,6 +623,7 @@ fail:
 
 static vx_status cuda_load_replay(dqn_backend *b, const char *path, uint64_t *inserted, vx_err *e)
 {
+    if (b->grp) return group_refuses("resumed", e);
     vx_replay_stats rs;
     vx_status st = vx_replay_load(b->replay, path, e);
     if (!st) st = vx_replay_stats_get(b->replay, &rs, NULL, e);
@@ -563,14 +634,210 @@ static vx_status cuda_load_replay(dqn_backend *b, const char *path, uint64_t *in
     return st;
 }
 
+/* A member of a group: its own parts and a K-th of the learner group. */
 static size_t cuda_reserved(const dqn_backend *b)
 {
-    return b->mem.bytes + vx_replay_reserved(b->replay) + dqn_learner_reserved(b->learner) +
-           dqn_rollout_reserved(b->roll);
+    size_t learner = b->grp ? dqn_learner_reserved(b->grp->learner) / (size_t)b->grp->K
+                            : dqn_learner_reserved(b->learner);
+    return b->mem.bytes + vx_replay_reserved(b->replay) + learner + dqn_rollout_reserved(b->roll);
+}
+
+/* ---- fused trials -----------------------------------------------------------------------------
+ * K members, each with its own environments, rollout (its graph on its own collect stream),
+ * replay buffer and acting weights; their updates one learner group (learner_cuda.h) on the
+ * group's stream, which also inserts each member's rollout. An epoch:
+ *
+ *   member k's collect:  rollout e ─┐                       ┌→ rollout e + 1 (overlap)
+ *   group's stream:                 └→ insert e (each k) → act weights (each k) → K members'
+ *                                                           updates, one launch → statistics
+ *
+ * The members' rollouts run side by side; what is one launch for all is the updates, where the
+ * time of many small trials went (docs/benchmarks.md). A member's arithmetic is its run's alone
+ * but for the GEMMs, strided-batched for the group: the same sums in another order, so its
+ * results agree with its run alone within a tolerance, not bit for bit (docs/algorithms.md). */
+static vx_status cuda_create_group(const dqn_init *in, int K, dqn_backend **out, dqn_state **state,
+                                   vx_err *e)
+{
+    for (int k = 0; k < K; k++) out[k] = NULL, state[k] = NULL;
+    if (K < 1) return vx_err_set(e, VX_ERR_ARG, "dqn: a group of %d members", K);
+    /* one share for all, the least any member was given: every member then chooses the same
+     * batch (the group's learner runs one), and none more than it would alone */
+    size_t share = 0;
+    for (int k = 0; k < K; k++) {
+        size_t m = in[k].mem_share ? in[k].mem_share : vx_device_available(in[k].dev);
+        if (!share || (m && m < share)) share = m;
+    }
+    vx_status st = vx_cuda_enter(in[0].dev, e);
+    if (st) return st;
+    dqn_group *g = (dqn_group *)calloc(1, sizeof *g);
+    vx_dqn_cfg *cfgs = (vx_dqn_cfg *)calloc((size_t)K, sizeof *cfgs);
+    float *params = NULL;
+    if (g) {
+        g->replay = (vx_replay **)calloc((size_t)K, sizeof *g->replay);
+        g->acc = (dqn_learner_acc *)calloc((size_t)K, sizeof *g->acc);
+    }
+    if (!g || !cfgs || !g->replay || !g->acc) {
+        if (g) free(g->replay), free(g->acc);
+        free(g), free(cfgs);
+        return vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
+    }
+    g->dev = in[0].dev, g->K = K;
+    for (int k = 0; k < K && !st; k++) {
+        if (in[k].dev != g->dev) {
+            st = vx_err_set(e, VX_ERR_ARG, "dqn: member %d of a group on another device", k);
+            break;
+        }
+        st = create_member(&in[k], share, &out[k], e);
+        if (st) break;
+        out[k]->grp = g, out[k]->member = k;
+        g->replay[k] = out[k]->replay; /* the group's from now on */
+        g->refs++;
+        cfgs[k] = out[k]->s.learner;
+        if (!vx_replay_on_device(g->replay[k]))
+            st = vx_err_set(e, VX_ERR_UNSUPPORTED,
+                            "dqn: member %d's replay buffer is on the CPU: no fused group", k);
+        else if (out[k]->eager)
+            st = vx_err_set(e, VX_ERR_UNSUPPORTED,
+                            "dqn: a fused group runs as CUDA graphs (train.gpu_graphs is off)");
+        else st = dqn_rollout_prepare(out[k]->roll, e);
+    }
+    if (!st) st = vx_cuda_stream_create(g->dev, &g->s, e);
+    if (!st) st = vx_cuda_event_create(g->dev, &g->l0, 1, e);
+    if (!st) st = vx_cuda_event_create(g->dev, &g->l1, 1, e);
+    if (!st) { /* member k's starting weights at k × stride, the padding 0 */
+        size_t np = in[0].L->n_params;
+        g->stride = dqn_learner_stride_for(in[0].L, cfgs[0].batch, K);
+        params = (float *)calloc((size_t)K * g->stride, sizeof *params);
+        if (!params) st = vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
+        for (int k = 0; k < K && !st; k++)
+            memcpy(params + (size_t)k * g->stride, in[k].init_params, np * sizeof *params);
+    }
+    if (!st)
+        st = dqn_learner_create_group(cfgs, K, in[0].L, in[0].shape, params, g->replay, g->dev,
+                                      g->s, &g->learner, e);
+    if (!st && dqn_learner_stride(g->learner) != g->stride)
+        st = vx_err_set(e, VX_ERR_ARG, "dqn: the group's weights are %zu floats apart, not %zu",
+                        dqn_learner_stride(g->learner), g->stride);
+    if (!st) st = dqn_learner_prepare(g->learner, e); /* before the trials start working */
+    free(params);
+    free(cfgs);
+    if (st) {
+        int members = g->refs;
+        for (int k = 0; k < K; k++) cuda_free_backend(out[k]), out[k] = NULL;
+        if (!members) group_unref(g); /* no member took it with it */
+        return st;
+    }
+    for (int k = 0; k < K; k++) state[k] = &out[k]->st;
+    return VX_OK;
+}
+
+/* One epoch of the members still in the group (b[k] NULL: gone); p[k], r[k] member k's. */
+static vx_status cuda_epoch_group(dqn_backend *const *b, int K, const dqn_plan *p, dqn_result *r,
+                                  vx_err *e)
+{
+    int first = 0;
+    while (first < K && !b[first]) first++;
+    if (first == K) return VX_OK;
+    dqn_group *g = b[first]->grp;
+    if (!g) return vx_err_set(e, VX_ERR_ARG, "dqn: a group's epoch of a backend alone");
+    vx_status st = vx_cuda_enter(g->dev, e);
+    if (st) return st;
+    size_t np = b[first]->L.n_params;
+    const float *online = dqn_learner_online(g->learner);
+    for (int k = first; k < K; k++) {
+        dqn_backend *m = b[k];
+        if (!m) continue;
+        if (m->grp != g) return vx_err_set(e, VX_ERR_ARG, "dqn: member %d of another group", k);
+        if (p[k].K != p[first].K)
+            return vx_err_set(e, VX_ERR_ARG, "dqn: members %d and %d plan %d and %d updates", first,
+                              k, p[first].K, p[k].K);
+        memset(&r[k], 0, sizeof r[k]);
+    }
+    /* collection: each member's rollout in, its acting weights for the next */
+    for (int k = first; k < K && !st; k++) {
+        dqn_backend *m = b[k];
+        if (!m) continue;
+        const float *mine = online + (size_t)m->member * g->stride;
+        int ep = p[k].epoch;
+        if (!m->in_flight) {
+            if (!m->s.overlap)
+                VX_CUDA_CHECK(
+                    cudaMemcpyAsync(m->act_params, mine, np * 4, cudaMemcpyDeviceToDevice, g->s));
+            VX_CUDA_CHECK(cudaEventRecord(m->snap, g->s));
+            st = start_rollout(m, ep, p[k].eps, e);
+            if (st) goto fail;
+        }
+        st = insert_rollout(m, ep, g->s, e);
+        if (st) goto fail;
+        m->in_flight = 0;
+        if (m->s.overlap)
+            VX_CUDA_CHECK(
+                cudaMemcpyAsync(m->act_params, mine, np * 4, cudaMemcpyDeviceToDevice, g->s));
+        VX_CUDA_CHECK(cudaEventRecord(m->snap, g->s));
+        if (p[k].ahead && m->s.overlap) { /* runs beside the group's updates */
+            st = start_rollout(m, ep + 1, p[k].next_eps, e);
+            if (st) goto fail;
+            m->in_flight = 1;
+            m->ahead_ep = ep + 1;
+        }
+    }
+    VX_CUDA_CHECK(cudaEventRecord(g->l0, g->s));
+    {
+        /* the members insert alike (the same environments and steps), so one is warm when all
+         * are; host bookkeeping, no read-back */
+        const dqn_backend *m0 = b[first];
+        int64_t size = (int64_t)vx_replay_size(m0->replay);
+        int updates = 0;
+        if (size >= m0->s.warmup && size >= m0->s.learner.batch) {
+            for (int k = first; k < K && !st; k++)
+                if (b[k]) st = vx_replay_set_beta(b[k]->replay, p[k].beta, g->s, e);
+            for (int k = 0; k < g->K && !st; k++)
+                if (!vx_replay_on_device(g->replay[k])) /* a launch failed: the graph is stale */
+                    st = vx_err_set(e, VX_ERR_CUDA,
+                                    "dqn: member %d's replay buffer fell back to the CPU; the "
+                                    "fused group stops",
+                                    k);
+            if (!st) st = dqn_learner_update_n(g->learner, p[first].K, e);
+            if (st) goto fail;
+            updates = p[first].K;
+        }
+        VX_CUDA_CHECK(cudaEventRecord(g->l1, g->s));
+        st = dqn_learner_stats_fetch(g->learner, e);
+        if (!st) st = dqn_learner_stats_read(g->learner, g->acc, e);
+        if (st) goto fail;
+        float ms = 0;
+        VX_CUDA_CHECK(cudaEventElapsedTime(&ms, g->l0, g->l1));
+        for (int k = first; k < K; k++) {
+            dqn_backend *m = b[k];
+            if (!m) continue;
+            const dqn_learner_acc *a = &g->acc[m->member];
+            int par = p[k].epoch & 1;
+            dqn_result *o = &r[k];
+            m->adam_t += updates;
+            o->updates = updates;
+            if (a->n > 0) {
+                o->loss = a->loss / a->n;
+                o->q_mean = a->q_mean / a->n;
+                o->grad_norm = a->grad_norm / a->n;
+                o->q_max = a->q_max;
+            }
+            o->learn_s = ms / 1e3;
+            o->env_steps = (int64_t)m->run.envs * m->run.steps_per_epoch;
+            float cms = 0;
+            VX_CUDA_CHECK(cudaEventSynchronize(m->c1[par]));
+            VX_CUDA_CHECK(cudaEventElapsedTime(&cms, m->c0[par], m->c1[par]));
+            o->collect_s = cms / 1e3;
+            o->return_sum = m->ep_host[2 * par];
+            o->episodes = m->ep_host[2 * par + 1];
+            m->st.updates = dqn_learner_updates(g->learner);
+        }
+    }
+fail:
+    return st;
 }
 
 extern "C" const dqn_backend_ops vx_dqn_backend_cuda = {
-    "cuda",       cuda_create,      cuda_free_backend, cuda_resolved, cuda_describe,
-    cuda_epoch,   cuda_weights,     cuda_save,         cuda_wait,     cuda_save_replay,
-    cuda_restore, cuda_load_replay, cuda_reserved,
+    "cuda",       cuda_create,      cuda_free_backend, cuda_resolved,     cuda_describe,
+    cuda_epoch,   cuda_weights,     cuda_save,         cuda_wait,         cuda_save_replay,
+    cuda_restore, cuda_load_replay, cuda_reserved,     cuda_create_group, cuda_epoch_group,
 };

@@ -248,8 +248,9 @@ vx_status vx_engine_init(vx_study *s, vx_device *dev, vx_engine *eng, int state[
     if (st) return st;
     *eng->ramped = s->cfg.concurrency > 0; /* a concurrency asked for is kept */
     const vx_algo_ops *ops = vx_train_algo(s->base);
-    eng->fused = ops->fuses && ops->fuses(plan->kind);
-    eng->fuse = s->fuse < 0 ? eng->fused : s->fuse;
+    int how = ops->fuses ? ops->fuses(plan->kind) : 0;
+    eng->fused = how != 0;
+    eng->fuse = s->fuse < 0 ? how == 1 : s->fuse; /* within a tolerance: only when asked */
     if (s->fuse == 1 && !ops->create_group)
         vx_log(VX_LOG_WARN,
                "hyperopt: fused trials asked for, but %s trains no groups: each "

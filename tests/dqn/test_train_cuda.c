@@ -11,7 +11,14 @@
  *    the tolerances stated and justified below; then 2 epochs with 3-step returns.
  * 3. Checkpoints cross paths: a GPU run stopped after 3 epochs and resumed on the GPU ends with
  *    the same weights as an uninterrupted one; its checkpoint also resumes on the CPU.
- * 4. 200 epochs: device memory in use and host RSS after epoch 20 and after epoch 200. */
+ * 4. 200 epochs: device memory in use and host RSS after epoch 20 and after epoch 200.
+ * 5. Fused trials: three runs with different learning rates, discounts, exploration and seeds
+ *    trained as one group (their updates one learner group), one of them stopped after its third
+ *    epoch, against each run alone: the same collection while the acting weights are the initial
+ *    ones, the first epoch's statistics within 1e-4, every epoch's loss within 5e-2 (the CPU vs
+ *    GPU bound: the group's GEMMs sum in another order, and training amplifies that), and the
+ *    members' own results far further apart than that (the test's power against a group that
+ *    hands one member another's settings or results). */
 #include "helpers.h"
 #include "vixen/cuda_util.h"
 #include "vixen/dqn.h"
@@ -482,6 +489,106 @@ static void test_trial_memory(void **state)
     trial_beyond_replay(128, 1);
 }
 
+typedef struct {
+    vx_train_cfg c;
+    vx_train_group *g;
+    int k;
+    trace t;
+    vx_status st;
+    vx_err e;
+} member_job;
+
+static void *member_thread(void *p)
+{
+    member_job *j = p;
+    j->st = vx_train_run_member(&j->c, g_dev, j->g, j->k, record, &j->t, &j->e);
+    return NULL;
+}
+
+static void fused_cfg(member_job *j, const char *dir, int k)
+{
+    static const double lr[3] = {1e-3, 3e-4, 2e-3}, gamma[3] = {0.99, 0.9, 0.95},
+                        eps_end[3] = {0.05, 0.2, 0.1};
+    memset(j, 0, sizeof *j);
+    small_cfg(&j->c, dir);
+    j->c.epochs = 6;
+    j->c.checkpoint_every = 0;
+    j->c.final_test = 0;
+    j->c.seed = 21 + (uint64_t)k;
+    vx_dqn_settings *q = dqn_of(&j->c);
+    q->learner.adam.lr = lr[k], q->learner.gamma = gamma[k], q->eps_end = eps_end[k];
+    j->k = k;
+    j->t.stop_at = k == 1 ? 3 : 0;
+}
+
+static double rel(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-12); }
+
+static void test_fused_trials_against_alone(void **state)
+{
+    (void)state;
+    enum { K = 3 };
+    char dir[2 * K][64];
+    member_job alone[K], fused[K];
+    vx_err e;
+    for (int k = 0; k < 2 * K; k++) th_tmpdir(dir[k], 64);
+    for (int k = 0; k < K; k++) {
+        fused_cfg(&alone[k], dir[k], k);
+        vx_status st = vx_train_run(&alone[k].c, g_dev, 0, record, &alone[k].t, NULL, &e);
+        assert_int_equal(st, k == 1 ? VX_ERR_STOPPED : VX_OK);
+    }
+    vx_train_group *g;
+    assert_int_equal(vx_train_group_create(K, g_dev, 0, "fused-test", &g, &e), VX_OK);
+    pthread_t th[K];
+    th_log_start();
+    for (int k = 0; k < K; k++) {
+        fused_cfg(&fused[k], dir[K + k], k);
+        fused[k].g = g;
+        assert_int_equal(pthread_create(&th[k], NULL, member_thread, &fused[k]), 0);
+    }
+    for (int k = 0; k < K; k++) pthread_join(th[k], NULL);
+    int said = 0;
+    for (const char *p = th_log_text(); (p = strstr(p, "fused with 2 other trials'")); p++) said++;
+    th_log_stop();
+    if (vx_train_group_failed(g, -1, &e)) fail_msg("the group failed: %s", e.msg);
+    vx_train_group_free(g);
+    assert_int_equal(said, K); /* each member's run says it is fused */
+    double first = 0, all = 0, apart = INFINITY;
+    for (int k = 0; k < K; k++) {
+        trace *a = &alone[k].t, *f = &fused[k].t;
+        if (fused[k].st != (k == 1 ? VX_ERR_STOPPED : VX_OK))
+            fail_msg("member %d: %s", k, fused[k].e.msg);
+        assert_int_equal(f->n, k == 1 ? 3 : 6);
+        assert_int_equal(a->n, f->n);
+        for (int i = 0; i < f->n; i++) {
+            printf("member %d epoch %d: loss alone %.9g fused %.9g | q %.6g %.6g | return %.6g "
+                   "%.6g\n",
+                   k, i + 1, a->loss[i], f->loss[i], a->q[i], f->q[i], a->ret[i], f->ret[i]);
+            assert_int_equal(a->steps[i], f->steps[i]);
+            if (i < 2) { /* acting with the initial weights (overlap): the same collection */
+                assert_true(a->episodes[i] == f->episodes[i]);
+                assert_memory_equal(&a->ret[i], &f->ret[i], sizeof(double));
+            }
+            assert_false(isnan(a->loss[i]) || isnan(f->loss[i])); /* warm after one epoch */
+            double d = rel(f->loss[i], a->loss[i]);
+            if (i == 0) {
+                d = fmax(d, fmax(rel(f->q[i], a->q[i]), rel(f->norm[i], a->norm[i])));
+                first = fmax(first, d);
+                assert_true(d < 1e-4);
+            }
+            all = fmax(all, d);
+            assert_true(d < 5e-2);
+        }
+        for (int j = 0; j < K; j++) /* how far another member's results are */
+            if (j != k) apart = fmin(apart, rel(f->loss[0], alone[j].t.loss[0]));
+    }
+    printf("fused group of 3 against each run alone: first epoch's loss, Q and norm within %.2e "
+           "(bound 1e-4), every epoch's loss within %.2e (bound 5e-2); another member's first "
+           "loss at least %.2e away\n",
+           first, all, apart);
+    assert_true(apart > 1e-2);
+    for (int k = 0; k < 2 * K; k++) th_rmtree(dir[k]);
+}
+
 int main(void)
 {
     if (vx_cuda_device_count() == 0) {
@@ -503,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_200_epochs_do_not_grow),
         cmocka_unit_test(test_two_trainings_share_a_device),
         cmocka_unit_test(test_trial_memory),
+        cmocka_unit_test(test_fused_trials_against_alone),
     };
     int failed = cmocka_run_group_tests_name("train_cuda", tests, NULL, NULL);
     vx_device_close(g_dev);
