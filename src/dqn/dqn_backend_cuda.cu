@@ -753,20 +753,26 @@ static vx_status cuda_epoch_group(dqn_backend *const *b, int K, const dqn_plan *
                               k, p[first].K, p[k].K);
         memset(&r[k], 0, sizeof r[k]);
     }
-    /* collection: each member's rollout in, its acting weights for the next */
+    /* collection: the rollouts not started ahead, all before the first insert (which may wait
+     * for its rollout on the host) so that they run side by side */
+    for (int k = first; k < K && !st; k++) {
+        dqn_backend *m = b[k];
+        if (!m || m->in_flight) continue;
+        if (!m->s.overlap)
+            VX_CUDA_CHECK(cudaMemcpyAsync(m->act_params, online + (size_t)m->member * g->stride,
+                                          np * 4, cudaMemcpyDeviceToDevice, g->s));
+        VX_CUDA_CHECK(cudaEventRecord(m->snap, g->s));
+        st = start_rollout(m, p[k].epoch, p[k].eps, e);
+        if (st) goto fail;
+        m->in_flight = 1;
+        m->ahead_ep = p[k].epoch;
+    }
+    /* each member's rollout in, its acting weights for the next, the next rollout started */
     for (int k = first; k < K && !st; k++) {
         dqn_backend *m = b[k];
         if (!m) continue;
         const float *mine = online + (size_t)m->member * g->stride;
         int ep = p[k].epoch;
-        if (!m->in_flight) {
-            if (!m->s.overlap)
-                VX_CUDA_CHECK(
-                    cudaMemcpyAsync(m->act_params, mine, np * 4, cudaMemcpyDeviceToDevice, g->s));
-            VX_CUDA_CHECK(cudaEventRecord(m->snap, g->s));
-            st = start_rollout(m, ep, p[k].eps, e);
-            if (st) goto fail;
-        }
         st = insert_rollout(m, ep, g->s, e);
         if (st) goto fail;
         m->in_flight = 0;
