@@ -714,12 +714,13 @@ static vx_status create_group(const vx_algo_init *in, int K, vx_algo **out, vx_e
     if (!st && backend_fuses((const dqn_algo *const *)a, in, K)) {
         const dqn_backend_ops *ops = a[0]->ops;
         for (int i = 0; i < K; i++) bi[i] = init_of(a[i], &in[i]);
-        st = ops->create_group(bi, K, b, st_of, e);
-        for (int i = 0; i < K; i++) {
-            a[i]->b = b[i], a[i]->st = st_of[i], a[i]->fused = !st;
-            vx_status made = backend_made(a[i], st, e);
-            if (!st && made) st = member_error(made, i, e);
+        vx_status made = ops->create_group(bi, K, b, st_of, e);
+        for (int i = 0; i < K; i++) { /* each takes its backend, also when another's fails */
+            a[i]->b = b[i], a[i]->st = st_of[i], a[i]->fused = !made;
+            vx_status ok = backend_made(a[i], made, e);
+            if (!made && ok && !st) st = member_error(ok, i, e);
         }
+        if (made) st = made;
     } else {
         for (int i = 0; i < K && !st; i++)
             if (a[i]->ops) {

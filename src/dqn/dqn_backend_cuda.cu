@@ -46,6 +46,7 @@ typedef struct {
     size_t stride;      /* floats from one member's weights to the next's */
     cudaEvent_t l0, l1;
     dqn_learner_acc *acc; /* K, host */
+    int *stopped, *seen;  /* K: the member's run has stopped (its steps skipped); scratch */
 } dqn_group;
 
 struct dqn_backend {
@@ -176,6 +177,8 @@ static void group_unref(dqn_group *g)
     vx_cuda_stream_destroy(g->dev, g->s);
     free(g->replay);
     free(g->acc);
+    free(g->stopped);
+    free(g->seen);
     free(g);
 }
 
@@ -675,9 +678,11 @@ static vx_status cuda_create_group(const dqn_init *in, int K, dqn_backend **out,
     if (g) {
         g->replay = (vx_replay **)calloc((size_t)K, sizeof *g->replay);
         g->acc = (dqn_learner_acc *)calloc((size_t)K, sizeof *g->acc);
+        g->stopped = (int *)calloc((size_t)K, sizeof *g->stopped);
+        g->seen = (int *)calloc((size_t)K, sizeof *g->seen);
     }
-    if (!g || !cfgs || !g->replay || !g->acc) {
-        if (g) free(g->replay), free(g->acc);
+    if (!g || !cfgs || !g->replay || !g->acc || !g->stopped || !g->seen) {
+        if (g) free(g->replay), free(g->acc), free(g->stopped), free(g->seen);
         free(g), free(cfgs);
         return vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
     }
@@ -787,6 +792,18 @@ static vx_status cuda_epoch_group(dqn_backend *const *b, int K, const dqn_plan *
             m->ahead_ep = ep + 1;
         }
     }
+    /* a member not stepped now has stopped for good (group.c: it retired or left): its
+     * optimizer steps are skipped from now on, so its weights stay its run's last */
+    {
+        int changed = 0;
+        for (int i = 0; i < g->K; i++) g->seen[i] = 0;
+        for (int k = first; k < K; k++)
+            if (b[k]) g->seen[b[k]->member] = 1;
+        for (int i = 0; i < g->K; i++)
+            if (!g->seen[i] && !g->stopped[i]) g->stopped[i] = changed = 1;
+        if (changed) st = dqn_learner_set_stopped(g->learner, g->stopped, e);
+        if (st) goto fail;
+    }
     VX_CUDA_CHECK(cudaEventRecord(g->l0, g->s));
     {
         /* the members insert alike (the same environments and steps), so one is warm when all
@@ -795,6 +812,15 @@ static vx_status cuda_epoch_group(dqn_backend *const *b, int K, const dqn_plan *
         int64_t size = (int64_t)vx_replay_size(m0->replay);
         int updates = 0;
         if (size >= m0->s.warmup && size >= m0->s.learner.batch) {
+            /* the graph samples every member's buffer, also a stopped one's: one that stopped
+             * before its buffer held a batch would be sampled empty */
+            for (int i = 0; i < g->K && !st; i++)
+                if ((int64_t)vx_replay_size(g->replay[i]) < m0->s.learner.batch)
+                    st = vx_err_set(e, VX_ERR_ARG,
+                                    "dqn: member %d of the fused group stopped before its replay "
+                                    "buffer held a batch; the group stops",
+                                    i);
+            if (st) goto fail;
             for (int k = first; k < K && !st; k++)
                 if (b[k]) st = vx_replay_set_beta(b[k]->replay, p[k].beta, g->s, e);
             for (int k = 0; k < g->K && !st; k++)

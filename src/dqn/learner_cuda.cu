@@ -66,6 +66,10 @@ struct dqn_learner {
     cudaStream_t rs[8];
     cudaEvent_t rfork, rjoin[8];
     int any_tau, any_hard; /* some member averages (τ > 0), some copies (τ = 0) */
+    /* a group's optimizer controls (vx_optim_set_controls): each member's configured rate, and
+     * whether its steps are skipped (a member whose run has stopped keeps its weights) */
+    double *ctl_lr;
+    int *ctl_skip, *skip_host;
 };
 
 /* One thread a sample, blockIdx.y the member: its settings mc[k] (or `one` when mc is NULL, a
@@ -357,13 +361,14 @@ extern "C" vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K,
     member_cfg *mc = (member_cfg *)calloc((size_t)K, sizeof *mc);
     vx_adam_cfg *adam = (vx_adam_cfg *)calloc((size_t)K, sizeof *adam);
     double *clip = (double *)calloc((size_t)K, sizeof *clip);
+    double *lr = (double *)calloc((size_t)K, sizeof *lr);
     if (d) {
         d->cfgs = (vx_dqn_cfg *)calloc((size_t)K, sizeof *d->cfgs);
         d->replay = (vx_replay **)calloc((size_t)K, sizeof *d->replay);
         d->b = (vx_replay_batch *)calloc((size_t)K, sizeof *d->b);
     }
-    if (!d || !mc || !adam || !clip || !d->cfgs || !d->replay || !d->b) {
-        free(mc), free(adam), free(clip);
+    if (!d || !mc || !adam || !clip || !lr || !d->cfgs || !d->replay || !d->b) {
+        free(mc), free(adam), free(clip), free(lr);
         if (d) free(d->cfgs), free(d->replay), free(d->b);
         free(d);
         return vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
@@ -421,6 +426,9 @@ extern "C" vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K,
     if (!st) st = vx_mem_alloc(m, kk * B * 4, &d->b[0].index, e);
     if (!st) st = vx_mem_alloc(m, kk * B * 4, &d->b[0].gen, e);
     if (!st) st = vx_mem_alloc(m, 2 * sizeof(long long), &d->count, e);
+    if (!st && K > 1) st = vx_mem_alloc(m, kk * sizeof(double), &d->ctl_lr, e);
+    if (!st && K > 1) st = vx_mem_alloc(m, kk * sizeof(int), &d->ctl_skip, e);
+    if (!st && K > 1) st = vx_mem_alloc_host(m, kk * sizeof(int), &d->skip_host, e);
     if (st) goto fail;
     for (size_t k = 0; k < kk; k++) { /* member k's rows of the batch arrays */
         vx_replay_batch *b = &d->b[k], *b0 = &d->b[0];
@@ -448,13 +456,19 @@ extern "C" vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K,
     VX_CUDA_CHECK(cudaMemcpyAsync(d->mc, mc, kk * sizeof *mc, cudaMemcpyHostToDevice, s));
     VX_CUDA_CHECK(cudaMemcpyAsync(d->online, params, kk * d->sp * 4, cudaMemcpyHostToDevice, s));
     VX_CUDA_CHECK(cudaMemcpyAsync(d->target, params, kk * d->sp * 4, cudaMemcpyHostToDevice, s));
+    if (K > 1) { /* the configured rates (the same steps as without controls) and no skips */
+        for (int k = 0; k < K; k++) lr[k] = cfgs[k].adam.lr;
+        VX_CUDA_CHECK(cudaMemcpyAsync(d->ctl_lr, lr, kk * sizeof *lr, cudaMemcpyHostToDevice, s));
+        VX_CUDA_CHECK(cudaMemsetAsync(d->ctl_skip, 0, kk * sizeof(int), s));
+        vx_optim_set_controls(d->opt, d->ctl_lr, d->ctl_skip);
+    }
     VX_CUDA_CHECK(cudaStreamSynchronize(s)); /* creation only: the params are the caller's */
-    free(mc), free(adam), free(clip);
+    free(mc), free(adam), free(clip), free(lr);
     *out = d;
     return VX_OK;
 fail:
-    if (d->mc) cudaStreamSynchronize(s); /* mc's copy may be in flight */
-    free(mc), free(adam), free(clip);
+    if (d->mc) cudaStreamSynchronize(s); /* mc's or lr's copy may be in flight */
+    free(mc), free(adam), free(clip), free(lr);
     dqn_learner_free(d);
     return st;
 }
@@ -579,6 +593,19 @@ extern "C" vx_status dqn_learner_stats_read(dqn_learner *d, dqn_learner_acc *out
     vx_status st = VX_OK;
     VX_CUDA_CHECK(cudaEventSynchronize(d->acc_ready));
     memcpy(out, d->acc_host, (size_t)d->K * sizeof *out);
+fail:
+    return st;
+}
+
+extern "C" vx_status dqn_learner_set_stopped(dqn_learner *d, const int *stopped, vx_err *e)
+{
+    vx_status st = VX_OK;
+    if (d->K == 1) return vx_err_set(e, VX_ERR_ARG, "dqn: a learner alone has no members to stop");
+    /* the previous epoch's copy has run (its statistics were read after it): the pinned
+     * staging is free */
+    memcpy(d->skip_host, stopped, (size_t)d->K * sizeof(int));
+    VX_CUDA_CHECK(cudaMemcpyAsync(d->ctl_skip, d->skip_host, (size_t)d->K * sizeof(int),
+                                  cudaMemcpyHostToDevice, d->s));
 fail:
     return st;
 }

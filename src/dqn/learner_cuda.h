@@ -44,6 +44,11 @@ vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K, const vx_qnet_
                                    vx_replay *const *replays, vx_device *dev, cudaStream_t s,
                                    dqn_learner **out, vx_err *e);
 int dqn_learner_members(const dqn_learner *d);
+/* A group's members whose runs have stopped (stopped[k] 1, host memory, K flags): from the next
+ * update on their optimizer steps are skipped, so their weights stay as they are (they are still
+ * sampled and computed: the graph is the group's). Queued on the learner's stream; call it at
+ * most once between two reads of the statistics (it stages the flags in pinned memory). */
+vx_status dqn_learner_set_stopped(dqn_learner *d, const int *stopped, vx_err *e);
 /* Floats from one member's weights (and target, moments) to the next's; n_params for one.
  * stride_for: the same before creation, for a group of K at that batch. */
 size_t dqn_learner_stride(const dqn_learner *d);
