@@ -37,9 +37,9 @@ typedef struct {
     /* the stored count and the rank order's length, as of the last insert / sort: a captured
      * sample or update reads them here, so a graph stays right while the buffer grows */
     unsigned long long size, order_n;
-    /* blocks of the running sample (insert) launch that are done: the last one advances the RNG
-     * counter (rebuilds the tree over the new leaves) and sets it back to 0 */
-    unsigned int sample_blocks, insert_blocks;
+    /* blocks of the running sample launch that are done: the last one advances the RNG counter
+     * and sets it back to 0 */
+    unsigned int sample_blocks, pad_;
 } dev_state;
 
 typedef struct {
