@@ -415,6 +415,33 @@ static void state_counters(dqn_backend *b)
     s->collected_ahead = b->collected_ahead;
 }
 
+/* The updates' statistics (sums over a.n updates) and their time into r. */
+static void result_learning(const dqn_learner_acc *a, float ms, dqn_result *r)
+{
+    if (a->n > 0) {
+        r->loss = a->loss / a->n;
+        r->q_mean = a->q_mean / a->n;
+        r->grad_norm = a->grad_norm / a->n;
+        r->q_max = a->q_max;
+    }
+    r->learn_s = ms / 1e3;
+}
+
+/* The rollout of parity `par`: its steps, time and episodes into r, once it has ended. */
+static vx_status result_collection(dqn_backend *b, int par, dqn_result *r, vx_err *e)
+{
+    vx_status st = VX_OK;
+    float ms = 0;
+    r->env_steps = (int64_t)b->run.envs * b->run.steps_per_epoch;
+    VX_CUDA_CHECK(cudaEventSynchronize(b->c1[par]));
+    VX_CUDA_CHECK(cudaEventElapsedTime(&ms, b->c0[par], b->c1[par]));
+    r->collect_s = ms / 1e3;
+    r->return_sum = b->ep_host[2 * par];
+    r->episodes = b->ep_host[2 * par + 1];
+fail:
+    return st;
+}
+
 static vx_status cuda_epoch(dqn_backend *b, const dqn_plan *p, dqn_result *r, vx_err *e)
 {
     vx_status st = vx_cuda_enter(b->dev, e);
@@ -505,22 +532,10 @@ static vx_status cuda_epoch(dqn_backend *b, const dqn_plan *p, dqn_result *r, vx
         float ms = 0;
         st = dqn_learner_stats_read(b->learner, &a, e);
         if (st) goto fail;
-        if (a.n > 0) {
-            r->loss = a.loss / a.n;
-            r->q_mean = a.q_mean / a.n;
-            r->grad_norm = a.grad_norm / a.n;
-            r->q_max = a.q_max;
-        }
         VX_CUDA_CHECK(cudaEventElapsedTime(&ms, b->l0, b->l1));
-        r->learn_s = ms / 1e3;
-        r->env_steps = (int64_t)b->run.envs * b->run.steps_per_epoch;
-        if (collected) {
-            VX_CUDA_CHECK(cudaEventSynchronize(b->c1[par]));
-            VX_CUDA_CHECK(cudaEventElapsedTime(&ms, b->c0[par], b->c1[par]));
-            r->collect_s = ms / 1e3;
-            r->return_sum = b->ep_host[2 * par];
-            r->episodes = b->ep_host[2 * par + 1];
-        }
+        result_learning(&a, ms, r);
+        if (collected) st = result_collection(b, par, r, e);
+        if (st) goto fail;
     }
     b->st.updates = dqn_learner_updates(b->learner);
 fail:
@@ -842,25 +857,11 @@ static vx_status cuda_epoch_group(dqn_backend *const *b, int K, const dqn_plan *
         for (int k = first; k < K; k++) {
             dqn_backend *m = b[k];
             if (!m) continue;
-            const dqn_learner_acc *a = &g->acc[m->member];
-            int par = p[k].epoch & 1;
-            dqn_result *o = &r[k];
             m->adam_t += updates;
-            o->updates = updates;
-            if (a->n > 0) {
-                o->loss = a->loss / a->n;
-                o->q_mean = a->q_mean / a->n;
-                o->grad_norm = a->grad_norm / a->n;
-                o->q_max = a->q_max;
-            }
-            o->learn_s = ms / 1e3;
-            o->env_steps = (int64_t)m->run.envs * m->run.steps_per_epoch;
-            float cms = 0;
-            VX_CUDA_CHECK(cudaEventSynchronize(m->c1[par]));
-            VX_CUDA_CHECK(cudaEventElapsedTime(&cms, m->c0[par], m->c1[par]));
-            o->collect_s = cms / 1e3;
-            o->return_sum = m->ep_host[2 * par];
-            o->episodes = m->ep_host[2 * par + 1];
+            r[k].updates = updates;
+            result_learning(&g->acc[m->member], ms, &r[k]);
+            st = result_collection(m, p[k].epoch & 1, &r[k], e);
+            if (st) goto fail;
             m->st.updates = dqn_learner_updates(g->learner);
         }
     }
