@@ -427,12 +427,13 @@ static void result_learning(const dqn_learner_acc *a, float ms, dqn_result *r)
     r->learn_s = ms / 1e3;
 }
 
-/* The rollout of parity `par`: its steps, time and episodes into r, once it has ended. */
+/* The rollout of parity `par`: its time and episodes into r, once it has ended. (Its steps are
+ * the epoch's whether or not this call collected them: a resumed run's first epoch inserts the
+ * rollout its stopped run collected ahead.) */
 static vx_status result_collection(dqn_backend *b, int par, dqn_result *r, vx_err *e)
 {
     vx_status st = VX_OK;
     float ms = 0;
-    r->env_steps = (int64_t)b->run.envs * b->run.steps_per_epoch;
     VX_CUDA_CHECK(cudaEventSynchronize(b->c1[par]));
     VX_CUDA_CHECK(cudaEventElapsedTime(&ms, b->c0[par], b->c1[par]));
     r->collect_s = ms / 1e3;
@@ -534,6 +535,7 @@ static vx_status cuda_epoch(dqn_backend *b, const dqn_plan *p, dqn_result *r, vx
         if (st) goto fail;
         VX_CUDA_CHECK(cudaEventElapsedTime(&ms, b->l0, b->l1));
         result_learning(&a, ms, r);
+        r->env_steps = (int64_t)b->run.envs * b->run.steps_per_epoch;
         if (collected) st = result_collection(b, par, r, e);
         if (st) goto fail;
     }
@@ -860,6 +862,7 @@ static vx_status cuda_epoch_group(dqn_backend *const *b, int K, const dqn_plan *
             m->adam_t += updates;
             r[k].updates = updates;
             result_learning(&g->acc[m->member], ms, &r[k]);
+            r[k].env_steps = (int64_t)m->run.envs * m->run.steps_per_epoch;
             st = result_collection(m, p[k].epoch & 1, &r[k], e);
             if (st) goto fail;
             m->st.updates = dqn_learner_updates(g->learner);

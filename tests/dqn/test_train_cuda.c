@@ -15,11 +15,11 @@
  * 5. Fused trials: three runs with different learning rates, discounts, exploration schedules
  *    and seeds trained as one group (their updates one learner group; the group's first place
  *    left empty, so a member's index in the learner is not its place), the first of them stopped
- *    after its third epoch, against each run alone: the same collections (steps, episodes, returns
- * bit for bit), the first epoch's statistics within 1e-4, every epoch's loss within 5e-2 (the CPU
- *    vs GPU bound: the group's GEMMs sum in another order, and training amplifies that), and the
- *    members' own results far further apart than that (the test's power against a group that
- *    hands one member another's settings or results). */
+ *    after its third epoch, against each run alone, over uniform replay: the same collections
+ *    (steps, episodes, returns bit for bit), the first epoch's statistics within 1e-4, every
+ *    epoch's loss within 1e-3 (the group's GEMMs sum in another order; uniform draws keep that a
+ *    rounding difference), and the members' own results far further apart than that (the test's
+ *    power against a group that hands one member another's settings or results). */
 #include "helpers.h"
 #include "vixen/cuda_util.h"
 #include "vixen/dqn.h"
@@ -523,6 +523,12 @@ static void fused_cfg(member_job *j, const char *dir, int k)
      * whose Q gaps are far wider than the group's rounding — so the members' collections stay
      * their runs' alone, and a member acting with another's ε would change them */
     q->eps_start = 1.0, q->eps_decay_epochs = 100;
+    /* uniform draws: which transitions a member samples depends on its seed and its buffer's
+     * size, not on its priorities, so the group's rounding (another order of a GEMM's sums) stays
+     * rounding; with proportional draws a priority a rounding apart may move a draw to the next
+     * transition, after which a member's run and its run alone go their own ways
+     * (test_dqn_group_cuda compares proportional members update by update) */
+    q->replay_kind = VX_REPLAY_UNIFORM;
     j->k = k + 1; /* its place in the group: place 0 is left empty */
     j->t.stop_at = k == 0 ? 3 : 0;
 }
@@ -583,13 +589,13 @@ static void test_fused_trials_against_alone(void **state)
                 assert_true(d < 1e-4);
             }
             all = fmax(all, d);
-            assert_true(d < 5e-2);
+            assert_true(d < 1e-3);
         }
         for (int j = 0; j < K; j++) /* how far another member's results are */
             if (j != k) apart = fmin(apart, rel(f->loss[0], alone[j].t.loss[0]));
     }
     printf("fused group of 3 against each run alone: first epoch's loss, Q and norm within %.2e "
-           "(bound 1e-4), every epoch's loss within %.2e (bound 5e-2); another member's first "
+           "(bound 1e-4), every epoch's loss within %.2e (bound 1e-3); another member's first "
            "loss at least %.2e away\n",
            first, all, apart);
     assert_true(apart > 1e-2);
