@@ -5,7 +5,8 @@
  * device, launching its own graphs), the same again with one launcher thread issuing every
  * trial's graph launches (GPU only), the same again with the trials fused (`--fuse on`: their
  * updates one learner group; GPU only), and 20 separate `vixen train` processes of the same
- * config started together. The
+ * config started together; then on a GPU the one-after-another and fused studies again with TF32
+ * learning (dqn.tf32 1 in every trial). The
  * trials are the default DQN on the default market, for a few epochs; the study's one parameter
  * is dqn.eps_end in [0.05, 0.05 + 1e-8], so the trials are the same settings to the eighth digit
  * (a space needs a parameter). The figure is the aggregate updates per second: every trial's
@@ -29,18 +30,24 @@
 static const char *space = "dqn.eps_end: {type: float, low: 0.05, high: 0.05000001}\n";
 
 typedef struct {
+    int batch; /* the first trial's (the GPU chooses it from the device's memory) */
     double seconds, updates;
     double mem_estimate, mem_measured; /* bytes, the mean over trials */
     int trials, not_done;
 } run_figures;
 
 static vx_status study(const char *dir, int trials, int epochs, int concurrency, int launcher,
-                       int fuse, vx_device *dev, run_figures *f, vx_err *e)
+                       int fuse, int tf32, vx_device *dev, run_figures *f, vx_err *e)
 {
     memset(f, 0, sizeof *f);
     vx_train_cfg *base = malloc(sizeof *base);
     if (!base) return vx_err_set(e, VX_ERR_NOMEM, "bench: out of memory");
     vx_train_cfg_default(base);
+    vx_status st = tf32 ? vx_train_cfg_set(base, "dqn.tf32", "1", "bench", e) : VX_OK;
+    if (st) {
+        free(base);
+        return st;
+    }
     base->epochs = epochs;
     base->eval_every = epochs;
     base->device = vx_device_kind(dev);
@@ -52,7 +59,7 @@ static vx_status study(const char *dir, int trials, int epochs, int concurrency,
     c.prune = 0;
     vx_study *s;
     uint64_t t0 = vx_now_ns();
-    vx_status st = vx_study_create(dir, &c, space, strlen(space), base, &s, e);
+    st = vx_study_create(dir, &c, space, strlen(space), base, &s, e);
     if (!st) vx_study_set_launcher(s, launcher);
     if (!st) vx_study_set_fuse(s, fuse);
     if (!st) st = vx_study_run(s, dev, NULL, NULL, NULL, e);
@@ -85,6 +92,7 @@ static vx_status study(const char *dir, int trials, int epochs, int concurrency,
             f->mem_estimate += atof(field[12]);
             f->mem_measured += atof(field[13]);
             f->updates += atof(field[16]);
+            if (!f->trials) f->batch = atoi(field[10]);
             f->trials++;
         }
     if (in) fclose(in);
@@ -147,7 +155,7 @@ static void put(vx_bench_result *r, const char *name, const char *unit, double i
 
 int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
 {
-    if (max < 12) return 0;
+    if (max < 15) return 0;
     vx_device_cfg dc;
     vx_device_cfg_default(&dc);
     dc.threads = 1;
@@ -160,28 +168,41 @@ int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
     int cuda = vx_device_kind(dev) == VX_DEVICE_CUDA;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     int trials = cuda ? 20 : (int)(cores > 1 ? cores : 2), epochs = cuda ? 10 : 2;
-    char root[64], d1[128], dn[128], dl[128], df[128], dp[128];
+    char root[64], d1[128], dn[128], dl[128], df[128], dp[128], d1t[128], dft[128];
     snprintf(root, sizeof root, "/tmp/vixen-bench-hyperopt-%d", (int)getpid());
     snprintf(d1, sizeof d1, "%s/one-by-one", root);
     snprintf(dn, sizeof dn, "%s/at-once", root);
     snprintf(dl, sizeof dl, "%s/one-launcher", root);
     snprintf(df, sizeof df, "%s/fused", root);
     snprintf(dp, sizeof dp, "%s/processes", root);
-    run_figures one, many, launched = {0}, fused = {0};
+    snprintf(d1t, sizeof d1t, "%s/one-by-one-tf32", root);
+    snprintf(dft, sizeof dft, "%s/fused-tf32", root);
+    run_figures one, many, launched = {0}, fused = {0}, one_tf32 = {0}, fused_tf32 = {0};
     fprintf(log, "bench: hyperopt: %d trials of %d epochs on %s, one after another\n", trials,
             epochs, vx_device_name(dev));
-    vx_status st = study(d1, trials, epochs, 1, 0, 0, dev, &one, &e);
+    vx_status st = study(d1, trials, epochs, 1, 0, 0, 0, dev, &one, &e);
     if (!st) {
         fprintf(log, "bench: hyperopt: %.1f s; the same %d at once\n", one.seconds, trials);
-        st = study(dn, trials, epochs, trials, 0, 0, dev, &many, &e);
+        st = study(dn, trials, epochs, trials, 0, 0, 0, dev, &many, &e);
     }
     if (!st && cuda) { /* the launcher thread is a GPU matter */
         fprintf(log, "bench: hyperopt: %.1f s; at once, one launcher thread\n", many.seconds);
-        st = study(dl, trials, epochs, trials, 1, 0, dev, &launched, &e);
+        st = study(dl, trials, epochs, trials, 1, 0, 0, dev, &launched, &e);
     }
     if (!st && cuda) { /* the updates of the trials fused into one learner group */
         fprintf(log, "bench: hyperopt: %.1f s; at once, fused (--fuse on)\n", launched.seconds);
-        st = study(df, trials, epochs, trials, 0, 1, dev, &fused, &e);
+        st = study(df, trials, epochs, trials, 0, 1, 0, dev, &fused, &e);
+    }
+    /* the same two ends with TF32 learning (dqn.tf32 1 in every trial, one after another and
+     * fused): a fused group's GEMMs are bound by the float32 FLOP rate, a trial alone by its
+     * launches, so the ratio depends on the arithmetic both run */
+    if (!st && cuda) {
+        fprintf(log, "bench: hyperopt: %.1f s; TF32 learning, one after another\n", fused.seconds);
+        st = study(d1t, trials, epochs, 1, 0, 0, 1, dev, &one_tf32, &e);
+    }
+    if (!st && cuda) {
+        fprintf(log, "bench: hyperopt: %.1f s; TF32 learning, fused\n", one_tf32.seconds);
+        st = study(dft, trials, epochs, trials, 0, 1, 1, dev, &fused_tf32, &e);
     }
     vx_device_close(dev);
     if (st) {
@@ -189,12 +210,13 @@ int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
         vx_remove_tree(root, NULL);
         return -1;
     }
-    fprintf(log, "bench: hyperopt: %.1f s; %d processes at once\n",
-            cuda ? fused.seconds : many.seconds, trials);
-    if (one.not_done || many.not_done || fused.not_done)
-        fprintf(log,
-                "bench: hyperopt: %d, %d and %d trials did not finish: the figures count fewer\n",
-                one.not_done, many.not_done, fused.not_done);
+    fprintf(log, "bench: hyperopt: %.1f s; %d processes at once (the trials' batch: %d)\n",
+            cuda ? fused_tf32.seconds : many.seconds, trials, one.batch);
+    int not_done = one.not_done + many.not_done + launched.not_done + fused.not_done +
+                   one_tf32.not_done + fused_tf32.not_done;
+    if (not_done)
+        fprintf(log, "bench: hyperopt: %d trials did not finish: the figures count fewer\n",
+                not_done);
     vx_mkdirs(dp, NULL);
     double sp = processes(dp, trials, epochs, cuda, log);
     vx_remove_tree(root, NULL);
@@ -219,6 +241,13 @@ int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
         put(&out[n++], "hyperopt speed-up, fused", "x", 1, 1, uf / u1, 10);
         put(&out[n++], "hyperopt memory per trial, measured fused", "MB", 1, 1,
             fused.mem_measured / 1e6, 0);
+        double ut1 = one_tf32.updates / one_tf32.seconds;
+        double utf = fused_tf32.updates / fused_tf32.seconds;
+        put(&out[n++], "hyperopt TF32 trials one after another", "updates/s", one_tf32.updates,
+            one_tf32.seconds, ut1, 0);
+        snprintf(name, sizeof name, "hyperopt TF32 %d at once, fused", trials);
+        put(&out[n++], name, "updates/s", fused_tf32.updates, fused_tf32.seconds, utf, 10 * ut1);
+        put(&out[n++], "hyperopt speed-up, fused, TF32", "x", 1, 1, utf / ut1, 10);
     }
     put(&out[n++], "hyperopt memory per trial, estimate", "MB", 1, 1, many.mem_estimate / 1e6, 0);
     put(&out[n++], "hyperopt memory per trial, measured", "MB", 1, 1, many.mem_measured / 1e6, 0);

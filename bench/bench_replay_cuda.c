@@ -197,6 +197,15 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
                 char name[48];
                 snprintf(name, sizeof name, "gpu_%s_insert2048_c%zu", kname[k], caps[c]);
                 add(out, &n, max, name, times[REPS / 2] * 1e3, 10);
+                /* the same inserts queued back to back (no launch gap), for comparison */
+                cudaEventRecord(e0, s);
+                for (int i = 0; i < REPS; i++) vx_replay_insert(r, &t, 2048, s, &err);
+                cudaEventRecord(e1, s);
+                cudaEventSynchronize(e1);
+                float ms = 0;
+                cudaEventElapsedTime(&ms, e0, e1);
+                snprintf(name, sizeof name, "gpu_%s_insert2048_queued_c%zu", kname[k], caps[c]);
+                add(out, &n, max, name, ms * 1e3 / REPS, 0);
             }
             /* a spread of priorities: eight sample-driven updates of 16,384 */
             for (int u = 0; k >= 1 && u < 8; u++) {
@@ -236,6 +245,11 @@ int vx_bench_replay_cuda(vx_bench_result *out, int max, FILE *log)
                 snprintf(name, sizeof name, "gpu_%s_c%zu_b%zu", kname[k], caps[c], B);
                 int target = k == 1 && caps[c] == 10000000 && B == 1024;
                 if (us >= 0) add(out, &n, max, name, us, target ? 20 : 0);
+                if (target) { /* the same, queued back to back (no launch gap), for comparison */
+                    us = vx_bench_graph_queued_us(exec, s, WARM, REPS);
+                    snprintf(name, sizeof name, "gpu_%s_queued_c%zu_b%zu", kname[k], caps[c], B);
+                    if (us >= 0) add(out, &n, max, name, us, 0);
+                }
                 cudaGraphExecDestroy(exec);
                 cudaGraphDestroy(graph);
                 if (target) { /* where the time goes: each half alone */

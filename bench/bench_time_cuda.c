@@ -34,6 +34,26 @@ double vx_bench_graph_median_us(cudaGraphExec_t exec, cudaStream_t s, int warm, 
     return ms[reps / 2] * 1e3;
 }
 
+double vx_bench_graph_queued_us(cudaGraphExec_t exec, cudaStream_t s, int warm, int reps)
+{
+    cudaEvent_t e0, e1;
+    if (reps < 1 || cudaEventCreate(&e0) != cudaSuccess) return -1;
+    if (cudaEventCreate(&e1) != cudaSuccess) {
+        cudaEventDestroy(e0);
+        return -1;
+    }
+    int bad = 0;
+    for (int i = 0; i < warm && !bad; i++) bad = cudaGraphLaunch(exec, s) != cudaSuccess;
+    bad = bad || cudaEventRecord(e0, s) != cudaSuccess;
+    for (int i = 0; i < reps && !bad; i++) bad = cudaGraphLaunch(exec, s) != cudaSuccess;
+    float ms = 0;
+    bad = bad || cudaEventRecord(e1, s) != cudaSuccess || cudaEventSynchronize(e1) != cudaSuccess ||
+          cudaEventElapsedTime(&ms, e0, e1) != cudaSuccess;
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    return bad ? -1 : ms * 1e3 / reps;
+}
+
 vx_device *vx_bench_cuda_open(FILE *log)
 {
     vx_device_cfg c;
