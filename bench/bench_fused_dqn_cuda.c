@@ -29,54 +29,6 @@ static int cmp_d(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Fixed batches (one a member, drawn once from its buffer) and a graph of U updates on them:
- * the update without its replay work (sample, priority update), to tell the two apart. */
-typedef struct {
-    vx_replay_batch b[K];
-    vx_mem mem;
-} fixed_set;
-
-static vx_status fixed_make(fixed_set *f, vx_device *dev, vx_replay **rep, int B, size_t D,
-                            cudaStream_t s, vx_err *e)
-{
-    memset(f->b, 0, sizeof f->b);
-    vx_mem_init(&f->mem, dev, "fused DQN bench batches");
-    vx_status st = VX_OK;
-    size_t n = (size_t)B;
-    for (int k = 0; k < K && !st; k++) {
-        vx_replay_batch *b = &f->b[k];
-        st = vx_mem_alloc(&f->mem, n * D * 4, &b->obs, e);
-        if (!st) st = vx_mem_alloc(&f->mem, n * D * 4, &b->next_obs, e);
-        if (!st) st = vx_mem_alloc(&f->mem, n * 12, &b->actions, e);
-        if (!st) st = vx_mem_alloc(&f->mem, n * 4, &b->rewards, e);
-        if (!st) st = vx_mem_alloc(&f->mem, n, &b->terminated, e);
-        if (!st) st = vx_mem_alloc(&f->mem, n, &b->truncated, e);
-        if (!st) st = vx_mem_alloc(&f->mem, n * 4, &b->weights, e);
-        if (!st) st = vx_mem_alloc(&f->mem, n * 4, &b->index, e);
-        if (!st) st = vx_mem_alloc(&f->mem, n * 4, &b->gen, e);
-        if (!st) st = vx_replay_sample(rep[k], n, b, s, e);
-    }
-    if (!st && cudaStreamSynchronize(s) != cudaSuccess)
-        st = vx_err_set(e, VX_ERR_CUDA, "bench: fused DQN: drawing the fixed batches failed");
-    return st;
-}
-
-/* The median µs of a graph of U updates of learner d (on its stream s) on fixed batches. */
-static double fixed_us(dqn_learner *d, const fixed_set *f, cudaStream_t s, vx_err *e)
-{
-    cudaGraph_t g = NULL;
-    cudaGraphExec_t x = NULL;
-    int bad = cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal) != cudaSuccess;
-    for (int u = 0; u < U && !bad; u++) bad = dqn_learner_update_batch(d, f->b, NULL, e) != VX_OK;
-    if (cudaStreamEndCapture(s, &g) != cudaSuccess) bad = 1;
-    bad = bad || cudaGraphInstantiate(&x, g, 0) != cudaSuccess;
-    double us = bad ? -1 : vx_bench_graph_median_us(x, s, WARM, REPS);
-    if (x) cudaGraphExecDestroy(x);
-    if (g) cudaGraphDestroy(g);
-    cudaGetLastError();
-    return us;
-}
-
 /* The median µs of `n` learners' launches of U updates each, queued together on their streams
  * from one event, to the last one's end. */
 static double launches_us(dqn_learner **d, cudaStream_t *s, int n, cudaStream_t main_s, vx_err *e)
@@ -108,7 +60,7 @@ static double launches_us(dqn_learner **d, cudaStream_t *s, int n, cudaStream_t 
 
 int vx_bench_fused_dqn_cuda(vx_bench_result *out, int max, FILE *log)
 {
-    if (max < 8) return 0;
+    if (max < 6) return 0;
     vx_device *dev = vx_bench_cuda_open(log);
     if (!dev) return -1;
     vx_err e;
@@ -187,7 +139,7 @@ int vx_bench_fused_dqn_cuda(vx_bench_result *out, int max, FILE *log)
     for (int k = 0; k < K && !st; k++) st = dqn_learner_prepare(each[k], &e);
     if (!st) st = dqn_learner_prepare(alone, &e);
     if (!st) st = dqn_learner_prepare(group, &e);
-    double t1 = -1, tk = -1, tg = -1, f1 = -1, fg = -1;
+    double t1 = -1, tk = -1, tg = -1;
     if (!st) {
         t1 = launches_us(&alone, s, 1, main_s, &e);
         tk = launches_us(each, s, K, main_s, &e);
@@ -195,14 +147,6 @@ int vx_bench_fused_dqn_cuda(vx_bench_result *out, int max, FILE *log)
         if (t1 <= 0 || tk <= 0 || tg <= 0)
             st = vx_err_set(&e, VX_ERR_CUDA, "bench: fused DQN: a timed launch failed");
     }
-    fixed_set fx;
-    memset(&fx, 0, sizeof fx);
-    if (!st) st = fixed_make(&fx, dev, rep + K, B, D, s[0], &e);
-    if (!st) { /* informative: a failure here leaves the rows above */
-        f1 = fixed_us(alone, &fx, s[0], &e);
-        fg = fixed_us(group, &fx, s[0], &e);
-    }
-    vx_mem_release(&fx.mem);
     if (main_s) cudaStreamSynchronize(main_s);
     for (int k = 0; k < K; k++) {
         if (s[k]) cudaStreamSynchronize(s[k]); /* idle before the frees (device.h) */
@@ -234,10 +178,5 @@ int vx_bench_fused_dqn_cuda(vx_bench_result *out, int max, FILE *log)
     vx_bench_put(&out[n++], "fused DQN update: group / a learner each", "x", 1, 1),
         out[n - 1].value = ag / ak;
     out[n - 1].target = 3;
-    if (f1 > 0 && fg > 0) { /* the same updates on fixed batches: no sample, no priority update */
-        vx_bench_put(&out[n++], "fused DQN update without replay work, alone", "updates/s", U, f1);
-        vx_bench_put(&out[n++], "fused DQN update without replay work, 64 as one group",
-                     "updates/s", (double)K * U, fg);
-    }
     return n;
 }

@@ -189,12 +189,27 @@ static int set_batch(cublasLtMatrixLayout_t l, const vx_dense_group *G, size_t s
                                             sizeof off) == 0;
 }
 
-/* The matmul's and its operands' descriptors into p (op, a, b, c): the layer's GEMM of `kind` at
- * batch B, over the group's K members at strides sa, sb, sc (batched = 0: one member's alone).
- * 0 when cuBLASLt refused one of them. */
-static int describe(const dense_cuda *c, const vx_dense *d, const vx_dense_group *G, int B,
-                    int kind, size_t sa, size_t sb, size_t sc, int batched, plan *p)
+/* Finds or makes the plan; a shape cuBLASLt cannot do gets a plan with ok = 0. NULL when the
+ * table is full or the heuristic's call failed (the caller then takes the unfused path, or fails
+ * for plain kinds). A, Bp and C
+ * are the first member's operands, sa, sb and sc their strides. */
+static plan *get_plan(dense_cuda *c, const vx_dense *d, const vx_dense_group *G, int B, int kind,
+                      const void *A, size_t sa, const void *Bp, size_t sb, const void *C, size_t sc)
 {
+    uint32_t aa = align_in_group(A, sa, G->K), ab = align_in_group(Bp, sb, G->K),
+             ac = align_in_group(C, sc, G->K);
+    unsigned align = aa | ab << 8 | ac << 16;
+    for (int i = 0; i < c->n; i++) {
+        plan *p = &c->plans[i];
+        if (p->key_w == d->w && p->in == d->in && p->out == d->out && p->B == B &&
+            p->kind == kind && same_group(&p->G, G) && p->align == align)
+            return p;
+    }
+    if (c->n == MAX_PLANS) return NULL;
+    plan *p = &c->plans[c->n++];
+    memset(p, 0, sizeof *p);
+    p->key_w = d->w, p->in = d->in, p->out = d->out, p->B = B, p->kind = kind, p->align = align;
+    p->G = *G;
     cublasOperation_t ta = kind == K_DGRAD ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasOperation_t tb = kind == K_WGRAD || kind == K_WGRAD_PLAIN ? CUBLAS_OP_T : CUBLAS_OP_N;
     cublasLtEpilogue_t epi = kind == K_FWD        ? CUBLASLT_EPILOGUE_BIAS
@@ -225,64 +240,12 @@ static int describe(const dense_cuda *c, const vx_dense *d, const vx_dense_group
         ok = ok && cublasLtMatrixLayoutCreate(&p->b, CUDA_R_32F, d->in, B, d->in) == 0;
         ok = ok && cublasLtMatrixLayoutCreate(&p->c, CUDA_R_32F, d->out, d->in, d->out) == 0;
     }
-    if (!batched) return ok;
     ok = ok && set_batch(p->a, G, sa) && set_batch(p->b, G, sb) && set_batch(p->c, G, sc);
     if (ok && G->K > 1 && (kind == K_FWD || kind == K_FWD_RELU || kind == K_WGRAD)) {
         int64_t bias_stride = (int64_t)G->p; /* each member's bias (or its gradient) */
         ok = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_BATCH_STRIDE,
                                             &bias_stride, sizeof bias_stride) == 0;
     }
-    return ok;
-}
-
-/* For a group whose operands are all 16-byte aligned, as a layer's alone are: the algorithm the
- * layer alone is given (the question without the batch), where cuBLASLt takes it for the
- * batched GEMM too. Each member's GEMM is then the same kernel's as the layer's alone, the same
- * sums in the same order, so a group's members can follow their runs alone bit for bit; where
- * it is refused the group keeps the batched question's own answer. 1 when q->algo is it. */
-static int alone_algorithm(dense_cuda *c, const vx_dense *d, const plan *p,
-                           cublasLtMatmulPreference_t pref, answer *q)
-{
-    static const vx_dense_group alone = {1, 0, 0, 0, 0, 0};
-    if (p->G.K == 1 || p->align != (16u | 16u << 8 | 16u << 16)) return 0;
-    plan one;
-    memset(&one, 0, sizeof one);
-    answer a = *q;
-    a.G = alone;
-    int ok = describe(c, d, &alone, p->B, p->kind, 0, 0, 0, 0, &one) &&
-             answer_get(c, &one, pref, &a) && a.found;
-    plan_free(&one);
-    cublasLtMatmulHeuristicResult_t r;
-    memset(&r, 0, sizeof r);
-    ok = ok && cublasLtMatmulAlgoCheck(c->lt, p->op, p->a, p->b, p->c, p->c, &a.algo, &r) ==
-                   CUBLAS_STATUS_SUCCESS;
-    ok = ok && r.workspaceSize <= c->ws_n;
-    if (ok) q->algo = a.algo, q->found = 1;
-    return ok;
-}
-
-/* Finds or makes the plan; a shape cuBLASLt cannot do gets a plan with ok = 0. NULL when the
- * table is full or the heuristic's call failed (the caller then takes the unfused path, or fails
- * for plain kinds). A, Bp and C
- * are the first member's operands, sa, sb and sc their strides. */
-static plan *get_plan(dense_cuda *c, const vx_dense *d, const vx_dense_group *G, int B, int kind,
-                      const void *A, size_t sa, const void *Bp, size_t sb, const void *C, size_t sc)
-{
-    uint32_t aa = align_in_group(A, sa, G->K), ab = align_in_group(Bp, sb, G->K),
-             ac = align_in_group(C, sc, G->K);
-    unsigned align = aa | ab << 8 | ac << 16;
-    for (int i = 0; i < c->n; i++) {
-        plan *p = &c->plans[i];
-        if (p->key_w == d->w && p->in == d->in && p->out == d->out && p->B == B &&
-            p->kind == kind && same_group(&p->G, G) && p->align == align)
-            return p;
-    }
-    if (c->n == MAX_PLANS) return NULL;
-    plan *p = &c->plans[c->n++];
-    memset(p, 0, sizeof *p);
-    p->key_w = d->w, p->in = d->in, p->out = d->out, p->B = B, p->kind = kind, p->align = align;
-    p->G = *G;
-    int ok = describe(c, d, G, B, kind, sa, sb, sc, 1, p);
     cublasLtMatmulPreference_t pref = NULL;
     ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0;
     ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -299,8 +262,7 @@ static plan *get_plan(dense_cuda *c, const vx_dense *d, const vx_dense_group *G,
     memset(&q, 0, sizeof q);
     q.device = vx_device_index(c->dev), q.in = d->in, q.out = d->out, q.B = B, q.kind = kind;
     q.tf32 = c->tf32, q.align = align, q.ws_n = c->ws_n, q.G = *G;
-    if (ok && !alone_algorithm(c, d, p, pref, &q) && !answer_get(c, p, pref, &q)) {
-        /* no plan kept: the next call asks again */
+    if (ok && !answer_get(c, p, pref, &q)) { /* no plan kept: the next call asks again */
         if (pref) cublasLtMatmulPreferenceDestroy(pref);
         plan_free(p);
         c->n--;
