@@ -6,8 +6,8 @@
  *   64 trials, a learner each on a stream of its own, their launches queued together (the
  *   search's way now);
  *   64 trials as one learner group (dqn_learner_create_group: each GEMM one strided-batched GEMM
- *   over the 64, one loss kernel, one optimizer launch pair; each member's own sample and
- *   priority update).
+ *   over the 64, one loss kernel, one optimizer launch pair; the members' samples one launch and
+ *   their priority updates one cooperative launch, a replay group over their own buffers).
  * The figure is updates a second over all trials; the median of 10 timed launches after 2
  * untimed ones, float32. Built with CUDA only. */
 #include "bench.h"

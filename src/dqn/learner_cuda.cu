@@ -19,6 +19,7 @@
 #include "../util/cuda_check.h"
 #include "../util/device_cuda.h"
 #include "learner_cuda.h"
+#include "../replay/replay_group_cuda.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -59,9 +60,11 @@ struct dqn_learner {
     cudaGraphConditionalHandle loop;
     long long *count; /* device: [0] updates made, [1] updates left in this launch */
     long long updates;
-    /* a group's members' replay work (their samples, their priority updates) on R side streams,
-     * parallel branches of the graph: one after another on the learner's stream, 64 members'
-     * small sample and update kernels had made the group slower than 64 learners of their own */
+    /* a group's members' replay work (their samples, their priority updates): one launch each
+     * for all members where their buffers make a replay group (rg), else on R side streams,
+     * parallel branches of the graph (one after another on the learner's stream, 64 members'
+     * small sample and update kernels had made the group slower than 64 learners of their own) */
+    vx_replay_group *rg;
     int R;
     cudaStream_t rs[8];
     cudaEvent_t rfork, rjoin[8];
@@ -236,6 +239,12 @@ static vx_status replay_work(dqn_learner *d, int sample, vx_err *e)
 {
     vx_status st = VX_OK;
     size_t B = (size_t)d->cfg.batch;
+    if (d->rg) {
+        st = sample ? vx_replay_group_sample(d->rg, d->s, e)
+                    : vx_replay_group_update(d->rg, d->s, e);
+        for (int k = 0; k < d->K && !st; k++) vx_replay_follow(d->replay[k], d->s);
+        return st;
+    }
     if (d->R) {
         VX_CUDA_CHECK(cudaEventRecord(d->rfork, d->s));
         for (int j = 0; j < d->R; j++) VX_CUDA_CHECK(cudaStreamWaitEvent(d->rs[j], d->rfork, 0));
@@ -314,6 +323,7 @@ extern "C" void dqn_learner_free(dqn_learner *d)
         vx_cuda_stream_destroy(d->dev, d->rs[j]);
     }
     vx_cuda_event_destroy(d->dev, d->rfork, 0);
+    vx_replay_group_free(d->rg);
     vx_qnet_free(d->qs);
     vx_qnet_free(d->qt);
     vx_optim_free(d->opt);
@@ -448,6 +458,15 @@ extern "C" vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K,
         if (!st) st = vx_cuda_event_create(dev, &d->rjoin[j], 0, e);
         if (!st) d->R = j + 1;
         else vx_cuda_stream_destroy(dev, d->rs[j]); /* R counts pairs made whole */
+    }
+    if (!st && K > 1 && replays) {
+        char why[160];
+        vx_err ge;
+        if (vx_replay_group_create(d->replay, K, d->b, d->prio, B, B, dev, &d->rg, why, sizeof why,
+                                   &ge))
+            snprintf(why, sizeof why, "%.150s", ge.msg); /* its records refused: unfused */
+        if (!d->rg)
+            vx_log(VX_LOG_INFO, "dqn: a learner group's replay work member by member: %s", why);
     }
     if (st) goto fail;
     VX_CUDA_CHECK(cudaMemsetAsync(d->acc, 0, kk * sizeof(dqn_learner_acc), s));
@@ -623,7 +642,7 @@ extern "C" size_t dqn_learner_stride_for(const vx_qnet_layout *L, int batch, int
 extern "C" size_t dqn_learner_reserved(const dqn_learner *d)
 {
     return d->mem.bytes + vx_qnet_reserved(d->qs) + vx_qnet_reserved(d->qt) +
-           vx_optim_reserved(d->opt);
+           vx_optim_reserved(d->opt) + vx_replay_group_reserved(d->rg);
 }
 
 extern "C" vx_status dqn_learner_copy_state(dqn_learner *d, float *online, float *target, float *m,

@@ -25,8 +25,11 @@
  *            barriers between the phases.
  * Each kernel has a launcher taking the stream; each entry enters the device, checks its
  * arguments, launches on the caller's stream, and on any launch failure moves the buffer to the
- * CPU (replay_cuda_host.cu) and redoes the call there. */
+ * CPU (replay_cuda_host.cu) and redoes the call there. A replay group (replay_group_cuda.h, at
+ * the end) runs K buffers' samples, or their updates, as one launch of the same device code, the
+ * member in blockIdx.y; a failed group launch is an error (its caller stops the group). */
 #include "replay_cuda_internal.h"
+#include "replay_group_cuda.h"
 
 #include <cooperative_groups.h>
 #include <cub/cub.cuh>
@@ -195,6 +198,20 @@ typedef struct {
     const uint32_t *order;
 } pick_args;
 
+/* One buffer of a group (vx_replay_group), as its grouped launches read it: device memory, one
+ * record a member, written once when the group is made (the arrays never move while the buffer
+ * stays on the device, and a group refuses to launch once a member has left it). */
+typedef struct {
+    pick_args pick; /* its kind, α, seed and tree */
+    double eps;
+    const float *obs, *next_obs;
+    vx_slot_meta *meta;
+    double *prio;
+    int *owner;
+    unsigned char *win;
+    dev_state *ds;
+} rc_member;
+
 /* What every draw of a sample reads before its own position: the size (uniform), the rank
  * order's length and total mass (rank), the tree's total and smallest leaf (proportional), β. */
 typedef struct {
@@ -273,9 +290,9 @@ __device__ static size_t pick(const pick_args *a, const pick_base *p, unsigned l
  * and counts its block in; the last block to count in (every block has read it by then) advances
  * it. Each step costs a trip to memory, so what does not depend on the counter is read beside
  * it rather than after. */
-static __global__ void sample_kernel(size_t B, pick_args a, int D, const float *obs,
-                                     const float *next_obs, const vx_slot_meta *meta, dev_state *ds,
-                                     vx_replay_batch out)
+__device__ static void sample_body(size_t B, pick_args a, int D, const float *obs,
+                                   const float *next_obs, const vx_slot_meta *meta, dev_state *ds,
+                                   vx_replay_batch out)
 {
     __shared__ uint32_t slot[SAMPLE_DRAWS];
     __shared__ unsigned long long draws;
@@ -318,6 +335,23 @@ static __global__ void sample_kernel(size_t B, pick_args a, int D, const float *
     }
 }
 
+static __global__ void sample_kernel(size_t B, pick_args a, int D, const float *obs,
+                                     const float *next_obs, const vx_slot_meta *meta, dev_state *ds,
+                                     vx_replay_batch out)
+{
+    sample_body(B, a, D, obs, next_obs, meta, ds, out);
+}
+
+/* A group's samples (vx_replay_group_sample): member blockIdx.y's draws from its own buffer into
+ * its own batch, exactly as sample_kernel draws them alone (its blocks count into its own
+ * dev_state, so the last of them advances its own RNG counter). */
+static __global__ void sample_group_kernel(size_t B, int D, const rc_member *m,
+                                           const vx_replay_batch *out)
+{
+    const rc_member *x = &m[blockIdx.y];
+    sample_body(B, x->pick, D, x->obs, x->next_obs, x->meta, x->ds, out[blockIdx.y]);
+}
+
 /* The nodes per level that have children (top-level recomputes stop there). */
 typedef struct {
     size_t n[LEVELS];
@@ -335,11 +369,11 @@ typedef struct {
  *   top      those small levels recomputed whole by block 0, with block barriers (every node
  *            recomputed gives its old value unless a child changed).
  * One launch instead of six (mark, leaves, three levels, the top): each had cost a few µs. */
-static __global__ void update_kernel(const uint32_t *index, const uint32_t *gen, const float *td,
-                                     size_t n, double alpha, double eps, int proportional,
-                                     const vx_slot_meta *meta, double *prio, int *owner,
-                                     unsigned char *win, dev_tree tree, level_nodes ln, int top,
-                                     dev_state *ds)
+__device__ static void update_body(const uint32_t *index, const uint32_t *gen, const float *td,
+                                   size_t n, double alpha, double eps, int proportional,
+                                   const vx_slot_meta *meta, double *prio, int *owner,
+                                   unsigned char *win, dev_tree tree, const level_nodes &ln,
+                                   int top, dev_state *ds)
 {
     cg::grid_group grid = cg::this_grid();
     /* entries dealt out across the blocks (k = block + blocks × thread): every SM gets some */
@@ -406,6 +440,32 @@ static __global__ void update_kernel(const uint32_t *index, const uint32_t *gen,
             recompute(tree, l, node);
         __syncthreads();
     }
+}
+
+static __global__ void update_kernel(const uint32_t *index, const uint32_t *gen, const float *td,
+                                     size_t n, double alpha, double eps, int proportional,
+                                     const vx_slot_meta *meta, double *prio, int *owner,
+                                     unsigned char *win, dev_tree tree, level_nodes ln, int top,
+                                     dev_state *ds)
+{
+    update_body(index, gen, td, n, alpha, eps, proportional, meta, prio, owner, win, tree, ln, top,
+                ds);
+}
+
+/* A group's priority updates (vx_replay_group_update; proportional buffers) in one cooperative
+ * launch: member blockIdx.y's n entries (its batch's index and stamps, its td at td + member ×
+ * td_stride) into its own buffer, by gridDim.x blocks as update_kernel would with that grid
+ * alone. The grid-wide
+ * barriers then wait for every member's blocks: the members' phases run side by side, each
+ * member's arithmetic its own. */
+static __global__ void update_group_kernel(const rc_member *m, const vx_replay_batch *b,
+                                           const float *td, size_t td_stride, size_t n,
+                                           level_nodes ln, int top)
+{
+    const rc_member *x = &m[blockIdx.y];
+    update_body(b[blockIdx.y].index, b[blockIdx.y].gen, td + blockIdx.y * td_stride, n,
+                x->pick.alpha, x->eps, 1, x->meta, x->prio, x->owner, x->win, x->pick.tree, ln, top,
+                x->ds);
 }
 
 static __global__ void iota_kernel(uint32_t *x, size_t n)
@@ -704,4 +764,184 @@ vx_status vx_rc_update(vx_replay *r, const uint32_t *index, const uint32_t *gen,
         }
     }
     return VX_OK;
+}
+
+/* ---- groups (replay_group_cuda.h) -------------------------------------------------------------
+ * K buffers' samples and updates as one launch each: the same device code as a buffer's own
+ * calls, member blockIdx.y of a grid of K rows. */
+
+extern "C" const vx_replay_ops vx_replay_cuda_ops;
+
+struct vx_replay_group {
+    vx_replay **r; /* K, the owners' */
+    int K;
+    vx_device *dev;
+    vx_mem mem;
+    rc_member *members;   /* device, K */
+    vx_replay_batch *out; /* device, K: member k's batch */
+    const float *td;      /* member k's at td + k × td_stride */
+    size_t td_stride, B;
+    int kind, D;
+    level_nodes ln;
+    int top;
+    unsigned update_blocks; /* a member's grid (x) */
+};
+
+static int refuse(char *why, size_t n, const char *fmt, long long k)
+{
+    if (why && n) snprintf(why, n, fmt, k);
+    return 0;
+}
+
+/* Whether r[0..K) can be one group, else why not. */
+static int group_fits(vx_replay *const *r, int K, size_t B, char *why, size_t n)
+{
+    if (K < 2) return refuse(why, n, "a group of %lld buffers", K);
+    if (B == 0 || B > UPDATE_MAX)
+        return refuse(why, n, "a batch of %lld rows, past one update launch", (long long)B);
+    for (int k = 0; k < K; k++) {
+        const vx_replay *x = r[k];
+        if (!x || x->ops != &vx_replay_cuda_ops || !vx_replay_on_device(x))
+            return refuse(why, n, "buffer %lld is not on the device", k);
+        if (x->cfg.kind == VX_REPLAY_RANK) return refuse(why, n, "buffer %lld is rank-based", k);
+        for (int j = 0; j < k; j++) /* two rows of a launch on one buffer would race */
+            if (r[j] == x) return refuse(why, n, "buffer %lld is in the group twice", k);
+        if (x->cfg.kind != r[0]->cfg.kind || x->cfg.capacity != r[0]->cfg.capacity ||
+            x->cfg.obs_dim != r[0]->cfg.obs_dim || x->dev != r[0]->dev)
+            return refuse(why, n, "buffer %lld differs from buffer 0 in kind, capacity or width",
+                          k);
+    }
+    return 1;
+}
+
+extern "C" vx_status vx_replay_group_create(vx_replay *const *r, int K, const vx_replay_batch *out,
+                                            const float *td, size_t td_stride, size_t B,
+                                            vx_device *dev, vx_replay_group **g, char *why,
+                                            size_t n, vx_err *e)
+{
+    *g = NULL;
+    if (why && n) why[0] = '\0';
+    if (!group_fits(r, K, B, why, n)) return VX_OK;
+    if (r[0]->dev != dev) return refuse(why, n, "buffer %lld is on another device", 0), VX_OK;
+    vx_status st = vx_cuda_enter(dev, e); /* the occupancy below is this device's */
+    if (st) return st;
+    rc_buf *b0 = rcb(r[0]);
+    unsigned update_blocks = 1;
+    if (r[0]->cfg.kind == VX_REPLAY_PROPORTIONAL) {
+        /* every member's blocks resident at once, as one buffer's update needs its own */
+        int per_sm = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, update_group_kernel,
+                                                          UPDATE_THREADS, 0))
+            cudaGetLastError(), per_sm = 0;
+        unsigned resident = (unsigned)(per_sm > 0 ? per_sm : 0) * (unsigned)vx_cuda_sm_count(dev);
+        update_blocks = (unsigned)((B + UPDATE_ENTRIES - 1) / UPDATE_ENTRIES);
+        if (update_blocks > b0->up_blocks) update_blocks = b0->up_blocks;
+        if ((size_t)update_blocks * (size_t)K > resident) {
+            refuse(why, n, "more update blocks than the device holds at once (%lld members)", K);
+            return VX_OK;
+        }
+    }
+    vx_replay_group *x = (vx_replay_group *)calloc(1, sizeof *x);
+    rc_member *m = (rc_member *)calloc((size_t)K, sizeof *m);
+    if (x) x->r = (vx_replay **)calloc((size_t)K, sizeof *x->r);
+    if (!x || !m || !x->r) {
+        if (x) free(x->r);
+        free(x), free(m);
+        return vx_err_set(e, VX_ERR_NOMEM, "replay: out of memory");
+    }
+    vx_mem_init(&x->mem, dev, "replay group");
+    x->K = K, x->dev = dev, x->td = td, x->td_stride = td_stride, x->B = B;
+    x->kind = (int)r[0]->cfg.kind, x->D = r[0]->cfg.obs_dim;
+    memcpy(x->ln.n, b0->up_nodes, sizeof x->ln.n);
+    x->top = b0->up_top;
+    x->update_blocks = update_blocks;
+    for (int k = 0; k < K; k++) {
+        rc_buf *b = rcb(r[k]);
+        const vx_replay_cfg *c = &r[k]->cfg;
+        x->r[k] = r[k];
+        m[k].pick.kind = (int)c->kind, m[k].pick.alpha = c->alpha, m[k].pick.seed = c->seed;
+        m[k].pick.tree = b->tree, m[k].pick.cdf = b->cdf, m[k].pick.order = b->order;
+        m[k].eps = c->eps;
+        m[k].obs = b->obs, m[k].next_obs = b->next_obs, m[k].meta = b->meta, m[k].prio = b->prio;
+        m[k].owner = b->owner, m[k].win = b->win, m[k].ds = b->ds;
+    }
+    st = vx_mem_alloc(&x->mem, (size_t)K * sizeof *m, &x->members, e);
+    if (!st) st = vx_mem_alloc(&x->mem, (size_t)K * sizeof *out, &x->out, e);
+    if (!st) st = vx_device_upload(dev, x->members, m, (size_t)K * sizeof *m, e);
+    if (!st) st = vx_device_upload(dev, x->out, out, (size_t)K * sizeof *out, e);
+    free(m);
+    if (st) {
+        vx_replay_group_free(x);
+        return st;
+    }
+    *g = x;
+    return VX_OK;
+}
+
+/* Every member still on the device and noted as using s (as its own call notes it). */
+static vx_status group_ready(vx_replay_group *g, cudaStream_t s, const char *what, vx_err *e)
+{
+    vx_status st = vx_cuda_enter(g->dev, e);
+    for (int k = 0; k < g->K && !st; k++) {
+        rc_buf *b = rcb(g->r[k]);
+        if (!b->on_device)
+            st = vx_err_set(e, VX_ERR_CUDA,
+                            "replay: member %d of a group left the device; the group's %s stops", k,
+                            what);
+        else note_stream(b, s);
+    }
+    return st;
+}
+
+extern "C" vx_status vx_replay_group_sample(vx_replay_group *g, cudaStream_t s, vx_err *e)
+{
+    vx_status st = group_ready(g, s, "sample", e);
+    if (st) return st;
+    dim3 grid = vx_rc_grid(g->B, SAMPLE_DRAWS);
+    grid.y = (unsigned)g->K;
+    sample_group_kernel<<<grid, 256, 0, s>>>(g->B, g->D, g->members, g->out);
+    cudaError_t rc = cudaGetLastError();
+    if (rc)
+        return vx_err_set(e, VX_ERR_CUDA, "replay: a group's sample launch failed (%s)",
+                          cudaGetErrorString(rc));
+    return VX_OK;
+}
+
+extern "C" vx_status vx_replay_group_update(vx_replay_group *g, cudaStream_t s, vx_err *e)
+{
+    if (g->kind != VX_REPLAY_PROPORTIONAL) return VX_OK; /* uniform: nothing to update */
+    vx_status st = group_ready(g, s, "priority update", e);
+    if (st) return st;
+    cudaLaunchConfig_t lc = {};
+    cudaLaunchAttribute at[1] = {};
+    at[0].id = cudaLaunchAttributeCooperative;
+    at[0].val.cooperative = 1;
+    lc.gridDim = dim3(g->update_blocks, (unsigned)g->K);
+    if (vx_replay_fault_take(VX_FAULT_LAUNCH)) lc.gridDim = dim3(0);
+    lc.blockDim = dim3(UPDATE_THREADS);
+    lc.stream = s;
+    lc.attrs = at;
+    lc.numAttrs = 1;
+    cudaError_t rc = cudaLaunchKernelEx(&lc, update_group_kernel, (const rc_member *)g->members,
+                                        (const vx_replay_batch *)g->out, g->td, g->td_stride, g->B,
+                                        g->ln, g->top);
+    if (rc) {
+        cudaGetLastError();
+        return vx_err_set(e, VX_ERR_CUDA, "replay: a group's update launch failed (%s)",
+                          cudaGetErrorString(rc));
+    }
+    return VX_OK;
+}
+
+extern "C" size_t vx_replay_group_reserved(const vx_replay_group *g)
+{
+    return g ? g->mem.bytes : 0;
+}
+
+extern "C" void vx_replay_group_free(vx_replay_group *g)
+{
+    if (!g) return;
+    vx_mem_release(&g->mem);
+    free(g->r);
+    free(g);
 }

@@ -6,12 +6,14 @@
  * and duplicate updates, NaN clamping, no draw of an empty slot, a captured sample→update graph
  * replayed 1,000 times, both fallbacks (allocation failure, launch failure) with fault injection
  * and a budget refusal, chunked save/load byte-identical with the CPU's file, and a snapshot
- * written from another thread. Skipped (77) without a GPU. */
+ * written from another thread; a replay group's members byte for byte their twins alone.
+ * Skipped (77) without a GPU. */
 #include "helpers.h"
 #include "vixen/cuda_util.h"
 #include "vixen/philox.h"
 #include "vixen/replay.h"
 #include "vixen/device.h"
+#include "replay/replay_group_cuda.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -950,6 +952,136 @@ static void test_snapshot(void **state)
     th_rmtree(dir);
 }
 
+/* A replay group (replay_group_cuda.h): K buffers sampled and updated by one launch each give
+ * every member exactly what its own calls give a twin buffer. The members differ in seed, α, ε
+ * and contents, so a launch that read another member's record, RNG counter, batch or td, or one
+ * member's α or ε for all, would differ; every batch array is compared byte for byte after each
+ * of 6 rounds of sample → update (a NaN among the td, duplicate draws as they come, new
+ * transitions between one round's sample and its update: stale entries), then each
+ * buffer's saved file (priorities, tree inputs, counters) against its twin's. Uniform buffers:
+ * the samples alike. Buffers that cannot be a group (rank-based, one on the CPU) are refused with
+ * the reason. */
+enum { GK = 3 };
+
+static void group_against_alone(vx_replay_kind kind)
+{
+    const size_t cap = 4096 + 5, B = 1021;
+    static const double alpha[GK] = {0.6, 0.45, 0.8}, eps[GK] = {1e-6, 1e-3, 1e-2};
+    vx_replay *alone[GK], *grp[GK];
+    dbatch xa[GK], xg[GK];
+    tset t[GK];
+    vx_replay_batch out[GK];
+    vx_err e;
+    for (int k = 0; k < GK; k++) {
+        vx_replay_cfg c = cfg_of(kind, cap);
+        c.seed = 40 + (uint64_t)k, c.alpha = alpha[k], c.eps = eps[k];
+        assert_int_equal(vx_replay_create(&c, g_dev, &alone[k], &e), VX_OK);
+        assert_int_equal(vx_replay_create(&c, g_dev, &grp[k], &e), VX_OK);
+        assert_true(vx_replay_on_device(alone[k]) && vx_replay_on_device(grp[k]));
+        /* the ring wrapped once, by a different count in each member: their cursors, stamps and
+         * sizes differ */
+        size_t more = 700 + 250 * (size_t)k;
+        tset_make(&t[k], cap, 1000 * k);
+        for (int twin = 0; twin < 2; twin++) {
+            vx_replay *x = twin ? grp[k] : alone[k];
+            assert_int_equal(vx_replay_insert(x, &t[k].d, cap - 100, NULL, &e), VX_OK);
+            assert_int_equal(vx_replay_insert(x, &t[k].d, more, NULL, &e), VX_OK);
+        }
+        assert_int_equal(vx_replay_set_beta(alone[k], 0.4 + 0.1 * k, NULL, &e), VX_OK);
+        assert_int_equal(vx_replay_set_beta(grp[k], 0.4 + 0.1 * k, NULL, &e), VX_OK);
+        dbatch_make(&xa[k], B), dbatch_make(&xg[k], B);
+        out[k] = xg[k].b;
+    }
+    float *td = malloc(GK * B * 4), *dt;
+    CK(cudaMalloc((void **)&dt, GK * B * 4));
+    vx_replay_group *g;
+    char why[160];
+    assert_int_equal(vx_replay_group_create(grp, GK, out, dt, B, B, g_dev, &g, why, sizeof why, &e),
+                     VX_OK);
+    if (!g) fail_msg("no group: %s", why);
+    vx_rng r = vx_rng_make(77, 0, 0);
+    size_t bytes[10] = {B * D * 4, B * D * 4, B * 12, B * 4, B, B, B, B * 4, B * 4, B * 4};
+    for (int round = 0; round < 6; round++) {
+        for (size_t j = 0; j < GK * B; j++)
+            td[j] = (float)pow(10.0, -2 + 4 * vx_rng_uniform_double(&r));
+        td[5 + B] = NAN; /* member 1's: clamped to its running maximum */
+        CK(cudaMemcpy(dt, td, GK * B * 4, cudaMemcpyHostToDevice));
+        for (int k = 0; k < GK; k++)
+            assert_int_equal(vx_replay_sample(alone[k], B, &xa[k].b, NULL, &e), VX_OK);
+        assert_int_equal(vx_replay_group_sample(g, NULL, &e), VX_OK);
+        CK(cudaDeviceSynchronize());
+        if (round == 2) /* new transitions between a sample and its update: stale entries */
+            for (int k = 0; k < GK; k++) {
+                assert_int_equal(vx_replay_insert(alone[k], &t[k].d, 64, NULL, &e), VX_OK);
+                assert_int_equal(vx_replay_insert(grp[k], &t[k].d, 64, NULL, &e), VX_OK);
+            }
+        for (int k = 0; k < GK; k++) {
+            const void *pa[10] = {xa[k].obs, xa[k].next, xa[k].act, xa[k].rew, xa[k].te,
+                                  xa[k].tu,  xa[k].st,   xa[k].w,   xa[k].idx, xa[k].gen};
+            const void *pg[10] = {xg[k].obs, xg[k].next, xg[k].act, xg[k].rew, xg[k].te,
+                                  xg[k].tu,  xg[k].st,   xg[k].w,   xg[k].idx, xg[k].gen};
+            for (int a = 0; a < 10; a++) {
+                uint8_t *ha = malloc(bytes[a]), *hg = malloc(bytes[a]);
+                CK(cudaMemcpy(ha, pa[a], bytes[a], cudaMemcpyDeviceToHost));
+                CK(cudaMemcpy(hg, pg[a], bytes[a], cudaMemcpyDeviceToHost));
+                if (memcmp(ha, hg, bytes[a]) != 0)
+                    fail_msg("round %d, member %d: batch array %d differs from its twin's", round,
+                             k, a);
+                free(ha), free(hg);
+            }
+            assert_int_equal(
+                vx_replay_update(alone[k], xa[k].idx, xa[k].gen, dt + k * B, B, NULL, &e), VX_OK);
+        }
+        assert_int_equal(vx_replay_group_update(g, NULL, &e), VX_OK);
+        CK(cudaDeviceSynchronize());
+    }
+    char dir[64], pa[128], pg[128];
+    th_tmpdir(dir, sizeof dir);
+    for (int k = 0; k < GK; k++) {
+        snprintf(pa, sizeof pa, "%s/alone-%d.bin", dir, k);
+        snprintf(pg, sizeof pg, "%s/group-%d.bin", dir, k);
+        assert_int_equal(vx_replay_save(alone[k], pa, &e), VX_OK);
+        assert_int_equal(vx_replay_save(grp[k], pg, &e), VX_OK);
+        if (!files_equal(pa, pg)) fail_msg("member %d's saved buffer differs from its twin's", k);
+    }
+    printf("replay group of %d (%s), 6 rounds of %zu: every batch and every saved buffer byte for "
+           "byte its twin's alone\n",
+           GK, kind == VX_REPLAY_UNIFORM ? "uniform" : "proportional", B);
+    th_rmtree(dir);
+    vx_replay_group_free(g);
+    for (int k = 0; k < GK; k++) {
+        vx_replay_free(alone[k]), vx_replay_free(grp[k]);
+        dbatch_free(&xa[k]), dbatch_free(&xg[k]);
+        tset_free(&t[k]);
+    }
+    cudaFree(dt);
+    free(td);
+}
+
+static void test_group_against_alone(void **state)
+{
+    (void)state;
+    group_against_alone(VX_REPLAY_PROPORTIONAL);
+    group_against_alone(VX_REPLAY_UNIFORM);
+    /* refused, with the reason: a rank-based buffer; one on the CPU */
+    vx_replay *r[2];
+    vx_replay_batch out[2];
+    memset(out, 0, sizeof out);
+    vx_err e;
+    char why[160];
+    vx_replay_group *g;
+    for (int c = 0; c < 2; c++) {
+        vx_replay_cfg k = cfg_of(c == 0 ? VX_REPLAY_RANK : VX_REPLAY_PROPORTIONAL, 1024);
+        assert_int_equal(vx_replay_create(&k, g_dev, &r[0], &e), VX_OK);
+        assert_int_equal(vx_replay_create(&k, c == 0 ? g_dev : NULL, &r[1], &e), VX_OK);
+        assert_int_equal(
+            vx_replay_group_create(r, 2, out, NULL, 64, 64, g_dev, &g, why, sizeof why, &e), VX_OK);
+        assert_null(g);
+        assert_non_null(strstr(why, c == 0 ? "rank-based" : "buffer 1 is not on the device"));
+        vx_replay_free(r[0]), vx_replay_free(r[1]);
+    }
+}
+
 /* A context whose budget is too small: the buffer starts on the CPU with the warning, behind the
  * same calls; a small one fits and is charged to the context. */
 static void test_budget_refusal_falls_back(void **state)
@@ -1015,6 +1147,7 @@ int main(void)
         cmocka_unit_test(test_save_load_across_backends),
         cmocka_unit_test(test_snapshot),
         cmocka_unit_test(test_budget_refusal_falls_back),
+        cmocka_unit_test(test_group_against_alone),
     };
     int failed = cmocka_run_group_tests_name("replay_cuda", tests, NULL, NULL);
     vx_device_close(g_dev);
