@@ -194,8 +194,8 @@ int vx_bench_hyperopt(vx_bench_result *out, int max, FILE *log)
         st = study(df, trials, epochs, trials, 0, 1, 0, dev, &fused, &e);
     }
     /* the same two ends with TF32 learning (dqn.tf32 1 in every trial, one after another and
-     * fused): a fused group's GEMMs are bound by the float32 FLOP rate, a trial alone by its
-     * launches, so the ratio depends on the arithmetic both run */
+     * fused): whether the ratio depends on the arithmetic both run (at the default batch of 64
+     * it did not: 2026-12-05, TF32 sped up the trials alone, not the group) */
     if (!st && cuda) {
         fprintf(log, "bench: hyperopt: %.1f s; TF32 learning, one after another\n", fused.seconds);
         st = study(d1t, trials, epochs, 1, 0, 0, 1, dev, &one_tf32, &e);
