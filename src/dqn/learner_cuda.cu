@@ -240,10 +240,9 @@ static vx_status replay_work(dqn_learner *d, int sample, vx_err *e)
     vx_status st = VX_OK;
     size_t B = (size_t)d->cfg.batch;
     if (d->rg) {
-        st = sample ? vx_replay_group_sample(d->rg, d->s, e)
-                    : vx_replay_group_update(d->rg, d->s, e);
-        for (int k = 0; k < d->K && !st; k++) vx_replay_follow(d->replay[k], d->s);
-        return st;
+        /* the group notes the learner's stream as each buffer's, as vx_replay_follow does */
+        return sample ? vx_replay_group_sample(d->rg, d->s, e)
+                      : vx_replay_group_update(d->rg, d->s, e);
     }
     if (d->R) {
         VX_CUDA_CHECK(cudaEventRecord(d->rfork, d->s));
@@ -452,13 +451,6 @@ extern "C" vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K,
     st = vx_cuda_event_create(dev, &d->fork, 0, e);
     if (!st) st = vx_cuda_event_create(dev, &d->join, 0, e);
     if (!st) st = vx_cuda_event_create(dev, &d->acc_ready, 0, e);
-    if (!st && K > 1) st = vx_cuda_event_create(dev, &d->rfork, 0, e);
-    for (int j = 0; j < (K < 8 ? K : 8) && K > 1 && !st; j++) {
-        st = vx_cuda_stream_create(dev, &d->rs[j], e);
-        if (!st) st = vx_cuda_event_create(dev, &d->rjoin[j], 0, e);
-        if (!st) d->R = j + 1;
-        else vx_cuda_stream_destroy(dev, d->rs[j]); /* R counts pairs made whole */
-    }
     if (!st && K > 1 && replays) {
         char why[160];
         vx_err ge;
@@ -467,6 +459,14 @@ extern "C" vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K,
             snprintf(why, sizeof why, "%.150s", ge.msg); /* its records refused: unfused */
         if (!d->rg)
             vx_log(VX_LOG_INFO, "dqn: a learner group's replay work member by member: %s", why);
+    }
+    /* side streams only for replay work member by member */
+    if (!st && K > 1 && !d->rg) st = vx_cuda_event_create(dev, &d->rfork, 0, e);
+    for (int j = 0; j < (K < 8 ? K : 8) && K > 1 && !d->rg && !st; j++) {
+        st = vx_cuda_stream_create(dev, &d->rs[j], e);
+        if (!st) st = vx_cuda_event_create(dev, &d->rjoin[j], 0, e);
+        if (!st) d->R = j + 1;
+        else vx_cuda_stream_destroy(dev, d->rs[j]); /* R counts pairs made whole */
     }
     if (st) goto fail;
     VX_CUDA_CHECK(cudaMemsetAsync(d->acc, 0, kk * sizeof(dqn_learner_acc), s));
