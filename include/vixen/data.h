@@ -171,6 +171,10 @@ vx_status vx_synth_check(const vx_synth_cfg *cfg, vx_err *e);
  * bar t's expected log return is signal_strength · σ_t · signal[t] (signal[t] is the AR(1)
  * state drawn after bar t − 1, s_{t−1} in synth.c's notation). */
 vx_status vx_synth_generate(const vx_synth_cfg *cfg, vx_series *out, double **signal, vx_err *e);
+/* The generator's version: part of a cached synthetic market's key (vx_market_synth), so it must
+ * change whenever vx_synth_generate's numbers do. test_data pins the numbers of one market to a
+ * checksum beside this version, so that a change to the one without the other fails. */
+#define VX_SYNTH_VERSION 1
 
 /* ---- features ------------------------------------------------------------------------------ */
 
@@ -233,6 +237,16 @@ vx_status vx_market_open(const char *const *paths, size_t n_paths, const vx_load
 /* A market over an in-memory series (synthetic data): computes features, no cache. Takes
  * ownership of the series. */
 vx_status vx_market_from_series(vx_series *s, vx_market *out, vx_err *e);
+/* The key of a synthetic market: every setting of `cfg`, the generator's and the features'
+ * versions. */
+void vx_synth_cache_key(const vx_synth_cfg *cfg, char key_out[33]);
+/* A synthetic market with its planted signal: with `cache_dir`, from the cache on a hit, else
+ * synthesised (vx_synth_generate, vx_market_from_series) and written to the cache when it is at
+ * least VX_SYNTH_CACHE_MIN_DAYS long (a shorter one is made faster than read back). A failed
+ * write is a warning: the market is made all the same. With `cache_dir` NULL: no cache. */
+#define VX_SYNTH_CACHE_MIN_DAYS 50
+vx_status vx_market_synth(const vx_synth_cfg *cfg, const char *cache_dir, vx_market *out,
+                          vx_err *e);
 void vx_market_close(vx_market *m);
 /* The cache file a key maps to. */
 void vx_cache_path(const char *cache_dir, const char *key, char *buf, size_t n);

@@ -22,15 +22,29 @@
 #include <stdlib.h>
 #include <string.h>
 
-vx_status vx_rc_stager_create(rc_stager *io, vx_mem *mem, size_t n, cudaStream_t s, vx_err *e)
+void vx_rc_stager_plan(rc_stager *io, vx_mem *mem, size_t n, cudaStream_t s)
 {
     io->n = n;
     io->s = s;
     io->dev = mem->dev;
-    vx_status st = vx_mem_alloc_host(mem, n, &io->buf[0], e);
-    if (!st) st = vx_mem_alloc_host(mem, n, &io->buf[1], e);
-    for (int k = 0; k < 2 && !st; k++) st = vx_cuda_event_create(io->dev, &io->ev[k], 0, e);
+    io->mem = mem;
+}
+
+vx_status vx_rc_stager_ready(rc_stager *io, vx_err *e)
+{
+    if (io->buf[1] && io->ev[1]) return VX_OK;
+    vx_status st = VX_OK;
+    for (int k = 0; k < 2 && !st; k++)
+        if (!io->buf[k]) st = vx_mem_alloc_host(io->mem, io->n, &io->buf[k], e);
+    for (int k = 0; k < 2 && !st; k++)
+        if (!io->ev[k]) st = vx_cuda_event_create(io->dev, &io->ev[k], 0, e);
     return st;
+}
+
+vx_status vx_rc_stager_create(rc_stager *io, vx_mem *mem, size_t n, cudaStream_t s, vx_err *e)
+{
+    vx_rc_stager_plan(io, mem, n, s);
+    return vx_rc_stager_ready(io, e);
 }
 
 void vx_rc_stager_destroy(rc_stager *io)
@@ -140,6 +154,8 @@ vx_status vx_rc_save(vx_replay *r, const char *path, vx_err *e)
     vx_status st = vx_cuda_enter(r->dev, e);
     if (st) return st;
     if (!b->on_device) return vx_replay_save(b->cpu, path, e);
+    st = vx_rc_stager_ready(&b->io, e);
+    if (st) return st;
     cudaError_t rc = vx_rc_quiesce(b);
     if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: save: %s", cudaGetErrorString(rc));
     rc_image im = {b->obs, b->next_obs, b->meta, b->prio, b->ds, b->size, b->cursor, b->inserted};
@@ -172,6 +188,8 @@ vx_status vx_rc_load(vx_replay *r, const char *path, vx_err *e)
     vx_status st = vx_cuda_enter(r->dev, e);
     if (st) return st;
     if (!b->on_device) return vx_replay_load(b->cpu, path, e);
+    st = vx_rc_stager_ready(&b->io, e);
+    if (st) return st; /* nothing read yet: the buffer is as it was */
     cudaError_t rc = vx_rc_quiesce(b);
     if (rc) return vx_err_set(e, VX_ERR_CUDA, "replay: load: %s", cudaGetErrorString(rc));
     vx_replay_reader rd;

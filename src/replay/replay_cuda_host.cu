@@ -170,7 +170,7 @@ static vx_status rc_create(vx_replay *r, vx_err *e)
                                                                    : C * sizeof(vx_slot_meta);
     io_n = io_n < IO_CHUNK ? (io_n + 15) / 16 * 16 : IO_CHUNK;
     vx_rc_update_plan(r);
-    if (!ast) ast = vx_rc_stager_create(&b->io, &b->mem, io_n, b->ps, &ae);
+    vx_rc_stager_plan(&b->io, &b->mem, io_n, b->ps); /* its halves at the first use */
     if (!ast && !rc) rc = vx_rc_init_device(r, b->ps);
     if (!ast && !rc) rc = cudaStreamSynchronize(b->ps);
     if (ast || rc) {
@@ -310,6 +310,8 @@ static vx_status rc_stats(vx_replay *r, vx_replay_stats *out, double *total_reco
     out->clamped = ds.clamped;
     out->stale_updates = ds.stale;
     if (!total_recomputed) return VX_OK;
+    st = vx_rc_stager_ready(&b->io, e);
+    if (st) return st;
     /* a plain left-to-right sum of the leaves' p^α, read through the staging in chunks */
     double z = 0;
     size_t per = b->io.n / 8;
@@ -348,6 +350,8 @@ static vx_status rc_prob(vx_replay *r, size_t i, double *out, vx_err *e)
         return VX_OK;
     }
     /* rank: sort first if there is no order yet; find i's rank in the order, chunk by chunk */
+    st = vx_rc_stager_ready(&b->io, e);
+    if (st) return st;
     if (!rc && b->order_n == 0) rc = vx_rc_rank_refresh(r, b->ps);
     double total = 0;
     size_t N = b->order_n, per = b->io.n / 4;

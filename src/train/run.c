@@ -27,12 +27,12 @@
 
 vx_status vx_train_open_market_own(const vx_train_cfg *c, vx_market *m, vx_err *e)
 {
+    char dir[1024]; /* the feature cache's, for files and synthetic markets alike */
+    if (c->cache_dir[0]) snprintf(dir, sizeof dir, "%s", c->cache_dir);
+    else vx_cache_default_dir(dir, sizeof dir);
     if (c->n_files > 0) {
         const char *paths[VX_TRAIN_MAX_FILES];
         for (int i = 0; i < c->n_files; i++) paths[i] = c->files[i];
-        char dir[1024];
-        if (c->cache_dir[0]) snprintf(dir, sizeof dir, "%s", c->cache_dir);
-        else vx_cache_default_dir(dir, sizeof dir);
         vx_load_opts o = {.instrument = c->instrument[0] ? c->instrument : NULL,
                           .max_inflate = c->max_inflate};
         return vx_market_open(paths, (size_t)c->n_files, &o, dir, m, e);
@@ -44,18 +44,7 @@ vx_status vx_train_open_market_own(const vx_train_cfg *c, vx_market *m, vx_err *
     sc.signal_strength = c->synth_strength;
     sc.drift = c->synth_drift;
     sc.signal_phi = c->synth_phi;
-    vx_series s = {0};
-    double *signal = NULL;
-    vx_status st = vx_synth_generate(&sc, &s, &signal, e);
-    if (!st) st = vx_market_from_series(&s, m, e);
-    vx_series_free(&s);
-    if (st) {
-        free(signal);
-        return st;
-    }
-    m->signal = m->signal_ = signal; /* the market owns it now */
-    m->signal_strength = sc.signal_strength;
-    return VX_OK;
+    return vx_market_synth(&sc, dir, m, e);
 }
 
 double vx_epoch_metric(const vx_epoch_report *r, const char *name)

@@ -433,8 +433,8 @@ static void test_cache_entry_with_wrapping_count_is_a_miss(void **state)
     vx_cache_path(cache, a.key, entry, sizeof entry);
     size_t n;
     uint8_t *d = th_read(entry, &n);
-    /* cache.c's header: n_bars at byte 56, cols at 80, the header's own hash at 760 */
-    enum { N_BARS = 56, COLS = 80, HEADER_HASH = 760 };
+    /* cache.c's header: n_bars at byte 56, cols at 80, the header's own hash at 776 */
+    enum { N_BARS = 56, COLS = 80, HEADER_HASH = 776 };
     assert_true(rd_u64(d + N_BARS) == a.n_bars);
     assert_true(rd_u64(d + COLS) == VX_MARKET_FEATURES);
     assert_true(rd_u64(d + HEADER_HASH) == XXH3_64bits(d, HEADER_HASH));
@@ -455,6 +455,129 @@ static void test_cache_entry_with_wrapping_count_is_a_miss(void **state)
     th_rmtree(dir);
 }
 
+/* ---- synthetic markets in the cache --------------------------------------------------------- */
+
+/* The generator's numbers for one small market, pinned beside VX_SYNTH_VERSION: a cached
+ * synthetic market is keyed by the version, so a change to the numbers without a new version
+ * would serve stale entries. When this fails on purpose, bump VX_SYNTH_VERSION and the pin. */
+#define PIN_CLOSE 4639106.75
+#define PIN_VOLUME 1571538.0
+#define PIN_SIGNAL 124.98898562351408
+static void test_synth_numbers_pinned_to_their_version(void **state)
+{
+    (void)state;
+    vx_synth_cfg c;
+    vx_synth_default(&c);
+    c.days = 3, c.seed = 7;
+    vx_series s = {0};
+    double *signal = NULL;
+    vx_err e;
+    assert_int_equal(vx_synth_generate(&c, &s, &signal, &e), VX_OK);
+    /* sums, not a checksum of the bytes: another libm may round a log or a cos the other way,
+     * which moves a sum by far less than 1e-9 of itself (a close by a tick: 5e-8 of the
+     * closes' sum), while any change to the generator moves it by far more */
+    double close = 0, volume = 0, sig = 0;
+    for (size_t i = 0; i < s.n; i++) close += s.close[i], volume += s.volume[i], sig += signal[i];
+    printf("synth version %d, days 3, seed 7: %zu bars; sums: close %.17g volume %.17g signal "
+           "%.17g\n",
+           VX_SYNTH_VERSION, s.n, close, volume, sig);
+    assert_int_equal(VX_SYNTH_VERSION, 1);
+    assert_int_equal(s.n, 1170);
+    assert_true(fabs(close / PIN_CLOSE - 1) < 1e-6);
+    assert_true(fabs(volume / PIN_VOLUME - 1) < 1e-6);
+    assert_true(fabs(sig / PIN_SIGNAL - 1) < 1e-6);
+    vx_series_free(&s);
+    free(signal);
+}
+
+/* A synthetic market from the cache is the market synthesised: bars, features, the planted signal
+ * and its strength byte for byte; every setting is part of the key; a short market writes no
+ * entry; a damaged entry is a miss that the market, made again, rewrites. */
+static void test_synth_market_cached(void **state)
+{
+    (void)state;
+    char dir[64], cache[128], entry[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    vx_synth_cfg c;
+    vx_synth_default(&c);
+    c.days = VX_SYNTH_CACHE_MIN_DAYS, c.seed = 11, c.signal_strength = 0.3;
+    vx_market a, b;
+    vx_err e;
+    th_log_start();
+    assert_int_equal(vx_market_synth(&c, cache, &a, &e), VX_OK);
+    assert_non_null(strstr(th_log_text(), "feature cache: miss (no entry for this key)"));
+    assert_int_equal(a.from_cache, 0);
+    assert_int_equal(th_count_files(cache), 1);
+    th_log_start();
+    assert_int_equal(vx_market_synth(&c, cache, &b, &e), VX_OK);
+    assert_int_equal(b.from_cache, 1);
+    assert_string_equal(a.key, b.key);
+    assert_int_equal(a.n_bars, (size_t)VX_SYNTH_CACHE_MIN_DAYS * 390);
+    assert_int_equal(a.n_bars, b.n_bars);
+    assert_int_equal(a.rows, b.rows);
+    assert_memory_equal(a.ts, b.ts, a.n_bars * sizeof(int64_t));
+    assert_memory_equal(a.open, b.open, a.n_bars * sizeof(double));
+    assert_memory_equal(a.close, b.close, a.n_bars * sizeof(double));
+    assert_memory_equal(a.volume, b.volume, a.n_bars * sizeof(double));
+    assert_memory_equal(a.features, b.features, a.rows * VX_MARKET_FEATURES * sizeof(float));
+    assert_non_null(b.signal);
+    assert_memory_equal(a.signal, b.signal, a.n_bars * sizeof(double));
+    assert_true(b.signal_strength == 0.3);
+    assert_string_equal(a.source, b.source);
+    vx_market_close(&b);
+
+    /* every setting is in the key: each one changed alone gives another key */
+    char k0[33], k[33];
+    vx_synth_cache_key(&c, k0);
+    assert_string_equal(k0, a.key);
+    for (int i = 0; i < 14; i++) {
+        vx_synth_cfg d = c;
+        double *f[] = {&d.start_price, &d.tick,  &d.bar_vol,         &d.garch_alpha,
+                       &d.garch_beta,  &d.t_dof, &d.intraday_u,      &d.overnight_vol,
+                       &d.signal_phi,  &d.drift, &d.signal_strength, &d.base_volume};
+        if (i < 12) *f[i] = *f[i] * 1.0000001 + 1e-12;
+        else if (i == 12) d.seed++;
+        else d.days++;
+        vx_synth_cache_key(&d, k);
+        assert_string_not_equal(k, k0);
+    }
+
+    /* shorter than VX_SYNTH_CACHE_MIN_DAYS: made, not written */
+    vx_synth_cfg shortm = c;
+    shortm.days = VX_SYNTH_CACHE_MIN_DAYS - 1;
+    assert_int_equal(vx_market_synth(&shortm, cache, &b, &e), VX_OK);
+    assert_int_equal(th_count_files(cache), 1);
+    assert_non_null(b.signal);
+    vx_market_close(&b);
+
+    /* one bit of the signal flipped: a miss, and the entry is written again */
+    vx_cache_path(cache, a.key, entry, sizeof entry);
+    size_t n;
+    uint8_t *d = th_read(entry, &n);
+    d[n - 5] ^= 0x10; /* the signal is the entry's last array */
+    th_write(entry, d, n);
+    free(d);
+    th_log_start();
+    assert_int_equal(vx_market_synth(&c, cache, &b, &e), VX_OK);
+    assert_non_null(strstr(th_log_text(), "miss (payload checksum mismatch)"));
+    assert_int_equal(b.from_cache, 0);
+    assert_memory_equal(a.signal, b.signal, a.n_bars * sizeof(double));
+    vx_market_close(&b);
+    assert_int_equal(vx_market_synth(&c, cache, &b, &e), VX_OK);
+    assert_int_equal(b.from_cache, 1);
+    vx_market_close(&b);
+
+    /* a bad setting is an error naming it, before any cache work */
+    vx_synth_cfg bad = c;
+    bad.garch_beta = 2;
+    assert_int_equal(vx_market_synth(&bad, cache, &b, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "garch_beta"));
+    th_log_stop();
+    vx_market_close(&a);
+    th_rmtree(dir);
+}
+
 int run_feature_tests(void)
 {
     const struct CMUnitTest tests[] = {
@@ -469,6 +592,8 @@ int run_feature_tests(void)
         cmocka_unit_test(test_cache_sees_a_change_anywhere),
         cmocka_unit_test(test_cache_entry_fifo_is_a_miss),
         cmocka_unit_test(test_cache_entry_with_wrapping_count_is_a_miss),
+        cmocka_unit_test(test_synth_numbers_pinned_to_their_version),
+        cmocka_unit_test(test_synth_market_cached),
     };
     return cmocka_run_group_tests_name("data_features", tests, NULL, NULL);
 }

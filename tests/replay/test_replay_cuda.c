@@ -1121,6 +1121,58 @@ static void test_budget_refusal_falls_back(void **state)
     vx_device_close(dev);
 }
 
+/* A buffer pins its save and load staging at its first save or load, not when it is made: a
+ * search's trials never save theirs (a buffer that pinned at creation fails here). The staging
+ * made then serves the save and a load into another buffer, which pins its own at the load. */
+static void test_staging_pinned_at_first_use(void **state)
+{
+    (void)state;
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CUDA;
+    vx_device *dev;
+    vx_err e;
+    assert_int_equal(vx_device_open(&dc, &dev, &e), VX_OK);
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/r.bin", dir);
+    vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, 5000);
+    vx_replay *r, *r2;
+    assert_int_equal(vx_replay_create(&c, dev, &r, &e), VX_OK);
+    assert_int_equal(vx_replay_on_device(r), 1);
+    tset t;
+    tset_make(&t, 3000, 0);
+    assert_int_equal(vx_replay_insert(r, &t.d, 3000, NULL, &e), VX_OK);
+    check_sample_valid(r, 3000, 1);
+    vx_replay_stats s1, s2;
+    assert_int_equal(vx_replay_stats_get(r, &s1, NULL, &e), VX_OK);
+    vx_device_mem m;
+    vx_device_memory(dev, &m);
+    assert_int_equal(m.host, 0); /* made, filled, sampled, counted: nothing pinned */
+    assert_int_equal(vx_replay_save(r, path, &e), VX_OK);
+    vx_device_memory(dev, &m);
+    size_t one = m.host;
+    assert_true(one >= 2 * 5000 * sizeof(float)); /* two halves, each the obs array at least */
+    assert_int_equal(vx_replay_save(r, path, &e), VX_OK); /* the same halves again */
+    vx_device_memory(dev, &m);
+    assert_int_equal(m.host, one);
+    assert_int_equal(vx_replay_create(&c, dev, &r2, &e), VX_OK);
+    assert_int_equal(vx_replay_load(r2, path, &e), VX_OK);
+    vx_device_memory(dev, &m);
+    assert_int_equal(m.host, 2 * one);
+    assert_int_equal(vx_replay_stats_get(r2, &s2, NULL, &e), VX_OK);
+    assert_int_equal(s2.size, s1.size);
+    assert_true(s2.total == s1.total);
+    check_sample_valid(r2, 3000, 1);
+    printf("staging: nothing pinned until the first save; %zu bytes after it\n", one);
+    vx_replay_free(r), vx_replay_free(r2);
+    vx_device_memory(dev, &m);
+    assert_int_equal(m.host, 0);
+    tset_free(&t);
+    th_rmtree(dir);
+    vx_device_close(dev);
+}
+
 int main(void)
 {
     if (vx_cuda_device_count() == 0) {
@@ -1148,6 +1200,7 @@ int main(void)
         cmocka_unit_test(test_snapshot),
         cmocka_unit_test(test_budget_refusal_falls_back),
         cmocka_unit_test(test_group_against_alone),
+        cmocka_unit_test(test_staging_pinned_at_first_use),
     };
     int failed = cmocka_run_group_tests_name("replay_cuda", tests, NULL, NULL);
     vx_device_close(g_dev);
