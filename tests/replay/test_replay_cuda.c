@@ -14,6 +14,7 @@
 #include "vixen/replay.h"
 #include "vixen/device.h"
 #include "replay/replay_group_cuda.h"
+#include "tree_check_cuda.h"
 
 #include <cuda_runtime.h>
 #include <math.h>
@@ -1121,6 +1122,69 @@ static void test_budget_refusal_falls_back(void **state)
     vx_device_close(dev);
 }
 
+/* The insert's rebuild of the tree over its new leaves, node by node: inserts whose ranges start
+ * and end off every level's node boundaries, on them, across the ring's end, a whole ring and one
+ * more than a ring, with priority updates between that raise the running maximum (the new
+ * leaves' value) and change leaves beside them. After each, every inner node of the device tree
+ * is checked against its children added in order on the host, bit for bit — a partial node summed
+ * from a stale child, a full node given another height's sum, a node left out across the wrap or
+ * a level skipped fails here — and the leaves set count the transitions stored. */
+static void test_insert_rebuild_exact(void **state)
+{
+    (void)state;
+    const size_t caps[4] = {17, 4097, 70000, ((size_t)1 << 20) + 3};
+    const size_t sizes[] = {1, 15, 16, 17, 255, 256, 257, 2048, 2000, 4095, 4097, 65536, 70001};
+    enum { N_SIZES = sizeof sizes / sizeof *sizes, MAXN = 70001, U = 64 };
+    tset t;
+    tset_make(&t, MAXN, 0);
+    vx_rng rng = vx_rng_make(17, 0, 0);
+    long long inserts = 0, checks = 0;
+    for (int ci = 0; ci < 4; ci++) {
+        size_t C = caps[ci], cursor = 0, stored = 0;
+        vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, C);
+        vx_replay *r;
+        vx_err e;
+        assert_int_equal(vx_replay_create(&c, g_dev, &r, &e), VX_OK);
+        uint32_t *writes = calloc(C, 4);
+        for (int pass = 0; pass < 2; pass++)
+            for (int j = 0; j < N_SIZES; j++) {
+                size_t n = sizes[j];
+                if (n > C + 1) continue;
+                assert_int_equal(vx_replay_insert(r, &t.d, n, NULL, &e), VX_OK);
+                size_t skip = n > C ? n - C : 0; /* only the last C land */
+                for (size_t k = skip; k < n; k++) writes[(cursor + k) % C]++;
+                cursor = (cursor + n) % C;
+                stored = stored + n < C ? stored + n : C;
+                size_t set;
+                long long bad = tree_check(r, &set);
+                if (bad != 0 || set != stored)
+                    fail_msg("capacity %zu, insert of %zu (pass %d): %lld nodes wrong, %zu of %zu "
+                             "leaves set",
+                             C, n, pass, bad, set, stored);
+                inserts++, checks++;
+                if (j % 2) continue;
+                /* priorities up to 10^(1 + j/4): the running maximum climbs */
+                uint32_t idx[U], gen[U];
+                float td[U];
+                for (int k = 0; k < U; k++) {
+                    idx[k] = vx_rng_below(&rng, (uint32_t)stored);
+                    gen[k] = writes[idx[k]];
+                    td[k] = (float)pow(10.0, -1 + (2 + j / 4.0) * vx_rng_uniform_double(&rng));
+                }
+                dev_update(r, idx, gen, td, U);
+                bad = tree_check(r, &set);
+                if (bad != 0) fail_msg("capacity %zu, after an update: %lld nodes wrong", C, bad);
+                checks++;
+            }
+        free(writes);
+        vx_replay_free(r);
+    }
+    printf("insert rebuild: %lld inserts into 4 capacities (depths 2 to 5), %lld whole trees "
+           "checked node by node: every inner node its children's ordered sum\n",
+           inserts, checks);
+    tset_free(&t);
+}
+
 /* A buffer pins its save and load staging at its first save or load, not when it is made: a
  * search's trials never save theirs (a buffer that pinned at creation fails here). The staging
  * made then serves the save and a load into another buffer, which pins its own at the load. */
@@ -1201,6 +1265,7 @@ int main(void)
         cmocka_unit_test(test_budget_refusal_falls_back),
         cmocka_unit_test(test_group_against_alone),
         cmocka_unit_test(test_staging_pinned_at_first_use),
+        cmocka_unit_test(test_insert_rebuild_exact),
     };
     int failed = cmocka_run_group_tests_name("replay_cuda", tests, NULL, NULL);
     vx_device_close(g_dev);
