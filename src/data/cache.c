@@ -341,6 +341,9 @@ vx_status vx_market_from_series(vx_series *s, vx_market *out, vx_err *e)
  * features took 0.11–0.14 s on one core and 0.22–0.28 s in a study's first seconds on a GPU
  * host, where mapping its entry reads 26 MB. */
 
+/* every field of vx_synth_cfg is in the key: a field added there must be added here */
+_Static_assert(sizeof(vx_synth_cfg) == 8 + 8 + 12 * 8, "vx_synth_cache_key: a new setting");
+
 void vx_synth_cache_key(const vx_synth_cfg *c, char key_out[33])
 {
     char line[1024];

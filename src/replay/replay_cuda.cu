@@ -14,9 +14,10 @@
  * Kernels, one launch per call (each launch costs a few µs, which at a batch of 1,024 is what
  * these calls are made of):
  *   insert   new transitions into their slots at the running maximum priority; block 0 writes
- *            the new leaves and recomputes their ancestors beside the other blocks' copies,
- *            level by level (barriers between levels make each parent the exact sum of its
- *            final children);
+ *            the new leaves and their ancestors beside the other blocks' copies: the ancestors
+ *            of new leaves only as closed ordered sums, the few that also hold older leaves
+ *            summed from children gathered at once (rebuild_new), each node the exact sum of
+ *            its final children in order;
  *   sample   one thread per draw picks (stratified draw, 16-ary descent or rank search, IS
  *            weight, small fields), then the block gathers its draws' two states, coalesced
  *            along D; the last block advances the RNG counter;

@@ -1124,22 +1124,27 @@ static void test_budget_refusal_falls_back(void **state)
 
 /* The insert's rebuild of the tree over its new leaves, node by node: inserts whose ranges start
  * and end off every level's node boundaries, on them, across the ring's end, a whole ring and one
- * more than a ring, with priority updates between that raise the running maximum (the new
- * leaves' value) and change leaves beside them. After each, every inner node of the device tree
- * is checked against its children added in order on the host, bit for bit — a partial node summed
- * from a stale child, a full node given another height's sum, a node left out across the wrap or
- * a level skipped fails here — and the leaves set count the transitions stored. */
+ * more than a ring, into trees of depth 0 to 6 (16 and 4,096 slots exact powers of 16: a whole
+ * ring's insert makes the root a full node), with priority updates between that raise the running
+ * maximum (the new leaves' value) and change leaves beside them. After each insert every inner
+ * node of the device tree is checked against its children added in order on the host, bit for
+ * bit — a partial node summed from a stale child, a full node given another height's sum, a node
+ * left out across the wrap or a level skipped fails here — the leaves set count the transitions
+ * stored, and the new leaves hold max_p^α (within 1e-12: the device's pow against the host's).
+ * Each update is counted whole (no stale entry) and raises max_p. */
 static void test_insert_rebuild_exact(void **state)
 {
     (void)state;
-    const size_t caps[4] = {17, 4097, 70000, ((size_t)1 << 20) + 3};
-    const size_t sizes[] = {1, 15, 16, 17, 255, 256, 257, 2048, 2000, 4095, 4097, 65536, 70001};
+    enum { N_CAPS = 7 };
+    const size_t caps[N_CAPS] = {1, 16, 17, 4096, 4097, 70000, ((size_t)1 << 20) + 3};
+    const size_t sizes[] = {1,    2,    15,   16,   17,    255,   256, 257,
+                            2048, 2000, 4095, 4097, 65536, 70001, 4096};
     enum { N_SIZES = sizeof sizes / sizeof *sizes, MAXN = 70001, U = 64 };
     tset t;
     tset_make(&t, MAXN, 0);
     vx_rng rng = vx_rng_make(17, 0, 0);
     long long inserts = 0, checks = 0;
-    for (int ci = 0; ci < 4; ci++) {
+    for (int ci = 0; ci < N_CAPS; ci++) {
         size_t C = caps[ci], cursor = 0, stored = 0;
         vx_replay_cfg c = cfg_of(VX_REPLAY_PROPORTIONAL, C);
         vx_replay *r;
@@ -1161,6 +1166,15 @@ static void test_insert_rebuild_exact(void **state)
                     fail_msg("capacity %zu, insert of %zu (pass %d): %lld nodes wrong, %zu of %zu "
                              "leaves set",
                              C, n, pass, bad, set, stored);
+                vx_replay_stats st;
+                assert_int_equal(vx_replay_stats_get(r, &st, NULL, &e), VX_OK);
+                double want = pow(st.max_priority, c.alpha);
+                for (size_t k = skip; k < n; k += (n - skip) / 7 + 1) { /* 8 of the new leaves */
+                    double got = tree_leaf(r, (cursor + C - n % C + k) % C);
+                    if (!(fabs(got - want) <= 1e-12 * want))
+                        fail_msg("capacity %zu, insert of %zu: new leaf %.17g, max_p^alpha %.17g",
+                                 C, n, got, want);
+                }
                 inserts++, checks++;
                 if (j % 2) continue;
                 /* priorities up to 10^(1 + j/4): the running maximum climbs */
@@ -1174,13 +1188,20 @@ static void test_insert_rebuild_exact(void **state)
                 dev_update(r, idx, gen, td, U);
                 bad = tree_check(r, &set);
                 if (bad != 0) fail_msg("capacity %zu, after an update: %lld nodes wrong", C, bad);
+                vx_replay_stats after;
+                assert_int_equal(vx_replay_stats_get(r, &after, NULL, &e), VX_OK);
+                double top = 0;
+                for (int k = 0; k < U; k++) top = fmax(top, fabs((double)td[k]) + c.eps);
+                assert_int_equal(after.stale_updates, st.stale_updates); /* every entry current */
+                assert_true(after.max_priority == fmax(st.max_priority, top));
                 checks++;
             }
         free(writes);
         vx_replay_free(r);
     }
-    printf("insert rebuild: %lld inserts into 4 capacities (depths 2 to 5), %lld whole trees "
-           "checked node by node: every inner node its children's ordered sum\n",
+    printf("insert rebuild: %lld inserts into 7 capacities (depths 0 to 6), %lld whole trees "
+           "checked node by node: every inner node its children's ordered sum, the new leaves "
+           "max_p^alpha\n",
            inserts, checks);
     tset_free(&t);
 }

@@ -39,3 +39,14 @@ extern "C" long long tree_check(vx_replay *r, size_t *leaves_set)
     for (int l = 0; l <= D; l++) free(sum[l]), free(min[l]);
     return bad;
 }
+
+extern "C" double tree_leaf(vx_replay *r, size_t i)
+{
+    if (r->cfg.kind != VX_REPLAY_PROPORTIONAL || !vx_replay_on_device(r)) return NAN;
+    rc_buf *b = rcb(r);
+    double v = NAN;
+    if (i >= b->shape.width[b->tree.depth] ||
+        cudaMemcpy(&v, b->tree.sum[b->tree.depth] + i, 8, cudaMemcpyDeviceToHost) != cudaSuccess)
+        return NAN;
+    return v;
+}

@@ -14,6 +14,8 @@ extern "C" {
  * the least of them; -1 when the buffer is not a proportional one on the device or a copy fails.
  * *leaves_set: the leaves below the buffer's size with a sum > 0 (each a transition's p^α). */
 long long tree_check(vx_replay *r, size_t *leaves_set);
+/* Leaf i's sum (p_i^α), or NaN when it cannot be read. */
+double tree_leaf(vx_replay *r, size_t i);
 
 #ifdef __cplusplus
 }
