@@ -73,7 +73,7 @@ static void check_estimates(const char *algo, const char *space)
     for (size_t i = 0; i < n; i++) {
         double r = (double)t[i].mem_estimate / (double)t[i].mem_measured;
         lo = fmin(lo, r), hi = fmax(hi, r);
-        char p[512];
+        char p[sizeof t[i].params];
         snprintf(p, sizeof p, "%s", t[i].params);
         for (char *c = p; *c; c++)
             if (*c == '\n') *c = ' ';
@@ -162,7 +162,7 @@ static void test_rank_devices(void **state)
      * one GPU (by 3 ranks of 3: 0, 1, 2) and by two otherwise (0 and gpus, 2·gpus) */
     int local = 2 * gpus + 1, rank = gpus;
     if (vx_device_open_local(&dc, rank, local, &d, &cores, &e)) fail_msg("%s", e.msg);
-    char want[16];
+    char want[24];
     snprintf(want, sizeof want, "cuda:%d ", rank % gpus);
     assert_int_equal(strncmp(vx_device_name(d), want, strlen(want)), 0);
     vx_device_mem m;
