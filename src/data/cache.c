@@ -335,6 +335,40 @@ vx_status vx_market_from_series(vx_series *s, vx_market *out, vx_err *e)
     return VX_OK;
 }
 
+/* The entry of `key` in cache_dir into `out` (its path into `path`): 1 on a hit, 0 on a miss,
+ * either logged ("feature cache: hit KEY" or "… miss (why) KEY") with `what` after it. An entry
+ * without a planted signal misses where one is needed. */
+static int cache_lookup(const char *cache_dir, const char *key, int need_signal, const char *what,
+                        char *path, size_t n, vx_market *out)
+{
+    vx_cache_path(cache_dir, key, path, n);
+    char why[128];
+    int hit = cache_try_load(path, key, out, why, sizeof why) == 0;
+    if (hit && need_signal && !out->signal) { /* an entry of the key, but not this market */
+        vx_market_close(out);
+        snprintf(why, sizeof why, "entry without the planted signal");
+        hit = 0;
+    }
+    if (hit) {
+        snprintf(out->key, sizeof out->key, "%s", key);
+        vx_log(VX_LOG_INFO, "feature cache: hit %s%s", key, what);
+    } else {
+        vx_log(VX_LOG_INFO, "feature cache: miss (%s) %s%s", why, key, what);
+    }
+    return hit;
+}
+
+/* The market made on a miss, written as key's entry at path. */
+static vx_status cache_store(const char *cache_dir, const char *path, const char *key, vx_market *m,
+                             vx_err *e)
+{
+    snprintf(m->key, sizeof m->key, "%s", key);
+    vx_status st = vx_mkdirs(cache_dir, e);
+    if (!st) st = cache_write(path, m, key, e);
+    if (!st) vx_log(VX_LOG_INFO, "feature cache: wrote %s", path);
+    return st;
+}
+
 /* ---- synthetic markets ----------------------------------------------------------------------
  * A synthetic market is a function of its settings, as a market read from files is of its files,
  * so it is cached the same way: synthesising the default one (260 days, 101,400 bars) and its
@@ -372,20 +406,8 @@ vx_status vx_market_synth(const vx_synth_cfg *cfg, const char *cache_dir, vx_mar
         return vx_err_line(e, VX_ERR_ARG, cache_dir, -1, "", "cache folder path too long");
     if (cached) {
         vx_synth_cache_key(cfg, key);
-        vx_cache_path(cache_dir, key, path, sizeof path);
-        char why[128];
-        int hit = cache_try_load(path, key, out, why, sizeof why) == 0;
-        if (hit && !out->signal) { /* an entry of the key without a signal is not this market */
-            vx_market_close(out);
-            snprintf(why, sizeof why, "entry without the planted signal");
-            hit = 0;
-        }
-        if (hit) {
-            snprintf(out->key, sizeof out->key, "%s", key);
-            vx_log(VX_LOG_INFO, "feature cache: hit %s (synthetic market)", key);
+        if (cache_lookup(cache_dir, key, 1, " (synthetic market)", path, sizeof path, out))
             return VX_OK;
-        }
-        vx_log(VX_LOG_INFO, "feature cache: miss (%s) %s (synthetic market)", why, key);
     }
     vx_series s = {0};
     double *signal = NULL;
@@ -398,18 +420,12 @@ vx_status vx_market_synth(const vx_synth_cfg *cfg, const char *cache_dir, vx_mar
     }
     out->signal = out->signal_ = signal; /* the market owns it now */
     out->signal_strength = cfg->signal_strength;
-    if (cached) {
-        snprintf(out->key, sizeof out->key, "%s", key);
-        vx_err we;
-        vx_status ws = vx_mkdirs(cache_dir, &we);
-        if (!ws) ws = cache_write(path, out, key, &we);
-        if (ws)
-            vx_log(VX_LOG_WARN,
-                   "feature cache: the synthetic market was not written (%s); it is made again "
-                   "next time",
-                   we.msg);
-        else vx_log(VX_LOG_INFO, "feature cache: wrote %s", path);
-    }
+    vx_err we;
+    if (cached && cache_store(cache_dir, path, key, out, &we))
+        vx_log(VX_LOG_WARN,
+               "feature cache: the synthetic market was not written (%s); it is made again next "
+               "time",
+               we.msg);
     return VX_OK;
 }
 
@@ -424,14 +440,7 @@ vx_status vx_market_open(const char *const *paths, size_t n_paths, const vx_load
     if (cache_dir) {
         st = vx_cache_key(paths, n_paths, opts, key, e);
         if (st) return st;
-        vx_cache_path(cache_dir, key, path, sizeof path);
-        char why[128];
-        if (cache_try_load(path, key, out, why, sizeof why) == 0) {
-            snprintf(out->key, sizeof out->key, "%s", key);
-            vx_log(VX_LOG_INFO, "feature cache: hit %s", key);
-            return VX_OK;
-        }
-        vx_log(VX_LOG_INFO, "feature cache: miss (%s) %s", why, key);
+        if (cache_lookup(cache_dir, key, 0, "", path, sizeof path, out)) return VX_OK;
     }
     vx_series s = {0};
     st = vx_series_load(paths, n_paths, opts, &s, e);
@@ -441,15 +450,9 @@ vx_status vx_market_open(const char *const *paths, size_t n_paths, const vx_load
     }
     st = vx_market_from_series(&s, out, e);
     if (st) return st;
-    if (cache_dir) {
-        snprintf(out->key, sizeof out->key, "%s", key);
-        st = vx_mkdirs(cache_dir, e);
-        if (!st) st = cache_write(path, out, key, e);
-        if (st) {
-            vx_market_close(out);
-            return st;
-        }
-        vx_log(VX_LOG_INFO, "feature cache: wrote %s", path);
+    if (cache_dir && (st = cache_store(cache_dir, path, key, out, e)) != VX_OK) {
+        vx_market_close(out);
+        return st;
     }
     return VX_OK;
 }
