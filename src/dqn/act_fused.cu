@@ -1,15 +1,17 @@
-/* act_fused.cu — the DQN's acting step in one launch (act_fused.h): VX_AF_ROWS environments a
- * block, their observations into shared memory, the trunk's layers, the heads' first layers
- * (side by side: one product) and each head's second layer on tensor cores (tc_tile.cuh), the
- * dueling aggregation, then a thread per environment for its actions and its step
- * (act_step.cuh).
+/* act_fused.cu — the DQN's acting steps in one launch (act_fused.h): VX_AF_ROWS environments a
+ * block and, each step, their observations into shared memory, the trunk's layers, the heads'
+ * first layers (side by side: one product) and each head's second layer on tensor cores
+ * (tc_tile.cuh), the dueling aggregation, then a thread per environment for its actions and its
+ * step, and a warp per environment for its n-step emit (act_step.cuh). The last block to finish
+ * moves the rollout's counters on: every block has read them by then.
  *
  * Compiled with --fmad=false (CMakeLists.txt), as the environments' own kernel is: the step runs
  * vx_env_step_one, whose results must match the CPU's bit for bit; the products are tensor-core
  * instructions, which the flag does not touch.
  *
  * Shared memory of a block (floats, each buffer on 8 floats; act_fused_plan.c's vx_af_smem):
- *   xs   R × (Dp + 4): the observations, zero past the input's width
+ *   xs   R × (Dp + 4): the observations, zero past the input's width; after layer 0, each
+ *        warp's 3 ints for the emit
  *   act  R × (H_l + 4) a trunk layer: its activations after the ReLU
  *   h1   R × (G·Hh + 4): the heads' first layers, after the ReLU
  *   out  R × (W2 + 4): the heads' second layers, before their biases
@@ -45,63 +47,67 @@ static __device__ inline int r8(int n) { return (n + 7) & ~7; }
 using tc::frag;
 using tc::row_major;
 
-template <int P>
-static __global__ void __launch_bounds__(THREADS)
-    act_kernel(net t, const float *wp, const float *wf, dqn_act_fused_args a)
+/* A block's shared-memory buffers (the top comment), as vx_af_smem sizes them. */
+typedef struct {
+    float *xs, *act[VX_QNET_MAX_TRUNK], *h1, *out, *qs;
+    int ldx, ld[VX_QNET_MAX_TRUNK], ldh, ldo, ldq;
+} smem_bufs;
+
+static __device__ inline smem_bufs carve(const net &t, float *p)
 {
-    extern __shared__ __align__(128) float base[];
     const int R = ROWS;
-    /* the buffers (the top comment), as vx_af_smem sizes them */
-    float *p = base;
-    float *xs = p;
-    int ldx = t.Dp + 4;
-    p += R * ldx;
-    float *act[VX_QNET_MAX_TRUNK];
-    int ld[VX_QNET_MAX_TRUNK];
+    smem_bufs m;
+    m.xs = p, m.ldx = t.Dp + 4;
+    p += R * m.ldx;
     for (int l = 0; l < t.n; l++) {
-        ld[l] = r16(t.H[l]) + 4;
-        act[l] = p, p += R * ld[l];
+        m.ld[l] = r16(t.H[l]) + 4;
+        m.act[l] = p, p += R * m.ld[l];
     }
-    float *h1 = p;
-    int ldh = r16(t.G * t.Hh) + 4;
-    p += R * ldh;
-    float *out = p;
-    int ldo = t.W2 + 4;
-    p += R * ldo;
-    float *qs = p;
-    int ldq = r8(t.out_dim);
+    m.h1 = p, m.ldh = r16(t.G * t.Hh) + 4;
+    p += R * m.ldh;
+    m.out = p, m.ldo = t.W2 + 4;
+    p += R * m.ldo;
+    m.qs = p, m.ldq = r8(t.out_dim);
+    return m;
+}
+
+/* The Q-network's output rows of the block's R observations (rows row0… of obs; zeros past N)
+ * into m.qs. Every thread calls it; it ends with the rows complete. */
+template <int P>
+static __device__ void forward(const net &t, const float *wp, const float *wf, const float *obs,
+                               int N, int row0, const smem_bufs &m)
+{
+    const int R = ROWS;
     /* shared memory, as the compiler would not know through the pointers: ld.shared and
      * st.shared, not generic accesses */
-    __builtin_assume(__isShared(xs) && __isShared(h1) && __isShared(out) && __isShared(qs));
-    for (int l = 0; l < t.n; l++) __builtin_assume(__isShared(act[l]));
-
-    int row0 = blockIdx.x * R;
-    if (a.actions && blockIdx.x == 0 && threadIdx.x == 0) count_step(a.tcount, a.in_loop, a.loop);
+    __builtin_assume(__isShared(m.xs) && __isShared(m.h1) && __isShared(m.out) && __isShared(m.qs));
+    for (int l = 0; l < t.n; l++) __builtin_assume(__isShared(m.act[l]));
     for (int x = threadIdx.x; x < R * t.Dp; x += THREADS) {
         int r = x / t.Dp, d = x % t.Dp, i = row0 + r;
-        xs[r * ldx + d] = i < a.N && d < t.in ? a.obs[(size_t)i * t.in + d] : 0.0f;
+        m.xs[r * m.ldx + d] = i < N && d < t.in ? obs[(size_t)i * t.in + d] : 0.0f;
     }
     __syncthreads();
     /* the trunk */
-    const float *h = xs;
-    int ldh_in = ldx, K = t.Dp;
+    const float *h = m.xs;
+    int ldh_in = m.ldx, K = t.Dp;
     for (int l = 0; l < t.n; l++) {
         int H = t.H[l];
         tc::gemm<P, tc::RELU, row_major, frag>(1, R, H, K, h, ldh_in, 0, wf + t.fw[l], H / 8, 0,
-                                               act[l], ld[l], 0, wp + t.b[l]);
+                                               m.act[l], m.ld[l], 0, wp + t.b[l]);
         __syncthreads();
-        h = act[l], ldh_in = ld[l], K = H;
+        h = m.act[l], ldh_in = m.ld[l], K = H;
     }
     /* the heads' first layers, side by side */
     int W1 = t.G * t.Hh;
-    tc::gemm<P, tc::RELU, row_major, frag>(1, R, W1, K, h, ldh_in, 0, wf + t.fh1, W1 / 8, 0, h1,
-                                           ldh, 0, wp + t.bh1);
+    tc::gemm<P, tc::RELU, row_major, frag>(1, R, W1, K, h, ldh_in, 0, wf + t.fh1, W1 / 8, 0, m.h1,
+                                           m.ldh, 0, wp + t.bh1);
     __syncthreads();
-    /* each head's second layer (independent products: one barrier after them all) */
-    for (int g = 0; g < t.G; g++)
-        tc::gemm<P, tc::STORE, row_major, frag>(1, R, t.P2[g], t.Hh, h1 + g * t.Hh, ldh, 0,
-                                                wf + t.fh2[g], t.P2[g] / 8, 0, out + t.o2[g], ldo,
-                                                0);
+    /* each head's second layer: independent products, one barrier after them all, each head's
+     * strips on warps of their own (w0: the first) */
+    for (int g = 0, w0 = 0; g < t.G; w0 += t.P2[g] / 8, g++)
+        tc::gemm<P, tc::STORE, row_major, frag>(1, R, t.P2[g], t.Hh, m.h1 + g * t.Hh, m.ldh, 0,
+                                                wf + t.fh2[g], t.P2[g] / 8, 0, m.out + t.o2[g],
+                                                m.ldo, 0, 0, w0);
     __syncthreads();
     /* the dueling aggregation, in the CPU's order (qnet_impl.h): each head's output with its
      * bias, the mean of a branch's advantages over its actions, Q = (V + A) − mean */
@@ -109,26 +115,64 @@ static __global__ void __launch_bounds__(THREADS)
     int per = t.nb * t.Z;
     for (int x = threadIdx.x; x < R * per; x += THREADS) {
         int r = x / per, d = (x % per) / t.Z, z = x % t.Z;
-        const float *o = out + r * ldo;
+        const float *o = m.out + r * m.ldo;
         float v = o[t.o2[0] + z] + b2[t.o2[0] + z];
         int n = t.branch[d], c = t.o2[1 + d];
         float mean = 0;
         for (int k = 0; k < n; k++) mean += o[c + k * t.Z + z] + b2[c + k * t.Z + z];
         mean /= n;
-        float *q = qs + r * ldq + t.out_off[d];
+        float *q = m.qs + r * m.ldq + t.out_off[d];
         for (int k = 0; k < n; k++)
             q[k * t.Z + z] = v + (o[c + k * t.Z + z] + b2[c + k * t.Z + z]) - mean;
     }
     __syncthreads();
-    if (a.q)
-        for (int x = threadIdx.x; x < R * t.out_dim; x += THREADS) {
+}
+
+/* The forward pass alone (a.actions NULL: the tests' Q rows), or a.steps whole steps of the
+ * block's environments. The environments of a block depend on no other block's, so the steps
+ * need no barrier between blocks: a rollout is one launch, not a graph node a step (a step's
+ * launch and the loop's turn had been a quarter of its time). The counters are read once at the
+ * start, and moved on by the last block to finish. */
+template <int P>
+static __global__ void __launch_bounds__(THREADS)
+    act_kernel(net t, const float *wp, const float *wf, dqn_act_fused_args a)
+{
+    extern __shared__ __align__(128) float base[];
+    const int R = ROWS;
+    const smem_bufs m = carve(t, base);
+    int row0 = blockIdx.x * R;
+    if (!a.actions) {
+        forward<P>(t, wp, wf, a.obs, a.N, row0, m);
+        for (int x = threadIdx.x; a.q && x < R * t.out_dim; x += THREADS) {
             int r = x / t.out_dim, c = x % t.out_dim, i = row0 + r;
-            if (i < a.N) a.q[(size_t)i * t.out_dim + c] = qs[r * ldq + c];
+            if (i < a.N) a.q[(size_t)i * t.out_dim + c] = m.qs[r * m.ldq + c];
         }
-    int i = row0 + threadIdx.x;
-    if (a.actions && threadIdx.x < R && i < a.N)
-        act_and_step(a.shape, qs + threadIdx.x * ldq, i, *a.eps, a.seed, *a.step, a.actions, a.envp,
-                     a.states, a.next, a.rew, a.te, a.tr, a.final_obs);
+        return;
+    }
+    int t0 = *a.tcount, warp = threadIdx.x >> 5, i = row0 + threadIdx.x;
+    unsigned long long step0 = *a.step;
+    double eps = *a.eps;
+    for (int k = 0; k < a.steps; k++) {
+        forward<P>(t, wp, wf, a.obs, a.N, row0, m);
+        if (threadIdx.x < R && i < a.N)
+            act_and_step(a.shape, m.qs + threadIdx.x * m.ldq, i, eps, a.seed, step0 + k, a.actions,
+                         a.envp, a.states, a.next, a.rew, a.te, a.tr, a.final_obs);
+        __syncthreads();                    /* the block's environments stepped */
+        int *meta = (int *)m.xs + 3 * warp; /* xs: read by layer 0 only */
+        for (int r = warp; r < R; r += THREADS / 32)
+            if (row0 + r < a.N)
+                emit_one(a.emit, a.N, t0 + k, row0 + r, meta, a.obs, a.actions, a.rew, a.te, a.tr,
+                         a.next, a.final_obs);
+        __syncthreads(); /* the next observations in obs, for the next step's first loads */
+    }
+    if (threadIdx.x == 0) {
+        __threadfence();
+        if (atomicAdd(a.done, 1u) == gridDim.x - 1) { /* the last block: all have read them */
+            *a.done = 0;
+            *a.step = step0 + (unsigned long long)a.steps;
+            a.tcount[0] = t0 + a.steps;
+        }
+    }
 }
 
 /* The copies from the flat parameters: the packed biases as they are, the fragments as they

@@ -1,8 +1,9 @@
-/* act_fused.h — the DQN's acting step in one launch on a CUDA device (internal to the dqn
- * layer): the Q-network's forward pass on tensor cores with every activation in shared memory,
- * then each environment's ε-greedy actions and its step (act_step.cuh, the per-layer path's own
- * code) — where the per-layer path takes a cuBLASLt GEMM a layer and head and a dueling kernel a
- * branch, thirteen launches a step. Layout and sizes: act_fused_plan.h.
+/* act_fused.h — the DQN's acting steps, a whole rollout's, in one launch on a CUDA device
+ * (internal to the dqn layer): each step the Q-network's forward pass on tensor cores with every
+ * activation in shared memory, then each environment's ε-greedy actions, its step and its n-step
+ * emit (act_step.cuh, the per-layer path's own code) — where the per-layer path takes a cuBLASLt
+ * GEMM a layer and head, a dueling kernel a branch, an acting kernel and an emit kernel, fifteen
+ * launches a step. Layout and sizes: act_fused_plan.h.
  *
  * Precision: TF32 (passes 1: 10-bit mantissas, the products' error about 1e-3 of a Q-value's
  * scale) or 3×TF32 (passes 3: about float32's accuracy, but not its bits: a near-tie between two
@@ -15,6 +16,7 @@
 #include <cuda_runtime.h>
 #include "vixen/dqn.h"
 #include "vixen/env.h"
+#include "rollout_cuda.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,24 +24,27 @@ extern "C" {
 
 typedef struct dqn_act_fused dqn_act_fused;
 
-/* One step's operands (device pointers). With actions NULL the kernel runs the forward pass
- * only (the tests' use), writing q. */
+/* The operands of `steps` steps (device pointers). With actions NULL the kernel runs the
+ * forward pass only (the tests' use), writing q; with actions, each step it also acts, steps the
+ * environments and emits (emit: the rollout's), and at the end — its last block to finish, once
+ * every block has read them — moves the rollout's step and the acting counter on by `steps`. */
 typedef struct {
     int N;
-    const float *obs; /* N × VX_OBS_DIM: the current observations */
-    float *q;         /* N × out_dim, or NULL: the Q-values (the network's output rows) */
+    float *obs; /* N × VX_OBS_DIM: the current observations (the emit writes the next ones) */
+    float *q;   /* N × out_dim, or NULL: the Q-values (the network's output rows) */
     vx_loss_shape shape;
     const double *eps;
     uint64_t seed;
-    const unsigned long long *step; /* the acting counter */
-    int32_t *actions;               /* N × VX_ACTION_BRANCHES */
+    unsigned long long *step; /* the acting counter */
+    int32_t *actions;         /* N × VX_ACTION_BRANCHES */
     vx_env_params envp;
     vx_env_state *states;
     float *next, *rew, *final_obs;
     uint8_t *te, *tr;
-    int *tcount; /* the rollout's step counter: [0] moved on, [1] the steps left in a loop */
-    int in_loop;
-    cudaGraphConditionalHandle loop;
+    int steps;
+    int *tcount; /* the rollout's step counter ([0]) */
+    dqn_emit_args emit;
+    unsigned *done; /* the blocks finished: 0 before the launch, and left 0 after it */
 } dqn_act_fused_args;
 
 /* The kernel for network L in `passes` (1: TF32, 3: 3×TF32); VX_ERR_UNSUPPORTED (the message
@@ -49,7 +54,7 @@ vx_status dqn_act_fused_create(const vx_qnet_layout *L, int passes, vx_device *d
 void dqn_act_fused_free(dqn_act_fused *f);
 /* The kernel's copies of the weights, remade from params (n_params floats), queued on s. */
 vx_status dqn_act_fused_pack(dqn_act_fused *f, const float *params, cudaStream_t s, vx_err *e);
-/* One step, queued on s, with the weights of the last pack. */
+/* a->steps steps (or the forward pass), queued on s, with the weights of the last pack. */
 vx_status dqn_act_fused_step(dqn_act_fused *f, const dqn_act_fused_args *a, cudaStream_t s,
                              vx_err *e);
 size_t dqn_act_fused_reserved(const dqn_act_fused *f);

@@ -28,7 +28,7 @@
 extern "C" {
 #endif
 
-#define VX_AF_THREADS 256 /* a block's threads: 8 warps */
+#define VX_AF_THREADS 512 /* a block's threads: 16 warps */
 #define VX_AF_ROWS 16     /* rows a block: 2,048 environments in 128 blocks, one an SM */
 #define VX_AF_HEADS (1 + VX_QNET_MAX_BRANCHES)
 

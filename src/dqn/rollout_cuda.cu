@@ -5,9 +5,11 @@
  * graph. One step's nodes instead of T steps' unrolled: a graph of about 13 nodes instead of
  * 1,300 to instantiate and upload, which with many trials on one GPU had taken each trial up to
  * 0.6 s and 2 s while the others launched. Kernel by kernel (eager), the host issues the same
- * step T times. The current observations are always obs[0]: each step writes the next ones to
- * obs[1], and the emit copies each environment's over its row of obs[0] once it has used both. The
- * acting and n-step arithmetic is dqn_act.h's, the CPU collection's own code.
+ * step T times. With fused acting (act_fused.h) the T steps are one launch of that kernel
+ * instead (each of its blocks steps its own environments), graph or eager. The current
+ * observations are always obs[0]: each step writes the next ones to obs[1], and the emit copies
+ * each environment's over its row of obs[0] once it has used both. The acting and n-step
+ * arithmetic is dqn_act.h's, the CPU collection's own code.
  *
  * Order of the staged transitions: the CPU collection appends, per step, environment 0's
  * completed transitions, then environment 1's, …; a step completes at most n transitions per
@@ -30,18 +32,7 @@
 #define D VX_OBS_DIM
 #define A VX_ACTION_BRANCHES
 
-typedef struct { /* the n-step rings of vx_nstep, on the device */
-    int *count, *head;
-    float *obs;
-    int32_t *act;
-    float *rew;
-} dev_nstep;
-
-typedef struct { /* transitions, device arrays */
-    float *obs, *next_obs, *rewards;
-    int32_t *actions;
-    uint8_t *term, *trunc, *steps;
-} dev_trans;
+typedef dqn_dev_trans dev_trans;
 
 struct dqn_rollout {
     dqn_rollout_cfg cfg;
@@ -59,7 +50,8 @@ struct dqn_rollout {
     float *obs[2], *final_obs, *rew;
     int32_t *act;
     uint8_t *te, *tr;
-    dev_nstep ns;
+    dqn_emit_args emit; /* ns, raw, flags and the episode sums (below) as the emit reads them */
+    dqn_dev_nstep ns;
     int64_t *count_head; /* 2 × N: the checkpoint's form of count/head */
     double *ep_ret, *ret_sum, *ep_count, *ep_stats; /* ep_stats: sum, count */
     double *eps;
@@ -69,7 +61,8 @@ struct dqn_rollout {
     unsigned long long *count, *count_host;
     void *cub_tmp;
     size_t cub_tmp_n;
-    int *tcount; /* device: [0] the step within the rollout, [1] steps left */
+    int *tcount;    /* device: [0] the step within the rollout, [1] steps left */
+    unsigned *done; /* device: the fused kernel's blocks finished this step */
     cudaGraph_t graph, tail;
     cudaGraphExec_t exec, tail_exec;
     cudaGraphConditionalHandle loop;
@@ -83,6 +76,17 @@ static __global__ void act_kernel(vx_loss_shape shape, const float *q, int O, in
     if (i >= N) return;
     vx_act_egreedy(&shape, q + (size_t)i * O, seed, (uint64_t)i, *step, *eps,
                    actions + (size_t)i * A, NULL);
+}
+
+/* The rollout's step counter on (once a step, by one thread): the emit after the acting kernel
+ * reads the step as tcount[0] − 1; in a loop's body it also decides whether the loop goes on. */
+static __device__ inline void count_step(int *tcount, int in_loop, cudaGraphConditionalHandle loop)
+{
+    tcount[0] += 1;
+    if (in_loop) {
+        tcount[1] -= 1;
+        cudaGraphSetConditional(loop, tcount[1] > 0);
+    }
 }
 
 /* A thread per environment: its ε-greedy actions, then its step with them (act_step.cuh) — the
@@ -113,57 +117,21 @@ fail:
     return st;
 }
 
-/* A warp per environment (EMIT_ENVS a block): the CPU collection's episode accounting and
- * vx_nstep_push for step t, into the fixed slots of (t, i) — lane 0 the scalars
- * (vx_nstep_push_meta), every lane its share of the observations' copies; then the
- * environment's next observation over its current one (obs; a copy launch less). A thread per
- * environment, copying its 45-float rows alone, wrote 32 scattered rows per store and took
- * 50 µs a step for 2,048 environments. */
+/* A warp per environment (EMIT_ENVS a block): its emit for step t (act_step.cuh, emit_one), t
+ * read as tcount[0] − 1 (the act kernel has moved it on); the acting counter on (every act
+ * kernel has read it). */
 #define EMIT_ENVS 4
-static __global__ void emit_kernel(int N, int n, const int *tcount, double gamma, float *obs,
+static __global__ void emit_kernel(int N, const int *tcount, dqn_emit_args a, float *obs,
                                    const int32_t *act, const float *rew, const uint8_t *te,
                                    const uint8_t *tr, const float *next_obs, const float *final_obs,
-                                   dev_nstep ns, dev_trans out, uint32_t *flags, double *ep_ret,
-                                   double *ret_sum, double *ep_count, unsigned long long *step)
+                                   unsigned long long *step)
 {
-    int i = blockIdx.x * EMIT_ENVS + threadIdx.x / 32, lane = threadIdx.x % 32;
-    if (blockIdx.x == 0 && threadIdx.x == 0) *step += 1; /* the act kernel has read it */
-    if (i >= N) return;                                  /* the whole warp */
-    int t = tcount[0] - 1;                               /* the act kernel has moved it on */
-    int ended = te[i] | tr[i];
-    size_t slot = (size_t)i * n, base = ((size_t)t * N + i) * n;
-    vx_nstep_ring ring = {ns.count + i, ns.head + i, ns.obs + slot * D, ns.act + slot * A,
-                          ns.rew + slot};
-    vx_nstep_out o = {out.obs + base * D, out.next_obs + base * D, out.actions + base * A,
-                      out.rewards + base, out.term + base,         out.trunc + base,
-                      out.steps + base};
     __shared__ int meta[EMIT_ENVS][3]; /* the ring slot of the step, the first start, emitted */
-    int *m = meta[threadIdx.x / 32];
-    if (lane == 0) {
-        ep_ret[i] += rew[i];
-        if (ended) {
-            ret_sum[i] += ep_ret[i];
-            ep_count[i] += 1;
-            ep_ret[i] = 0;
-        }
-        m[2] = vx_nstep_push_meta(ring, n, gamma, act + (size_t)i * A, rew[i], te[i], tr[i], o,
-                                  &m[0], &m[1]);
-    }
-    __syncwarp();
-    int p = m[0], first = m[1], emit = m[2];
-    const float *x = obs + (size_t)i * D, *nx = (ended ? final_obs : next_obs) + (size_t)i * D;
-    for (int k = lane; k < D; k += 32) ring.obs[p * D + k] = x[k];
-    for (int j = 0; j < emit; j++) {
-        const float *from = ring.obs + (size_t)((first + j) % n) * D; /* this lane's own writes */
-        for (int k = lane; k < D; k += 32) {
-            o.obs[(size_t)j * D + k] = from[k];
-            o.next_obs[(size_t)j * D + k] = nx[k];
-        }
-    }
-    if (flags)
-        for (int j = lane; j < n; j += 32) flags[base + j] = j < emit;
-    /* the next step's observation: each lane over the floats it has read itself */
-    for (int k = lane; k < D; k += 32) obs[(size_t)i * D + k] = next_obs[(size_t)i * D + k];
+    int i = blockIdx.x * EMIT_ENVS + threadIdx.x / 32;
+    if (blockIdx.x == 0 && threadIdx.x == 0) *step += 1;
+    if (i >= N) return; /* the whole warp */
+    emit_one(a, N, tcount[0] - 1, i, meta[threadIdx.x / 32], obs, act, rew, te, tr, next_obs,
+             final_obs);
 }
 
 /* The step counter: reset before a rollout, advanced by each step's act_step_kernel (in the graph,
@@ -320,6 +288,7 @@ extern "C" vx_status dqn_rollout_create(const dqn_rollout_cfg *cfg, vx_env *env,
     if (!st) st = vx_mem_alloc(m, 8, &r->eps, e);
     if (!st) st = vx_mem_alloc(m, 8, &r->step, e);
     if (!st) st = vx_mem_alloc(m, 2 * sizeof(int), &r->tcount, e);
+    if (!st) st = vx_mem_alloc(m, sizeof(unsigned), &r->done, e);
     if (!st) st = trans_alloc(m, &r->raw, slots, e);
     if (!st && n > 1) {
         st = trans_alloc(m, &r->packed, slots, e);
@@ -333,9 +302,13 @@ extern "C" vx_status dqn_rollout_create(const dqn_rollout_cfg *cfg, vx_env *env,
     if (!st) st = vx_mem_alloc(m, 8, &r->count, e);
     if (!st) st = vx_mem_alloc_host(m, 8, &r->count_host, e);
     if (st) goto fail;
+    r->emit.n = r->n, r->emit.gamma = cfg->gamma, r->emit.ns = r->ns, r->emit.out = r->raw;
+    r->emit.flags = r->flags, r->emit.ep_ret = r->ep_ret, r->emit.ret_sum = r->ret_sum;
+    r->emit.ep_count = r->ep_count;
     VX_CUDA_CHECK(cudaMemsetAsync(r->ns.count, 0, N * sizeof(int), s));
     VX_CUDA_CHECK(cudaMemsetAsync(r->ns.head, 0, N * sizeof(int), s));
     VX_CUDA_CHECK(cudaMemsetAsync(r->ep_ret, 0, N * 8, s));
+    VX_CUDA_CHECK(cudaMemsetAsync(r->done, 0, sizeof(unsigned), s));
     VX_CUDA_CHECK(cudaMemsetAsync(r->ret_sum, 0, N * 8, s));
     VX_CUDA_CHECK(cudaMemsetAsync(r->ep_count, 0, N * 8, s));
     VX_CUDA_CHECK(cudaMemsetAsync(r->eps, 0, 8, s));
@@ -360,37 +333,38 @@ fail:
     return st;
 }
 
-/* One step: act on obs[0] and step into obs[1], the counter on (one launch after the forward
- * pass, or with it in the fused kernel), emit (which copies obs[1] over obs[0]). In the loop's body
- * (in_loop) the counter also decides whether the loop goes on. */
+/* The fused path's whole rollout, T steps in one launch: its blocks' environments are
+ * independent, so each block runs every step of its own (act_fused.h). */
+static vx_status fused_steps(dqn_rollout *r, vx_err *e)
+{
+    dqn_act_fused_args a;
+    memset(&a, 0, sizeof a);
+    a.N = r->N, a.obs = r->obs[0], a.shape = r->shape, a.eps = r->eps, a.seed = r->cfg.seed;
+    a.step = r->step, a.actions = r->act, a.envp = r->envp, a.states = r->env_states;
+    a.next = r->obs[1], a.rew = r->rew, a.final_obs = r->final_obs, a.te = r->te, a.tr = r->tr;
+    a.steps = r->T, a.tcount = r->tcount, a.emit = r->emit, a.done = r->done;
+    return dqn_act_fused_step(r->fused, &a, r->s, e);
+}
+
+/* One step of the per-layer path: the forward pass on obs[0], then the actions and the
+ * environments' step into obs[1] with the counter on, then the emit (which copies obs[1] over
+ * obs[0]). In the loop's body (in_loop) the counter also decides whether the loop goes on. */
 static vx_status step_body(dqn_rollout *r, int in_loop, vx_err *e)
 {
     vx_status st = VX_OK;
-    int N = r->N, n = r->n, O = r->L.out_dim;
+    int N = r->N, O = r->L.out_dim;
     /* 32 environments a block: a thread's environment step is a long chain of its own loads,
      * and 2,048 environments in blocks of 128 would use 16 SMs */
     unsigned blocks = (unsigned)((N + 31) / 32);
     float *cur = r->obs[0], *next = r->obs[1];
-    if (r->fused) { /* the forward pass, the actions and the environments' step in one */
-        dqn_act_fused_args a;
-        memset(&a, 0, sizeof a);
-        a.N = N, a.obs = cur, a.shape = r->shape, a.eps = r->eps, a.seed = r->cfg.seed;
-        a.step = r->step, a.actions = r->act, a.envp = r->envp, a.states = r->env_states;
-        a.next = next, a.rew = r->rew, a.final_obs = r->final_obs, a.te = r->te, a.tr = r->tr;
-        a.tcount = r->tcount, a.in_loop = in_loop, a.loop = r->loop;
-        st = dqn_act_fused_step(r->fused, &a, r->s, e);
-    } else {
-        st = vx_qnet_forward(r->net, r->cfg.act_params, cur, N, r->s, e);
-        if (st) goto fail;
-        act_step_kernel<<<blocks, 32, 0, r->s>>>(
-            r->shape, vx_qnet_output(r->net), O, N, r->eps, r->cfg.seed, r->step, r->act, r->envp,
-            r->env_states, next, r->rew, r->te, r->tr, r->final_obs, r->tcount, in_loop, r->loop);
-        VX_CUDA_LAUNCH_CHECK(r->s);
-    }
+    st = vx_qnet_forward(r->net, r->cfg.act_params, cur, N, r->s, e);
     if (st) goto fail;
+    act_step_kernel<<<blocks, 32, 0, r->s>>>(
+        r->shape, vx_qnet_output(r->net), O, N, r->eps, r->cfg.seed, r->step, r->act, r->envp,
+        r->env_states, next, r->rew, r->te, r->tr, r->final_obs, r->tcount, in_loop, r->loop);
+    VX_CUDA_LAUNCH_CHECK(r->s);
     emit_kernel<<<(unsigned)((N + EMIT_ENVS - 1) / EMIT_ENVS), 32 * EMIT_ENVS, 0, r->s>>>(
-        N, n, r->tcount, r->cfg.gamma, cur, r->act, r->rew, r->te, r->tr, next, r->final_obs, r->ns,
-        r->raw, r->flags, r->ep_ret, r->ret_sum, r->ep_count, r->step);
+        N, r->tcount, r->emit, cur, r->act, r->rew, r->te, r->tr, next, r->final_obs, r->step);
     VX_CUDA_LAUNCH_CHECK(r->s);
 fail:
     return st;
@@ -417,17 +391,24 @@ fail:
     return st;
 }
 
-/* The two graphs (the top comment): the loop over one step's body, and the tail. A failed build
- * leaves nothing behind for the next try. */
+/* The two graphs (the top comment): the loop over one step's body (the fused path: its one
+ * launch), and the tail. A failed build leaves nothing behind for the next try. */
 static vx_status build_graphs(dqn_rollout *r, vx_err *e)
 {
     cudaGraph_t captured = NULL;
     cudaError_t rc, end;
-    /* a rollout has a step or more: the body runs at least once */
-    vx_status st = vx_cuda_loop_begin(r->s, &r->graph, &r->loop, e);
-    if (st) return st;
-    st = step_body(r, 1, e);
-    end = cudaStreamEndCapture(r->s, &captured); /* always ends the capture */
+    vx_status st = VX_OK;
+    if (r->fused) {
+        VX_CUDA_CHECK(cudaStreamBeginCapture(r->s, cudaStreamCaptureModeThreadLocal));
+        st = fused_steps(r, e);
+        end = cudaStreamEndCapture(r->s, &r->graph); /* always ends the capture */
+    } else {
+        /* a rollout has a step or more: the body runs at least once */
+        st = vx_cuda_loop_begin(r->s, &r->graph, &r->loop, e);
+        if (st) return st;
+        st = step_body(r, 1, e);
+        end = cudaStreamEndCapture(r->s, &captured); /* always ends the capture */
+    }
     if (st) goto fail;
     VX_CUDA_CHECK(end);
     VX_CUDA_CHECK(cudaStreamBeginCapture(r->s, cudaStreamCaptureModeThreadLocal));
@@ -463,7 +444,8 @@ extern "C" vx_status dqn_rollout_run(dqn_rollout *r, int eager, vx_err *e)
     steps_start_kernel<<<1, 1, 0, r->s>>>(r->tcount, r->T);
     VX_CUDA_LAUNCH_CHECK(r->s);
     if (eager) {
-        for (int t = 0; t < r->T && !st; t++) st = step_body(r, 0, e);
+        if (r->fused) st = fused_steps(r, e);
+        for (int t = 0; t < r->T && !st && !r->fused; t++) st = step_body(r, 0, e);
         if (!st) st = tail_body(r, e);
         return st;
     }

@@ -58,6 +58,33 @@ size_t dqn_rollout_reserved(const dqn_rollout *r);
 /* Whether the steps run the fused acting kernel (cfg.acting, where it takes the network). */
 int dqn_rollout_fused(const dqn_rollout *r);
 
+/* The n-step emit's operands (device pointers): the environments' n-step rings (vx_nstep's, as
+ * count, head and N × n slots), the staging buffer's fixed slots (step t, environment i, j) at
+ * ((t·N + i)·n + j), which of them hold a transition (n > 1), and the running episode sums. The
+ * rollout's emit kernel uses them, and so does the fused acting kernel, which emits its own
+ * environments' transitions (act_step.cuh, emit_one). */
+typedef struct {
+    int *count, *head;
+    float *obs;
+    int32_t *act;
+    float *rew;
+} dqn_dev_nstep;
+
+typedef struct {
+    float *obs, *next_obs, *rewards;
+    int32_t *actions;
+    uint8_t *term, *trunc, *steps;
+} dqn_dev_trans;
+
+typedef struct {
+    int n;
+    double gamma;
+    dqn_dev_nstep ns;
+    dqn_dev_trans out;
+    uint32_t *flags; /* n > 1; else NULL */
+    double *ep_ret, *ret_sum, *ep_count;
+} dqn_emit_args;
+
 /* The collection state a checkpoint holds (host arrays, pinned for the copies to be
  * asynchronous): the current observations (N × D), the running episode returns (N), the n-step
  * ring (count and head as int64 [2 × N], N × n × D observations, N × n × A actions, N × n

@@ -203,14 +203,16 @@ enum { STORE, RELU, MASK };
 
 /* The G products C_g = A_g · B_g (M × N, inner dimension K) with A_g = A + g·a_step,
  * B_g = B + g·b_step, C_g = C + g·c_step (in floats; C row-major, ldc) and, for RELU, the bias
- * of C_g's columns at bias + g·c_step. Synchronises nothing: the caller puts __syncthreads()
- * between dependent products. */
+ * of C_g's columns at bias + g·c_step. Strip s goes to warp (w0 + s) mod warps: independent
+ * products of a few strips each, issued one after another, start on different warps. Synchronises
+ * nothing: the caller puts __syncthreads() between dependent products. */
 template <int NT, int PASSES, int MODE, typename LA, typename LB>
 __device__ void block_gemm(int G, int M, int N, int K, const float *A, int lda, size_t a_step,
                            const float *B, int ldb, size_t b_step, float *C, int ldc, size_t c_step,
-                           const float *bias)
+                           const float *bias, int w0)
 {
-    int warp = threadIdx.x >> 5, warps = blockDim.x >> 5, lane = threadIdx.x & 31;
+    int warps = blockDim.x >> 5, lane = threadIdx.x & 31;
+    int warp = ((threadIdx.x >> 5) - w0 % warps + warps) % warps;
     int g8 = lane >> 2, t2 = 2 * (lane & 3);
     int cols = N / (8 * NT), per_g = (M / 16) * cols;
     for (int s = warp; s < G * per_g; s += warps) {
@@ -247,12 +249,12 @@ __device__ void block_gemm(int G, int M, int N, int K, const float *A, int lda, 
 template <int PASSES, int MODE, typename LA, typename LB>
 __device__ inline void gemm(int G, int M, int N, int K, const float *A, int lda, size_t a_step,
                             const float *B, int ldb, size_t b_step, float *C, int ldc,
-                            size_t c_step, const float *bias = 0)
+                            size_t c_step, const float *bias = 0, int w0 = 0)
 {
     int warps = blockDim.x >> 5, tiles = G * (M / 16) * (N / 8);
 #define TC_GEMM(NT)                                                                                \
     block_gemm<NT, PASSES, MODE, LA, LB>(G, M, N, K, A, lda, a_step, B, ldb, b_step, C, ldc,       \
-                                         c_step, bias)
+                                         c_step, bias, w0)
     if (N % 40 == 0 && tiles / 5 >= warps) TC_GEMM(5);
     else if (N % 16 == 0 && tiles / 2 >= warps) TC_GEMM(2);
     else TC_GEMM(1);

@@ -7,9 +7,11 @@
  * (so each precision is the one asked for: a TF32 kernel fails the first bound, a float32 one the
  * last).
  * - A rollout (dqn.acting tf32x3 against float32, the same environments and weights): with
- *   ε = 1 every action, reward and next observation is the same, bit for bit, over 3 steps, in
- *   3×TF32 through the graphs and in TF32 kernel by kernel (the acting draws, the step counter
- *   and the environments' step are the per-layer path's); with
+ *   ε = 1 every staged transition (observations, actions, rewards, flags, lengths) and the
+ *   episode statistics are the same, bit for bit, over 3 steps, in 3×TF32 through the graphs and
+ *   in TF32 kernel by kernel (the acting draws, the step counter, the environments' step and the
+ *   n-step emit, which the fused kernel does itself, are the per-layer path's); again with
+ *   3-step returns over 9 steps of 4-step episodes; with
  *   ε = 0 every environment whose greedy actions agree has the same reward and next observation,
  *   and every one whose actions differ was a near-tie on the float32 path (its two actions' Q
  *   within 3e-5 of the scale): a kernel acting on the wrong row, branch or Q fails it. */
@@ -132,22 +134,28 @@ static void test_q_against_float32(void **state)
 typedef struct {
     int32_t *act;
     float *rew, *next, *obs;
+    uint8_t *term, *trunc, *steps;
+    size_t n;           /* transitions staged */
+    double episodes[2]; /* the episode statistics: the returns' sum, the episodes ended */
 } staged;
 
-/* T steps of N environments with acting `acting` at ε, through the graphs or (eager) kernel by
- * kernel; the staged transitions on the host. */
+/* T steps of N environments with acting `acting` at ε and n-step returns over n_step steps
+ * (episodes of episode_len steps; 0: the default), through the graphs or (eager) kernel by
+ * kernel; the staged transitions and the episode statistics on the host. */
 static staged rollout(const vx_qnet_layout *L, const vx_loss_shape *shape, const float *d_params,
-                      const vx_market *m, int N, int T, double eps, int acting, int eager)
+                      const vx_market *m, int N, int T, int n_step, int episode_len, double eps,
+                      int acting, int eager)
 {
     vx_env_cfg c;
     vx_env_cfg_default(&c);
     c.seed = 5;
+    if (episode_len) c.episode_len = episode_len;
     vx_env *env;
     vx_err e;
     if (vx_env_create(&c, m, VX_SPLIT_TRAIN, (size_t)N, g_dev, &env, &e)) fail_msg("%s", e.msg);
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    dqn_rollout_cfg rc = {T, 1, 0.99, 11, L, shape, d_params, 0, acting};
+    dqn_rollout_cfg rc = {T, n_step, 0.99, 11, L, shape, d_params, 0, acting};
     dqn_rollout *r;
     if (dqn_rollout_create(&rc, env, s, &r, &e)) fail_msg("%s", e.msg);
     assert_int_equal(dqn_rollout_fused(r), acting != 0); /* the path asked for, no fallback */
@@ -156,19 +164,50 @@ static staged rollout(const vx_qnet_layout *L, const vx_loss_shape *shape, const
     vx_transitions t;
     size_t n;
     dqn_rollout_staged(r, &t, &n);
-    assert_int_equal(n, (size_t)N * T);
-    staged h = {malloc(n * A * 4), malloc(n * 4), malloc(n * D * 4), malloc(n * D * 4)};
+    if (n_step == 1) assert_int_equal(n, (size_t)N * T);
+    staged h = {malloc(n * A * 4),
+                malloc(n * 4),
+                malloc(n * D * 4),
+                malloc(n * D * 4),
+                malloc(n),
+                malloc(n),
+                malloc(n),
+                n,
+                {0, 0}};
     CK(cudaMemcpy(h.act, t.actions, n * A * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(h.rew, t.rewards, n * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(h.next, t.next_obs, n * D * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(h.obs, t.obs, n * D * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h.term, t.terminated, n, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h.trunc, t.truncated, n, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h.steps, t.steps, n, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(h.episodes, dqn_rollout_episode_stats(r), 16, cudaMemcpyDeviceToHost));
     dqn_rollout_free(r);
     vx_env_free(env);
     CK(cudaStreamDestroy(s));
     return h;
 }
 
-static void staged_free(staged *h) { free(h->act), free(h->rew), free(h->next), free(h->obs); }
+static void staged_free(staged *h)
+{
+    free(h->act), free(h->rew), free(h->next), free(h->obs);
+    free(h->term), free(h->trunc), free(h->steps);
+}
+
+/* Every staged transition and the episode statistics, bit for bit. */
+static void assert_staged_equal(const staged *x, const staged *y)
+{
+    assert_int_equal(x->n, y->n);
+    size_t n = x->n;
+    assert_memory_equal(x->act, y->act, n * A * 4);
+    assert_memory_equal(x->rew, y->rew, n * 4);
+    assert_memory_equal(x->obs, y->obs, n * D * 4);
+    assert_memory_equal(x->next, y->next, n * D * 4);
+    assert_memory_equal(x->term, y->term, n);
+    assert_memory_equal(x->trunc, y->trunc, n);
+    assert_memory_equal(x->steps, y->steps, n);
+    assert_memory_equal(x->episodes, y->episodes, sizeof x->episodes);
+}
 
 static void test_rollout_acts_as_the_per_layer_path(void **state)
 {
@@ -187,19 +226,33 @@ static void test_rollout_acts_as_the_per_layer_path(void **state)
     const int N = 2053;
     /* ε = 1: the draws alone decide, three steps; 3×TF32 through the graphs, TF32 kernel by
      * kernel */
-    staged x = rollout(&L, &shape, d_params, &m, N, 3, 1.0, 0, 0);
-    size_t n = (size_t)N * 3;
+    staged x = rollout(&L, &shape, d_params, &m, N, 3, 1, 0, 1.0, 0, 0);
     for (int k = 0; k < 2; k++) {
-        staged y = rollout(&L, &shape, d_params, &m, N, 3, 1.0, k ? 1 : 3, k);
-        assert_memory_equal(x.act, y.act, n * A * 4);
-        assert_memory_equal(x.rew, y.rew, n * 4);
-        assert_memory_equal(x.next, y.next, n * D * 4);
+        staged y = rollout(&L, &shape, d_params, &m, N, 3, 1, 0, 1.0, k ? 1 : 3, k);
+        assert_staged_equal(&x, &y);
         staged_free(&y);
     }
     staged_free(&x);
+    /* … and with 3-step returns over episodes of 4 steps, 9 steps: the emit's rings, its
+     * flushes at an episode's end, its flags and packing, the episode sums (every environment
+     * ends two episodes or more) */
+    x = rollout(&L, &shape, d_params, &m, N, 9, 3, 4, 1.0, 0, 0);
+    assert_true(x.episodes[1] >= 2.0 * N); /* stop-outs may end more */
+    int partial = 0;
+    for (size_t k = 0; k < x.n; k++) partial += x.steps[k] < 3;
+    assert_true(partial > 0); /* an episode's end flushed its shorter returns */
+    for (int k = 0; k < 2; k++) {
+        staged y = rollout(&L, &shape, d_params, &m, N, 9, 3, 4, 1.0, k ? 1 : 3, k);
+        assert_staged_equal(&x, &y);
+        staged_free(&y);
+    }
+    print_message("ε = 1, 3-step returns, episodes of 4 steps: %zu transitions over 9 steps, "
+                  "%d of them shorter, the same on both paths\n",
+                  x.n, partial);
+    staged_free(&x);
     /* ε = 0: greedy, one step; every disagreement a float32 near-tie */
-    x = rollout(&L, &shape, d_params, &m, N, 1, 0.0, 0, 0);
-    staged y = rollout(&L, &shape, d_params, &m, N, 1, 0.0, 3, 0);
+    x = rollout(&L, &shape, d_params, &m, N, 1, 1, 0, 0.0, 0, 0);
+    staged y = rollout(&L, &shape, d_params, &m, N, 1, 1, 0, 0.0, 3, 0);
     assert_memory_equal(x.obs, y.obs, (size_t)N * D * 4);
     vx_qnet_ws ws;
     if (vx_qnet_ws_create(&L, N, &ws, &e)) fail_msg("%s", e.msg);
