@@ -10,10 +10,11 @@
  * instructions, which the flag does not touch.
  *
  * Shared memory of a block (floats, each buffer on 8 floats; act_fused_plan.c's vx_af_smem):
- *   xs   R × (Dp + 4): the observations, zero past the input's width; after layer 0, each
- *        warp's 3 ints for the emit
+ *   xs   R × (Dp + 4): the observations, zero past the input's width (the emit writes the
+ *        next step's)
  *   act  R × (H_l + 4) a trunk layer: its activations after the ReLU
- *   h1   R × (G·Hh + 4): the heads' first layers, after the ReLU
+ *   h1   R × (G·Hh + 4): the heads' first layers, after the ReLU; after the products, each
+ *        warp's 3 ints for the emit
  *   out  R × (W2 + 4): the heads' second layers, before their biases
  *   qs   R × out_dim: the Q-network's output rows, which acting reads */
 #include "../nn/tc_tile.cuh"
@@ -71,22 +72,23 @@ static __device__ inline smem_bufs carve(const net &t, float *p)
     return m;
 }
 
-/* The Q-network's output rows of the block's R observations (rows row0… of obs; zeros past N)
- * into m.qs. Every thread calls it; it ends with the rows complete. */
+/* The block's R observations (rows row0… of obs; zeros past N) into m.xs, unless they are there
+ * already (load 0), then the network's products: the heads' outputs, before their biases, in
+ * m.out. Every thread calls it; it ends with them complete. */
 template <int P>
-static __device__ void forward(const net &t, const float *wp, const float *wf, const float *obs,
-                               int N, int row0, const smem_bufs &m)
+static __device__ void products(const net &t, const float *wp, const float *wf, const float *obs,
+                                int N, int row0, const smem_bufs &m, int load)
 {
     const int R = ROWS;
     /* shared memory, as the compiler would not know through the pointers: ld.shared and
      * st.shared, not generic accesses */
     __builtin_assume(__isShared(m.xs) && __isShared(m.h1) && __isShared(m.out) && __isShared(m.qs));
     for (int l = 0; l < t.n; l++) __builtin_assume(__isShared(m.act[l]));
-    for (int x = threadIdx.x; x < R * t.Dp; x += THREADS) {
+    for (int x = threadIdx.x; load && x < R * t.Dp; x += THREADS) {
         int r = x / t.Dp, d = x % t.Dp, i = row0 + r;
         m.xs[r * m.ldx + d] = i < N && d < t.in ? obs[(size_t)i * t.in + d] : 0.0f;
     }
-    __syncthreads();
+    if (load) __syncthreads();
     /* the trunk */
     const float *h = m.xs;
     int ldh_in = m.ldx, K = t.Dp;
@@ -109,8 +111,14 @@ static __device__ void forward(const net &t, const float *wp, const float *wf, c
                                                 wf + t.fh2[g], t.P2[g] / 8, 0, m.out + t.o2[g],
                                                 m.ldo, 0, 0, w0);
     __syncthreads();
-    /* the dueling aggregation, in the CPU's order (qnet_impl.h): each head's output with its
-     * bias, the mean of a branch's advantages over its actions, Q = (V + A) − mean */
+}
+
+/* The dueling aggregation into m.qs, in the CPU's order (qnet_impl.h): each head's output with
+ * its bias, the mean of a branch's advantages over its actions, Q = (V + A) − mean. Ends with
+ * the rows complete. */
+static __device__ void dueling(const net &t, const float *wp, const smem_bufs &m)
+{
+    const int R = ROWS;
     const float *b2 = wp + t.bh2;
     int per = t.nb * t.Z;
     for (int x = threadIdx.x; x < R * per; x += THREADS) {
@@ -128,6 +136,28 @@ static __device__ void forward(const net &t, const float *wp, const float *wf, c
     __syncthreads();
 }
 
+static __device__ inline void prefetch_l1(const void *p)
+{
+    asm volatile("prefetch.global.L1 [%0];" ::"l"(p));
+}
+
+/* Environment i's first loads of its step and emit, into L1 ahead of them (the weights the
+ * products stream through L1 would have evicted them earlier): its state (read here), the next
+ * bar's prices and features, its n-step ring's counters and its running return. Each was a
+ * round trip to L2 in the chain of one thread's dependent loads. */
+static __device__ inline void prefetch_step(const dqn_act_fused_args &a, int i)
+{
+    const vx_env_params &p = a.envp;
+    int64_t row = a.states[i].row, t1 = row + 1;
+    prefetch_l1(p.open + t1), prefetch_l1(p.high + t1), prefetch_l1(p.low + t1);
+    prefetch_l1(p.close + t1);
+    if (p.reward_kind) prefetch_l1(p.reward_unit + row);
+    const float *f = p.features + t1 * VX_MARKET_FEATURES; /* 180 bytes: two or three lines */
+    prefetch_l1(f), prefetch_l1(f + 32), prefetch_l1(f + VX_MARKET_FEATURES - 1);
+    prefetch_l1(a.emit.ns.count + i), prefetch_l1(a.emit.ns.head + i);
+    prefetch_l1(a.emit.ep_ret + i);
+}
+
 /* The forward pass alone (a.actions NULL: the tests' Q rows), or a.steps whole steps of the
  * block's environments. The environments of a block depend on no other block's, so the steps
  * need no barrier between blocks: a rollout is one launch, not a graph node a step (a step's
@@ -142,7 +172,8 @@ static __global__ void __launch_bounds__(THREADS)
     const smem_bufs m = carve(t, base);
     int row0 = blockIdx.x * R;
     if (!a.actions) {
-        forward<P>(t, wp, wf, a.obs, a.N, row0, m);
+        products<P>(t, wp, wf, a.obs, a.N, row0, m, 1);
+        dueling(t, wp, m);
         for (int x = threadIdx.x; a.q && x < R * t.out_dim; x += THREADS) {
             int r = x / t.out_dim, c = x % t.out_dim, i = row0 + r;
             if (i < a.N) a.q[(size_t)i * t.out_dim + c] = m.qs[r * m.ldq + c];
@@ -153,17 +184,22 @@ static __global__ void __launch_bounds__(THREADS)
     unsigned long long step0 = *a.step;
     double eps = *a.eps;
     for (int k = 0; k < a.steps; k++) {
-        forward<P>(t, wp, wf, a.obs, a.N, row0, m);
+        products<P>(t, wp, wf, a.obs, a.N, row0, m, k == 0);
+        /* the last warp has no share of the dueling aggregation's R · branches · atoms items */
+        int r = threadIdx.x - (THREADS - 32);
+        if (r >= 0 && r < R && row0 + r < a.N && t.nb * t.Z * R <= THREADS - 32)
+            prefetch_step(a, row0 + r);
+        dueling(t, wp, m);
         if (threadIdx.x < R && i < a.N)
             act_and_step(a.shape, m.qs + threadIdx.x * m.ldq, i, eps, a.seed, step0 + k, a.actions,
                          a.envp, a.states, a.next, a.rew, a.te, a.tr, a.final_obs);
         __syncthreads();                    /* the block's environments stepped */
-        int *meta = (int *)m.xs + 3 * warp; /* xs: read by layer 0 only */
+        int *meta = (int *)m.h1 + 3 * warp; /* h1: read by the products only */
         for (int r = warp; r < R; r += THREADS / 32)
             if (row0 + r < a.N)
                 emit_one(a.emit, a.N, t0 + k, row0 + r, meta, a.obs, a.actions, a.rew, a.te, a.tr,
-                         a.next, a.final_obs);
-        __syncthreads(); /* the next observations in obs, for the next step's first loads */
+                         a.next, a.final_obs, m.xs + r * m.ldx);
+        __syncthreads(); /* the next observations in obs and in xs, for the next step */
     }
     if (threadIdx.x == 0) {
         __threadfence();

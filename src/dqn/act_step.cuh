@@ -33,14 +33,14 @@ static __device__ inline void act_and_step(const vx_loss_shape &shape, const flo
  * it; m: 3 ints of shared memory the warp owns): the CPU collection's episode accounting and
  * vx_nstep_push for step t into the fixed slots of (t, i) — lane 0 the scalars
  * (vx_nstep_push_meta), every lane its share of the observations' copies — then the
- * environment's next observation over its current one in obs. next_obs, rew, te, tr and
- * final_obs are the step's, written before by act_and_step (visible to the warp: the caller
- * synchronises between). A thread per environment copying its 45-float rows alone wrote 32
+ * environment's next observation over its current one in obs (and into xs, if not NULL).
+ * next_obs, rew, te, tr and final_obs are the step's, written before by act_and_step (visible to
+ * the warp: the caller synchronises between). A thread per environment copying its 45-float rows alone wrote 32
  * scattered rows a store and took 50 µs a step for 2,048 environments. */
 static __device__ inline void emit_one(const dqn_emit_args &a, int N, int t, int i, int *m,
                                        float *obs, const int32_t *act, const float *rew,
                                        const uint8_t *te, const uint8_t *tr, const float *next_obs,
-                                       const float *final_obs)
+                                       const float *final_obs, float *xs = 0)
 {
     const int D = VX_OBS_DIM, A = VX_ACTION_BRANCHES, n = a.n, lane = threadIdx.x & 31;
     int ended = te[i] | tr[i];
@@ -74,8 +74,13 @@ static __device__ inline void emit_one(const dqn_emit_args &a, int N, int t, int
     }
     if (a.flags)
         for (int j = lane; j < n; j += 32) a.flags[base + j] = j < emit;
-    /* the next step's observation: each lane over the floats it has read itself */
-    for (int k = lane; k < D; k += 32) obs[(size_t)i * D + k] = next_obs[(size_t)i * D + k];
+    /* the next step's observation: each lane over the floats it has read itself (and into xs,
+     * where the fused kernel keeps it for its next step) */
+    for (int k = lane; k < D; k += 32) {
+        float v = next_obs[(size_t)i * D + k];
+        obs[(size_t)i * D + k] = v;
+        if (xs) xs[k] = v;
+    }
     __syncwarp(); /* m is read by every lane before the warp's next environment overwrites it */
 }
 

@@ -11,7 +11,8 @@
  *   episode statistics are the same, bit for bit, over 3 steps, in 3×TF32 through the graphs and
  *   in TF32 kernel by kernel (the acting draws, the step counter, the environments' step and the
  *   n-step emit, which the fused kernel does itself, are the per-layer path's); again with
- *   3-step returns over 9 steps of 4-step episodes; with
+ *   3-step returns over 4-step episodes, in the second of two rollouts of 9 steps (the counters a
+ *   rollout leaves key the next one's draws); with
  *   ε = 0 every environment whose greedy actions agree has the same reward and next observation,
  *   and every one whose actions differ was a near-tie on the float32 path (its two actions' Q
  *   within 3e-5 of the scale): a kernel acting on the wrong row, branch or Q fails it. */
@@ -139,12 +140,13 @@ typedef struct {
     double episodes[2]; /* the episode statistics: the returns' sum, the episodes ended */
 } staged;
 
-/* T steps of N environments with acting `acting` at ε and n-step returns over n_step steps
- * (episodes of episode_len steps; 0: the default), through the graphs or (eager) kernel by
- * kernel; the staged transitions and the episode statistics on the host. */
+/* `rounds` rollouts of T steps of N environments with acting `acting` at ε and n-step returns
+ * over n_step steps (episodes of episode_len steps; 0: the default), through the graphs or
+ * (eager) kernel by kernel; the last rollout's staged transitions and episode statistics on the
+ * host. */
 static staged rollout(const vx_qnet_layout *L, const vx_loss_shape *shape, const float *d_params,
                       const vx_market *m, int N, int T, int n_step, int episode_len, double eps,
-                      int acting, int eager)
+                      int acting, int eager, int rounds)
 {
     vx_env_cfg c;
     vx_env_cfg_default(&c);
@@ -159,8 +161,11 @@ static staged rollout(const vx_qnet_layout *L, const vx_loss_shape *shape, const
     dqn_rollout *r;
     if (dqn_rollout_create(&rc, env, s, &r, &e)) fail_msg("%s", e.msg);
     assert_int_equal(dqn_rollout_fused(r), acting != 0); /* the path asked for, no fallback */
-    if (dqn_rollout_set_eps(r, eps, &e) || dqn_rollout_run(r, eager, &e)) fail_msg("%s", e.msg);
-    CK(cudaStreamSynchronize(s));
+    if (dqn_rollout_set_eps(r, eps, &e)) fail_msg("%s", e.msg);
+    for (int k = 0; k < rounds; k++) {
+        if (dqn_rollout_run(r, eager, &e)) fail_msg("%s", e.msg);
+        CK(cudaStreamSynchronize(s));
+    }
     vx_transitions t;
     size_t n;
     dqn_rollout_staged(r, &t, &n);
@@ -226,33 +231,34 @@ static void test_rollout_acts_as_the_per_layer_path(void **state)
     const int N = 2053;
     /* ε = 1: the draws alone decide, three steps; 3×TF32 through the graphs, TF32 kernel by
      * kernel */
-    staged x = rollout(&L, &shape, d_params, &m, N, 3, 1, 0, 1.0, 0, 0);
+    staged x = rollout(&L, &shape, d_params, &m, N, 3, 1, 0, 1.0, 0, 0, 1);
     for (int k = 0; k < 2; k++) {
-        staged y = rollout(&L, &shape, d_params, &m, N, 3, 1, 0, 1.0, k ? 1 : 3, k);
+        staged y = rollout(&L, &shape, d_params, &m, N, 3, 1, 0, 1.0, k ? 1 : 3, k, 1);
         assert_staged_equal(&x, &y);
         staged_free(&y);
     }
     staged_free(&x);
-    /* … and with 3-step returns over episodes of 4 steps, 9 steps: the emit's rings, its
-     * flushes at an episode's end, its flags and packing, the episode sums (every environment
-     * ends two episodes or more) */
-    x = rollout(&L, &shape, d_params, &m, N, 9, 3, 4, 1.0, 0, 0);
+    /* … and with 3-step returns over episodes of 4 steps, the second rollout of 9 steps: the
+     * emit's rings, its flushes at an episode's end, its flags and packing, the episode sums
+     * (every environment ends two episodes or more), and the counters the first rollout left
+     * (the acting draws of the second are keyed by them) */
+    x = rollout(&L, &shape, d_params, &m, N, 9, 3, 4, 1.0, 0, 0, 2);
     assert_true(x.episodes[1] >= 2.0 * N); /* stop-outs may end more */
     int partial = 0;
     for (size_t k = 0; k < x.n; k++) partial += x.steps[k] < 3;
     assert_true(partial > 0); /* an episode's end flushed its shorter returns */
     for (int k = 0; k < 2; k++) {
-        staged y = rollout(&L, &shape, d_params, &m, N, 9, 3, 4, 1.0, k ? 1 : 3, k);
+        staged y = rollout(&L, &shape, d_params, &m, N, 9, 3, 4, 1.0, k ? 1 : 3, k, 2);
         assert_staged_equal(&x, &y);
         staged_free(&y);
     }
-    print_message("ε = 1, 3-step returns, episodes of 4 steps: %zu transitions over 9 steps, "
-                  "%d of them shorter, the same on both paths\n",
+    print_message("ε = 1, 3-step returns, episodes of 4 steps, a second rollout: %zu transitions "
+                  "over 9 steps, %d of them shorter, the same on both paths\n",
                   x.n, partial);
     staged_free(&x);
     /* ε = 0: greedy, one step; every disagreement a float32 near-tie */
-    x = rollout(&L, &shape, d_params, &m, N, 1, 1, 0, 0.0, 0, 0);
-    staged y = rollout(&L, &shape, d_params, &m, N, 1, 1, 0, 0.0, 3, 0);
+    x = rollout(&L, &shape, d_params, &m, N, 1, 1, 0, 0.0, 0, 0, 1);
+    staged y = rollout(&L, &shape, d_params, &m, N, 1, 1, 0, 0.0, 3, 0, 1);
     assert_memory_equal(x.obs, y.obs, (size_t)N * D * 4);
     vx_qnet_ws ws;
     if (vx_qnet_ws_create(&L, N, &ws, &e)) fail_msg("%s", e.msg);
