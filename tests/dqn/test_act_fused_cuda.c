@@ -13,9 +13,11 @@
  *   n-step emit, which the fused kernel does itself, are the per-layer path's); again with
  *   3-step returns over 4-step episodes, in the second of two rollouts of 9 steps (the counters a
  *   rollout leaves key the next one's draws); with
- *   ε = 0 every environment whose greedy actions agree has the same reward and next observation,
- *   and every one whose actions differ was a near-tie on the float32 path (its two actions' Q
- *   within 3e-5 of the scale): a kernel acting on the wrong row, branch or Q fails it. */
+ *   ε = 0, over three steps, each environment followed while the two paths agree: the same
+ *   observations, and where the greedy actions agree the same reward and next observation,
+ *   and every action that differs a near-tie on the float32 path (its two actions' Q within
+ *   3e-5 of the scale): a kernel acting on the wrong row, branch, Q or a stale observation fails
+ *   it. */
 #include "helpers.h"
 #include "dqn/act_fused.h"
 #include "dqn/rollout_cuda.h"
@@ -256,41 +258,52 @@ static void test_rollout_acts_as_the_per_layer_path(void **state)
                   "over 9 steps, %d of them shorter, the same on both paths\n",
                   x.n, partial);
     staged_free(&x);
-    /* ε = 0: greedy, one step; every disagreement a float32 near-tie */
-    x = rollout(&L, &shape, d_params, &m, N, 1, 1, 0, 0.0, 0, 0, 1);
-    staged y = rollout(&L, &shape, d_params, &m, N, 1, 1, 0, 0.0, 3, 0, 1);
-    assert_memory_equal(x.obs, y.obs, (size_t)N * D * 4);
+    /* ε = 0: greedy, three steps. Each environment is followed while both paths' trajectories
+     * agree: then its observation is the same on both, and every action the paths disagree on
+     * must be a float32 near-tie (the CPU's Q on that observation); after a disagreement the
+     * trajectories part and the environment is left. Steps after the first see observations the
+     * kernel made itself (a stale one, or another row's, fails here). */
+    const int T = 3;
+    x = rollout(&L, &shape, d_params, &m, N, T, 1, 0, 0.0, 0, 0, 1);
+    staged y = rollout(&L, &shape, d_params, &m, N, T, 1, 0, 0.0, 3, 0, 1);
     vx_qnet_ws ws;
-    if (vx_qnet_ws_create(&L, N, &ws, &e)) fail_msg("%s", e.msg);
-    vx_qnet_forward_ref(&L, params, x.obs, N, &ws); /* the CPU's float32 Q, for the margins */
-    int differ = 0, spread[A] = {0};
+    if (vx_qnet_ws_create(&L, N * T, &ws, &e)) fail_msg("%s", e.msg);
+    vx_qnet_forward_ref(&L, params, x.obs, N * T, &ws); /* the CPU's float32 Q, for the margins */
+    int differ = 0, followed[3] = {0}, spread[A] = {0};
     double scale = 0;
-    for (size_t i = 0; i < (size_t)N * L.out_dim; i++) scale = fmax(scale, fabs(ws.q[i]));
+    for (size_t i = 0; i < (size_t)N * T * L.out_dim; i++) scale = fmax(scale, fabs(ws.q[i]));
     for (int i = 0; i < N; i++) {
-        int same = 1;
-        for (int b = 0; b < A; b++) {
-            int32_t p = x.act[i * A + b], q = y.act[i * A + b];
-            spread[b] |= 1 << p;
-            if (p == q) continue;
-            same = 0;
-            const float *row = ws.q + (size_t)i * L.out_dim + L.out_offset[b];
-            double gap = fabs((double)row[p] - (double)row[q]);
-            if (gap > 3e-5 * scale) /* twice the Q test's bound, and float32's own spread */
-                fail_msg("environment %d, branch %d: %d on the float32 path, %d fused, Q %.6g and "
-                         "%.6g",
-                         i, b, p, q, row[p], row[q]);
+        for (int t = 0; t < T; t++) {
+            size_t k = (size_t)t * N + i; /* n = 1: step t's transition of environment i */
+            assert_memory_equal(x.obs + k * D, y.obs + k * D, D * 4);
+            followed[t]++;
+            int same = 1;
+            for (int b = 0; b < A; b++) {
+                int32_t p = x.act[k * A + b], q = y.act[k * A + b];
+                spread[b] |= 1 << p;
+                if (p == q) continue;
+                same = 0;
+                const float *row = ws.q + k * L.out_dim + L.out_offset[b];
+                double gap = fabs((double)row[p] - (double)row[q]);
+                if (gap > 3e-5 * scale) /* twice the Q test's bound, and float32's own spread */
+                    fail_msg("environment %d, step %d, branch %d: %d on the float32 path, %d "
+                             "fused, Q %.6g and %.6g",
+                             i, t, b, p, q, row[p], row[q]);
+            }
+            if (!same) {
+                differ++;
+                break;
+            }
+            assert_true(x.rew[k] == y.rew[k]);
+            assert_memory_equal(x.next + k * D, y.next + k * D, D * 4);
         }
-        if (same) {
-            assert_true(x.rew[i] == y.rew[i]);
-            assert_memory_equal(x.next + (size_t)i * D, y.next + (size_t)i * D, D * 4);
-        }
-        differ += !same;
     }
     /* the greedy actions are not all one: the comparison could tell rows apart */
     for (int b = 0; b < A; b++) assert_true(__builtin_popcount((unsigned)spread[b]) >= 2);
-    print_message("ε = 1: 3 steps of %d environments identical; ε = 0: %d of %d differ (each a "
-                  "near-tie)\n",
-                  N, differ, N);
+    assert_true(followed[T - 1] > N / 2);
+    print_message("ε = 1: 3 steps of %d environments identical; ε = 0: %d, %d and %d environments "
+                  "followed at steps 1, 2 and 3, %d parted (each at a near-tie)\n",
+                  N, followed[0], followed[1], followed[2], differ);
     vx_qnet_ws_free(&ws);
     staged_free(&x), staged_free(&y);
     CK(cudaFree(d_params));
