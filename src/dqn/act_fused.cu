@@ -29,6 +29,8 @@
 
 #define THREADS VX_AF_THREADS
 #define ROWS VX_AF_ROWS
+/* the emit's 3 ints a warp live in h1, at least ROWS × (16 + 4) floats */
+static_assert(3 * (THREADS / 32) <= ROWS * 20, "h1 holds every warp's emit ints");
 
 typedef vx_af_net net;
 
@@ -206,7 +208,7 @@ static __global__ void __launch_bounds__(THREADS)
         if (atomicAdd(a.done, 1u) == gridDim.x - 1) { /* the last block: all have read them */
             *a.done = 0;
             *a.step = step0 + (unsigned long long)a.steps;
-            a.tcount[0] = t0 + a.steps;
+            a.tcount[0] = t0 + a.steps; /* as the per-layer steps leave it (read by nothing now) */
         }
     }
 }
@@ -305,6 +307,10 @@ extern "C" vx_status dqn_act_fused_step(dqn_act_fused *f, const dqn_act_fused_ar
 {
     vx_status st = VX_OK;
     unsigned blocks = (unsigned)((a->N + ROWS - 1) / ROWS);
+    /* the emit keeps each next observation in the block's input rows: a row is one */
+    if (a->actions && f->t.in != VX_OBS_DIM)
+        return vx_err_set(e, VX_ERR_ARG, "dqn: fused acting steps a network of %d inputs, not %d",
+                          f->t.in, VX_OBS_DIM);
     const float *wp = f->copies, *wf = f->copies + f->t.packed;
     if (f->passes == 3) act_kernel<3><<<blocks, THREADS, (size_t)f->smem, s>>>(f->t, wp, wf, *a);
     else act_kernel<1><<<blocks, THREADS, (size_t)f->smem, s>>>(f->t, wp, wf, *a);

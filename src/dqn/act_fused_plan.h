@@ -2,10 +2,10 @@
  * plain C (act_fused_plan.c), so that the trial memory estimate and the CPU tests compute the very
  * numbers the kernel is created with (internal).
  *
- * The kernel runs the Q-network's forward pass for a block of VX_AF_ROWS rows on tensor cores
- * (tc_tile.cuh), every activation in shared memory, and then each row's ε-greedy actions and
- * environment step. It reads two copies of the acting weights, remade from the flat parameter
- * vector at the start of each rollout (one launch):
+ * The kernel runs every step of a rollout for its block's VX_AF_ROWS environments: the
+ * Q-network's forward pass on tensor cores (tc_tile.cuh), every activation in shared memory, then
+ * each row's ε-greedy actions, environment step and n-step emit. It reads two copies of the acting
+ * weights, remade from the flat parameter vector at the start of each rollout (one launch):
  *
  *   packed  the biases in the kernel's order: each trunk layer's, the heads' first layers' side
  *           by side ([value | branch 0 | branch 1 | …], Hh each), the heads' second layers' each
@@ -29,7 +29,7 @@ extern "C" {
 #endif
 
 #define VX_AF_THREADS 512 /* a block's threads: 16 warps */
-#define VX_AF_ROWS 16     /* rows a block: 2,048 environments in 128 blocks, one an SM */
+#define VX_AF_ROWS 16     /* rows a block: 2,048 environments in 128 blocks */
 #define VX_AF_HEADS (1 + VX_QNET_MAX_BRANCHES)
 
 /* The network as the kernel sees it: widths, and offsets (floats) into the two copies. */

@@ -62,7 +62,7 @@ struct dqn_rollout {
     void *cub_tmp;
     size_t cub_tmp_n;
     int *tcount;    /* device: [0] the step within the rollout, [1] steps left */
-    unsigned *done; /* device: the fused kernel's blocks finished this step */
+    unsigned *done; /* device: the fused kernel's blocks finished its launch */
     cudaGraph_t graph, tail;
     cudaGraphExec_t exec, tail_exec;
     cudaGraphConditionalHandle loop;
@@ -135,7 +135,7 @@ static __global__ void emit_kernel(int N, const int *tcount, dqn_emit_args a, fl
 }
 
 /* The step counter: reset before a rollout, advanced by each step's act_step_kernel (in the graph,
- * the loop goes on while steps are left). */
+ * the loop goes on while steps are left), or by T at the end of the fused kernel's one launch. */
 static __global__ void steps_start_kernel(int *tcount, int T)
 {
     tcount[0] = 0;

@@ -12,12 +12,12 @@
  *   in TF32 kernel by kernel (the acting draws, the step counter, the environments' step and the
  *   n-step emit, which the fused kernel does itself, are the per-layer path's); again with
  *   3-step returns over 4-step episodes, in the second of two rollouts of 9 steps (the counters a
- *   rollout leaves key the next one's draws); with
- *   ε = 0, over three steps, each environment followed while the two paths agree: the same
- *   observations, and where the greedy actions agree the same reward and next observation,
- *   and every action that differs a near-tie on the float32 path (its two actions' Q within
- *   3e-5 of the scale): a kernel acting on the wrong row, branch, Q or a stale observation fails
- *   it. */
+ *   rollout leaves key the next one's draws), and for C51 over 4,100 environments (more blocks
+ *   than fit the device at once); with ε = 0, over three steps (and six steps of 2-step
+ *   episodes), each environment followed while the two paths agree: the same observations, and
+ *   where the greedy actions agree the same reward and next observation, and every action that
+ *   differs a near-tie on the float32 path (its two actions' Q within 3e-5 of the scale): a
+ *   kernel acting on the wrong row, branch, Q or a stale observation fails it. */
 #include "helpers.h"
 #include "dqn/act_fused.h"
 #include "dqn/rollout_cuda.h"
@@ -216,6 +216,60 @@ static void assert_staged_equal(const staged *x, const staged *y)
     assert_memory_equal(x->episodes, y->episodes, sizeof x->episodes);
 }
 
+/* Greedy acting (ε = 0), T steps of N environments over episodes of episode_len steps (0: the
+ * default), the per-layer float32 path against 3×TF32 fused. Each environment is followed while
+ * both paths' trajectories agree: then its observation is the same on both, and every action the
+ * paths disagree on must be a float32 near-tie (the CPU's Q on that observation); after a
+ * disagreement the trajectories part and the environment is left. Steps after the first see
+ * observations the kernel made itself (a stale one, or another row's, fails here). Out: the
+ * environments followed to the last step, and those that parted. */
+static void greedy_followed(const vx_qnet_layout *L, const vx_loss_shape *shape,
+                            const float *params, const float *d_params, const vx_market *m, int N,
+                            int T, int episode_len, int *followed_all, int *parted)
+{
+    staged x = rollout(L, shape, d_params, m, N, T, 1, episode_len, 0.0, 0, 0, 1);
+    staged y = rollout(L, shape, d_params, m, N, T, 1, episode_len, 0.0, 3, 0, 1);
+    vx_qnet_ws ws;
+    vx_err e;
+    if (vx_qnet_ws_create(L, (size_t)N * T, &ws, &e)) fail_msg("%s", e.msg);
+    vx_qnet_forward_ref(L, params, x.obs, (size_t)N * T, &ws); /* the CPU's float32 Q */
+    int differ = 0, last = 0, spread[A] = {0};
+    double scale = 0;
+    for (size_t i = 0; i < (size_t)N * T * L->out_dim; i++) scale = fmax(scale, fabs(ws.q[i]));
+    for (int i = 0; i < N; i++) {
+        for (int t = 0; t < T; t++) {
+            size_t k = (size_t)t * N + i; /* n = 1: step t's transition of environment i */
+            assert_memory_equal(x.obs + k * D, y.obs + k * D, D * 4);
+            int same = 1;
+            for (int b = 0; b < A; b++) {
+                int32_t p = x.act[k * A + b], q = y.act[k * A + b];
+                spread[b] |= 1 << p;
+                if (p == q) continue;
+                same = 0;
+                const float *row = ws.q + k * L->out_dim + L->out_offset[b];
+                double gap = fabs((double)row[p] - (double)row[q]);
+                if (gap > 3e-5 * scale) /* twice the Q test's bound, and float32's own spread */
+                    fail_msg("environment %d, step %d, branch %d: %d on the float32 path, %d "
+                             "fused, Q %.6g and %.6g",
+                             i, t, b, p, q, row[p], row[q]);
+            }
+            if (!same) {
+                differ++;
+                break;
+            }
+            assert_true(x.rew[k] == y.rew[k]);
+            assert_memory_equal(x.next + k * D, y.next + k * D, D * 4);
+            last += t == T - 1;
+        }
+    }
+    /* the greedy actions are not all one: the comparison could tell rows apart */
+    for (int b = 0; b < A; b++) assert_true(__builtin_popcount((unsigned)spread[b]) >= 2);
+    assert_true(last > N / 2);
+    *followed_all = last, *parted = differ;
+    vx_qnet_ws_free(&ws);
+    staged_free(&x), staged_free(&y);
+}
+
 static void test_rollout_acts_as_the_per_layer_path(void **state)
 {
     (void)state;
@@ -258,54 +312,31 @@ static void test_rollout_acts_as_the_per_layer_path(void **state)
                   "over 9 steps, %d of them shorter, the same on both paths\n",
                   x.n, partial);
     staged_free(&x);
-    /* ε = 0: greedy, three steps. Each environment is followed while both paths' trajectories
-     * agree: then its observation is the same on both, and every action the paths disagree on
-     * must be a float32 near-tie (the CPU's Q on that observation); after a disagreement the
-     * trajectories part and the environment is left. Steps after the first see observations the
-     * kernel made itself (a stale one, or another row's, fails here). */
-    const int T = 3;
-    x = rollout(&L, &shape, d_params, &m, N, T, 1, 0, 0.0, 0, 0, 1);
-    staged y = rollout(&L, &shape, d_params, &m, N, T, 1, 0, 0.0, 3, 0, 1);
-    vx_qnet_ws ws;
-    if (vx_qnet_ws_create(&L, N * T, &ws, &e)) fail_msg("%s", e.msg);
-    vx_qnet_forward_ref(&L, params, x.obs, N * T, &ws); /* the CPU's float32 Q, for the margins */
-    int differ = 0, followed[3] = {0}, spread[A] = {0};
-    double scale = 0;
-    for (size_t i = 0; i < (size_t)N * T * L.out_dim; i++) scale = fmax(scale, fabs(ws.q[i]));
-    for (int i = 0; i < N; i++) {
-        for (int t = 0; t < T; t++) {
-            size_t k = (size_t)t * N + i; /* n = 1: step t's transition of environment i */
-            assert_memory_equal(x.obs + k * D, y.obs + k * D, D * 4);
-            followed[t]++;
-            int same = 1;
-            for (int b = 0; b < A; b++) {
-                int32_t p = x.act[k * A + b], q = y.act[k * A + b];
-                spread[b] |= 1 << p;
-                if (p == q) continue;
-                same = 0;
-                const float *row = ws.q + k * L.out_dim + L.out_offset[b];
-                double gap = fabs((double)row[p] - (double)row[q]);
-                if (gap > 3e-5 * scale) /* twice the Q test's bound, and float32's own spread */
-                    fail_msg("environment %d, step %d, branch %d: %d on the float32 path, %d "
-                             "fused, Q %.6g and %.6g",
-                             i, t, b, p, q, row[p], row[q]);
-            }
-            if (!same) {
-                differ++;
-                break;
-            }
-            assert_true(x.rew[k] == y.rew[k]);
-            assert_memory_equal(x.next + k * D, y.next + k * D, D * 4);
-        }
+    { /* C51 (its dueling aggregation on every warp, no prefetch) over 4,100 environments: 257
+       * blocks, more than an H100's or H200's multiprocessors hold at once, so some start after
+       * others have finished — the counters must still be read by all before they move on */
+        vx_qnet_layout Lc;
+        vx_loss_shape sc;
+        net_of(1, &Lc, &sc);
+        float *pc = malloc(Lc.n_params * 4);
+        vx_qnet_init(&Lc, 5, pc);
+        float *d_pc = device_copy(pc, Lc.n_params * 4);
+        staged xc = rollout(&Lc, &sc, d_pc, &m, 4100, 5, 3, 3, 1.0, 0, 0, 2);
+        staged yc = rollout(&Lc, &sc, d_pc, &m, 4100, 5, 3, 3, 1.0, 1, 0, 2);
+        assert_staged_equal(&xc, &yc);
+        staged_free(&xc), staged_free(&yc);
+        CK(cudaFree(d_pc));
+        free(pc);
     }
-    /* the greedy actions are not all one: the comparison could tell rows apart */
-    for (int b = 0; b < A; b++) assert_true(__builtin_popcount((unsigned)spread[b]) >= 2);
-    assert_true(followed[T - 1] > N / 2);
-    print_message("ε = 1: 3 steps of %d environments identical; ε = 0: %d, %d and %d environments "
-                  "followed at steps 1, 2 and 3, %d parted (each at a near-tie)\n",
-                  N, followed[0], followed[1], followed[2], differ);
-    vx_qnet_ws_free(&ws);
-    staged_free(&x), staged_free(&y);
+    /* ε = 0: greedy, three steps of the default episodes, then six of episodes of two steps
+     * (the observations the kernel keeps after an episode's end are the new episode's) */
+    int followed[2], differ[2];
+    greedy_followed(&L, &shape, params, d_params, &m, N, 3, 0, &followed[0], &differ[0]);
+    greedy_followed(&L, &shape, params, d_params, &m, N, 6, 2, &followed[1], &differ[1]);
+    print_message(
+        "ε = 1: 3 steps of %d environments identical; ε = 0: %d of them followed through "
+        "3 steps, %d parted at a near-tie; through 6 steps of 2-step episodes %d and %d\n",
+        N, followed[0], differ[0], followed[1], differ[1]);
     CK(cudaFree(d_params));
     free(params);
     vx_market_close(&m);
