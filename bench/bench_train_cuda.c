@@ -136,13 +136,15 @@ int vx_bench_train_cuda(vx_bench_result *out, int max, FILE *log)
             put(&out[n++], "gpu collection 2048x100 (alone)", "ms",
                 median_from(s.collect_s, 1, 4) * 1e3, 1, 1);
     }
-    /* … and with the fused acting kernel (dqn.acting), in its two precisions */
-    const char *acting[2] = {"gpu collection 2048x100 (alone, tf32 acting)",
-                             "gpu collection 2048x100 (alone, tf32x3 acting)"};
-    for (int k = 0; k < 2 && n + 1 <= max; k++) {
+    /* … and with the fused acting kernel (dqn.acting), in its three precisions */
+    const char *acting[3] = {"gpu collection 2048x100 (alone, tf32 acting)",
+                             "gpu collection 2048x100 (alone, tf32x3 acting)",
+                             "gpu collection 2048x100 (alone, bf16 acting)"};
+    const int precision[3] = {VX_ACTING_TF32, VX_ACTING_TF32X3, VX_ACTING_BF16};
+    for (int k = 0; k < 3 && n + 1 <= max; k++) {
         reference(&c, dir, VX_DEVICE_CUDA, 100000, 4);
         dqn_of(&c)->overlap = 0;
-        dqn_of(&c)->acting = k ? VX_ACTING_TF32X3 : VX_ACTING_TF32;
+        dqn_of(&c)->acting = precision[k];
         if (run_one(&c, &s, log))
             put(&out[n++], acting[k], "ms", median_from(s.collect_s, 1, 4) * 1e3, 2, 1);
     }

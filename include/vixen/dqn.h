@@ -128,11 +128,12 @@ typedef struct {
                     * updates, so a GPU collects it while this epoch trains (the CPU acts alike) */
     int batch_set; /* dqn.batch was given: a GPU keeps it instead of choosing one */
     int acting;    /* dqn.acting, GPU only: VX_ACTING_FLOAT32 (a GEMM a layer, whose actions the
-                    * CPU's match), VX_ACTING_TF32 or VX_ACTING_TF32X3 (the forward pass, the
-                    * actions and the environments' step in one fused kernel on tensor cores) */
+                    * CPU's match), VX_ACTING_TF32, VX_ACTING_TF32X3 or VX_ACTING_BF16 (the
+                    * forward pass, the actions and the environments' step in one fused kernel on
+                    * tensor cores) */
 } vx_dqn_settings;
 
-enum { VX_ACTING_FLOAT32, VX_ACTING_TF32, VX_ACTING_TF32X3 };
+enum { VX_ACTING_FLOAT32, VX_ACTING_TF32, VX_ACTING_TF32X3, VX_ACTING_BF16 };
 
 void vx_dqn_settings_default(vx_dqn_settings *s);
 /* The Q-network configuration the settings describe. */

@@ -36,11 +36,11 @@ typedef vx_af_net net;
 
 struct dqn_act_fused {
     net t;
-    int passes;
+    int acting; /* VX_ACTING_TF32, _TF32X3 or _BF16 */
     vx_device *dev;
     vx_mem mem;
     float *copies; /* the packed biases, then the fragments */
-    int *map;      /* each copy float's index in the flat parameters (−1: zero) */
+    int *map;      /* each copy float's (bf16's) index in the flat parameters (−1: zero) */
     int smem;      /* bytes of shared memory a block */
 };
 
@@ -60,13 +60,13 @@ static __device__ inline smem_bufs carve(const net &t, float *p)
 {
     const int R = ROWS;
     smem_bufs m;
-    m.xs = p, m.ldx = t.Dp + 4;
+    m.xs = p, m.ldx = t.Dp + t.pad;
     p += R * m.ldx;
     for (int l = 0; l < t.n; l++) {
-        m.ld[l] = r16(t.H[l]) + 4;
+        m.ld[l] = r16(t.H[l]) + t.pad;
         m.act[l] = p, p += R * m.ld[l];
     }
-    m.h1 = p, m.ldh = r16(t.G * t.Hh) + 4;
+    m.h1 = p, m.ldh = r16(t.G * t.Hh) + t.pad;
     p += R * m.ldh;
     m.out = p, m.ldo = t.W2 + 4;
     p += R * m.ldo;
@@ -173,6 +173,10 @@ static __global__ void __launch_bounds__(THREADS)
     const int R = ROWS;
     const smem_bufs m = carve(t, base);
     int row0 = blockIdx.x * R;
+    if (P == tc::BF16) { /* its products read A's columns up to K rounded to 16: zero, not junk */
+        for (float *x = base + threadIdx.x; x < m.qs + R * m.ldq; x += THREADS) *x = 0.0f;
+        __syncthreads();
+    }
     if (!a.actions) {
         products<P>(t, wp, wf, a.obs, a.N, row0, m, 1);
         dueling(t, wp, m);
@@ -213,15 +217,20 @@ static __global__ void __launch_bounds__(THREADS)
     }
 }
 
-/* The copies from the flat parameters: the packed biases as they are, the fragments as they
- * are (E = 2) or, with E = 4, floats 0 and 1 of each 4 the big parts (the top 10 mantissa bits,
- * tc::split's) and 2 and 3 what is left of the same two weights. */
-static __global__ void pack_kernel(const float *params, const int *map, int packed, int total,
-                                   int E, float *copies)
+/* The copies from the flat parameters, a thread a map entry: the packed biases as they are, the
+ * fragments as they are (E = 2), or, with E = 4, floats 0 and 1 of each 4 the big parts (the top
+ * 10 mantissa bits, tc::split's) and 2 and 3 what is left of the same two weights, or in bf16
+ * (rounded to nearest, even), two to a float. */
+static __global__ void pack_kernel(const float *params, const int *map, int packed, int entries,
+                                   int E, int bf16, float *copies)
 {
     int i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= total) return;
+    if (i >= entries) return;
     float v = map[i] >= 0 ? params[map[i]] : 0.0f;
+    if (i >= packed && bf16) {
+        ((__nv_bfloat16 *)(copies + packed))[i - packed] = __float2bfloat16_rn(v);
+        return;
+    }
     if (i >= packed && E == 4) {
         float big = __uint_as_float(__float_as_uint(v) & 0xffffe000u);
         v = (i - packed) & 2 ? v - big : big;
@@ -234,15 +243,15 @@ static __global__ void pack_kernel(const float *params, const int *map, int pack
 /* Dynamic shared memory past 48 KB: the device's most, always (the limit is the kernel's, for the
  * whole process: trials of other shapes set it too, and a smaller one would refuse a wider
  * neighbour's launches). */
-static cudaError_t allow_smem(int passes, int bytes)
+static cudaError_t allow_smem(int acting, int bytes)
 {
-    return passes == 3 ? cudaFuncSetAttribute(act_kernel<3>,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes)
-                       : cudaFuncSetAttribute(act_kernel<1>,
-                                              cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    const cudaFuncAttribute a = cudaFuncAttributeMaxDynamicSharedMemorySize;
+    if (acting == VX_ACTING_BF16) return cudaFuncSetAttribute(act_kernel<tc::BF16>, a, bytes);
+    if (acting == VX_ACTING_TF32X3) return cudaFuncSetAttribute(act_kernel<3>, a, bytes);
+    return cudaFuncSetAttribute(act_kernel<1>, a, bytes);
 }
 
-extern "C" vx_status dqn_act_fused_create(const vx_qnet_layout *L, int passes, vx_device *dev,
+extern "C" vx_status dqn_act_fused_create(const vx_qnet_layout *L, int acting, vx_device *dev,
                                           dqn_act_fused **out, vx_err *e)
 {
     *out = NULL;
@@ -250,30 +259,32 @@ extern "C" vx_status dqn_act_fused_create(const vx_qnet_layout *L, int passes, v
     if (st) return st;
     int optin = 0, *map = NULL;
     char why[96];
-    size_t total;
+    size_t copies;
     dqn_act_fused *f = NULL;
+    if (acting != VX_ACTING_TF32 && acting != VX_ACTING_TF32X3 && acting != VX_ACTING_BF16)
+        return vx_err_set(e, VX_ERR_ARG, "dqn: fused acting has no precision %d", acting);
     VX_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin,
                                          vx_device_index(dev)));
-    if (!vx_af_fits(L, (size_t)optin, why, sizeof why))
+    if (!vx_af_fits(L, acting, (size_t)optin, why, sizeof why))
         return vx_err_set(e, VX_ERR_UNSUPPORTED, "dqn: fused acting does not take %s", why);
     f = (dqn_act_fused *)calloc(1, sizeof *f);
     if (!f) return vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
-    f->passes = passes == 1 ? 1 : 3, f->dev = dev;
+    f->acting = acting, f->dev = dev;
     vx_mem_init(&f->mem, dev, "dqn fused acting");
-    vx_af_layout(L, f->passes, &f->t, NULL);
-    total = (size_t)f->t.packed + (size_t)f->t.frags;
+    vx_af_layout(L, acting, &f->t, NULL);
+    copies = (size_t)f->t.packed + (size_t)f->t.frags;
     f->smem = (int)vx_af_smem(&f->t);
-    map = (int *)malloc(total * sizeof *map);
+    map = (int *)malloc((size_t)f->t.maps * sizeof *map);
     if (!map) {
         st = vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
         goto fail;
     }
-    vx_af_layout(L, f->passes, &f->t, map);
-    st = vx_mem_alloc(&f->mem, total * 4, &f->copies, e);
-    if (!st) st = vx_mem_alloc(&f->mem, total * sizeof *map, &f->map, e);
+    vx_af_layout(L, acting, &f->t, map);
+    st = vx_mem_alloc(&f->mem, copies * 4, &f->copies, e);
+    if (!st) st = vx_mem_alloc(&f->mem, (size_t)f->t.maps * sizeof *map, &f->map, e);
     if (st) goto fail;
-    VX_CUDA_CHECK(cudaMemcpy(f->map, map, total * sizeof *map, cudaMemcpyHostToDevice));
-    VX_CUDA_CHECK(allow_smem(f->passes, optin));
+    VX_CUDA_CHECK(cudaMemcpy(f->map, map, (size_t)f->t.maps * sizeof *map, cudaMemcpyHostToDevice));
+    VX_CUDA_CHECK(allow_smem(acting, optin));
     free(map);
     *out = f;
     return VX_OK;
@@ -294,9 +305,9 @@ extern "C" vx_status dqn_act_fused_pack(dqn_act_fused *f, const float *params, c
                                         vx_err *e)
 {
     vx_status st = VX_OK;
-    int total = f->t.packed + f->t.frags;
-    pack_kernel<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(params, f->map, f->t.packed, total,
-                                                                f->t.E, f->copies);
+    int n = f->t.maps;
+    pack_kernel<<<(unsigned)((n + 255) / 256), 256, 0, s>>>(params, f->map, f->t.packed, n, f->t.E,
+                                                            f->t.bf16, f->copies);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -312,8 +323,12 @@ extern "C" vx_status dqn_act_fused_step(dqn_act_fused *f, const dqn_act_fused_ar
         return vx_err_set(e, VX_ERR_ARG, "dqn: fused acting steps a network of %d inputs, not %d",
                           f->t.in, VX_OBS_DIM);
     const float *wp = f->copies, *wf = f->copies + f->t.packed;
-    if (f->passes == 3) act_kernel<3><<<blocks, THREADS, (size_t)f->smem, s>>>(f->t, wp, wf, *a);
-    else act_kernel<1><<<blocks, THREADS, (size_t)f->smem, s>>>(f->t, wp, wf, *a);
+    const size_t smem = (size_t)f->smem;
+    if (f->acting == VX_ACTING_BF16)
+        act_kernel<tc::BF16><<<blocks, THREADS, smem, s>>>(f->t, wp, wf, *a);
+    else if (f->acting == VX_ACTING_TF32X3)
+        act_kernel<3><<<blocks, THREADS, smem, s>>>(f->t, wp, wf, *a);
+    else act_kernel<1><<<blocks, THREADS, smem, s>>>(f->t, wp, wf, *a);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;

@@ -5,11 +5,12 @@
  * GEMM a layer and head, a dueling kernel a branch, an acting kernel and an emit kernel, fifteen
  * launches a step. Layout and sizes: act_fused_plan.h.
  *
- * Precision: TF32 (passes 1: 10-bit mantissas, the products' error about 1e-3 of a Q-value's
- * scale) or 3×TF32 (passes 3: about float32's accuracy, but not its bits: a near-tie between two
- * actions may break the other way than the per-layer float32 path breaks it). Either is a setting
- * (dqn.acting); float32 acting, the default, stays the per-layer path, whose actions the CPU's
- * match. */
+ * Precision (dqn.acting): TF32 (10-bit mantissas, the products' error about 4e-3 of a Q-value's
+ * scale), 3×TF32 (about float32's accuracy, but not its bits: a near-tie between two actions may
+ * break the other way than the per-layer float32 path breaks it) or BF16 (weights and activations
+ * rounded to 8-bit mantissas, products accumulated in float32: half TF32's bytes of weights and
+ * half its tensor-core instructions). float32 acting, the default, stays the per-layer path,
+ * whose actions the CPU's match. */
 #ifndef VIXEN_ACT_FUSED_H
 #define VIXEN_ACT_FUSED_H
 
@@ -47,9 +48,9 @@ typedef struct {
     unsigned *done; /* the blocks finished: 0 before the launch, and left 0 after it */
 } dqn_act_fused_args;
 
-/* The kernel for network L in `passes` (1: TF32, 3: 3×TF32); VX_ERR_UNSUPPORTED (the message
- * says why) when it does not take L on this device. */
-vx_status dqn_act_fused_create(const vx_qnet_layout *L, int passes, vx_device *dev,
+/* The kernel for network L in precision `acting` (VX_ACTING_TF32, _TF32X3 or _BF16);
+ * VX_ERR_UNSUPPORTED (the message says why) when it does not take L on this device. */
+vx_status dqn_act_fused_create(const vx_qnet_layout *L, int acting, vx_device *dev,
                                dqn_act_fused **out, vx_err *e);
 void dqn_act_fused_free(dqn_act_fused *f);
 /* The kernel's copies of the weights, remade from params (n_params floats), queued on s. */

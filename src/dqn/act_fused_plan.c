@@ -36,27 +36,46 @@ static int b_at(const b_source *s, int k, int n)
     return (int)(s->d->w + (size_t)k * s->d->out + (size_t)n);
 }
 
-/* One K × N matrix B in fragment order from off (tc_tile.cuh's tc::frag): its 8 × 8 tiles row by
- * row (tile (kt, nt) at (kt·N/8 + nt)·32·E), in a tile lane l's share at l·E: B(t, g) and
- * B(t + 4, g) with g = l / 4, t = l % 4, as they are (E = 2) or twice (E = 4: the big parts,
- * then the small ones). Returns the end. */
-static int frag(int *map, int off, int K, int N, int E, const b_source *s)
+/* One K × N matrix B in fragment order from float off (tc_tile.cuh's tc::frag), its map entries
+ * at fm + off·(bf16 ? 2 : 1). TF32: its 8 × 8 tiles row by row (tile (kt, nt) at
+ * (kt·N/8 + nt)·32·E), in a tile lane l's share at l·E: B(t, g) and B(t + 4, g) with g = l / 4,
+ * t = l % 4, as they are (E = 2) or twice (E = 4: the big parts, then the small ones). BF16: its
+ * 16 × 8 tiles (K rounded up to 16, zero rows past it) row by row, lane l's share 4 bf16 in 2
+ * floats: B(2t, g), B(2t + 1, g), B(2t + 8, g), B(2t + 9, g). Returns the end, in floats. */
+static int frag(int *fm, int off, int K, int N, int E, int bf16, const b_source *s)
 {
-    if (map)
+    if (bf16) {
+        int Kp = round16(K);
+        if (fm)
+            for (int kt = 0; kt < Kp / 16; kt++)
+                for (int nt = 0; nt < N / 8; nt++)
+                    for (int l = 0; l < 32; l++)
+                        for (int e = 0; e < 4; e++) {
+                            int k = 16 * kt + 2 * (l % 4) + (e & 1) + 8 * (e >> 1);
+                            int n = 8 * nt + l / 4;
+                            fm[2 * off + ((kt * (N / 8) + nt) * 32 + l) * 4 + e] =
+                                k < K ? b_at(s, k, n) : -1;
+                        }
+        return off + Kp * N / 2; /* 128 bf16 a tile, 64 floats */
+    }
+    if (fm)
         for (int kt = 0; kt < K / 8; kt++)
             for (int nt = 0; nt < N / 8; nt++)
                 for (int l = 0; l < 32; l++)
                     for (int e = 0; e < E; e++) {
                         int k = 8 * kt + l % 4 + (e & 1) * 4, n = 8 * nt + l / 4;
-                        map[off + ((kt * (N / 8) + nt) * 32 + l) * E + e] = b_at(s, k, n);
+                        fm[off + ((kt * (N / 8) + nt) * 32 + l) * E + e] = b_at(s, k, n);
                     }
     return off + K * N * E / 2; /* 64 elements a tile, 32·E floats */
 }
 
-void vx_af_layout(const vx_qnet_layout *L, int passes, vx_af_net *t, int *map)
+void vx_af_layout(const vx_qnet_layout *L, int acting, vx_af_net *t, int *map)
 {
     const vx_qnet_cfg *c = &L->cfg;
     memset(t, 0, sizeof *t);
+    t->bf16 = acting == VX_ACTING_BF16;
+    t->E = acting == VX_ACTING_TF32X3 ? 4 : 2;
+    t->pad = t->bf16 ? 8 : 4;
     t->in = c->in_dim, t->Dp = round16(c->in_dim);
     t->n = c->n_trunk;
     for (int l = 0; l < t->n; l++) t->H[l] = c->trunk[l];
@@ -89,40 +108,41 @@ void vx_af_layout(const vx_qnet_layout *L, int passes, vx_af_net *t, int *map)
     off = round8(off + t->W2);
     t->packed = off;
     /* the fragments, after the packed floats in the map */
-    int E = passes == 3 ? 4 : 2, f = 0;
+    int E = t->E, bf = t->bf16, f = 0;
     int *fm = map ? map + t->packed : NULL;
-    t->E = E;
     for (int l = 0; l < t->n; l++) {
         b_source s = {L, 0, &L->trunk[l], l ? t->H[l - 1] : t->in, 0};
         t->fw[l] = f;
-        f = frag(fm, f, l ? t->H[l - 1] : t->Dp, t->H[l], E, &s);
+        f = frag(fm, f, l ? t->H[l - 1] : t->Dp, t->H[l], E, bf, &s);
     }
     b_source s1 = {L, 1, NULL, 0, t->Hh};
     t->fh1 = f;
-    f = frag(fm, f, t->H[t->n - 1], t->G * t->Hh, E, &s1);
+    f = frag(fm, f, t->H[t->n - 1], t->G * t->Hh, E, bf, &s1);
     for (int g = 0; g < t->G; g++) {
         b_source s2 = {L, 0, head2(L, g), t->Hh, 0};
         t->fh2[g] = f;
-        f = frag(fm, f, t->Hh, t->P2[g], E, &s2);
+        f = frag(fm, f, t->Hh, t->P2[g], E, bf, &s2);
     }
     t->frags = f;
+    t->maps = t->packed + (bf ? 2 : 1) * f;
 }
 
 /* A block's buffers (floats), each on 8 floats: the input rows, each trunk layer's activations,
- * the heads' first layers', the heads' outputs, the rows' Q-values (each activation row 4 floats
- * past a multiple of 16: row-major loads of A free of bank conflicts). */
+ * the heads' first layers', the heads' outputs, the rows' Q-values (each activation row pad
+ * floats past a multiple of 16: row-major loads of A free of bank conflicts — TF32's single
+ * floats at 4, BF16's pairs at 8). */
 size_t vx_af_smem(const vx_af_net *t)
 {
-    size_t R = VX_AF_ROWS;
-    size_t f = R * (size_t)(t->Dp + 4);
-    for (int l = 0; l < t->n; l++) f += R * (size_t)(round16(t->H[l]) + 4);
-    f += R * (size_t)(round16(t->G * t->Hh) + 4);
+    size_t R = VX_AF_ROWS, pad = (size_t)t->pad;
+    size_t f = R * (size_t)(t->Dp + pad);
+    for (int l = 0; l < t->n; l++) f += R * (size_t)(round16(t->H[l]) + pad);
+    f += R * (size_t)(round16(t->G * t->Hh) + pad);
     f += R * (size_t)(t->W2 + 4);
     f += R * (size_t)round8(t->out_dim);
     return f * 4;
 }
 
-int vx_af_fits(const vx_qnet_layout *L, size_t smem_optin, char *why, size_t why_n)
+int vx_af_fits(const vx_qnet_layout *L, int acting, size_t smem_optin, char *why, size_t why_n)
 {
     const vx_qnet_cfg *c = &L->cfg;
     const char *no = NULL;
@@ -133,18 +153,18 @@ int vx_af_fits(const vx_qnet_layout *L, size_t smem_optin, char *why, size_t why
         if (c->trunk[l] % 8) no = "trunk widths that are not multiples of 8";
     if (!no) {
         vx_af_net t;
-        vx_af_layout(L, 3, &t, NULL);
-        if ((size_t)t.packed + (size_t)t.frags > (size_t)1 << 30) no = "too many parameters";
+        vx_af_layout(L, acting, &t, NULL);
+        if ((size_t)t.maps > (size_t)1 << 30) no = "too many parameters";
         else if (vx_af_smem(&t) > smem_optin) no = "a network too wide for shared memory";
     }
     if (no && why) snprintf(why, why_n, "%s", no);
     return !no;
 }
 
-size_t vx_af_bytes(const vx_qnet_layout *L, int passes)
+size_t vx_af_bytes(const vx_qnet_layout *L, int acting)
 {
     vx_af_net t;
-    vx_af_layout(L, passes, &t, NULL);
-    size_t n = (size_t)t.packed + (size_t)t.frags;
-    return n * 4 + n * 4; /* the copies, and their map */
+    vx_af_layout(L, acting, &t, NULL);
+    /* the copies, and their map */
+    return ((size_t)t.packed + (size_t)t.frags) * 4 + (size_t)t.maps * 4;
 }

@@ -79,7 +79,7 @@ double vx_dqn_beta_at(const vx_dqn_settings *s, int64_t updates)
 
 static const char *const loss_names[] = {"mse", "huber", "c51", NULL};
 static const char *const replay_names[] = {"uniform", "proportional", "rank", NULL};
-static const char *const acting_names[] = {"float32", "tf32", "tf32x3", NULL};
+static const char *const acting_names[] = {"float32", "tf32", "tf32x3", "bf16", NULL};
 
 #define F(field) offsetof(vx_dqn_settings, field), sizeof(((vx_dqn_settings *)0)->field)
 #define NUM(name, type, field, lo, hi, help)                                                       \
@@ -119,8 +119,8 @@ static const vx_key dqn_keys[] = {
     NUM("eps_end", VX_KEY_DBL, eps_end, 0, 1, "exploration after the decay"),
     NUM("eps_decay_epochs", VX_KEY_INT, eps_decay_epochs, 1, 1e9, "epochs of linear decay"),
     {"acting", VX_KEY_ENUM, F(acting), 0, 0, acting_names, 0, 0, -1,
-     "GPU acting: float32 (a GEMM a layer, as the CPU acts), tf32 or tf32x3 (one fused kernel a "
-     "step on tensor cores; tf32x3 near float32's accuracy)"},
+     "GPU acting: float32 (a GEMM a layer, as the CPU acts), tf32, tf32x3 or bf16 (one fused "
+     "kernel a rollout on tensor cores; tf32x3 near float32's accuracy, bf16 the fastest)"},
     NUM("overlap", VX_KEY_INT, overlap, 0, 1,
         "1: act with weights one epoch old, so the GPU collects while it trains"),
 };

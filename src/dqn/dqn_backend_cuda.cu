@@ -272,7 +272,7 @@ static vx_status create_member(const dqn_init *in, size_t share, dqn_backend **o
                               &b->shape,
                               b->act_params,
                               b->s.learner.tf32,
-                              b->s.acting == VX_ACTING_TF32X3 ? 3 : b->s.acting};
+                              b->s.acting};
         st = dqn_rollout_create(&ro, in->env, b->collect, &b->roll, e);
     }
     if (st) goto fail;

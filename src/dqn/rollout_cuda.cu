@@ -46,7 +46,7 @@ struct dqn_rollout {
     cudaStream_t s;
     vx_mem mem;
     vx_qnet *net;         /* the per-layer path's acting network (NULL: fused) */
-    dqn_act_fused *fused; /* the fused path's kernel (dqn.acting tf32 or tf32x3) */
+    dqn_act_fused *fused; /* the fused path's kernel (dqn.acting tf32, tf32x3 or bf16) */
     float *obs[2], *final_obs, *rew;
     int32_t *act;
     uint8_t *te, *tr;
@@ -256,18 +256,19 @@ extern "C" vx_status dqn_rollout_create(const dqn_rollout_cfg *cfg, vx_env *env,
     vx_mem_init(&r->mem, dev, "dqn rollout");
     vx_mem *m = &r->mem;
     size_t N = (size_t)r->N, n = (size_t)r->n, slots = (size_t)r->T * N * n;
-    /* the fused kernel where it takes the network, else GEMMs in TF32 for TF32 acting and in
-     * float32 for 3×TF32's float32-like accuracy */
-    if (cfg->acting) {
+    /* the fused kernel where it takes the network, else GEMMs in TF32 for TF32 or BF16 acting
+     * (the reduced precision cuBLASLt takes) and in float32 for 3×TF32's float32-like accuracy */
+    int gemm_tf32 = cfg->tf32 || cfg->acting == VX_ACTING_TF32 || cfg->acting == VX_ACTING_BF16;
+    if (cfg->acting != VX_ACTING_FLOAT32) {
         st = dqn_act_fused_create(&r->L, cfg->acting, dev, &r->fused, e);
         if (st == VX_ERR_UNSUPPORTED) {
             vx_log(VX_LOG_WARN, "%s: acting runs a GEMM a layer, in %s", e->msg,
-                   cfg->tf32 || cfg->acting == 1 ? "TF32" : "float32");
+                   gemm_tf32 ? "TF32" : "float32");
             st = VX_OK;
         }
     }
     if (!st && !r->fused) st = vx_qnet_create(&r->L, r->N, 0, dev, &r->net, e);
-    if (!st && !r->fused) st = vx_qnet_set_tf32(r->net, cfg->tf32 || cfg->acting == 1, e);
+    if (!st && !r->fused) st = vx_qnet_set_tf32(r->net, gemm_tf32, e);
     if (!st) st = vx_mem_alloc(m, N * D * 4, &r->obs[0], e);
     if (!st) st = vx_mem_alloc(m, N * D * 4, &r->obs[1], e);
     if (!st) st = vx_mem_alloc(m, N * D * 4, &r->final_obs, e);

@@ -30,8 +30,8 @@ typedef struct {
     const vx_loss_shape *shape;
     const float *act_params; /* device, n_params floats: the weights acting reads */
     int tf32;                /* TF32 GEMMs for the acting forward pass */
-    int acting; /* 0: a GEMM a layer (float32, or TF32 with tf32); 1 or 3: the fused kernel in TF32
-                 * or 3×TF32 (act_fused.h) */
+    int acting; /* VX_ACTING_FLOAT32: a GEMM a layer (float32, or TF32 with tf32); VX_ACTING_TF32,
+                 * _TF32X3 or _BF16: the fused kernel in that precision (act_fused.h) */
 } dqn_rollout_cfg;
 
 /* env: the N environments, on the same device (the rollout steps them; they stay the caller's). */

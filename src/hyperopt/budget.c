@@ -90,8 +90,8 @@ static vx_status dqn_memory(const vx_train_cfg *c, const vx_dqn_settings *s, int
      * memory assumed) */
     size_t acting = qnet_bytes(&L, N, 0);
     if (kind == VX_DEVICE_CUDA && s->acting != VX_ACTING_FLOAT32 &&
-        vx_af_fits(&L, VX_PF_SMEM_HOPPER, NULL, 0))
-        acting = vx_af_bytes(&L, s->acting == VX_ACTING_TF32X3 ? 3 : 1);
+        vx_af_fits(&L, s->acting, VX_PF_SMEM_HOPPER, NULL, 0))
+        acting = vx_af_bytes(&L, s->acting);
     m->envs = acting + transitions + N * (3 * D * 4 + n * (D + A + 1) * 4 + 96) +
               N * sizeof(vx_env_state) + market_bytes(c);
     m->fixed = 2 * MB;           /* small buffers, statistics, the replay's update window */

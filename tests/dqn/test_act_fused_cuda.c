@@ -3,21 +3,27 @@
  *
  * - Q-values: for the GPU reference network (trunk 256 × 256, heads 64), a C51 network and a
  *   three-layer one, over 2,053 observations (a last block of 5 rows; nothing written past it),
- * 3×TF32 within 1e-5 of the largest |Q| of the float32 path, TF32 within 1e-2 but further than 1e-7
- * (so each precision is the one asked for: a TF32 kernel fails the first bound, a float32 one the
- * last).
+ *   3×TF32 within 1e-5 of the largest |Q| of the float32 path, TF32 within 1e-2 but further than
+ *   1e-7 (so each precision is the one asked for: a TF32 kernel fails the first bound, a float32
+ *   one the last). BF16 against a float64 forward pass written here whose products take their
+ *   operands rounded to bf16 (to nearest, even) as the tensor cores do: within 5e-3 of the scale
+ *   at worst and with an rms error under a tenth of the kernel's rms error from float32 (a float32
+ *   activation may round the other way than its float64 twin at a tie; measured on an H100: rms
+ *   0.019, 9e-6 and 0.015 of float32's for the three networks), and more than 3e-3 from float32
+ *   at worst. A TF32 kernel, or one rounding toward zero, would fail the rms bound: its error
+ *   from the bf16 pass would be the size of bf16's own (reasoned, not run as a mutation).
  * - A rollout (dqn.acting tf32x3 against float32, the same environments and weights): with
  *   ε = 1 every staged transition (observations, actions, rewards, flags, lengths) and the
- *   episode statistics are the same, bit for bit, over 3 steps, in 3×TF32 through the graphs and
- *   in TF32 kernel by kernel (the acting draws, the step counter, the environments' step and the
- *   n-step emit, which the fused kernel does itself, are the per-layer path's); again with
- *   3-step returns over 4-step episodes, in the second of two rollouts of 9 steps (the counters a
- *   rollout leaves key the next one's draws), and for C51 over 4,100 environments (more blocks
- *   than fit the device at once); with ε = 0, over three steps (and six steps of 2-step
- *   episodes), each environment followed while the two paths agree: the same observations, and
- *   where the greedy actions agree the same reward and next observation, and every action that
- *   differs a near-tie on the float32 path (its two actions' Q within 3e-5 of the scale): a
- *   kernel acting on the wrong row, branch, Q or a stale observation fails it. */
+ *   episode statistics are the same, bit for bit, over 3 steps, in 3×TF32 and BF16 through the
+ *   graphs and in TF32 kernel by kernel (the acting draws, the step counter, the environments'
+ *   step and the n-step emit, which the fused kernel does itself, are the per-layer path's); again
+ * with 3-step returns over 4-step episodes, in the second of two rollouts of 9 steps (the counters
+ * a rollout leaves key the next one's draws), and for C51 over 4,100 environments (more blocks than
+ * fit the device at once); with ε = 0, over three steps (and six steps of 2-step episodes), each
+ * environment followed while the two paths agree: the same observations, and where the greedy
+ * actions agree the same reward and next observation, and every action that differs a near-tie on
+ * the float32 path (its two actions' Q within 3e-5 of the scale): a kernel acting on the wrong row,
+ * branch, Q or a stale observation fails it. */
 #include "helpers.h"
 #include "dqn/act_fused.h"
 #include "dqn/rollout_cuda.h"
@@ -35,6 +41,7 @@
 #define D VX_OBS_DIM
 
 static vx_device *g_dev;
+static int g_bf16_ok = 1; /* every network's BF16 bounds held */
 
 static const char *net_names[3] = {"256×256", "C51 64×64", "320×96×40, heads 24"};
 
@@ -59,6 +66,57 @@ static void net_of(int which, vx_qnet_layout *L, vx_loss_shape *shape)
     if (vx_dqn_layout(&dc, &net, L, shape, &e)) fail_msg("%s", e.msg);
 }
 
+/* v rounded to bf16 (to nearest, even: the tensor cores' and cvt.rn's rounding), as a double. */
+static double bf16_of(double x)
+{
+    float v = (float)x;
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&v, &u, 4);
+    return v;
+}
+
+/* y (out) = ReLU?(b + Σ_k bf16(x_k) · bf16(W_kj)): a dense layer as the BF16 products take it. */
+static void dense_bf16(const vx_dense *d, const float *p, const double *x, int relu, double *y)
+{
+    for (int j = 0; j < d->out; j++) {
+        double s = 0;
+        for (int k = 0; k < d->in; k++)
+            s += bf16_of(x[k]) * bf16_of(p[d->w + (size_t)k * d->out + (size_t)j]);
+        s += p[d->b + (size_t)j];
+        y[j] = relu && s < 0 ? 0 : s;
+    }
+}
+
+/* The Q-network's row for observation x in float64 with every product's operands in bf16: the
+ * trunk, each head's two layers, the dueling aggregation (qnet_impl.h's order of terms). */
+static void q_bf16(const vx_qnet_layout *L, const float *p, const float *x, double *q)
+{
+    const vx_qnet_cfg *c = &L->cfg;
+    double a[1024], b[1024], v[64], h[1024], o[1024];
+    for (int k = 0; k < c->in_dim; k++) a[k] = x[k];
+    for (int l = 0; l < c->n_trunk; l++) {
+        dense_bf16(&L->trunk[l], p, a, 1, b);
+        memcpy(a, b, sizeof(double) * (size_t)c->trunk[l]);
+    }
+    dense_bf16(&L->value1, p, a, 1, h);
+    dense_bf16(&L->value2, p, h, 0, v);
+    for (int d = 0; d < c->n_branches; d++) {
+        int n = c->branch[d], Z = c->atoms;
+        dense_bf16(&L->adv1[d], p, a, 1, h);
+        dense_bf16(&L->adv2[d], p, h, 0, o);
+        for (int z = 0; z < Z; z++) {
+            double mean = 0;
+            for (int k = 0; k < n; k++) mean += o[k * Z + z];
+            mean /= n;
+            for (int k = 0; k < n; k++)
+                q[L->out_offset[d] + k * Z + z] = v[z] + o[k * Z + z] - mean;
+        }
+    }
+}
+
 static float *device_copy(const void *host, size_t bytes)
 {
     void *d;
@@ -67,7 +125,7 @@ static float *device_copy(const void *host, size_t bytes)
     return d;
 }
 
-static void q_against_float32(int which, int passes)
+static void q_against_float32(int which, int acting)
 {
     vx_qnet_layout L;
     vx_loss_shape shape;
@@ -91,7 +149,7 @@ static void q_against_float32(int which, int passes)
         fail_msg("%s", e.msg);
     CK(cudaMemcpyAsync(ref, vx_qnet_output(q), (size_t)N * O * 4, cudaMemcpyDeviceToHost, s));
     dqn_act_fused *f;
-    if (dqn_act_fused_create(&L, passes, g_dev, &f, &e)) fail_msg("%s", e.msg);
+    if (dqn_act_fused_create(&L, acting, g_dev, &f, &e)) fail_msg("%s", e.msg);
     dqn_act_fused_args a;
     memset(&a, 0, sizeof a);
     a.N = N, a.obs = d_x, a.q = d_q, a.shape = shape;
@@ -103,19 +161,36 @@ static void q_against_float32(int which, int passes)
     CK(cudaStreamSynchronize(s));
     for (size_t i = 0; i < tail; i++) assert_int_equal(after[i], 0xffffffffu);
     free(after);
-    double worst = 0, scale = 0;
+    double worst = 0, scale = 0, ss = 0;
     for (size_t i = 0; i < (size_t)N * O; i++) {
-        worst = fmax(worst, fabs((double)got[i] - (double)ref[i]));
+        double d = (double)got[i] - (double)ref[i];
+        worst = fmax(worst, fabs(d)), ss += d * d;
         scale = fmax(scale, fabs((double)ref[i]));
     }
+    const char *names[] = {"", "TF32", "3×TF32", "BF16"};
     print_message("%s, %s: |Q| up to %.3g, the fused kernel within %.3g (%.2g of the scale)\n",
-                  net_names[which], passes == 3 ? "3×TF32" : "TF32", scale, worst, worst / scale);
+                  net_names[which], names[acting], scale, worst, worst / scale);
     assert_true(scale > 0.1);
-    if (passes == 3) {
+    if (acting == VX_ACTING_TF32X3) {
         assert_true(worst <= 1e-5 * scale);
-    } else {
+    } else if (acting == VX_ACTING_TF32) {
         assert_true(worst <= 1e-2 * scale);
         assert_true(worst > 1e-7 * scale);
+    } else {
+        double *q64 = malloc(O * sizeof *q64), worst_bf = 0, ss_bf = 0;
+        for (int i = 0; i < N; i++) {
+            q_bf16(&L, params, x + (size_t)i * D, q64);
+            for (size_t c = 0; c < O; c++) {
+                double d = (double)got[(size_t)i * O + c] - q64[c];
+                worst_bf = fmax(worst_bf, fabs(d)), ss_bf += d * d;
+            }
+        }
+        double rms = sqrt(ss / (double)(N * O)), rms_bf = sqrt(ss_bf / (double)(N * O));
+        print_message("%s, BF16: from float32 rms %.3g; from the float64 pass on bf16 operands "
+                      "within %.3g (%.2g of the scale), rms %.3g (%.2g of float32's)\n",
+                      net_names[which], rms, worst_bf, worst_bf / scale, rms_bf, rms_bf / rms);
+        g_bf16_ok &= worst > 3e-3 * scale && worst_bf <= 5e-3 * scale && rms_bf <= 0.1 * rms;
+        free(q64);
     }
     dqn_act_fused_free(f);
     vx_qnet_free(q);
@@ -128,7 +203,9 @@ static void test_q_against_float32(void **state)
 {
     (void)state;
     for (int which = 0; which < 3; which++)
-        for (int p = 1; p <= 3; p += 2) q_against_float32(which, p);
+        for (int acting = VX_ACTING_TF32; acting <= VX_ACTING_BF16; acting++)
+            q_against_float32(which, acting);
+    assert_true(g_bf16_ok); /* after every network's figures are printed */
 }
 
 /* ---- rollouts ---------------------------------------------------------------------------------
@@ -228,7 +305,7 @@ static void greedy_followed(const vx_qnet_layout *L, const vx_loss_shape *shape,
                             int T, int episode_len, int *followed_all, int *parted)
 {
     staged x = rollout(L, shape, d_params, m, N, T, 1, episode_len, 0.0, 0, 0, 1);
-    staged y = rollout(L, shape, d_params, m, N, T, 1, episode_len, 0.0, 3, 0, 1);
+    staged y = rollout(L, shape, d_params, m, N, T, 1, episode_len, 0.0, VX_ACTING_TF32X3, 0, 1);
     vx_qnet_ws ws;
     vx_err e;
     if (vx_qnet_ws_create(L, (size_t)N * T, &ws, &e)) fail_msg("%s", e.msg);
@@ -286,10 +363,11 @@ static void test_rollout_acts_as_the_per_layer_path(void **state)
     float *d_params = device_copy(params, L.n_params * 4);
     const int N = 2053;
     /* ε = 1: the draws alone decide, three steps; 3×TF32 through the graphs, TF32 kernel by
-     * kernel */
+     * kernel, BF16 through the graphs */
     staged x = rollout(&L, &shape, d_params, &m, N, 3, 1, 0, 1.0, 0, 0, 1);
-    for (int k = 0; k < 2; k++) {
-        staged y = rollout(&L, &shape, d_params, &m, N, 3, 1, 0, 1.0, k ? 1 : 3, k, 1);
+    const int precisions[3] = {VX_ACTING_TF32X3, VX_ACTING_TF32, VX_ACTING_BF16};
+    for (int k = 0; k < 3; k++) {
+        staged y = rollout(&L, &shape, d_params, &m, N, 3, 1, 0, 1.0, precisions[k], k == 1, 1);
         assert_staged_equal(&x, &y);
         staged_free(&y);
     }
@@ -304,7 +382,8 @@ static void test_rollout_acts_as_the_per_layer_path(void **state)
     for (size_t k = 0; k < x.n; k++) partial += x.steps[k] < 3;
     assert_true(partial > 0); /* an episode's end flushed its shorter returns */
     for (int k = 0; k < 2; k++) {
-        staged y = rollout(&L, &shape, d_params, &m, N, 9, 3, 4, 1.0, k ? 1 : 3, k, 2);
+        staged y = rollout(&L, &shape, d_params, &m, N, 9, 3, 4, 1.0,
+                           k ? VX_ACTING_TF32 : VX_ACTING_TF32X3, k, 2);
         assert_staged_equal(&x, &y);
         staged_free(&y);
     }
@@ -322,7 +401,7 @@ static void test_rollout_acts_as_the_per_layer_path(void **state)
         vx_qnet_init(&Lc, 5, pc);
         float *d_pc = device_copy(pc, Lc.n_params * 4);
         staged xc = rollout(&Lc, &sc, d_pc, &m, 4100, 5, 3, 3, 1.0, 0, 0, 2);
-        staged yc = rollout(&Lc, &sc, d_pc, &m, 4100, 5, 3, 3, 1.0, 1, 0, 2);
+        staged yc = rollout(&Lc, &sc, d_pc, &m, 4100, 5, 3, 3, 1.0, VX_ACTING_TF32, 0, 2);
         assert_staged_equal(&xc, &yc);
         staged_free(&xc), staged_free(&yc);
         CK(cudaFree(d_pc));

@@ -28,8 +28,8 @@
  * `test_learning ppo` runs PPO on the same markets (below); `test_learning cuda` runs the DQN
  * cases through the GPU trainer with the same settings (the
  * batch kept as configured) and the same thresholds, then case 1 once more at the batch the GPU
- * chooses; `test_learning cuda tf32-acting` runs the three cases with the fused acting kernel in
- * TF32 (dqn.acting); without a device they report skipped. */
+ * chooses; `test_learning cuda tf32-acting` (`bf16-acting`) runs the three cases with the fused
+ * acting kernel in TF32 (BF16) (dqn.acting); without a device they report skipped. */
 #include "helpers.h"
 #include "vixen/dqn.h"
 #include "vixen/ppo.h"
@@ -41,7 +41,7 @@
 static vx_device *g_dev; /* NULL: the CPU */
 
 static int g_auto_batch; /* cuda only: let the GPU choose the batch (and scale the rate) */
-static int g_acting;     /* cuda only: dqn.acting (VX_ACTING_TF32: the fused kernel in TF32) */
+static int g_acting;     /* cuda only: dqn.acting (VX_ACTING_TF32 or _BF16: the fused kernel) */
 
 static vx_eval_report run(const char *dir, double strength, int epochs, double gamma, uint64_t seed)
 {
@@ -66,10 +66,13 @@ static vx_eval_report run(const char *dir, double strength, int epochs, double g
     printf("[%s%s%s] strength %.2f, gamma %.2f, seed %llu, %d epochs: agent %.2f ± %.2f (PnL %.0f, "
            "turnover %.3f), buy-and-hold %.2f, momentum %.2f, ridge %.2f, oracle %.2f; %s\n",
            g_dev ? "cuda" : "cpu", g_auto_batch ? ", batch chosen by the GPU" : "",
-           g_acting ? ", tf32 acting" : "", strength, gamma, (unsigned long long)seed, epochs,
-           x[VX_EVAL_AGENT].sharpe, x[VX_EVAL_AGENT].sharpe_se, x[VX_EVAL_AGENT].net,
-           x[VX_EVAL_AGENT].turnover, x[VX_EVAL_BUY_HOLD].sharpe, x[VX_EVAL_MOMENTUM].sharpe,
-           x[VX_EVAL_RIDGE].sharpe, x[VX_EVAL_ORACLE].sharpe, r.checkpoint);
+           g_acting == VX_ACTING_TF32   ? ", tf32 acting"
+           : g_acting == VX_ACTING_BF16 ? ", bf16 acting"
+                                        : "",
+           strength, gamma, (unsigned long long)seed, epochs, x[VX_EVAL_AGENT].sharpe,
+           x[VX_EVAL_AGENT].sharpe_se, x[VX_EVAL_AGENT].net, x[VX_EVAL_AGENT].turnover,
+           x[VX_EVAL_BUY_HOLD].sharpe, x[VX_EVAL_MOMENTUM].sharpe, x[VX_EVAL_RIDGE].sharpe,
+           x[VX_EVAL_ORACLE].sharpe, r.checkpoint);
     return r;
 }
 
@@ -217,7 +220,15 @@ int main(int argc, char **argv)
         return cmocka_run_group_tests_name("learning (ppo)", ppo, NULL, NULL);
     }
     if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
-        g_acting = argc > 2 && strcmp(argv[2], "tf32-acting") == 0 ? VX_ACTING_TF32 : 0;
+        g_acting = argc <= 2                             ? VX_ACTING_FLOAT32
+                   : strcmp(argv[2], "tf32-acting") == 0 ? VX_ACTING_TF32
+                   : strcmp(argv[2], "bf16-acting") == 0 ? VX_ACTING_BF16
+                                                         : -1;
+        if (g_acting < 0) {
+            fprintf(stderr, "test_learning: unknown mode '%s' (tf32-acting, bf16-acting)\n",
+                    argv[2]);
+            return 2;
+        }
         vx_device_cfg dc;
         vx_device_cfg_default(&dc);
         dc.kind = VX_DEVICE_CUDA;
