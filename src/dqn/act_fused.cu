@@ -9,14 +9,20 @@
  * vx_env_step_one, whose results must match the CPU's bit for bit; the products are tensor-core
  * instructions, which the flag does not touch.
  *
- * Shared memory of a block (floats, each buffer on 8 floats; act_fused_plan.c's vx_af_smem):
- *   xs   R × (Dp + 4): the observations, zero past the input's width (the emit writes the
+ * Shared memory of a block (floats, each buffer on 8 floats; act_fused_plan.c's vx_af_smem;
+ * pad: 4 floats, 8 in BF16):
+ *   xs   R × (Dp + pad): the observations, zero past the input's width (the emit writes the
  *        next step's)
- *   act  R × (H_l + 4) a trunk layer: its activations after the ReLU
- *   h1   R × (G·Hh + 4): the heads' first layers, after the ReLU; after the products, each
- *        warp's 3 ints for the emit
+ *   act  R × (r16(H_l) + pad) a trunk layer: its activations after the ReLU
+ *   h1   R × (r16(G·Hh) + pad): the heads' first layers, after the ReLU; after the products,
+ *        each warp's 3 ints for the emit (row 0 onwards)
  *   out  R × (W2 + 4): the heads' second layers, before their biases
- *   qs   R × out_dim: the Q-network's output rows, which acting reads */
+ *   qs   R × r8(out_dim): the Q-network's output rows, which acting reads
+ * In BF16 a product whose K is not a multiple of 16 reads A's columns up to K rounded to 16
+ * against zero rows of B: the activation buffers' padding, zeroed once at the start, and, for a
+ * head's second layer, the next head's first 8 activations — or, past the last head, the
+ * padding, which from the second step on also holds the emit's ints in row 0 (small slot and
+ * count values: finite, so their products with the zero rows are 0). */
 #include "../nn/tc_tile.cuh"
 #include "../util/cuda_check.h"
 #include "../util/device_cuda.h"
@@ -173,7 +179,7 @@ static __global__ void __launch_bounds__(THREADS)
     const int R = ROWS;
     const smem_bufs m = carve(t, base);
     int row0 = blockIdx.x * R;
-    if (P == tc::BF16) { /* its products read A's columns up to K rounded to 16: zero, not junk */
+    if (P == tc::BF16) { /* its products read A's columns up to K rounded to 16 (the top) */
         for (float *x = base + threadIdx.x; x < m.qs + R * m.ldq; x += THREADS) *x = 0.0f;
         __syncthreads();
     }
@@ -200,7 +206,7 @@ static __global__ void __launch_bounds__(THREADS)
             act_and_step(a.shape, m.qs + threadIdx.x * m.ldq, i, eps, a.seed, step0 + k, a.actions,
                          a.envp, a.states, a.next, a.rew, a.te, a.tr, a.final_obs);
         __syncthreads();                    /* the block's environments stepped */
-        int *meta = (int *)m.h1 + 3 * warp; /* h1: read by the products only */
+        int *meta = (int *)m.h1 + 3 * warp; /* h1: free until the next step's products */
         for (int r = warp; r < R; r += THREADS / 32)
             if (row0 + r < a.N)
                 emit_one(a.emit, a.N, t0 + k, row0 + r, meta, a.obs, a.actions, a.rew, a.te, a.tr,

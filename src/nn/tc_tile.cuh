@@ -368,6 +368,7 @@ template <int PASSES, typename LA, typename LB, class Epi>
 __device__ void gemm_splitk(int M, int K, int chunks, const float *A, int lda, const float *B,
                             int ldb, float *stage, Epi epi)
 {
+    static_assert(PASSES != BF16, "gemm_splitk runs TF32 strips only");
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int strips = M / 16, steps = K / 8;
     int per = (steps + chunks - 1) / chunks;

@@ -216,8 +216,7 @@ void test_act_fused_copies(void **state)
     for (int p = VX_ACTING_TF32; p <= VX_ACTING_BF16; p++) check_net(&c, p);
     vx_qnet_cfg_default(&c); /* odd widths (K not a multiple of 16 for BF16), three layers */
     c.n_trunk = 3, c.trunk[0] = 40, c.trunk[1] = 24, c.trunk[2] = 56, c.head_hidden = 8;
-    check_net(&c, VX_ACTING_TF32X3);
-    check_net(&c, VX_ACTING_BF16);
+    for (int p = VX_ACTING_TF32; p <= VX_ACTING_BF16; p++) check_net(&c, p);
     vx_qnet_cfg_default(&c); /* C51 */
     c.n_trunk = 2, c.trunk[0] = c.trunk[1] = 32, c.head_hidden = 8, c.atoms = 51;
     for (int p = VX_ACTING_TF32; p <= VX_ACTING_BF16; p++) check_net(&c, p);
@@ -236,5 +235,20 @@ void test_act_fused_copies(void **state)
     vx_qnet_cfg_default(&c);
     c.n_trunk = 2, c.trunk[0] = c.trunk[1] = 256, c.head_hidden = 64;
     if (vx_qnet_layout_make(&c, &L, &e)) fail_msg("%s", e.msg);
-    assert_int_equal(vx_af_fits(&L, VX_ACTING_TF32X3, 232448, why, sizeof why), 1);
+    for (int p = VX_ACTING_TF32; p <= VX_ACTING_BF16; p++)
+        assert_int_equal(vx_af_fits(&L, p, 232448, why, sizeof why), 1);
+    /* BF16's rows are 4 floats wider: a network that just fits TF32's shared memory does not
+     * fit BF16's, and the check says so with the precision's own sizes */
+    vx_af_net t32, tb;
+    vx_af_layout(&L, VX_ACTING_TF32, &t32, NULL);
+    vx_af_layout(&L, VX_ACTING_BF16, &tb, NULL);
+    size_t s32 = vx_af_smem(&t32), sb = vx_af_smem(&tb);
+    assert_true(sb > s32);
+    assert_int_equal(vx_af_fits(&L, VX_ACTING_TF32, s32, why, sizeof why), 1);
+    assert_int_equal(vx_af_fits(&L, VX_ACTING_BF16, s32, why, sizeof why), 0);
+    assert_string_equal(why, "a network too wide for shared memory");
+    /* the BF16 copies: half TF32's fragment floats (every K here a multiple of 16, so no rows
+     * added), and a map entry a bf16 */
+    assert_int_equal(tb.frags * 2, t32.frags);
+    assert_int_equal(tb.maps, tb.packed + 2 * tb.frags);
 }
