@@ -183,8 +183,51 @@ static void test_nstep_across_episode_end(void **state)
     vx_nstep_push(&ns, o, act, &r, &te, &t0, n2, &out);
     assert_int_equal(out.n, 1);
     assert_int_equal(out.terminated[0], 1);
+    assert_int_equal(out.truncated[0], 0); /* a termination is not also a truncation */
     assert_int_equal(out.steps[0], 1);
     assert_float_equal(out.rewards[0], -1, 0);
+    vx_tbuf_free(&out);
+    vx_nstep_free(&ns);
+}
+
+/* Two environments side by side (n = 2, D = 1, γ = 0.9): each keeps its own ring, reward and
+ * observations, and the transitions come out environment by environment. Environment i at step k
+ * sees obs 100·i + k (next 100·i + k + 1), takes exposure action k, gets reward (k + 1)·10^i;
+ * environment 1 terminates at step 3 while environment 0 goes on. Returns by hand:
+ * step 1: env 0 1 + .9·2 = 2.8, env 1 10 + .9·20 = 28; step 2: 2 + .9·3 = 4.7, 20 + .9·30 = 47;
+ * step 3: env 0 3 + .9·4 = 6.6 (2 steps), env 1 ends: 30 + .9·40 = 66 (2 steps) and 40 (1). */
+static void test_nstep_two_environments(void **state)
+{
+    (void)state;
+    vx_nstep ns;
+    vx_err e;
+    assert_int_equal(vx_nstep_create(2, 2, 1, 0.9, &ns, &e), VX_OK);
+    vx_transition_buf out = {0};
+    assert_int_equal(vx_tbuf_reserve(&out, 16, 1, &e), VX_OK);
+    const int emitted[4] = {0, 2, 4, 7}; /* out.n after each step */
+    for (int k = 0; k < 4; k++) {
+        float obs[2] = {(float)k, 100.0f + k}, nx[2] = {k + 1.0f, 101.0f + k};
+        int32_t act[6] = {k, 0, 0, k, 1, 0};
+        float r[2] = {k + 1.0f, 10.0f * (k + 1)};
+        uint8_t te[2] = {0, k == 3}, tr[2] = {0, 0};
+        vx_nstep_push(&ns, obs, act, r, te, tr, nx, &out);
+        assert_int_equal(out.n, emitted[k]);
+    }
+    /* env, start step, R, steps, terminated, next obs */
+    const int env[7] = {0, 1, 0, 1, 0, 1, 1}, start[7] = {0, 0, 1, 1, 2, 2, 3};
+    const float R[7] = {2.8f, 28, 4.7f, 47, 6.6f, 66, 40};
+    const int steps[7] = {2, 2, 2, 2, 2, 2, 1}, te[7] = {0, 0, 0, 0, 0, 1, 1};
+    const float nx[7] = {2, 102, 3, 103, 4, 104, 104};
+    for (int j = 0; j < 7; j++) {
+        assert_float_equal(out.obs[j], 100 * env[j] + start[j], 0);
+        assert_float_equal(out.next_obs[j], nx[j], 0);
+        assert_int_equal(out.actions[j * 3], start[j]);
+        assert_int_equal(out.actions[j * 3 + 1], env[j]);
+        assert_float_equal(out.rewards[j], R[j], 1e-5);
+        assert_int_equal(out.steps[j], steps[j]);
+        assert_int_equal(out.terminated[j], te[j]);
+        assert_int_equal(out.truncated[j], 0);
+    }
     vx_tbuf_free(&out);
     vx_nstep_free(&ns);
 }
@@ -561,6 +604,7 @@ int main(void)
         cmocka_unit_test(test_c51_projection_keeps_mass),
         cmocka_unit_test(test_c51_gradient_and_shared_target),
         cmocka_unit_test(test_nstep_across_episode_end),
+        cmocka_unit_test(test_nstep_two_environments),
         cmocka_unit_test(test_learner_learns_a_bandit_and_syncs),
         cmocka_unit_test(test_update_bootstraps_with_gamma_to_the_m),
         cmocka_unit_test(test_update_by_hand_multi_step_clipped),

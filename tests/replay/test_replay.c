@@ -9,7 +9,11 @@
  * flipped byte caught by the checksum; older formats; the buffer left as it was or emptied), an
  * action outside its branch refused at insert, the settings' checks naming the field,
  * replay_math.h's tree shape against what the CPU buffer allocates, and the CPU buffer on its
- * device (no snapshot; a budget that refuses it). */
+ * device (no snapshot; a budget that refuses it). Also: weights against the least positive P
+ * when some leaves are 0, the n-step count kept, rank ties by slot and inserts seen after a sort
+ * (and through a save), the sort's cadence, the draw counter's step, the update's edges (a clamp
+ * from an earlier call, stale entries, index == size, a uniform buffer untouched), and a refused
+ * load leaving the buffer as at creation. */
 #include "helpers.h"
 #include "../../src/replay/replay_internal.h" /* the save file's layout, to damage it */
 #include "vixen/philox.h"
@@ -837,6 +841,20 @@ static void test_load_refuses_damaged_files(void **state)
         {"cut inside prio", SIZE_MAX, 0, 0, 0, 0, -(long)(10 * 4 + 12), VX_ERR_FORMAT, "prio",
          "truncated", 5},
         {"trailing bytes", SIZE_MAX, 0, 0, 0, 0, 8, VX_ERR_FORMAT, "size", "trailing", 5},
+        /* each flag, each non-finite kind and each section on its own: a check that looked at
+         * only one flag, only NaN (or only ±inf), or only next_obs lets these through */
+        {"truncated 2", META(3, trunc), 1, 2, 0, 1, 0, VX_ERR_FORMAT, "flags", "slot 3", 0},
+        {"infinite reward", META(7, reward), 4, INFINITY, 1, 1, 0, VX_ERR_FORMAT, "reward",
+         "slot 7", 0},
+        {"NaN observation", OFF_OBS + (2 * D + 3) * 4, 4, NAN, 1, 1, 0, VX_ERR_FORMAT, "obs",
+         "slot 2", 0},
+        {"padding written", META(3, pad) + 1, 1, 1, 0, 1, 0, VX_ERR_FORMAT, "meta", "padding", 0},
+        /* max_p 0: pow(0, α)·C is finite, so only the "> 0" refuses it, before any data */
+        {"largest priority 0", HDR(max_p), 8, 0, 1, 1, 0, VX_ERR_FORMAT, "max_p", "not finite", 5},
+        {"eps 0", HDR(eps), 8, 0, 1, 1, 0, VX_ERR_FORMAT, "eps", "> 0", 5},
+        /* cut exactly where the order starts: prio is whole, the order is what is missing */
+        {"cut at the order's start", SIZE_MAX, 0, 0, 0, 0, -(long)(DMG_N * 4), VX_ERR_FORMAT,
+         "order", "ends inside order", 5},
     };
     char dir[64], good[128], bad[128];
     th_tmpdir(dir, sizeof dir);
@@ -1014,6 +1032,341 @@ static void test_cpu_device_snapshot_and_budget(void **state)
     vx_device_close(dev);
 }
 
+/* A zero-priority leaf (p^α underflows to 0) is not the least likely item: P_min, the weights'
+ * denominator, is the least POSITIVE probability. Priorities 0, 1, 2, 3 with α = 2 and ε = 1e-200
+ * give masses 0, 1, 4, 9 (14 in all), so P_min = 1/14 and w_i = (P_i / P_min)^−β = (p_i²)^−½ =
+ * 1/p_i: 1, 1/2, 1/3 for slots 1..3, computed here by hand. A min tree that counted the zero leaf
+ * would divide by 0 and give every weight 0. Checked after leaves set one by one (an update before
+ * any sample) and after the batched update path (an update after a sample). */
+static void test_weights_ignore_zero_priority_leaves(void **state)
+{
+    (void)state;
+    vx_replay_cfg c;
+    vx_replay_cfg_default(&c, VX_REPLAY_PROPORTIONAL, 8);
+    c.obs_dim = D;
+    c.alpha = 2;
+    c.eps = 1e-200;
+    vx_replay *r;
+    vx_err e;
+    assert_int_equal(vx_replay_create(&c, NULL, &r, &e), VX_OK);
+    insert_n(r, 4, 0);
+    float td[4] = {0, 1, 2, 3};
+    const double want[4] = {0, 1, 0.5, 1 / 3.0};
+    batch x;
+    batch_make(&x, 64);
+    for (int pass = 0; pass < 2; pass++) {
+        set_all_priorities(r, 4, td); /* pass 0: leaf by leaf; pass 1: the batched path */
+        assert_int_equal(sample(r, 64, 0.5, &x.b, &e), VX_OK);
+        for (int j = 0; j < 64; j++) {
+            assert_true(x.idx[j] >= 1 && x.idx[j] < 4);
+            if (fabs(x.w[j] - want[x.idx[j]]) > 1e-6)
+                fail_msg("pass %d: slot %u weight %g, want %g", pass, x.idx[j], (double)x.w[j],
+                         want[x.idx[j]]);
+        }
+    }
+    batch_free(&x);
+    vx_replay_free(r);
+}
+
+/* The n-step count of each transition (vx_transitions.steps) is stored and returned with it: the
+ * loss discounts the bootstrap by γ^steps, so a buffer that stored 1 for every transition would
+ * train n-step returns with a one-step discount. Also through a save and a load. */
+static void test_steps_stored_and_returned(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/steps.bin", dir);
+    vx_replay *r = make(VX_REPLAY_UNIFORM, 8, 3), *back = make(VX_REPLAY_UNIFORM, 8, 3);
+    float o[3 * D] = {0}, rw[3] = {0};
+    int32_t a[9] = {0};
+    uint8_t f[3] = {0}, steps[3] = {1, 3, 5};
+    vx_transitions t = {o, o, a, rw, f, f, steps};
+    vx_err e;
+    assert_int_equal(vx_replay_insert(r, &t, 3, NULL, &e), VX_OK);
+    assert_int_equal(vx_replay_save(r, path, &e), VX_OK);
+    assert_int_equal(vx_replay_load(back, path, &e), VX_OK);
+    batch x;
+    batch_make(&x, 64);
+    vx_replay *bufs[2] = {r, back};
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(sample(bufs[k], 64, 0.5, &x.b, &e), VX_OK);
+        int seen[3] = {0};
+        for (int j = 0; j < 64; j++) {
+            assert_true(x.idx[j] < 3);
+            assert_int_equal(x.steps[j], steps[x.idx[j]]);
+            seen[x.idx[j]] = 1;
+        }
+        assert_true(seen[0] && seen[1] && seen[2]);
+    }
+    batch_free(&x);
+    vx_replay_free(r), vx_replay_free(back);
+    th_rmtree(dir);
+}
+
+/* Rank order: equal priorities rank by slot index (the lower slot first), and vx_replay_prob sees
+ * slots inserted after the last sort (it sorts again when anything was inserted since) — in a
+ * buffer loaded from a save taken then, too (the file keeps that inserts are pending). Five slots
+ * inserted at the same priority: P(i) = (i + 1)^−α / Σ_{k=1..5} k^−α. Then the priorities fall
+ * below the entry priority (1) and two more slots enter at 1: they rank first and second (slot 5
+ * before slot 6), the old ones follow in slot order by their descending priorities. */
+static void test_rank_ties_and_inserts_after_a_sort(void **state)
+{
+    (void)state;
+    vx_replay *r = make(VX_REPLAY_RANK, 16, 5); /* α = 0.7 */
+    insert_n(r, 5, 0);
+    double z = 0;
+    for (int k = 1; k <= 5; k++) z += pow(k, -0.7);
+    for (int i = 0; i < 5; i++)
+        if (fabs(prob(r, (size_t)i) - pow(i + 1, -0.7) / z) > 1e-12)
+            fail_msg("tie: slot %d P %.17g, want %.17g", i, prob(r, (size_t)i),
+                     pow(i + 1, -0.7) / z);
+    batch x;
+    batch_make(&x, 5);
+    vx_err e;
+    assert_int_equal(sample(r, 5, 0.5, &x.b, &e), VX_OK); /* a sort of the five */
+    float td[5] = {0.5f, 0.25f, 0.125f, 0.0625f, 0.03125f};
+    set_all_priorities(r, 5, td);
+    insert_n(r, 2, 5); /* slots 5 and 6, at the largest priority seen: 1 */
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/rank.bin", dir);
+    assert_int_equal(vx_replay_save(r, path, &e), VX_OK); /* before anything sorts again */
+    vx_replay *back = make(VX_REPLAY_RANK, 16, 5);
+    assert_int_equal(vx_replay_load(back, path, &e), VX_OK);
+    z = 0;
+    for (int k = 1; k <= 7; k++) z += pow(k, -0.7);
+    const int rank[7] = {3, 4, 5, 6, 7, 1, 2}; /* of slots 0..6 */
+    vx_replay *bufs[2] = {r, back};
+    for (int b = 0; b < 2; b++) {
+        double sum = 0;
+        for (int i = 0; i < 7; i++) {
+            double want = pow(rank[i], -0.7) / z, got = prob(bufs[b], (size_t)i);
+            if (fabs(got - want) > 1e-12)
+                fail_msg("%s: slot %d P %.17g, want %.17g", b ? "loaded" : "saved", i, got, want);
+            sum += got;
+        }
+        assert_true(fabs(sum - 1) < 1e-12);
+    }
+    batch_free(&x);
+    vx_replay_free(r), vx_replay_free(back);
+    th_rmtree(dir);
+}
+
+/* The rank sort runs on the first sample and then every rank_refresh sample calls: with
+ * rank_refresh = 3, calls 1, 4 and 7 sort (the stats count them), the calls between use the
+ * stale order. */
+static void test_rank_refresh_cadence(void **state)
+{
+    (void)state;
+    vx_replay_cfg c;
+    vx_replay_cfg_default(&c, VX_REPLAY_RANK, 16);
+    c.obs_dim = D;
+    c.rank_refresh = 3;
+    vx_replay *r;
+    vx_err e;
+    assert_int_equal(vx_replay_create(&c, NULL, &r, &e), VX_OK);
+    insert_n(r, 8, 0);
+    batch x;
+    batch_make(&x, 4);
+    const uint64_t want[7] = {1, 1, 1, 2, 2, 2, 3}; /* sorts after call 1..7 */
+    for (int call = 0; call < 7; call++) {
+        assert_int_equal(sample(r, 4, 0.5, &x.b, &e), VX_OK);
+        vx_replay_stats s;
+        stats(r, &s);
+        if (s.refreshes != want[call])
+            fail_msg("after call %d: %llu sorts, want %llu", call + 1,
+                     (unsigned long long)s.refreshes, (unsigned long long)want[call]);
+    }
+    batch_free(&x);
+    vx_replay_free(r);
+}
+
+/* Draw j of a call uses Philox counter (draws so far + j): the counter advances by the batch size,
+ * so two calls of 4 draws are the draws of one call of 8 (uniform replay, where a draw does not
+ * depend on B). A counter that advanced by one per call would reuse three of the first call's
+ * counters in the second. */
+static void test_draw_counter_advances_by_batch(void **state)
+{
+    (void)state;
+    vx_replay *a = make(VX_REPLAY_UNIFORM, 64, 5), *b = make(VX_REPLAY_UNIFORM, 64, 5);
+    insert_n(a, 50, 0), insert_n(b, 50, 0);
+    batch x, y;
+    batch_make(&x, 8), batch_make(&y, 8);
+    vx_err e;
+    uint32_t two[8];
+    assert_int_equal(sample(a, 4, 0.5, &x.b, &e), VX_OK);
+    memcpy(two, x.idx, 16);
+    assert_int_equal(sample(a, 4, 0.5, &x.b, &e), VX_OK);
+    memcpy(two + 4, x.idx, 16);
+    assert_int_equal(sample(b, 8, 0.5, &y.b, &e), VX_OK);
+    assert_memory_equal(two, y.idx, sizeof two);
+    batch_free(&x), batch_free(&y);
+    vx_replay_free(a), vx_replay_free(b);
+}
+
+/* Updates at the edges: a non-finite priority takes the largest priority seen before its update
+ * (7 + ε, from an earlier call), not the entry priority 1; a stale entry (its stamp out of date)
+ * is ignored for the clamp as for everything else (a NaN beside a stale 100 still takes 7 + ε);
+ * index == size with stamp 0 (a slot never written has stamp 0) is stale, not a write past the
+ * stored slots. The counters (clamped, stale) and the priorities survive a save and a load. On a
+ * uniform buffer an update changes nothing (as on the GPU): no counter, no largest priority. */
+static void test_update_edges(void **state)
+{
+    (void)state;
+    vx_replay *r = make(VX_REPLAY_PROPORTIONAL, 16, 4); /* α = 0.6 */
+    insert_n(r, 8, 0);
+    const double big = 7 + 1e-6;
+    uint32_t i0 = 0, g1 = 1;
+    float seven = 7;
+    update(r, &i0, &g1, &seven, 1);
+    /* a NaN in a later call */
+    uint32_t idx[2] = {1, 2}, gen[2] = {1, 1};
+    float td[2] = {NAN, 0.5f};
+    update(r, idx, gen, td, 2);
+    vx_replay_stats s;
+    stats(r, &s);
+    assert_int_equal(s.clamped, 1);
+    assert_true(fabs(prob(r, 1) / prob(r, 0) - 1) < 1e-12);
+    /* a stale entry beside a NaN */
+    idx[0] = 3, gen[0] = 2, td[0] = 100; /* slot 3 was written once: stamp 2 is stale */
+    idx[1] = 4, gen[1] = 1, td[1] = NAN;
+    update(r, idx, gen, td, 2);
+    stats(r, &s);
+    assert_int_equal(s.stale_updates, 1);
+    assert_int_equal(s.clamped, 2);
+    assert_true(fabs(s.max_priority - big) < 1e-9);
+    assert_true(fabs(prob(r, 4) / prob(r, 0) - 1) < 1e-12);
+    /* index == size, stamp 0 */
+    uint32_t past = 8, g0 = 0;
+    float huge = 1000;
+    update(r, &past, &g0, &huge, 1);
+    stats(r, &s);
+    assert_int_equal(s.stale_updates, 2);
+    assert_true(fabs(s.max_priority - big) < 1e-9);
+    double z = 0; /* the stored total against the priorities set here, in float64 */
+    const double p[8] = {big, big, 0.5 + 1e-6, 1, big, 1, 1, 1};
+    for (int i = 0; i < 8; i++) z += pow(p[i], 0.6);
+    assert_true(fabs(s.total - z) < 1e-12 * z);
+    batch x;
+    batch_make(&x, 256);
+    vx_err e;
+    assert_int_equal(sample(r, 256, 0.5, &x.b, &e), VX_OK);
+    for (int j = 0; j < 256; j++) assert_true(x.idx[j] < 8);
+    /* save and load */
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/edges.bin", dir);
+    assert_int_equal(vx_replay_save(r, path, &e), VX_OK);
+    vx_replay *back = make(VX_REPLAY_PROPORTIONAL, 16, 4);
+    assert_int_equal(vx_replay_load(back, path, &e), VX_OK);
+    vx_replay_stats t;
+    stats(back, &t);
+    assert_int_equal(t.clamped, 2);
+    assert_int_equal(t.stale_updates, 2);
+    assert_int_equal(t.inserted, 8);
+    assert_true(fabs(t.max_priority - big) < 1e-9);
+    assert_true(fabs(t.total - z) < 1e-12 * z);
+    vx_replay_free(back);
+    th_rmtree(dir);
+    /* uniform: nothing */
+    vx_replay *u = make(VX_REPLAY_UNIFORM, 16, 4);
+    insert_n(u, 8, 0);
+    idx[0] = 3, gen[0] = 2, td[0] = 100; /* stale */
+    idx[1] = 4, gen[1] = 1, td[1] = NAN;
+    update(u, idx, gen, td, 2);
+    update(u, &i0, &g1, &seven, 1);
+    stats(u, &t);
+    assert_int_equal(t.clamped, 0);
+    assert_int_equal(t.stale_updates, 0);
+    assert_true(t.max_priority == 1.0);
+    vx_replay_free(u);
+    batch_free(&x);
+    vx_replay_free(r);
+}
+
+/* More refusals: a file of another obs_dim (same kind and capacity) is refused as a mismatch of
+ * settings, before its length is looked at; a proportional file that claims a rank order (the
+ * bytes present, the checksum matching) is refused by its header; and a proportional buffer whose
+ * load failed inside the data is empty as at creation: in its tree too (transitions inserted
+ * afterwards are the only ones drawn: the leaves of what it held before are cleared), its largest
+ * priority back to 1 (new transitions enter at 1, not at what the refused contents had seen) and
+ * its draw counter back to 0 (it draws what a fresh buffer of its seed draws). */
+static void test_load_refusals_proportional(void **state)
+{
+    (void)state;
+    char dir[64], good[128], bad[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(good, sizeof good, "%s/good.bin", dir);
+    snprintf(bad, sizeof bad, "%s/bad.bin", dir);
+    vx_err e;
+    vx_replay *src = make(VX_REPLAY_PROPORTIONAL, 16, 3);
+    insert_n(src, 6, 0);
+    assert_int_equal(vx_replay_save(src, good, &e), VX_OK);
+    /* obs_dim 3 */
+    vx_replay_cfg c;
+    vx_replay_cfg_default(&c, VX_REPLAY_PROPORTIONAL, 16);
+    c.obs_dim = D - 1;
+    vx_replay *narrow;
+    assert_int_equal(vx_replay_create(&c, NULL, &narrow, &e), VX_OK);
+    assert_int_equal(vx_replay_load(narrow, good, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "does not match"));
+    vx_replay_free(narrow);
+    /* a rank order of 3 in a proportional file */
+    size_t n;
+    uint8_t *orig = th_read(good, &n);
+    uint8_t *b = calloc(n + 12, 1);
+    memcpy(b, orig, n);
+    uint64_t three = 3;
+    memcpy(b + HDR(order_n), &three, 8);
+    reseal(b, n + 12);
+    th_write(bad, b, n + 12);
+    vx_replay *into = make(VX_REPLAY_PROPORTIONAL, 16, 3);
+    vx_err_clear(&e);
+    assert_int_equal(vx_replay_load(into, bad, &e), VX_ERR_FORMAT);
+    if (!strstr(e.field, "order_n")) fail_msg("field '%s', message '%s'", e.field, e.msg);
+    /* a flipped observation byte: refused by the checksum after the data was read */
+    insert_n(into, 5, 100);
+    batch x;
+    batch_make(&x, 256);
+    assert_int_equal(sample(into, 7, 0.5, &x.b, &e), VX_OK); /* draws: 7 */
+    uint32_t i0 = 0, g1 = 1;
+    float fifty = 50;
+    update(into, &i0, &g1, &fifty, 1); /* largest priority 50 + ε */
+    memcpy(b, orig, n);
+    b[OFF_OBS + 5] ^= 0x01;
+    th_write(bad, b, n);
+    assert_int_equal(vx_replay_load(into, bad, &e), VX_ERR_FORMAT);
+    assert_int_equal(vx_replay_size(into), 0);
+    vx_replay_stats s;
+    stats(into, &s);
+    assert_true(s.max_priority == 1.0);
+    assert_true(s.total == 0);
+    vx_replay *fresh = make(VX_REPLAY_PROPORTIONAL, 16, 3); /* what `into` must now behave as */
+    insert_n(into, 2, 0), insert_n(fresh, 2, 0);
+    assert_true(fabs(prob(into, 0) - 0.5) < 1e-15 && fabs(prob(into, 1) - 0.5) < 1e-15);
+    assert_int_equal(sample(into, 256, 0.5, &x.b, &e), VX_OK);
+    for (int j = 0; j < 256; j++) assert_true(x.idx[j] < 2);
+    assert_int_equal(sample(fresh, 256, 0.5, &x.b, &e), VX_OK);
+    /* six slots, slot 0 at 3 + ε, the others at the entry priority 1: P(0)/P(1) = (3 + ε)^0.6 */
+    insert_n(into, 4, 2), insert_n(fresh, 4, 2);
+    float td3 = 3;
+    update(into, &i0, &g1, &td3, 1), update(fresh, &i0, &g1, &td3, 1);
+    assert_true(fabs(prob(into, 0) / prob(into, 1) - pow(3 + 1e-6, 0.6)) < 1e-12);
+    for (int k = 0; k < 16; k++) { /* one-draw calls: each depends on the draw counter */
+        assert_int_equal(sample(into, 1, 0.5, &x.b, &e), VX_OK);
+        uint32_t a = x.idx[0];
+        assert_int_equal(sample(fresh, 1, 0.5, &x.b, &e), VX_OK);
+        assert_int_equal(a, x.idx[0]);
+    }
+    batch_free(&x);
+    vx_replay_free(fresh);
+    vx_replay_free(into);
+    free(b), free(orig);
+    vx_replay_free(src);
+    th_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1034,6 +1387,13 @@ int main(void)
         cmocka_unit_test(test_cfg_check_names_the_field),
         cmocka_unit_test(test_tree_shape_is_what_the_cpu_allocates),
         cmocka_unit_test(test_cpu_device_snapshot_and_budget),
+        cmocka_unit_test(test_weights_ignore_zero_priority_leaves),
+        cmocka_unit_test(test_steps_stored_and_returned),
+        cmocka_unit_test(test_rank_ties_and_inserts_after_a_sort),
+        cmocka_unit_test(test_rank_refresh_cadence),
+        cmocka_unit_test(test_draw_counter_advances_by_batch),
+        cmocka_unit_test(test_update_edges),
+        cmocka_unit_test(test_load_refusals_proportional),
     };
     return cmocka_run_group_tests_name("replay", tests, NULL, NULL);
 }
