@@ -1,7 +1,8 @@
 /* test_ppo.c — PPO's arithmetic: the clipped surrogate and value losses and their gradients by
  * hand, sampling against the softmax (chi-square), GAE by hand across an episode end and a
  * truncation, and a float64 finite-difference check of the whole loss through the actor-critic
- * (separate and shared trunks). */
+ * (separate and shared trunks); log π and the entropy by hand, each environment's own sampling
+ * stream, the greedy tie-break, and the initial weights' scales. */
 #include "ac_f64.h"
 #include "helpers.h"
 #include "vixen/actor_critic.h"
@@ -275,9 +276,136 @@ static void test_default_size_and_float_forward(void **state)
     free(p), free(pd);
 }
 
+/* log π(a|s) and the entropy of the factorised policy by hand: per branch p_k = e^{z_k} / Σ e^z,
+ * the entropy −Σ p log p summed over the branches, log π the sum of the chosen log p. */
+static void test_logp_entropy_by_hand(void **state)
+{
+    (void)state;
+    double z[VX_PPO_LOGITS] = {0.5, -1, 2, 0, 0.3, -0.7, 1.2, 0.1, -2, 1, 0, -1, -0.5, 0.5, 0};
+    int32_t a[3] = {6, 2, 1};
+    double want_lp = 0, want_h = 0;
+    for (int b = 0; b < 3; b++) {
+        const double *zb = z + vx_ppo_branch_off(b);
+        int n = vx_ppo_branch_n(b);
+        double s = 0;
+        for (int k = 0; k < n; k++) s += exp(zb[k]);
+        for (int k = 0; k < n; k++) want_h -= exp(zb[k]) / s * log(exp(zb[k]) / s);
+        want_lp += log(exp(zb[a[b]]) / s);
+    }
+    double h, lp = vx_ppo_logp_entropy(z, a, &h);
+    assert_near(lp, want_lp, 1e-12);
+    assert_near(h, want_h, 1e-12);
+}
+
+/* Each environment samples from its own Philox stream, as ppo_math.h documents (a GPU twin must
+ * draw the same): environment e at step t inverts each branch's CDF at the uniforms of stream
+ * (seed, VX_PPO_ACT_STREAM + e), counter t, in branch order — checked exactly for a few (e, t).
+ * And the environments' draws are independent: under uniform logits two environments pick the
+ * same action triple with probability 1/81, so over 2,000 steps 24.7 coincidences are expected
+ * (sd 4.9); a sampler sharing one stream among environments gives 2,000. The limit 60 is 7 sd
+ * above the mean. */
+static void test_sampling_streams_per_environment(void **state)
+{
+    (void)state;
+    double z[VX_PPO_LOGITS] = {0.5, -1, 2, 0, 0.3, -0.7, 1.2, 0.1, -2, 1, 0, -1, -0.5, 0.5, 0};
+    const uint64_t envs[3] = {0, 1, 5}, steps[2] = {0, 17};
+    for (int ei = 0; ei < 3; ei++)
+        for (int si = 0; si < 2; si++) {
+            int32_t a[3];
+            vx_ppo_sample(z, 7, envs[ei], steps[si], a);
+            vx_rng g = vx_rng_make(7, VX_PPO_ACT_STREAM + envs[ei], steps[si]);
+            for (int b = 0; b < 3; b++) {
+                const double *zb = z + vx_ppo_branch_off(b);
+                int n = vx_ppo_branch_n(b), want = n - 1;
+                double s = 0, c = 0, u = vx_rng_uniform_double(&g);
+                for (int k = 0; k < n; k++) s += exp(zb[k]);
+                for (int k = 0; k < n; k++) {
+                    c += exp(zb[k]) / s;
+                    if (u < c) {
+                        want = k;
+                        break;
+                    }
+                }
+                assert_int_equal(a[b], want);
+            }
+        }
+    double zero[VX_PPO_LOGITS] = {0};
+    int same = 0;
+    for (uint64_t t = 0; t < 2000; t++) {
+        int32_t a0[3], a1[3];
+        vx_ppo_sample(zero, 7, 0, t, a0);
+        vx_ppo_sample(zero, 7, 1, t, a1);
+        same += a0[0] == a1[0] && a0[1] == a1[1] && a0[2] == a1[2];
+    }
+    printf("environments 0 and 1: %d identical actions in 2000 steps (24.7 expected)\n", same);
+    assert_true(same < 60);
+}
+
+/* The greedy action breaks ties toward the lowest index, as ppo_math.h documents: all-zero
+ * logits give (0, 0, 0), and a branch whose maximum appears twice takes the first. */
+static void test_greedy_ties_to_lowest(void **state)
+{
+    (void)state;
+    double z[VX_PPO_LOGITS] = {0};
+    int32_t g[3];
+    vx_ppo_greedy(z, g);
+    assert_int_equal(g[0], 0);
+    assert_int_equal(g[1], 0);
+    assert_int_equal(g[2], 0);
+    z[2] = z[6] = 1.5, z[10] = z[11] = 0.5, z[13] = z[14] = -0.5, z[12] = -1;
+    vx_ppo_greedy(z, g);
+    assert_int_equal(g[0], 2);
+    assert_int_equal(g[1], 1);
+    assert_int_equal(g[2], 1);
+}
+
+/* The initial weights of the default network are N(0, gain² / fan_in) — gain √2 for the ReLU
+ * trunks, 0.01 for the policy head, 1 for the value head (CleanRL's orthogonal-init scales) —
+ * and the biases 0. Each weight tensor's sample sd against gain / √fan_in within 6 of its
+ * standard errors (1 / √(2n) relatively; n ≥ 160, so at most 34 %): a gain of another layer, or
+ * fan_out in place of fan_in, is off by a factor of 12 or more somewhere. */
+static void test_init_scales(void **state)
+{
+    (void)state;
+    vx_ac_cfg cfg;
+    vx_ac_cfg_default(&cfg);
+    vx_ac_layout L;
+    vx_err e;
+    assert_int_equal(vx_ac_layout_make(&cfg, &L, &e), VX_OK);
+    float *p = malloc(L.n_params * sizeof *p);
+    vx_ac_init(&L, 3, p);
+    int weights = 0;
+    for (size_t i = 0; i < L.n_tensors; i++) {
+        char name[64];
+        size_t off;
+        int r, c;
+        vx_ac_tensor(&L, i, name, sizeof name, &off, &r, &c);
+        size_t n = (size_t)r * c;
+        if (strstr(name, ".bias")) {
+            for (size_t k = 0; k < n; k++) assert_true(p[off + k] == 0.0f);
+            continue;
+        }
+        double gain = strncmp(name, "pi_head", 7) == 0  ? 0.01
+                      : strncmp(name, "v_head", 6) == 0 ? 1.0
+                                                        : sqrt(2.0);
+        double want = gain / sqrt((double)r), s2 = 0; /* r: the fan-in (W is in × out) */
+        for (size_t k = 0; k < n; k++) s2 += (double)p[off + k] * p[off + k];
+        double sd = sqrt(s2 / (double)n), tol = 6 / sqrt(2.0 * (double)n);
+        printf("%s: %d × %d, sd %.4g (want %.4g)\n", name, r, c, sd, want);
+        assert_true(fabs(sd / want - 1) < tol);
+        weights++;
+    }
+    assert_int_equal(weights, 6); /* pi.0, pi.1, pi_head, v.0, v.1, v_head */
+    free(p);
+}
+
 /* test_ppo_run.c */
 void test_minibatch_normalises_advantages(void **state);
 void test_ppo_run_and_exact_resume(void **state);
+void test_iterations_match_replica(void **state);
+void test_target_kl_stops_on_the_epoch_mean(void **state);
+void test_lr_schedule_and_greedy_batches(void **state);
+void test_obs_normaliser_by_hand(void **state);
 /* test_ppo_fused_plan.c */
 void test_fused_fragment_copies(void **state);
 
@@ -290,8 +418,16 @@ int main(void)
         cmocka_unit_test(test_gae_by_hand),
         cmocka_unit_test(test_whole_loss_gradient_float64),
         cmocka_unit_test(test_default_size_and_float_forward),
+        cmocka_unit_test(test_logp_entropy_by_hand),
+        cmocka_unit_test(test_sampling_streams_per_environment),
+        cmocka_unit_test(test_greedy_ties_to_lowest),
+        cmocka_unit_test(test_init_scales),
         cmocka_unit_test(test_minibatch_normalises_advantages),
         cmocka_unit_test(test_ppo_run_and_exact_resume),
+        cmocka_unit_test(test_iterations_match_replica),
+        cmocka_unit_test(test_target_kl_stops_on_the_epoch_mean),
+        cmocka_unit_test(test_lr_schedule_and_greedy_batches),
+        cmocka_unit_test(test_obs_normaliser_by_hand),
         cmocka_unit_test(test_fused_fragment_copies),
     };
     return cmocka_run_group_tests_name("ppo", tests, NULL, NULL);
