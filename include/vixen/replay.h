@@ -106,7 +106,7 @@ size_t vx_replay_reserved(const vx_replay *r);
 /* Copies n transitions in, overwriting the oldest once full. An action outside its branch
  * (exposure 0..8, order type 0..2, urgency 0..2) is an error on the CPU (nothing inserted). */
 vx_status vx_replay_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_stream s, vx_err *e);
-/* β for the weights of the samples that follow (0.4 until set). */
+/* β for the weights of the samples that follow (0.4 until set), in [0, 1]. */
 vx_status vx_replay_set_beta(vx_replay *r, double beta, vx_stream s, vx_err *e);
 /* Draws B transitions. An empty buffer is an error. */
 vx_status vx_replay_sample(vx_replay *r, size_t B, vx_replay_batch *out, vx_stream s, vx_err *e);

@@ -112,6 +112,10 @@ vx_status vx_replay_insert(vx_replay *r, const vx_transitions *t, size_t n, vx_s
 
 vx_status vx_replay_set_beta(vx_replay *r, double beta, vx_stream s, vx_err *e)
 {
+    /* the importance-sampling exponent, annealed from beta0 to 1 (docs/algorithms.md); a NaN
+     * would reach every weight of every batch that follows */
+    if (!(beta >= 0 && beta <= 1))
+        return vx_err_set(e, VX_ERR_ARG, "replay: beta %g is outside [0, 1]", beta);
     return r->ops->set_beta(r, beta, s, e);
 }
 

@@ -488,6 +488,33 @@ static void test_weights_proportional(void **state)
     vx_replay_free(r);
 }
 
+/* β is an exponent in [0, 1]: anything else (NaN included) is refused and the one set before
+ * stays — a batch drawn after the refusals has the weights of β = 0.5. */
+static void test_beta_outside_its_range_refused(void **state)
+{
+    (void)state;
+    vx_replay *r = make(VX_REPLAY_PROPORTIONAL, 8, 4);
+    insert_n(r, 2, 0);
+    float td[2] = {1, 3};
+    set_all_priorities(r, 2, td);
+    vx_err e;
+    assert_int_equal(vx_replay_set_beta(r, 0.5, NULL, &e), VX_OK);
+    const double bad[3] = {-0.1, 1.5, NAN};
+    for (int k = 0; k < 3; k++) {
+        assert_int_equal(vx_replay_set_beta(r, bad[k], NULL, &e), VX_ERR_ARG);
+        assert_non_null(strstr(e.msg, "beta"));
+    }
+    batch x;
+    batch_make(&x, 64);
+    assert_int_equal(vx_replay_sample(r, 64, &x.b, NULL, &e), VX_OK);
+    /* P ∝ (p + 1e-6)^0.6; the less likely item's weight 1, the other's (P1 / P0)^−0.5 */
+    double ratio = pow((3 + 1e-6) / (1 + 1e-6), 0.6);
+    for (int j = 0; j < 64; j++)
+        assert_true(fabs(x.w[j] - (x.idx[j] == 0 ? 1.0 : pow(ratio, -0.5))) < 1e-6);
+    batch_free(&x);
+    vx_replay_free(r);
+}
+
 static void test_zero_priority_and_empty_slots_never_drawn(void **state)
 {
     (void)state;
@@ -1375,6 +1402,7 @@ int main(void)
         cmocka_unit_test(test_stratified_draws_per_stratum),
         cmocka_unit_test(test_rank_probabilities),
         cmocka_unit_test(test_weights_proportional),
+        cmocka_unit_test(test_beta_outside_its_range_refused),
         cmocka_unit_test(test_zero_priority_and_empty_slots_never_drawn),
         cmocka_unit_test(test_clamp_and_max_priority),
         cmocka_unit_test(test_clamp_per_chunk),
