@@ -5,6 +5,8 @@
 #include "vixen/io.h"
 #include "vixen/train.h"
 
+#include <cjson/cJSON.h>
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -493,55 +495,93 @@ static void sharpe_by_hand(const vx_market *m, int64_t lo, const double *net, in
     free(d);
 }
 
-/* The position a rule's exposure level asks for, in contracts (max 4). */
-static int lvl_pos(int lvl) { return lvl == 8 ? 4 : lvl == 0 ? -4 : 0; }
+/* The position a rule's exposure level asks for with max_contracts 4: round((−1 + e/4) · 4). */
+static int lvl_pos(int lvl) { return lvl - 4; }
 
-/* Per-transition net PnL of a full-urgency market-order rule over rows [lo, hi), walked as
- * episodes of L bars from flat, with the stop-out at `limit` ($ below the episode's peak). */
+/* What a by-hand walk adds up besides the per-transition PnL. */
+typedef struct {
+    double costs;  /* commission + slippage against the reference price */
+    double traded; /* contracts traded */
+    double held;   /* transitions that end holding a position */
+    double wins;   /* of those, the ones with net PnL > 0 */
+    int stops;     /* stop-outs */
+} by_hand;
+
+typedef int (*level_fn)(const vx_market *m, int64_t r, int pos, const void *ctx);
+
+/* Per-transition net PnL of a full-urgency rule over rows [lo, hi), walked as episodes of L bars
+ * from flat, with the stop-out at `limit` ($ below the episode's peak). Market orders fill at the
+ * open ± 1 tick; VWAP orders at the typical price (h + l + c) / 3 ± half a tick, and are marked
+ * against that typical price. */
 static int64_t rule_by_hand(const vx_market *m, int64_t lo, int64_t hi, int L, double limit,
-                            int (*level)(const vx_market *, int64_t, const void *), const void *ctx,
-                            double *net, double *costs_out, int *stops)
+                            int vwap, level_fn level, const void *ctx, double *net, by_hand *out)
 {
     const double *o = m->open + m->first_bar, *c = m->close + m->first_bar;
+    const double *h = m->high + m->first_bar, *l = m->low + m->first_bar;
     int64_t n = hi - lo - 1;
-    double costs = 0;
-    *stops = 0;
+    memset(out, 0, sizeof *out);
     for (int64_t s = 0; s < n; s += L) {
         int64_t len = n - s < L ? n - s : L;
         int pos = 0;
         double eq = 0, peak = 0;
         for (int64_t t = 0; t < len; t++) {
             int64_t r = lo + s + t;
-            int q = lvl_pos(level(m, r, ctx)) - pos; /* urgency 2: the whole gap */
-            double fill = o[r + 1] + (q > 0 ? 0.25 : -0.25);
-            double gross = pos * (c[r + 1] - c[r]) * 50 + q * (c[r + 1] - o[r + 1]) * 50;
-            double cost = abs(q) * 2.25 + q * (fill - o[r + 1]) * 50;
+            int q = lvl_pos(level(m, r, pos, ctx)) - pos; /* urgency 2: the whole gap */
+            double ref = vwap ? (h[r + 1] + l[r + 1] + c[r + 1]) / 3.0 : o[r + 1];
+            double fill = ref + (q > 0 ? 1 : -1) * (vwap ? 0.125 : 0.25);
+            double gross = pos * (c[r + 1] - c[r]) * 50 + q * (c[r + 1] - ref) * 50;
+            double cost = q ? abs(q) * 2.25 + q * (fill - ref) * 50 : 0;
             net[s + t] = gross - cost;
-            costs += cost;
+            out->costs += cost;
+            out->traded += abs(q);
             pos += q;
+            if (pos != 0) out->held++, out->wins += gross - cost > 0;
             eq += gross - cost;
             peak = eq > peak ? eq : peak;
             if (peak - eq >= limit) { /* stop-out: the next bar starts a flat episode */
-                (*stops)++;
+                out->stops++;
                 pos = 0, eq = 0, peak = 0;
             }
         }
     }
-    *costs_out = costs;
     return n;
 }
 
-static int long_level(const vx_market *m, int64_t r, const void *ctx)
+static int long_level(const vx_market *m, int64_t r, int pos, const void *ctx)
 {
-    (void)m, (void)r, (void)ctx;
+    (void)m, (void)r, (void)pos, (void)ctx;
     return 8;
 }
 
-static int momentum_level(const vx_market *m, int64_t r, const void *ctx)
+static int momentum_level(const vx_market *m, int64_t r, int pos, const void *ctx)
 {
+    (void)pos;
     int k = *(const int *)ctx;
     const double *c = m->close + m->first_bar;
     return c[r] > c[r - k] ? 8 : c[r] < c[r - k] ? 0 : 4;
+}
+
+/* The oracle (eval.h): the sign of the planted signal in force at the next bar, holding the
+ * position while |signal| is below the band (ctx). */
+static int oracle_level(const vx_market *m, int64_t r, int pos, const void *ctx)
+{
+    double band = *(const double *)ctx, sig = m->signal[m->first_bar + (size_t)r + 1];
+    if (fabs(sig) < band) return pos + 4;
+    return sig > 0 ? 8 : sig < 0 ? 0 : 4;
+}
+
+/* Ridge (eval.h): the prediction over twice its training sd, clipped to ±1, as the nearest of the
+ * nine levels. */
+static int ridge_level(const vx_market *m, int64_t r, int pos, const void *ctx)
+{
+    (void)pos;
+    const vx_baselines *b = ctx;
+    const float *f = m->features + (size_t)r * VX_MARKET_FEATURES;
+    double pred = b->ridge_w[0];
+    for (int i = 0; i < VX_MARKET_FEATURES; i++) pred += b->ridge_w[i + 1] * f[i];
+    double x = pred / (2 * b->ridge_pred_sd);
+    x = x > 1 ? 1 : x < -1 ? -1 : x;
+    return (int)lround(4 * x) + 4;
 }
 
 static vx_status act_long(void *ctx, const float *obs, int n, int32_t *a, vx_err *e)
@@ -551,29 +591,49 @@ static vx_status act_long(void *ctx, const float *obs, int n, int32_t *a, vx_err
     return VX_OK;
 }
 
-static void check_row(const vx_eval_metrics *x, const vx_market *m, int64_t lo, const double *net,
-                      int64_t n, double costs, int stops)
+static vx_status act_long_vwap(void *ctx, const float *obs, int n, int32_t *a, vx_err *e)
 {
-    double sum = 0;
-    for (int64_t i = 0; i < n; i++) sum += net[i];
+    (void)ctx, (void)obs, (void)e;
+    for (int i = 0; i < n; i++) a[3 * i] = 8, a[3 * i + 1] = VX_ORDER_VWAP, a[3 * i + 2] = 2;
+    return VX_OK;
+}
+
+/* The row's figures against the by-hand walk: money, periods, Sharpe ± se, and the figures the
+ * table shows beside them — the maximum drawdown of net equity bar by bar from $0 before the first
+ * bar, turnover (contracts per bar) and hit rate (of the bars ending with a position, the share
+ * with a net gain). */
+static void check_row(const vx_eval_metrics *x, const vx_market *m, int64_t lo, const double *net,
+                      int64_t n, const by_hand *w)
+{
+    double sum = 0, eq = 0, peak = 0, mdd = 0;
+    for (int64_t i = 0; i < n; i++) {
+        sum += net[i];
+        eq += net[i];
+        peak = fmax(peak, eq);
+        mdd = fmax(mdd, peak - eq);
+    }
     double sr, se;
     size_t days;
     sharpe_by_hand(m, lo, net, n, &sr, &se, &days);
     assert_true(x->present);
     assert_true(x->bars == (double)n); /* every bar of the split, none dropped */
     assert_true(fabs(x->net - sum) < 1e-6 * (1 + fabs(sum)));
-    assert_true(fabs(x->costs - costs) < 1e-6 * (1 + costs));
+    assert_true(fabs(x->costs - w->costs) < 1e-6 * (1 + w->costs));
     assert_true(x->gross - x->costs == x->net); /* to the cent, and exactly */
     assert_int_equal(x->n_periods, days);
     assert_true(fabs(x->sharpe - sr) < 1e-9 * (1 + fabs(sr)));
     assert_true(fabs(x->sharpe_se - se) < 1e-9 * se);
-    assert_true(x->stop_outs == stops);
+    assert_true(x->stop_outs == w->stops);
+    assert_true(fabs(x->max_drawdown - mdd) < 1e-6 * (1 + mdd));
+    assert_true(x->turnover == w->traded / (double)n);
+    assert_true(x->hit_rate == (w->held > 0 ? w->wins / w->held : 0));
 }
 
-/* The test split walked by buy-and-hold, an agent that always goes long, momentum and flat —
- * against float64 walks written here from the documented rules: every bar booked, episodes of
- * L bars from flat, the last one short, costs as commission + slippage against the open, the
- * Sharpe ratio by trading day; then again with a stop-out that bites. */
+/* The test split walked by buy-and-hold, an agent that always goes long (with market orders, then
+ * VWAP), momentum, ridge, the oracle and flat — against float64 walks written here from the
+ * documented rules: every bar booked, episodes of L bars from flat, the last one short, costs as
+ * commission + slippage against the reference price, the Sharpe ratio by trading day; then again
+ * with a stop-out that bites. */
 static void test_eval_walk_by_hand(void **state)
 {
     (void)state;
@@ -594,37 +654,113 @@ static void test_eval_walk_by_hand(void **state)
     assert_int_equal(r.last_row, hi);
     assert_int_equal(r.episodes, (size_t)((hi - lo - 1 + L - 1) / L));
     assert_true((hi - lo - 1) % L != 0); /* so the short last episode is exercised */
-    double *net = malloc((size_t)(hi - lo) * sizeof *net), costs;
-    int stops;
-    int64_t n = rule_by_hand(&m, lo, hi, L, 1e12, long_level, NULL, net, &costs, &stops);
-    check_row(&r.row[VX_EVAL_BUY_HOLD], &m, lo, net, n, costs, stops);
-    check_row(&r.row[VX_EVAL_AGENT], &m, lo, net, n, costs, stops); /* the policy path */
+    double *net = malloc((size_t)(hi - lo) * sizeof *net);
+    by_hand w;
+    int64_t n = rule_by_hand(&m, lo, hi, L, 1e12, 0, long_level, NULL, net, &w);
+    check_row(&r.row[VX_EVAL_BUY_HOLD], &m, lo, net, n, &w);
+    check_row(&r.row[VX_EVAL_AGENT], &m, lo, net, n, &w); /* the policy path */
     assert_true(r.row[VX_EVAL_BUY_HOLD].trades == (double)r.episodes);
-    assert_true(costs == (double)r.episodes * (4 * 2.25 + 4 * 0.25 * 50));
+    assert_true(w.costs == (double)r.episodes * (4 * 2.25 + 4 * 0.25 * 50));
     assert_true(r.row[VX_EVAL_AGENT].exposure_hist[8] == (double)n);
     assert_true(r.row[VX_EVAL_AGENT].position_hist[8] == (double)n);
+    /* minute bars: periods are trading days, 252 a year; bars a year = bars a day · 252 */
+    assert_true(r.period_is_day == 1 && r.periods_per_year == 252);
+    assert_true(r.n_periods == r.row[VX_EVAL_AGENT].n_periods);
+    assert_true(fabs(r.bars_per_year - (double)n / (double)r.n_periods * 252) < 1e-9 * n * 252);
     assert_true(r.row[VX_EVAL_IN_SAMPLE].present); /* the same policy on the training split */
     int64_t tlo, thi;
     vx_env_split_rows(&m, &c.env, VX_SPLIT_TRAIN, &tlo, &thi);
     assert_true(r.row[VX_EVAL_IN_SAMPLE].bars == (double)(thi - tlo - 1));
     const vx_eval_metrics *f = &r.row[VX_EVAL_FLAT];
     assert_true(f->net == 0 && f->costs == 0 && f->trades == 0 && f->sharpe == 0);
+    assert_true(f->max_drawdown == 0 && f->turnover == 0 && f->hit_rate == 0);
+    assert_true(f->position_hist[4] == (double)n);
     /* momentum with the lookback the training split chose */
     int k = r.baselines.momentum_k;
     assert_true(k == 5 || k == 10 || k == 20 || k == 60 || k == 120 || k == 240);
-    n = rule_by_hand(&m, lo, hi, L, 1e12, momentum_level, &k, net, &costs, &stops);
-    check_row(&r.row[VX_EVAL_MOMENTUM], &m, lo, net, n, costs, stops);
-    assert_true(r.row[VX_EVAL_ORACLE].present); /* the synthetic market carries its signal */
-    assert_true(r.row[VX_EVAL_RIDGE].present);
+    n = rule_by_hand(&m, lo, hi, L, 1e12, 0, momentum_level, &k, net, &w);
+    check_row(&r.row[VX_EVAL_MOMENTUM], &m, lo, net, n, &w);
+    /* the synthetic market carries its signal: the oracle with the band the training chose */
+    assert_true(r.row[VX_EVAL_ORACLE].present && r.baselines.has_oracle);
+    n = rule_by_hand(&m, lo, hi, L, 1e12, 0, oracle_level, &r.baselines.oracle_band, net, &w);
+    check_row(&r.row[VX_EVAL_ORACLE], &m, lo, net, n, &w);
+    /* ridge with the fitted weights (test_ridge_baseline_by_hand checks them) */
+    n = rule_by_hand(&m, lo, hi, L, 1e12, 0, ridge_level, &r.baselines, net, &w);
+    check_row(&r.row[VX_EVAL_RIDGE], &m, lo, net, n, &w);
+    int lvls = 0; /* the ridge rule used levels between flat and full, so rounding is exercised */
+    for (int i = 0; i < VX_EXPOSURE_LEVELS; i++)
+        if (i != 0 && i != 4 && i != 8) lvls += r.row[VX_EVAL_RIDGE].exposure_hist[i] > 0;
+    assert_true(lvls > 0);
+    vx_eval_report_free(&r);
+    /* VWAP orders: the net is the same walk's, and the costs are commission + half a tick against
+     * the bar's typical price ((h + l + c) / 3), which is also what gross is marked at */
+    vx_policy vw = {act_long_vwap, NULL};
+    assert_int_equal(vx_eval_run(&m, &c.env, VX_SPLIT_TEST, &vw, NULL, &r, &e), VX_OK);
+    n = rule_by_hand(&m, lo, hi, L, 1e12, 1, long_level, NULL, net, &w);
+    check_row(&r.row[VX_EVAL_AGENT], &m, lo, net, n, &w);
+    assert_true(fabs(w.costs - (double)r.episodes * 4 * (2.25 + 0.125 * 50)) < 1e-9 * w.costs);
+    assert_true(r.row[VX_EVAL_AGENT].order_hist[VX_ORDER_VWAP] == (double)n);
     vx_eval_report_free(&r);
     /* a stop-out that bites: episodes end early and restart flat at the next bar */
     c.env.drawdown_limit = 600;
     assert_int_equal(vx_eval_run(&m, &c.env, VX_SPLIT_TEST, &pol, NULL, &r, &e), VX_OK);
-    n = rule_by_hand(&m, lo, hi, L, 600, long_level, NULL, net, &costs, &stops);
-    assert_true(stops > 0);
-    check_row(&r.row[VX_EVAL_AGENT], &m, lo, net, n, costs, stops);
+    n = rule_by_hand(&m, lo, hi, L, 600, 0, long_level, NULL, net, &w);
+    assert_true(w.stops > 0);
+    check_row(&r.row[VX_EVAL_AGENT], &m, lo, net, n, &w);
     vx_eval_report_free(&r);
     free(net);
+    vx_market_close(&m);
+}
+
+/* The training Sharpe ratio of a rule, walked by hand over the training split. */
+static double train_sharpe_by_hand(const vx_market *m, const vx_env_cfg *c, level_fn level,
+                                   const void *ctx)
+{
+    int64_t lo, hi;
+    vx_env_split_rows(m, c, VX_SPLIT_TRAIN, &lo, &hi);
+    double *net = malloc((size_t)(hi - lo) * sizeof *net), sr, se;
+    by_hand w;
+    size_t days;
+    int64_t n = rule_by_hand(m, lo, hi, c->episode_len, c->drawdown_limit, 0, level, ctx, net, &w);
+    sharpe_by_hand(m, lo, net, n, &sr, &se, &days);
+    free(net);
+    return sr;
+}
+
+/* The momentum lookback and the oracle's band: each the candidate with the best training Sharpe
+ * (the first of equals), recomputed here from by-hand walks over the training split. */
+static void test_baseline_choices_by_hand(void **state)
+{
+    (void)state;
+    vx_train_cfg c;
+    tiny(&c, "unused");
+    c.env.drawdown_limit = 1e12;
+    vx_market m;
+    vx_err e;
+    assert_int_equal(vx_train_open_market(&c, &m, &e), VX_OK);
+    vx_baselines b;
+    assert_int_equal(vx_baselines_fit(&m, &c.env, &b, &e), VX_OK);
+    const int ks[] = {5, 10, 20, 60, 120, 240};
+    int best_k = 0;
+    double best = -INFINITY;
+    for (int i = 0; i < 6; i++) {
+        if ((size_t)ks[i] > m.first_bar) break; /* close[r − k] must exist for row 0 */
+        double sr = train_sharpe_by_hand(&m, &c.env, momentum_level, &ks[i]);
+        if (sr > best) best = sr, best_k = ks[i];
+    }
+    printf("momentum: lookback %d, training Sharpe %.3f\n", best_k, best);
+    assert_int_equal(b.momentum_k, best_k);
+    assert_true(fabs(b.momentum_sharpe - best) < 1e-9 * (1 + fabs(best)));
+    const double bands[] = {0, 0.5, 1, 1.5, 2};
+    double best_band = -1;
+    best = -INFINITY;
+    for (int i = 0; i < 5; i++) {
+        double sr = train_sharpe_by_hand(&m, &c.env, oracle_level, &bands[i]);
+        if (sr > best) best = sr, best_band = bands[i];
+    }
+    printf("oracle: band %.1f, training Sharpe %.3f\n", best_band, best);
+    assert_true(b.has_oracle);
+    assert_true(b.oracle_band == best_band);
     vx_market_close(&m);
 }
 
@@ -722,7 +858,174 @@ static void test_ridge_baseline_by_hand(void **state)
     assert_true(b.ridge_lambda == best_l);
     ridge_by_hand(&m, scale, lo, hi, best_l, w);
     for (int i = 0; i < NP; i++) assert_true(fabs(b.ridge_w[i] - w[i]) < 1e-8 * (1 + fabs(w[i])));
+    /* the position scale: the population sd of the predictions over the training rows */
+    double sum = 0, sum2 = 0;
+    for (int64_t r = lo; r < hi; r++) {
+        double pred = w[0];
+        for (int i = 0; i < VX_MARKET_FEATURES; i++)
+            pred += w[i + 1] * m.features[(size_t)r * VX_MARKET_FEATURES + (size_t)i];
+        sum += pred, sum2 += pred * pred;
+    }
+    double nn = (double)(hi - lo), mean = sum / nn, sd = sqrt(sum2 / nn - mean * mean);
+    assert_true(fabs(b.ridge_pred_sd - sd) < 1e-6 * sd);
     vx_market_close(&m);
+}
+
+/* A market of the synthetic prices re-timed to bars `spacing_s` seconds apart from `t0_s`. */
+static void retimed_market(vx_market *m, int64_t t0_s, int64_t spacing_s)
+{
+    vx_series s;
+    th_synth(&s, 12, 5, 0.15);
+    for (size_t i = 0; i < s.n; i++) s.ts[i] = (t0_s + (int64_t)i * spacing_s) * 1000000000ll;
+    s.interval_ns = spacing_s * 1000000000ll;
+    vx_err e;
+    if (vx_market_from_series(&s, m, &e)) fail_msg("%s", e.msg);
+}
+
+/* The periods the Sharpe ratio is annualised over (eval.h). Hourly bars round the clock: trading
+ * days, a bar counted to the UTC date of its timestamp + 2 h, so each day's last bar closes at
+ * 21:00 UTC. Weekly bars: every bar its own period, a week worth 5 trading days, so 252 / 5 = 50.4
+ * periods a year. Both against the by-hand walk and Sharpe ratio. */
+static void test_eval_periods_by_hand(void **state)
+{
+    (void)state;
+    vx_train_cfg c;
+    tiny(&c, "unused");
+    c.env.drawdown_limit = 1e12;
+    vx_policy pol = {act_long, NULL};
+    vx_market m;
+    vx_err e;
+    vx_eval_report r;
+    retimed_market(&m, 1704067200 /* 2024-01-01T00:00Z */, 3600);
+    int64_t lo, hi;
+    vx_env_split_rows(&m, &c.env, VX_SPLIT_TEST, &lo, &hi);
+    double *net = malloc((size_t)(hi - lo) * sizeof *net);
+    by_hand w;
+    assert_int_equal(vx_eval_run(&m, &c.env, VX_SPLIT_TEST, &pol, NULL, &r, &e), VX_OK);
+    int64_t n = rule_by_hand(&m, lo, hi, c.env.episode_len, 1e12, 0, long_level, NULL, net, &w);
+    assert_true(r.period_is_day == 1 && r.periods_per_year == 252);
+    check_row(&r.row[VX_EVAL_AGENT], &m, lo, net, n, &w); /* the days of day_of(): + 2 h */
+    assert_true(r.n_periods > 2);
+    for (size_t i = 0; i + 1 < r.n_periods; i++) /* every whole day ends with the 21:00 bar */
+        assert_int_equal((r.period_end_ts[i] / 3600000000000ll) % 24, 21);
+    vx_eval_report_free(&r);
+    vx_market_close(&m);
+    free(net);
+
+    retimed_market(&m, 1704067200, 7 * 86400);
+    vx_env_split_rows(&m, &c.env, VX_SPLIT_TEST, &lo, &hi);
+    net = malloc((size_t)(hi - lo) * sizeof *net);
+    assert_int_equal(vx_eval_run(&m, &c.env, VX_SPLIT_TEST, &pol, NULL, &r, &e), VX_OK);
+    n = rule_by_hand(&m, lo, hi, c.env.episode_len, 1e12, 0, long_level, NULL, net, &w);
+    assert_true(r.period_is_day == 0);
+    assert_true(fabs(r.periods_per_year - 50.4) < 1e-12);
+    assert_true(fabs(r.bars_per_year - 50.4) < 1e-12); /* one bar a period */
+    const vx_eval_metrics *x = &r.row[VX_EVAL_AGENT];
+    assert_true(r.n_periods == (size_t)n && x->n_periods == (size_t)n);
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; i++) mean += net[i];
+    mean /= (double)n;
+    for (int64_t i = 0; i < n; i++) var += (net[i] - mean) * (net[i] - mean);
+    double sr = mean / sqrt(var / (double)(n - 1));
+    assert_true(fabs(x->sharpe - sr * sqrt(50.4)) < 1e-9 * (1 + fabs(sr)));
+    assert_true(fabs(x->sharpe_se - sqrt((1 + sr * sr / 2) / (double)n) * sqrt(50.4)) < 1e-9);
+    vx_eval_report_free(&r);
+    vx_market_close(&m);
+    free(net);
+}
+
+/* A hand-made part of a walk-forward report: the agent row with the given per-period PnL and
+ * figures, the flat row too when `flat`. */
+static void concat_part(vx_eval_report *p, int64_t first, int64_t last, const double *pnl,
+                        size_t np, double bars, double turnover, double hit, double mdd, int flat)
+{
+    memset(p, 0, sizeof *p);
+    p->split = VX_SPLIT_TEST, p->first_row = first, p->last_row = last, p->episodes = 2;
+    p->periods_per_year = 252, p->period_is_day = 1, p->n_periods = np;
+    p->period_end_ts = malloc(np * sizeof(int64_t));
+    for (size_t i = 0; i < np; i++) /* consecutive days, 21:00 UTC */
+        p->period_end_ts[i] = (1704229200 + (first + (int64_t)i) * 86400ll) * 1000000000ll;
+    for (int k = VX_EVAL_AGENT; k <= (flat ? VX_EVAL_FLAT : VX_EVAL_AGENT); k++) {
+        vx_eval_metrics *x = &p->row[k];
+        x->present = 1, x->n_periods = np;
+        x->period_pnl = malloc(np * sizeof(double));
+        for (size_t i = 0; i < np; i++)
+            x->period_pnl[i] = k == VX_EVAL_AGENT ? pnl[i] : 0, x->net += x->period_pnl[i];
+        x->gross = x->net + 10, x->costs = 10, x->bars = bars, x->turnover = turnover;
+        x->hit_rate = hit, x->max_drawdown = mdd, x->trades = 3, x->stop_outs = 1;
+        x->exposure_hist[8] = bars;
+    }
+}
+
+/* Walk-forward's one report over its folds' test blocks (eval.h, vx_eval_concat), from two parts
+ * made here: periods and PnL concatenated in order, money and counts summed, turnover and hit rate
+ * weighted by bars, the drawdown over the joined per-period equity (its peak in the first part,
+ * its trough in the second), the Sharpe ratio and Lo's standard error over all five periods in
+ * float64 here; a row missing from a part is left out; then the JSON of it. */
+static void test_eval_concat_by_hand(void **state)
+{
+    (void)state;
+    const double a[3] = {100, -50, 50}, b[2] = {-300, 200};
+    vx_eval_report parts[2], all;
+    concat_part(&parts[0], 0, 3, a, 3, 60, 0.5, 0.25, 60, 1);
+    concat_part(&parts[1], 3, 5, b, 2, 40, 0.25, 0.75, 320, 0);
+    vx_err e;
+    assert_int_equal(vx_eval_concat(parts, 0, &all, &e), VX_ERR_ARG);
+    assert_int_equal(vx_eval_concat(parts, 2, &all, &e), VX_OK);
+    assert_int_equal(all.first_row, 0);
+    assert_int_equal(all.last_row, 5);
+    assert_int_equal(all.episodes, 4);
+    assert_int_equal(all.n_periods, 5);
+    for (size_t i = 0; i < 5; i++)
+        assert_true(all.period_end_ts[i] == (1704229200 + (int64_t)i * 86400ll) * 1000000000ll);
+    const vx_eval_metrics *x = &all.row[VX_EVAL_AGENT];
+    const double pnl[5] = {100, -50, 50, -300, 200};
+    assert_true(x->present && x->n_periods == 5);
+    for (int i = 0; i < 5; i++) assert_true(x->period_pnl[i] == pnl[i]);
+    assert_true(x->net == 0 && x->gross == 20 && x->costs == 20);
+    assert_true(x->bars == 100 && x->trades == 6 && x->stop_outs == 2);
+    assert_true(x->pnl_per_bar == 0);
+    assert_true(fabs(x->turnover - (0.5 * 60 + 0.25 * 40) / 100) < 1e-15);
+    assert_true(fabs(x->hit_rate - (0.25 * 60 + 0.75 * 40) / 100) < 1e-15);
+    assert_true(x->max_drawdown == 300); /* equity 100, 50, 100, −200, 0 */
+    assert_true(x->exposure_hist[8] == 100);
+    double mean = 0, var = 0;
+    for (int i = 0; i < 5; i++) mean += pnl[i] / 5;
+    for (int i = 0; i < 5; i++) var += (pnl[i] - mean) * (pnl[i] - mean) / 4;
+    double sr = mean / sqrt(var);
+    assert_true(fabs(x->sharpe - sr * sqrt(252.0)) < 1e-12);
+    assert_true(fabs(x->sharpe_se - sqrt((1 + sr * sr / 2) / 5) * sqrt(252.0)) < 1e-12);
+    assert_false(all.row[VX_EVAL_FLAT].present); /* the second part has no flat row */
+    assert_true(fabs(all.bars_per_year - 100.0 / 5 * 252) < 1e-9);
+    /* the JSON says the same: whole seconds for the period ends, every figure under its name */
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    vx_eval_json(f, &all);
+    fclose(f);
+    cJSON *o = cJSON_Parse(text);
+    assert_non_null(o);
+    const cJSON *ts = cJSON_GetObjectItem(o, "period_end_unix_s");
+    assert_int_equal(cJSON_GetArraySize(ts), 5);
+    for (int i = 0; i < 5; i++)
+        assert_true(cJSON_GetArrayItem(ts, i)->valuedouble == 1704229200.0 + i * 86400.0);
+    const cJSON *rows = cJSON_GetObjectItem(o, "rows"), *ag = cJSON_GetObjectItem(rows, "agent");
+    assert_null(cJSON_GetObjectItem(rows, "flat"));
+    const char *keys[] = {"net",      "gross",    "costs",  "sharpe", "sharpe_se", "max_drawdown",
+                          "turnover", "hit_rate", "trades", "bars",   "stop_outs", "pnl_per_bar"};
+    const double want[] = {
+        x->net, x->gross, x->costs, x->sharpe, x->sharpe_se, 300, x->turnover, x->hit_rate,
+        6,      100,      2,        0};
+    for (int i = 0; i < 12; i++) {
+        const cJSON *v = cJSON_GetObjectItem(ag, keys[i]);
+        if (!cJSON_IsNumber(v) || fabs(v->valuedouble - want[i]) > 1e-9 * (1 + fabs(want[i])))
+            fail_msg("rows.agent.%s", keys[i]);
+    }
+    assert_true(cJSON_GetObjectItem(o, "bars_per_year")->valuedouble == 5040);
+    cJSON_Delete(o);
+    free(text);
+    vx_eval_report_free(&all);
+    vx_eval_report_free(&parts[0]), vx_eval_report_free(&parts[1]);
 }
 
 int main(void)
@@ -735,6 +1038,9 @@ int main(void)
         cmocka_unit_test(test_held_market_is_lent),
         cmocka_unit_test(test_eval_walk_by_hand),
         cmocka_unit_test(test_ridge_baseline_by_hand),
+        cmocka_unit_test(test_baseline_choices_by_hand),
+        cmocka_unit_test(test_eval_periods_by_hand),
+        cmocka_unit_test(test_eval_concat_by_hand),
         cmocka_unit_test(test_best_checkpoint_protects_a_long_run),
         cmocka_unit_test(test_planned_length_does_not_change_early_epochs),
         cmocka_unit_test(test_patience_and_warnings),

@@ -13,6 +13,7 @@
 #include "vixen/hyperopt.h"
 #include "vixen/train.h"
 
+#include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -623,10 +624,31 @@ static void test_run_writes_report_and_command(void **state)
     c->env.test_fraction = 0.3;
     vx_eval_report all;
     if (vx_train_walk_forward(c, NULL, 2, 0, NULL, NULL, &all, &e)) fail_msg("%s", e.msg);
-    vx_eval_report_free(&all);
     char f1[160], f2[160];
     snprintf(f1, sizeof f1, "%s/fold-1", walk);
     snprintf(f2, sizeof f2, "%s/fold-2", walk);
+    /* the one report is over both folds' test blocks, in order: their rows, periods and money */
+    double rows[2][2], periods = 0, net = 0, bars = 0;
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/eval.json", k ? f2 : f1);
+        char *text = slurp(p);
+        cJSON *o = cJSON_Parse(text);
+        assert_non_null(o);
+        rows[k][0] = cJSON_GetObjectItem(o, "first_row")->valuedouble;
+        rows[k][1] = cJSON_GetObjectItem(o, "last_row")->valuedouble;
+        periods += cJSON_GetArraySize(cJSON_GetObjectItem(o, "period_end_unix_s"));
+        const cJSON *ag = cJSON_GetObjectItem(cJSON_GetObjectItem(o, "rows"), "agent");
+        net += cJSON_GetObjectItem(ag, "net")->valuedouble;
+        bars += cJSON_GetObjectItem(ag, "bars")->valuedouble;
+        cJSON_Delete(o);
+        free(text);
+    }
+    assert_true(rows[0][1] == rows[1][0]); /* consecutive blocks */
+    assert_true((double)all.first_row == rows[0][0] && (double)all.last_row == rows[1][1]);
+    assert_true((double)all.n_periods == periods);
+    assert_true(all.row[VX_EVAL_AGENT].bars == bars);
+    assert_true(fabs(all.row[VX_EVAL_AGENT].net - net) < 1e-6 * (1 + fabs(net)));
+    vx_eval_report_free(&all);
     assert_true(file_exists(f1, "report.html") && file_exists(f2, "report.html"));
     snprintf(p, sizeof p, "%s/report.html", f1);
     unlink(p);
