@@ -9,13 +9,20 @@
 #include "helpers.h"
 #include "dqn_ref64.h"
 #include "vixen/dqn.h"
+#include "vixen/dqn_act.h"
 #include "vixen/io.h"
 #include "vixen/philox.h"
 #include "vixen/train.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* |a − b| <= tol, false for NaN or an infinity: cmocka's assert_float_equal passes both (its
+ * relative fallback compares inf > inf·FLT_EPSILON, NaN > NaN), so a statistic left at −∞ or a
+ * NaN loss would slip through it. */
+#define assert_near(a, b, tol) assert_true(fabs((double)(a) - (double)(b)) <= (tol))
 
 static vx_loss_shape shape2(int atoms)
 {
@@ -359,10 +366,26 @@ static void test_update_bootstraps_with_gamma_to_the_m(void **state)
             pr += fabs(y - vx_loss_q(&d.shape, qs + i * O, k, act[i * 3 + k]));
         want[i] = pr / K;
     }
+    /* the update's statistics, from the same pre-update outputs: Q(s, a_k) over every sample and
+     * branch (mean and max, straight from the row: atoms = 1) and the priorities' mean */
+    double q_sum = 0, q_max = -INFINITY, pr_mean = 0;
+    for (int i = 0; i < B; i++) {
+        pr_mean += want[i] / B;
+        for (int k = 0; k < K; k++) {
+            double qa = qs[i * O + d.shape.offset[k] + act[i * 3 + k]];
+            q_sum += qa;
+            q_max = qa > q_max ? qa : q_max;
+        }
+    }
     vx_replay_batch rb = {obs, next, act, rew, te, tu, steps, w, idx, gen};
     vx_dqn_update_stats st;
     vx_dqn_update(&d, &rb, B, &st);
     for (int i = 0; i < B; i++) assert_float_equal(d.priority[i], want[i], 1e-5 * (1 + want[i]));
+    /* a mean over B alone (not B·K), a max kept the wrong way or a sum of priorities is off by a
+     * factor of 3 or 4, or by the spread of the twelve Q-values */
+    assert_near(st.q_mean, q_sum / (B * K), 1e-5 * (1 + fabs(q_sum)));
+    assert_near(st.q_max, q_max, 1e-6 * (1 + fabs(q_max)));
+    assert_near(st.priority_mean, pr_mean, 1e-5 * (1 + pr_mean));
     free(qs);
     vx_qnet_ws_free(&ws);
     vx_dqn_free(&d);
@@ -427,6 +450,189 @@ static void test_update_by_hand_one_step_unclipped(void **state)
 {
     (void)state;
     learner_update_by_hand(0);
+}
+
+/* Bellemare et al.'s projection of p (atoms M on [v_min, v_max]) shifted to r + g·z, in float64,
+ * added with `mass` into m: written out here apart from vx_loss_project. */
+static void project64(const vx_loss_shape *s, const double *p, double r, double g, double mass,
+                      double *m)
+{
+    int M = s->atoms;
+    double dz = ((double)s->v_max - s->v_min) / (M - 1);
+    for (int j = 0; j < M; j++) {
+        double tz = r + g * (s->v_min + j * dz);
+        tz = tz < s->v_min ? s->v_min : tz > s->v_max ? s->v_max : tz;
+        double b = (tz - s->v_min) / dz;
+        int l = (int)floor(b), u = (int)ceil(b);
+        if (l == u) m[l] += mass * p[j];
+        else m[l] += mass * p[j] * (u - b), m[u] += mass * p[j] * (b - l);
+    }
+}
+
+static void softmax64(const float *x, int M, double *p)
+{
+    double mx = x[0], den = 0;
+    for (int i = 1; i < M; i++) mx = x[i] > mx ? x[i] : mx;
+    for (int i = 0; i < M; i++) den += p[i] = exp(x[i] - mx);
+    for (int i = 0; i < M; i++) p[i] /= den;
+}
+
+/* A C51 update through vx_dqn_update against float64 built here: the shared target is the mixture
+ * (1/K) Σ_k Φ(r + γ^m z, p⁻_k(s', a*_k)) (no bootstrap, γ = 0, only when terminated: truncation
+ * bootstraps), priority_i = mean_k CE_k, loss = mean_i w_i · mean_k CE_k, and the row of dLoss/dQ
+ * w_i/(K·B) · (softmax(q_s) − m) at each taken action. The batch holds a live m = 1, a truncated
+ * m = 3, a terminated m = 2 and a live m = 2 sample with IS weights 1, 0.4, 0.7, 0.2; the target
+ * network is drawn apart from the online one. The C51 path has its own call in the learner, so
+ * each of these is checked on it: bootstrapping with γ instead of γ^m moves the m = 3 and m = 2
+ * targets' supports by 0.19·z and 0.09·z, treating truncation as termination drops row 1's
+ * bootstrap, and dropping the IS weights multiplies the loss by about 1.8 and three rows' dQ by
+ * 1/w. */
+static void test_c51_update_by_hand(void **state)
+{
+    (void)state;
+    vx_dqn_cfg c;
+    vx_dqn_cfg_default(&c);
+    c.loss = VX_LOSS_C51;
+    c.gamma = 0.9;
+    c.atoms = 13, c.v_min = -3, c.v_max = 3; /* dz = 0.5 */
+    c.batch = 4;
+    vx_qnet_cfg q;
+    small_qcfg(&q);
+    vx_dqn d;
+    vx_err e;
+    assert_int_equal(vx_dqn_create(&c, &q, 17, &d, &e), VX_OK);
+    vx_rng g = vx_rng_make(19, 0, 0);
+    for (size_t i = 0; i < d.L.n_params; i++) d.target[i] += 0.05f * (float)vx_rng_normal(&g);
+    enum { B = 4, D = 6, K = 3, M = 13 };
+    float obs[B * D], next[B * D], rew[B] = {0.3f, -0.7f, 1.1f, 0.45f},
+                                   w[B] = {1, 0.4f, 0.7f, 0.2f};
+    int32_t act[B * 3] = {2, 0, 1, 7, 2, 0, 0, 1, 2, 5, 0, 1};
+    uint8_t te[B] = {0, 0, 1, 0}, tu[B] = {0, 1, 0, 0}, steps[B] = {1, 3, 2, 2};
+    uint32_t idx[B], gen[B];
+    for (int i = 0; i < B * D; i++)
+        obs[i] = (float)vx_rng_normal(&g), next[i] = (float)vx_rng_normal(&g);
+    vx_qnet_ws ws;
+    assert_int_equal(vx_qnet_ws_create(&d.L, B, &ws, &e), VX_OK);
+    int O = d.L.out_dim;
+    assert_int_equal(O, 15 * M);
+    float *qs = malloc((size_t)3 * B * O * sizeof(float)), *qn = qs + B * O, *qt = qn + B * O;
+    vx_qnet_forward_ref(&d.L, d.online, obs, B, &ws);
+    memcpy(qs, ws.q, (size_t)B * O * sizeof(float));
+    vx_qnet_forward_ref(&d.L, d.online, next, B, &ws);
+    memcpy(qn, ws.q, (size_t)B * O * sizeof(float));
+    vx_qnet_forward_ref(&d.L, d.target, next, B, &ws);
+    memcpy(qt, ws.q, (size_t)B * O * sizeof(float));
+    double want_pr[B], want_loss = 0, *want_dq = calloc((size_t)B * O, sizeof(double));
+    for (int i = 0; i < B; i++) {
+        double m[M] = {0}, p[M];
+        double gm = te[i] ? 0 : pow(0.9, steps[i]);
+        for (int k = 0; k < K; k++) {
+            int astar = vx_loss_argmax(&d.shape, qn + i * O, k); /* the online network picks */
+            softmax64(qt + i * O + d.shape.offset[k] + astar * M, M, p);
+            project64(&d.shape, p, rew[i], gm, 1.0 / K, m);
+        }
+        double ce = 0;
+        for (int k = 0; k < K; k++) {
+            int j = d.shape.offset[k] + act[i * 3 + k] * M;
+            softmax64(qs + i * O + j, M, p);
+            for (int a = 0; a < M; a++) {
+                ce -= m[a] * log(p[a]);
+                want_dq[(size_t)i * O + j + a] = w[i] / K / B * (p[a] - m[a]);
+            }
+        }
+        want_pr[i] = ce / K;
+        want_loss += w[i] * ce / K / B;
+    }
+    vx_replay_batch rb = {obs, next, act, rew, te, tu, steps, w, idx, gen};
+    vx_dqn_update_stats st;
+    vx_dqn_update(&d, &rb, B, &st);
+    for (int i = 0; i < B; i++) assert_near(d.priority[i], want_pr[i], 1e-5 * (1 + want_pr[i]));
+    assert_near(st.loss, want_loss, 1e-5 * (1 + want_loss));
+    for (int i = 0; i < B * O; i++) assert_near(d.dq[i], want_dq[i], 1e-7);
+    free(want_dq);
+    free(qs);
+    vx_qnet_ws_free(&ws);
+    vx_dqn_free(&d);
+}
+
+/* vx_dqn_act over more environments than its workspace holds (100 through a batch of 32), on
+ * weights passed in (not the online ones): each environment acts as vx_act_egreedy does on its own
+ * row of those weights' Q, with its own index as the Philox stream, and the greedy Q mean is the
+ * mean over environments and branches of each branch's largest Q (written out here). A chunk that
+ * read the first chunk's observations, an environment numbered within its chunk, acting on the
+ * online weights, a greedy sum that took action 0 instead of the argmax, or draws skipped when a
+ * branch acts greedily (so that its choice shifts the later branches' draws) all change these. */
+static void test_act_chunks_weights_and_greedy_q(void **state)
+{
+    (void)state;
+    vx_dqn_cfg c;
+    vx_dqn_cfg_default(&c);
+    c.batch = 8;
+    vx_qnet_cfg q;
+    small_qcfg(&q);
+    vx_dqn d;
+    vx_err e;
+    assert_int_equal(vx_dqn_create(&c, &q, 23, &d, &e), VX_OK);
+    enum { N = 100, D = 6, K = 3 };
+    size_t np = d.L.n_params;
+    float *params = malloc(np * sizeof(float)), obs[N * D];
+    vx_rng g = vx_rng_make(29, 0, 0);
+    for (size_t i = 0; i < np; i++) params[i] = d.online[i] + 0.3f * (float)vx_rng_normal(&g);
+    for (int i = 0; i < N * D; i++) obs[i] = (float)vx_rng_normal(&g);
+    vx_qnet_ws small, all;
+    assert_int_equal(vx_qnet_ws_create(&d.L, 32, &small, &e), VX_OK);
+    assert_int_equal(vx_qnet_ws_create(&d.L, N, &all, &e), VX_OK);
+    int O = d.L.out_dim;
+    /* the reference rows: all 100 at once, and the online network's, to see they differ */
+    float *qp = malloc((size_t)2 * N * O * sizeof(float)), *qo = qp + (size_t)N * O;
+    vx_qnet_forward_ref(&d.L, params, obs, N, &all);
+    memcpy(qp, all.q, (size_t)N * O * sizeof(float));
+    vx_qnet_forward_ref(&d.L, d.online, obs, N, &all);
+    memcpy(qo, all.q, (size_t)N * O * sizeof(float));
+    int32_t greedy[N * 3], a[N * 3];
+    double qmax_sum = 0;
+    int online_differs = 0;
+    for (int i = 0; i < N; i++)
+        for (int k = 0; k < K; k++) {
+            const float *row = qp + (size_t)i * O + d.shape.offset[k];
+            const float *orow = qo + (size_t)i * O + d.shape.offset[k];
+            int best = 0, obest = 0;
+            for (int x = 1; x < d.shape.branch[k]; x++) {
+                best = row[x] > row[best] ? x : best;
+                obest = orow[x] > orow[obest] ? x : obest;
+            }
+            greedy[i * 3 + k] = best;
+            qmax_sum += row[best];
+            online_differs += best != obest;
+        }
+    assert_true(online_differs > 20); /* the weights passed in act otherwise than the online ones */
+    int nonzero = 0;
+    for (int i = 0; i < N * 3; i++) nonzero += greedy[i] != 0;
+    assert_true(nonzero > 50); /* so a greedy sum at action 0 is another number */
+    /* ε = 0: the argmax of the weights passed in, every environment; the greedy Q mean */
+    double qm;
+    vx_dqn_act(&d, params, &small, obs, N, 0.0, 31, 6, a, &qm);
+    assert_memory_equal(a, greedy, sizeof a);
+    assert_near(qm, qmax_sum / (N * K), 1e-6 * (1 + fabs(qmax_sum / (N * K))));
+    /* ε = 0.5: environment i's draws are Philox stream VX_ACT_STREAM + i's at counter `step`,
+     * whichever chunk it falls in: one uniform and one bounded integer per branch, drawn whether
+     * the branch explores or not (dqn_act.h), written out here */
+    vx_dqn_act(&d, params, &small, obs, N, 0.5, 31, 6, a, NULL);
+    int explored = 0;
+    for (int i = 0; i < N; i++) {
+        vx_rng r = vx_rng_make(31, VX_ACT_STREAM + (uint64_t)i, 6);
+        for (int k = 0; k < K; k++) {
+            float u = vx_rng_uniform(&r);
+            int32_t ra = (int32_t)vx_rng_below(&r, (uint32_t)d.shape.branch[k]);
+            assert_int_equal(a[i * 3 + k], u < 0.5 ? ra : greedy[i * 3 + k]);
+            explored += a[i * 3 + k] != greedy[i * 3 + k];
+        }
+    }
+    assert_true(explored > 20);
+    free(params), free(qp);
+    vx_qnet_ws_free(&small);
+    vx_qnet_ws_free(&all);
+    vx_dqn_free(&d);
 }
 
 static void test_polyak_and_act(void **state)
@@ -516,6 +722,267 @@ static void tiny_run(vx_train_cfg *c, const char *dir)
 }
 
 static int stop_at(const vx_epoch_report *r, void *ctx) { return r->epoch == *(const int *)ctx; }
+
+/* The CPU backend's collection stores, for a transition that ended its episode (terminated or
+ * truncated), the final observation before the reset as next_obs — the state the target
+ * bootstraps from on truncation — and otherwise the next step's observation. With n = 1 every
+ * environment emits one transition a step, inserted step-major, so slot j's successor is slot
+ * j + N: a live transition's next_obs is bit-for-bit the obs stored there, an ended one's is not
+ * (that obs is the new episode's first). Two epochs of 40 steps with 60-step episodes end some
+ * episodes; the replay file of the second is read back and sampled until every slot was seen.
+ * Storing the post-reset observation (for every end, or only on truncation) fails here. */
+static void test_collection_keeps_final_obs(void **state)
+{
+    (void)state;
+    char dir[64], path[384];
+    th_tmpdir(dir, sizeof dir);
+    vx_train_cfg c;
+    vx_err e;
+    tiny_run(&c, dir);
+    vx_dqn_settings *d = vx_train_algo_settings(&c, "dqn");
+    d->learner.n_step = 1;
+    d->replay_kind = VX_REPLAY_UNIFORM;
+    d->warmup = 100000; /* no updates: only collection matters here */
+    c.eval_every = 100;
+    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){2}, NULL, &e), VX_ERR_STOPPED);
+    snprintf(path, sizeof path, "%s/checkpoint", dir);
+    DIR *dd = opendir(path);
+    assert_non_null(dd);
+    char best[256] = "";
+    for (struct dirent *f; (f = readdir(dd));)
+        if (!strncmp(f->d_name, "replay-", 7) && strcmp(f->d_name, best) > 0)
+            snprintf(best, sizeof best, "%s", f->d_name);
+    closedir(dd);
+    assert_true(best[0]);
+    snprintf(path, sizeof path, "%s/checkpoint/%s", dir, best);
+    enum { N = 16, T = 80, S = N * T, D = VX_OBS_DIM, BS = 256 };
+    vx_replay_cfg rc;
+    vx_replay_cfg_default(&rc, VX_REPLAY_UNIFORM, (size_t)d->replay_capacity);
+    vx_replay *r;
+    assert_int_equal(vx_replay_create(&rc, NULL, &r, &e), VX_OK);
+    assert_int_equal(vx_replay_load(r, path, &e), VX_OK);
+    assert_int_equal(vx_replay_size(r), S);
+    float *obs = malloc(sizeof(float) * S * D * 2), *nobs = obs + (size_t)S * D;
+    uint8_t ended[S], seen[S] = {0};
+    float bo[BS * D], bn[BS * D], brw[BS], bw[BS];
+    int32_t ba[BS * VX_ACTION_BRANCHES];
+    uint8_t bte[BS], btr[BS], bst[BS];
+    uint32_t bi[BS], bg[BS];
+    vx_replay_batch b = {bo, bn, ba, brw, bte, btr, bst, bw, bi, bg};
+    int n_seen = 0;
+    for (int it = 0; it < 200 && n_seen < S; it++) {
+        assert_int_equal(vx_replay_sample(r, BS, &b, NULL, &e), VX_OK);
+        for (int k = 0; k < BS; k++) {
+            uint32_t j = bi[k];
+            assert_true(j < S);
+            n_seen += !seen[j];
+            seen[j] = 1;
+            memcpy(obs + (size_t)j * D, bo + k * D, D * sizeof(float));
+            memcpy(nobs + (size_t)j * D, bn + k * D, D * sizeof(float));
+            ended[j] = bte[k] | btr[k];
+        }
+    }
+    assert_int_equal(n_seen, S);
+    int n_ended = 0, n_live = 0;
+    for (int j = 0; j + N < S; j++) {
+        int same = !memcmp(nobs + (size_t)j * D, obs + (size_t)(j + N) * D, D * sizeof(float));
+        if (ended[j]) n_ended++, assert_false(same);
+        else n_live++, assert_true(same);
+    }
+    printf("collection: %d live transitions continue into their successor, %d ended ones keep "
+           "their final observation\n",
+           n_live, n_ended);
+    assert_true(n_ended >= N / 2);
+    free(obs);
+    vx_replay_free(r);
+    th_rmtree(dir);
+}
+
+/* The floats of checkpoint tensor `name` (float32). */
+static const float *ck_floats(const vx_safetensors *st, const char *name)
+{
+    for (size_t i = 0; i < st->n; i++)
+        if (!strcmp(st->tensors[i].name, name) && st->tensors[i].dtype == VX_DT_F32)
+            return st->tensors[i].data;
+    fail_msg("checkpoint has no float tensor %s", name);
+    return NULL;
+}
+
+/* With overlap on (the default) the CPU backend acts, in epoch e + 1's rollout, with the weights as
+ * they were before epoch e's updates (dqn_backend.h), so the checkpoint after epoch 2 holds as
+ * "acting" the online weights of the checkpoint after epoch 1 — which its updates (640
+ * transitions against a warm-up of 200) moved away from the initial ones. A snapshot never
+ * refreshed (acting with the initial weights for the whole run) or refreshed after the updates
+ * fails here, tensor by tensor. */
+static void test_overlap_acts_with_previous_weights(void **state)
+{
+    (void)state;
+    char dir[64], path[160];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/checkpoint/latest.safetensors", dir);
+    vx_train_cfg c;
+    vx_err e;
+    tiny_run(&c, dir);
+    vx_dqn_settings *d = vx_train_algo_settings(&c, "dqn");
+    assert_int_equal(d->overlap, 1);
+    c.eval_every = 100;
+    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){1}, NULL, &e), VX_ERR_STOPPED);
+    size_t n1;
+    uint8_t *first = th_read(path, &n1);
+    assert_int_equal(vx_train_run(&c, NULL, 1, stop_at, &(int){2}, NULL, &e), VX_ERR_STOPPED);
+    vx_safetensors s2, s1;
+    assert_int_equal(vx_safetensors_read(path, &s2, &e), VX_OK);
+    th_write(path, first, n1);
+    assert_int_equal(vx_safetensors_read(path, &s1, &e), VX_OK);
+    vx_qnet_cfg q;
+    vx_dqn_net_cfg(d, &q);
+    vx_qnet_layout L;
+    assert_int_equal(vx_qnet_layout_make(&q, &L, &e), VX_OK);
+    const float *acting2 = ck_floats(&s2, "acting"), *acting1 = ck_floats(&s1, "acting");
+    int moved = 0;
+    for (size_t i = 0; i < L.n_tensors; i++) {
+        char name[64], key[96];
+        size_t off;
+        int rows, cols;
+        vx_qnet_tensor(&L, i, name, sizeof name, &off, &rows, &cols);
+        snprintf(key, sizeof key, "online.%s", name);
+        const float *online1 = ck_floats(&s1, key);
+        size_t n = (size_t)rows * cols;
+        assert_memory_equal(acting2 + off, online1, n * sizeof(float));
+        moved += memcmp(acting1 + off, online1, n * sizeof(float)) != 0;
+    }
+    assert_true(moved > 0); /* epoch 1 did update the weights its rollout acted with */
+    vx_safetensors_free(&s1);
+    vx_safetensors_free(&s2);
+    free(first);
+    th_rmtree(dir);
+}
+
+/* The CPU backend writes back, for each sampled slot, the learner's new priority — mean_k |δ_k|
+ * (+ the replay's ε) — and not something else of the batch (its IS weights, say). One epoch of
+ * collection (640 one-step transitions) and updates with a learning rate of 1e-12, so the weights
+ * the updates saw are the checkpoint's to ~1e-12; the replay file is read back into a
+ * proportional buffer with α = 1, where each slot's priority is its probability × Σ p. Every slot
+ * holds either the insertion priority (never sampled) or |δ| + ε worked out here from the
+ * checkpoint's weights (vx_loss_dqn on each transition); dozens of slots must hold the latter. */
+static void test_learn_writes_back_priorities(void **state)
+{
+    (void)state;
+    char dir[64], path[384];
+    th_tmpdir(dir, sizeof dir);
+    vx_train_cfg c;
+    vx_err e;
+    tiny_run(&c, dir);
+    vx_dqn_settings *d = vx_train_algo_settings(&c, "dqn");
+    d->learner.n_step = 1;
+    d->learner.adam.lr = 1e-12;
+    d->replay_kind = VX_REPLAY_PROPORTIONAL;
+    d->replay_alpha = 1;
+    c.eval_every = 100;
+    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){1}, NULL, &e), VX_ERR_STOPPED);
+    /* the learner, with the checkpoint's online and target weights */
+    vx_qnet_cfg q;
+    vx_dqn_net_cfg(d, &q);
+    vx_dqn dq;
+    assert_int_equal(vx_dqn_create(&d->learner, &q, 1, &dq, &e), VX_OK);
+    snprintf(path, sizeof path, "%s/checkpoint/latest.safetensors", dir);
+    vx_safetensors ck;
+    assert_int_equal(vx_safetensors_read(path, &ck, &e), VX_OK);
+    for (size_t i = 0; i < dq.L.n_tensors; i++) {
+        char name[64], key[96];
+        size_t off;
+        int rows, cols;
+        vx_qnet_tensor(&dq.L, i, name, sizeof name, &off, &rows, &cols);
+        snprintf(key, sizeof key, "online.%s", name);
+        memcpy(dq.online + off, ck_floats(&ck, key), (size_t)rows * cols * sizeof(float));
+        snprintf(key, sizeof key, "target.%s", name);
+        memcpy(dq.target + off, ck_floats(&ck, key), (size_t)rows * cols * sizeof(float));
+    }
+    vx_safetensors_free(&ck);
+    /* the replay file, every slot's transition */
+    snprintf(path, sizeof path, "%s/checkpoint", dir);
+    DIR *dd = opendir(path);
+    assert_non_null(dd);
+    char best[256] = "";
+    for (struct dirent *f; (f = readdir(dd));)
+        if (!strncmp(f->d_name, "replay-", 7) && strcmp(f->d_name, best) > 0)
+            snprintf(best, sizeof best, "%s", f->d_name);
+    closedir(dd);
+    snprintf(path, sizeof path, "%s/checkpoint/%s", dir, best);
+    enum { S = 16 * 40, D = VX_OBS_DIM, BS = 256 };
+    vx_replay_cfg rc;
+    vx_replay_cfg_default(&rc, VX_REPLAY_PROPORTIONAL, (size_t)d->replay_capacity);
+    rc.alpha = 1, rc.eps = d->replay_eps;
+    vx_replay *r;
+    assert_int_equal(vx_replay_create(&rc, NULL, &r, &e), VX_OK);
+    assert_int_equal(vx_replay_load(r, path, &e), VX_OK);
+    assert_int_equal(vx_replay_size(r), S);
+    float *obs = malloc(sizeof(float) * S * D * 2), *nobs = obs + (size_t)S * D, rew[S], w1[S];
+    int32_t act[S * VX_ACTION_BRANCHES];
+    uint8_t te[S], st1[S], seen[S] = {0};
+    float bo[BS * D], bn[BS * D], brw[BS], bw[BS];
+    int32_t ba[BS * VX_ACTION_BRANCHES];
+    uint8_t bte[BS], btr[BS], bst[BS];
+    uint32_t bi[BS], bg[BS];
+    vx_replay_batch b = {bo, bn, ba, brw, bte, btr, bst, bw, bi, bg};
+    int n_seen = 0;
+    for (int it = 0; it < 400 && n_seen < S; it++) {
+        assert_int_equal(vx_replay_sample(r, BS, &b, NULL, &e), VX_OK);
+        for (int k = 0; k < BS; k++) {
+            uint32_t j = bi[k];
+            assert_true(j < S);
+            n_seen += !seen[j];
+            seen[j] = 1;
+            memcpy(obs + (size_t)j * D, bo + k * D, D * sizeof(float));
+            memcpy(nobs + (size_t)j * D, bn + k * D, D * sizeof(float));
+            memcpy(act + j * VX_ACTION_BRANCHES, ba + k * VX_ACTION_BRANCHES,
+                   VX_ACTION_BRANCHES * sizeof(int32_t));
+            rew[j] = brw[k], te[j] = bte[k], st1[j] = bst[k], w1[j] = 1;
+        }
+    }
+    assert_int_equal(n_seen, S);
+    /* |δ| per slot from the checkpoint's networks */
+    vx_qnet_ws ws;
+    assert_int_equal(vx_qnet_ws_create(&dq.L, S, &ws, &e), VX_OK);
+    int O = dq.L.out_dim;
+    float *qs = malloc(sizeof(float) * (size_t)S * O * 4), *qn = qs + (size_t)S * O,
+          *qt = qn + (size_t)S * O, *grad = qt + (size_t)S * O;
+    vx_qnet_forward_ref(&dq.L, dq.online, obs, S, &ws);
+    memcpy(qs, ws.q, sizeof(float) * (size_t)S * O);
+    vx_qnet_forward_ref(&dq.L, dq.online, nobs, S, &ws);
+    memcpy(qn, ws.q, sizeof(float) * (size_t)S * O);
+    vx_qnet_forward_ref(&dq.L, dq.target, nobs, S, &ws);
+    memcpy(qt, ws.q, sizeof(float) * (size_t)S * O);
+    vx_replay_stats rs;
+    assert_int_equal(vx_replay_stats_get(r, &rs, NULL, &e), VX_OK);
+    double insert_p = -1;
+    int updated = 0;
+    for (int j = 0; j < S; j++) {
+        float pr;
+        double gm = pow(d->learner.gamma, st1[j]);
+        vx_loss_dqn(&dq.shape, dq.cfg.loss, (float)dq.cfg.huber_kappa, (float)gm,
+                    qs + (size_t)j * O, qn + (size_t)j * O, qt + (size_t)j * O,
+                    act + j * VX_ACTION_BRANCHES, rew[j], te[j], w1[j], 1.0f, grad + (size_t)j * O,
+                    O, &pr);
+        double p;
+        assert_int_equal(vx_replay_prob(r, (size_t)j, &p, &e), VX_OK);
+        double prio = p * rs.total, want = pr + d->replay_eps;
+        if (fabs(prio - want) <= 1e-4 * want) {
+            updated++;
+        } else { /* never sampled: the one insertion priority */
+            if (insert_p < 0) insert_p = prio;
+            assert_near(prio, insert_p, 1e-6 * insert_p);
+        }
+    }
+    printf("priorities written back: %d of %d slots hold their |δ| + ε, the others %.4g\n", updated,
+           S, insert_p);
+    assert_true(updated >= 50);
+    free(qs), free(obs);
+    vx_qnet_ws_free(&ws);
+    vx_replay_free(r);
+    vx_dqn_free(&dq);
+    th_rmtree(dir);
+}
 
 /* Writes the checkpoint at `path` again with damage `k` (0: none), through the safetensors
  * writer, so its data checksum matches: only the content checks can refuse it. */
@@ -609,9 +1076,14 @@ int main(void)
         cmocka_unit_test(test_update_bootstraps_with_gamma_to_the_m),
         cmocka_unit_test(test_update_by_hand_multi_step_clipped),
         cmocka_unit_test(test_update_by_hand_one_step_unclipped),
+        cmocka_unit_test(test_c51_update_by_hand),
+        cmocka_unit_test(test_act_chunks_weights_and_greedy_q),
         cmocka_unit_test(test_polyak_and_act),
         cmocka_unit_test(test_create_refuses_overflowing_sizes),
         cmocka_unit_test(test_resume_refuses_damaged_checkpoint),
+        cmocka_unit_test(test_collection_keeps_final_obs),
+        cmocka_unit_test(test_overlap_acts_with_previous_weights),
+        cmocka_unit_test(test_learn_writes_back_priorities),
         cmocka_unit_test(test_act_fused_copies),
     };
     return cmocka_run_group_tests_name("dqn", tests, NULL, NULL);
