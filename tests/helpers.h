@@ -7,9 +7,15 @@
 #include <stdint.h>
 #include <setjmp.h>
 #include <cmocka.h>
+#include <math.h>
 #include "vixen/data.h"
 #include "vixen/io.h"
 #include "vixen/util.h"
+
+/* |a − b| <= tol, in double; false for a NaN or an infinity. The tests' one float comparison:
+ * cmocka's assert_float_equal passes a NaN or an infinity (its relative fallback compares
+ * NaN > NaN and inf > inf · FLT_EPSILON, both false) and rounds both sides to float first. */
+#define assert_near(a, b, tol) assert_true(fabs((double)(a) - (double)(b)) <= (tol))
 
 /* A fresh folder under /tmp, removed (with its contents) by th_rmtree. */
 void th_tmpdir(char *buf, size_t n);

@@ -91,7 +91,7 @@ static void test_init_statistics(void **state)
     double lim = sqrt(6.0 / 73), mx = 0;
     for (size_t i = 0; i < 64 * 9; i++) mx = fmax(mx, fabs(p[L.adv2[0].w + i]));
     assert_true(mx <= lim && mx > 0.9 * lim);
-    for (int j = 0; j < 256; j++) assert_float_equal(p[L.trunk[0].b + j], 0, 0);
+    for (int j = 0; j < 256; j++) assert_near(p[L.trunk[0].b + j], 0, 0);
     /* each layer draws from a Philox stream of its own: the value head's and the three branches'
      * first layers have one shape (256 × 64), and drawn from one stream they would start equal,
      * the branches' heads then symmetric. Independent draws: a sample correlation of 16384 pairs
@@ -233,13 +233,13 @@ static void test_grad_clip(void **state)
     (void)state;
     float g[3] = {3, 4, 0};
     assert_true(fabs(vx_grad_clip(g, 3, 10) - 5) < 1e-12);
-    assert_float_equal(g[0], 3, 0);
+    assert_near(g[0], 3, 0);
     assert_true(fabs(vx_grad_clip(g, 3, 1) - 5) < 1e-12);
-    assert_float_equal(g[0], 0.6, 1e-6);
-    assert_float_equal(g[1], 0.8, 1e-6);
+    assert_near(g[0], 0.6, 1e-6);
+    assert_near(g[1], 0.8, 1e-6);
     float h[2] = {1, 1};
     vx_grad_clip(h, 2, 0); /* 0: no clipping */
-    assert_float_equal(h[0], 1, 0);
+    assert_near(h[0], 1, 0);
 }
 
 static void test_adam_three_steps(void **state)
@@ -266,8 +266,8 @@ static void test_adam_three_steps(void **state)
         }
         if (t > 1) want[t - 1][0] = q[0], want[t - 1][1] = q[1];
         vx_adam_step(&a, p, grads[t - 1]);
-        assert_float_equal(p[0], want[t - 1][0], 2e-6);
-        assert_float_equal(p[1], want[t - 1][1], 2e-6);
+        assert_near(p[0], want[t - 1][0], 2e-6);
+        assert_near(p[1], want[t - 1][1], 2e-6);
     }
     /* step 2 by hand for parameter 0: m = 0.9·0.05 − 0.025 = 0.02, v = 0.999·0.00025 +
      * 0.001·0.0625 = 0.00031225; m̂ = 0.02/0.19, v̂ = 0.00031225/0.001999 */
@@ -303,9 +303,9 @@ static void test_adam_weight_decay(void **state)
             q[i] -= lr * (mh / (sqrt(vh) + 1e-8) + wd * q[i]);
         }
         vx_adam_step(&a, p, grads[t - 1]);
-        for (int i = 0; i < 3; i++) assert_float_equal(p[i], q[i], 2e-6);
+        for (int i = 0; i < 3; i++) assert_near(p[i], q[i], 2e-6);
     }
-    assert_float_equal(p[2], 4.0 * pow(1 - lr * wd, 3), 1e-6); /* 4 · 0.995³ = 3.940299 */
+    assert_near(p[2], 4.0 * pow(1 - lr * wd, 3), 1e-6); /* 4 · 0.995³ = 3.940299 */
     vx_adam_free(&a);
 }
 

@@ -12,9 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* |a − b| ≤ tol in double (cmocka's assert_float_equal compares in float) */
-#define assert_near(a, b, tol) assert_true(fabs((double)(a) - (double)(b)) <= (tol))
-
 /* Uniform logits: π_b = 1/n_b, so log π(a) = −log 9 − 2 log 3 whatever the action. */
 static const double LOG_U = -2.1972245773362196 - 2 * 1.0986122886681098;
 

@@ -146,15 +146,15 @@ static void test_ring_wraps_and_contents(void **state)
         assert_true(i < 5);
         seen[i] = 1;
         int k = holds[i];
-        assert_float_equal(x.obs[j * D], k, 0);
-        assert_float_equal(x.next[j * D + 3], k + 0.5, 0);
-        assert_float_equal(x.rew[j], k, 0);
+        assert_near(x.obs[j * D], k, 0);
+        assert_near(x.next[j * D + 3], k + 0.5, 0);
+        assert_near(x.rew[j], k, 0);
         assert_int_equal(x.act[j * 3], k % 9);
         assert_int_equal(x.act[j * 3 + 2], (k / 3) % 3);
         assert_int_equal(x.te[j], k % 7 == 0);
         assert_int_equal(x.tu[j], k % 5 == 0);
         assert_int_equal(x.steps[j], 1);
-        assert_float_equal(x.w[j], 1, 0);
+        assert_near(x.w[j], 1, 0);
         assert_int_equal(x.gen[j], i < 2 ? 2 : 1); /* slots 0 and 1 were written twice */
     }
     for (int i = 0; i < 5; i++) assert_true(seen[i]);
@@ -743,7 +743,7 @@ static void test_load_smaller_and_bad_files(void **state)
         assert_int_equal(sample(full, 500, 0.5, &x.b, &e), VX_OK);
         for (int j = 0; j < 500; j++) {
             assert_true(x.idx[j] < 10);
-            assert_float_equal(x.rew[j], (float)x.idx[j], 0);
+            assert_near(x.rew[j], (float)x.idx[j], 0);
         }
         double sum = 0;
         for (size_t i = 0; i < 64; i++) sum += prob(full, i);
