@@ -149,13 +149,13 @@ static void test_features_known_values(void **state)
     assert_int_equal(vx_features_compute(&s, &f, &e), VX_OK);
     /* bar 390 opens the second session at 09:30 New York time (Wednesday 2024-01-03) */
     const float *x = f.x + (390 - VX_FEATURE_WARMUP) * VX_MARKET_FEATURES;
-    assert_float_equal(x[38], sin(6.283185307179586 * 570 / 1440.0), 1e-6);
-    assert_float_equal(x[39], cos(6.283185307179586 * 570 / 1440.0), 1e-6);
-    assert_float_equal(x[40], sin(6.283185307179586 * 3 / 7.0), 1e-6);
-    assert_float_equal(x[42], 1.0, 0);
-    assert_float_equal(x[43], 1.0, 1e-6);                           /* the whole session left */
+    assert_near(x[38], sin(6.283185307179586 * 570 / 1440.0), 1e-6);
+    assert_near(x[39], cos(6.283185307179586 * 570 / 1440.0), 1e-6);
+    assert_near(x[40], sin(6.283185307179586 * 3 / 7.0), 1e-6);
+    assert_near(x[42], 1.0, 0);
+    assert_near(x[43], 1.0, 1e-6);                                  /* the whole session left */
     x = f.x + (390 + 389 - VX_FEATURE_WARMUP) * VX_MARKET_FEATURES; /* 15:59 */
-    assert_float_equal(x[43], 1.0 / 390, 1e-6);
+    assert_near(x[43], 1.0 / 390, 1e-6);
     /* the session VWAP resets: at the first bar of a session the close sits near it */
     x = f.x + (390 - VX_FEATURE_WARMUP) * VX_MARKET_FEATURES;
     double tp = (s.high[390] + s.low[390] + s.close[390]) / 3;
@@ -166,7 +166,7 @@ static void test_features_known_values(void **state)
         double hh = 0;
         for (size_t k = t - 13; k <= t; k++) hh = fmax(hh, s.high[k]);
         if (s.close[t] == hh) {
-            assert_float_equal(f.x[(t - VX_FEATURE_WARMUP) * VX_MARKET_FEATURES + 21], 1.0, 1e-6);
+            assert_near(f.x[(t - VX_FEATURE_WARMUP) * VX_MARKET_FEATURES + 21], 1.0, 1e-6);
             seen = 1;
         }
     }

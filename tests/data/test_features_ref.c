@@ -671,6 +671,87 @@ static void test_features_by_hand_alternating(void **state)
     vx_series_free(&s);
 }
 
+/* A flat market: O = H = L = C = 1000 and constant volume for 300 bars. Every feature goes
+ * through its degenerate branch, each worked out here: all returns 0; no range, so TR = ATR = 0
+ * and the ATR divisor is its floor 1e-9 · C; r² = 0, so the volatilities sit on their floors,
+ * ln(1e-7 / 1e-6) = ln 0.1 for rv, Parkinson and Garman–Klass, and atr_14 = ln(1e-9 / 1e-6) →
+ * −5; range = 0/ATR − 1 = −1; no gains or losses (RSI 0), MACD 0; the 14-, 60- and 240-bar
+ * ranges are empty (positions 0), CCI's mean deviation is 0 (0), no directional movement (ADX 0:
+ * −1, DI 0); SD₂₀ = 0: %b 0, and the width ln(max(SD, 1e-9 C) / ATR) = ln(1e-9 C / 1e-9 C) = 0
+ * (with an ATR floor of 1e-9 instead of 1e-9 · C it would be ln 1000 → 5); every distance 0;
+ * volume z-scores 0 (SD 0); no minute seen before (0); every bar has C = O: imbalance 0. */
+static void test_features_by_hand_flat(void **state)
+{
+    (void)state;
+    vx_series s = {0};
+    for (size_t t = 0; t < 300; t++) push_bar(&s, t, 1000, 1000, 1000, 1000, 1000);
+    vx_features f;
+    vx_err e;
+    assert_int_equal(vx_features_compute(&s, &f, &e), VX_OK);
+    for (size_t t = 240; t < 300; t += 59) {
+        for (int k = 0; k < 10; k++) expect(&f, t, k, 0, "ret_h: no change");
+        expect(&f, t, 10, log(0.1), "rv_20 = ln(1e-7 / 1e-6), both floored");
+        expect(&f, t, 11, log(0.1), "parkinson_20 = ln(1e-7 / 1e-6), both floored");
+        expect(&f, t, 12, log(0.1), "garman_klass_20 = ln(1e-7 / 1e-6), both floored");
+        expect(&f, t, 13, -5, "atr_14 = ln(1e-9 / 1e-6), clipped");
+        for (int k = 14; k <= 16; k++) expect(&f, t, k, 0, "candle: no body, no wicks");
+        expect(&f, t, 17, -1, "range = 0/ATR − 1");
+        expect(&f, t, 18, 0, "rsi_14: no gains, no losses");
+        expect(&f, t, 19, 0, "macd: every EMA equals C");
+        expect(&f, t, 20, 0, "macd_hist: every EMA equals C");
+        expect(&f, t, 21, 0, "stoch_14: an empty range is position 0");
+        expect(&f, t, 22, 0, "cci_20: no mean deviation");
+        expect(&f, t, 23, -1, "adx_14: no directional movement, ADX 0");
+        expect(&f, t, 24, 0, "di_diff_14: no directional movement");
+        expect(&f, t, 25, 0, "bollinger_b: no band");
+        expect(&f, t, 26, 0, "bollinger_width = ln(1e-9 C / (1e-9 C))");
+        for (int k = 27; k <= 30; k++) expect(&f, t, k, 0, "distances: C equals every average");
+        expect(&f, t, 31, 0, "range_pos_60: an empty range is position 0");
+        expect(&f, t, 32, 0, "range_pos_240: an empty range is position 0");
+        expect(&f, t, 33, 0, "volume_z_20: constant volume");
+        expect(&f, t, 34, 0, "log_volume_z_240: constant volume");
+        expect(&f, t, 35, 0, "volume_vs_minute: no minute seen before");
+        expect(&f, t, 36, 0, "imbalance_20: C = O, no side");
+        expect(&f, t, 37, 0, "imbalance_60: C = O, no side");
+        expect(&f, t, 44, 0, "ema_slope_20: EMA constant");
+    }
+    vx_features_free(&f);
+    vx_series_free(&s);
+}
+
+/* Timestamps before 1970 are negative: the New York clock must floor them, not truncate toward
+ * zero. Bars one minute apart from Wednesday 1969-12-31 04:59:59.5 EST (09:59:59.5 UTC, −50400.5
+ * s): bar k is half a second before minute 300 + k of the day, so it lies in minute 299 + k. Bar
+ * 270 is 09:29:59.5 — minute 569, before the open (session −1) — and bar 271 is 09:30:59.5,
+ * minute 570 (session +1, the whole session left); truncating gives 09:30:00, already open. The
+ * weekday is Wednesday (3): the local day number −1 must floor too, or the minute of the day comes
+ * out negative. */
+static void test_features_clock_before_1970(void **state)
+{
+    (void)state;
+    vx_series s = {0};
+    vx_err e;
+    for (size_t t = 0; t < 300; t++) {
+        int64_t ts = (-86400LL + 10 * 3600 + 60 * (int64_t)t) * 1000000000LL - 500000000LL;
+        double c = 1000 + (double)(t % 7);
+        assert_int_equal(vx_series_push(&s, ts, c, c + 1, c - 1, c, 1000, &e), VX_OK);
+    }
+    vx_features f;
+    assert_int_equal(vx_features_compute(&s, &f, &e), VX_OK);
+    const double two_pi = 2 * acos(-1.0);
+    expect(&f, 270, 38, sin(two_pi * 569 / 1440), "tod_sin at 09:29:59.5 EST");
+    expect(&f, 270, 39, cos(two_pi * 569 / 1440), "tod_cos at 09:29:59.5 EST");
+    expect(&f, 270, 40, sin(two_pi * 3 / 7), "dow_sin, Wednesday");
+    expect(&f, 270, 41, cos(two_pi * 3 / 7), "dow_cos, Wednesday");
+    expect(&f, 270, 42, -1, "session: 09:29 is before the open");
+    expect(&f, 270, 43, 0, "session_left outside regular hours");
+    expect(&f, 271, 38, sin(two_pi * 570 / 1440), "tod_sin at 09:30:59.5 EST");
+    expect(&f, 271, 42, 1, "session: 09:30 is the open");
+    expect(&f, 271, 43, 1, "session_left: the whole session");
+    vx_features_free(&f);
+    vx_series_free(&s);
+}
+
 int run_feature_ref_tests(void)
 {
     const struct CMUnitTest tests[] = {
@@ -679,6 +760,8 @@ int run_feature_ref_tests(void)
         cmocka_unit_test(test_features_by_hand_geometric_ramp),
         cmocka_unit_test(test_features_by_hand_linear_ramp),
         cmocka_unit_test(test_features_by_hand_alternating),
+        cmocka_unit_test(test_features_by_hand_flat),
+        cmocka_unit_test(test_features_clock_before_1970),
     };
     return cmocka_run_group_tests_name("data_features_ref", tests, NULL, NULL);
 }

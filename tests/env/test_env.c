@@ -120,12 +120,12 @@ static void test_accounting_one_episode(void **state)
     assert_int_equal(s->pos, 4);
     assert_true(fabs(s->cash - cash) < 1e-9 && fabs(s->equity - eq) < 1e-9);
     assert_memory_equal(obs, t.f + (r0 + 1) * VX_MARKET_FEATURES, VX_MARKET_FEATURES * 4);
-    assert_float_equal(obs[45], 1.0, 0);
-    assert_float_equal(obs[46], 4 * (c1 - (o1 + 0.25)) * 50 / unit, 1e-6);
-    assert_float_equal(obs[47], 1.0 / 5, 1e-7);
-    assert_float_equal(obs[48], -8 / unit, 1e-6);
-    assert_float_equal(obs[49], 0.0, 0);
-    assert_float_equal(obs[50], 0.5, 0);
+    assert_near(obs[45], 1.0, 0);
+    assert_near(obs[46], 4 * (c1 - (o1 + 0.25)) * 50 / unit, 1e-6);
+    assert_near(obs[47], 1.0 / 5, 1e-7);
+    assert_near(obs[48], -8 / unit, 1e-6);
+    assert_near(obs[49], 0.0, 0);
+    assert_near(obs[50], 0.5, 0);
     assert_false(te || tr);
     /* 2: flatten with a sell limit one tick above the open; the bar trades through it */
     step1(env, 4, VX_ORDER_LIMIT, 2, obs, &rew, &te, &tr, fin);
@@ -136,9 +136,9 @@ static void test_accounting_one_episode(void **state)
     sum_r += rew;
     assert_int_equal(s->pos, 0);
     assert_true(fabs(s->realised - (4 * (o2 - o1) * 50 - 16)) < 1e-9);
-    assert_float_equal(obs[45], 0.0, 0);
-    assert_float_equal(obs[47], 0.0, 0);
-    assert_float_equal(obs[50], -0.5, 0);
+    assert_near(obs[45], 0.0, 0);
+    assert_near(obs[47], 0.0, 0);
+    assert_near(obs[50], -0.5, 0);
     /* 3: toward −4 by VWAP at low urgency: one contract at the typical price − half a tick */
     step1(env, 0, VX_ORDER_VWAP, 0, obs, &rew, &te, &tr, fin);
     int64_t r3 = r0 + 3;
@@ -163,13 +163,13 @@ static void test_accounting_one_episode(void **state)
     assert_true(fabs(sum_r * 100 - final_eq) < 1e-3); /* rewards telescope to the equity */
     /* final_obs is the last state: row r0+5, short one; obs is the new episode's first */
     assert_memory_equal(fin, t.f + (r0 + 5) * VX_MARKET_FEATURES, VX_MARKET_FEATURES * 4);
-    assert_float_equal(fin[45], -0.25, 0);
-    assert_float_equal(fin[47], 3.0 / 5, 1e-7);
+    assert_near(fin[45], -0.25, 0);
+    assert_near(fin[47], 3.0 / 5, 1e-7);
     assert_int_equal(s->episode, episode + 1);
     assert_int_equal(s->pos, 0);
     assert_int_equal(s->steps, 0);
     assert_memory_equal(obs, t.f + s->row * VX_MARKET_FEATURES, VX_MARKET_FEATURES * 4);
-    for (int k = 45; k < 51; k++) assert_float_equal(obs[k], 0.0, 0);
+    for (int k = 45; k < 51; k++) assert_near(obs[k], 0.0, 0);
     vx_env_free(env);
     tiny_free(&t);
 }
@@ -195,8 +195,8 @@ static void test_limit_not_filled_and_stop_out(void **state)
     step1(env, 8, VX_ORDER_MARKET, 2, obs, &rew, &te, &tr, fin);
     assert_int_equal(te, 1);
     assert_int_equal(tr, 0);
-    assert_float_equal(fin[49], 1.0, 0); /* drawdown at (beyond) the limit */
-    assert_float_equal(fin[45], 1.0, 0);
+    assert_near(fin[49], 1.0, 0); /* drawdown at (beyond) the limit */
+    assert_near(fin[45], 1.0, 0);
     assert_int_equal(s->pos, 0);
     assert_int_equal(s->steps, 0);
     vx_env_free(env);
@@ -206,10 +206,218 @@ static void test_limit_not_filled_and_stop_out(void **state)
     s = vx_env_states(env);
     step1(env, 8, VX_ORDER_LIMIT, 2, obs, &rew, &te, &tr, fin);
     assert_int_equal(s->pos, 0);
-    assert_float_equal(rew, 0.0, 0);
+    assert_near(rew, 0.0, 0);
     assert_int_equal(s->last_change, 0);
     vx_env_free(env);
     tiny_free(&t);
+}
+
+/* Adding to a position, flipping it and closing it, on the rising tiny market from row 0
+ * (open 100 + t, close open + 1), at market with full urgency, $2 commission, 1 tick slippage.
+ * Worked by hand:
+ *   1: buy 2 at 101.25                     pos  2, entry 101.25
+ *   2: buy 2 at 102.25                     pos  4, entry (2·101.25 + 2·102.25)/4 = 101.75
+ *   3: sell 6 at 102.75 (flip to −2)       closes 4: +4·1.00·50 = 200; pos −2, entry 102.75;
+ *                                          time in position restarts (the side changed)
+ *   4: buy 2 at 104.25 (flat)              closes 2: −2·1.50·50 = −150
+ * Commissions 2·(2 + 2 + 6 + 2) = 24, so realised = 200 − 150 − 24 = 26 = the final cash. An entry
+ * price that forgot the first lot, a flip that realised all 6 contracts, kept the old entry, or
+ * kept counting time in position across the flip each fail here. */
+static void test_add_flip_and_close(void **state)
+{
+    (void)state;
+    tiny t;
+    tiny_make(&t, 12, 0);
+    vx_env_cfg c;
+    cfg_tiny(&c);
+    vx_env *env;
+    vx_err e;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_OK);
+    assert_int_equal(vx_env_reset_to(env, 0, 0, 5, &e), VX_OK);
+    const vx_env_state *s = vx_env_states(env);
+    float obs[VX_OBS_DIM], fin[VX_OBS_DIM], rew;
+    uint8_t te, tr;
+    const double unit = 100 * sqrt(5.0); /* the PnL observations' unit */
+    double sum_r = 0;
+    step1(env, 6, VX_ORDER_MARKET, 2, obs, &rew, &te, &tr, fin);
+    sum_r += rew;
+    assert_int_equal(s->pos, 2);
+    assert_true(s->avg_entry == 101.25);
+    step1(env, 8, VX_ORDER_MARKET, 2, obs, &rew, &te, &tr, fin);
+    sum_r += rew;
+    assert_int_equal(s->pos, 4);
+    assert_true(s->avg_entry == 101.75);
+    assert_true(fabs(s->realised - -8) < 1e-9); /* commissions only: nothing closed yet */
+    assert_near(obs[46], 4 * (103 - 101.75) * 50 / unit, 1e-6); /* close 103 */
+    assert_near(obs[47], 2.0 / 5, 1e-7); /* adding keeps the time in position */
+    step1(env, 2, VX_ORDER_MARKET, 2, obs, &rew, &te, &tr, fin);
+    sum_r += rew;
+    assert_int_equal(s->pos, -2);
+    assert_int_equal(s->last_change, -6);
+    assert_true(s->avg_entry == 102.75);
+    assert_true(fabs(s->realised - (200 - 20)) < 1e-9);
+    assert_int_equal(s->time_in_pos, 1);
+    assert_near(obs[46], -2 * (104 - 102.75) * 50 / unit, 1e-6); /* close 104 */
+    assert_near(obs[47], 1.0 / 5, 1e-7);
+    assert_near(obs[48], 180 / unit, 1e-6);
+    step1(env, 4, VX_ORDER_MARKET, 2, obs, &rew, &te, &tr, fin);
+    sum_r += rew;
+    assert_int_equal(s->pos, 0);
+    assert_true(fabs(s->realised - 26) < 1e-9);
+    assert_true(fabs(s->cash - 26) < 1e-9 && fabs(s->equity - 26) < 1e-9);
+    assert_near(obs[46], 0.0, 0);
+    assert_near(obs[48], 26 / unit, 1e-6);
+    assert_true(fabs(sum_r * 100 - 26) < 1e-3); /* the rewards telescope to the equity */
+    assert_false(te || tr);
+    vx_env_free(env);
+    tiny_free(&t);
+}
+
+/* The PnL observations are clipped to ±5 on both sides. A reward scale of 1 makes their unit
+ * sqrt(5) ≈ 2.24 $: on the falling market (open 200 − 3t, close open − 2) four contracts bought at
+ * open + 0.25 are 4·(−2.25)·50 = −450 $ under water (−201 units → −5) with −8 $ realised (−3.58,
+ * inside the clip); sold the next bar at its open − 0.25 they realise 4·(−3.5)·50 − 16 = −716 $
+ * (→ −5). On the rising market the same purchase is 4·0.75·50 = +150 $ ahead (→ +5). */
+static void test_pnl_observations_clipped(void **state)
+{
+    (void)state;
+    for (int down = 1; down >= 0; down--) {
+        tiny t;
+        tiny_make(&t, 12, down);
+        vx_env_cfg c;
+        cfg_tiny(&c);
+        c.reward_scale = 1;
+        vx_env *env;
+        vx_err e;
+        assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_OK);
+        assert_int_equal(vx_env_reset_to(env, 0, 0, 5, &e), VX_OK);
+        float obs[VX_OBS_DIM], rew;
+        uint8_t te, tr;
+        const double unit = sqrt(5.0);
+        step1(env, 8, VX_ORDER_MARKET, 2, obs, &rew, &te, &tr, NULL);
+        assert_near(obs[46], down ? -5.0 : 5.0, 0);
+        assert_near(obs[48], -8 / unit, 1e-6);
+        if (down) {
+            step1(env, 4, VX_ORDER_MARKET, 2, obs, &rew, &te, &tr, NULL);
+            assert_true(fabs(vx_env_states(env)->realised - -716) < 1e-9);
+            assert_near(obs[48], -5.0, 0);
+            assert_near(obs[46], 0.0, 0);
+        }
+        vx_env_free(env);
+        tiny_free(&t);
+    }
+}
+
+/* The stop-out fires when the drawdown reaches the limit, and wins over the truncation of the same
+ * step. On the falling market one contract bought at open + 0.25 and marked at the close (open −
+ * 2) with $2 commission leaves equity −2.25·50 − 2 = −114.5 $ (exact in binary) below a peak of 0.
+ * With a one-step episode and a limit of exactly 114.5 the step is terminated, not truncated; a
+ * limit 1/64 $ higher lets the episode run out instead. */
+static void test_stop_out_at_the_limit(void **state)
+{
+    (void)state;
+    tiny t;
+    tiny_make(&t, 12, 1);
+    vx_env_cfg c;
+    cfg_tiny(&c);
+    for (int above = 0; above <= 1; above++) {
+        c.drawdown_limit = 114.5 + (above ? 1.0 / 64 : 0);
+        vx_env *env;
+        vx_err e;
+        assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_OK);
+        assert_int_equal(vx_env_reset_to(env, 0, 0, 1, &e), VX_OK);
+        float obs[VX_OBS_DIM], fin[VX_OBS_DIM], rew;
+        uint8_t te, tr;
+        step1(env, 5, VX_ORDER_MARKET, 2, obs, &rew, &te, &tr, fin);
+        assert_near(rew, -114.5 / 100, 1e-7);
+        assert_int_equal(te, !above);
+        assert_int_equal(tr, above);
+        assert_near(fin[49], above ? 114.5 / c.drawdown_limit : 1.0, 1e-7);
+        vx_env_free(env);
+    }
+    tiny_free(&t);
+}
+
+/* Episode starts are uniform over the rows that leave a whole episode inside the split: with 12
+ * rows and episodes of 5 steps, rows 0..6 (the last start ends on row 11, the split's last). 16
+ * environments stepped 60 times start 16 · 13 = 208 episodes; under uniform draws a given row is
+ * missed with probability (6/7)^208 ≈ 1e-14 and a row 7 (one past the range) would be drawn with
+ * probability 1 − (7/8)^208 > 0.999999999999. So every row of 0..6 must appear and no other. */
+static void test_episode_starts_cover_the_split(void **state)
+{
+    (void)state;
+    tiny t;
+    tiny_make(&t, 12, 0);
+    vx_env_cfg c;
+    cfg_tiny(&c);
+    enum { N = 16, STEPS = 60 };
+    vx_env *env;
+    vx_err e;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, N, NULL, &env, &e), VX_OK);
+    const vx_env_params *p = vx_env_params_get(env);
+    assert_int_equal(p->row_lo, 0);
+    assert_int_equal(p->row_hi, 12);
+    int seen[12] = {0}, starts = 0;
+    const vx_env_state *s = vx_env_states(env);
+    for (int i = 0; i < N; i++) seen[s[i].row]++, starts++;
+    int32_t a[N * VX_ACTION_BRANCHES];
+    for (int i = 0; i < N * VX_ACTION_BRANCHES; i++) a[i] = i % 3 == 0 ? 4 : 0; /* stay flat */
+    float *obs = malloc(N * VX_OBS_DIM * sizeof *obs), rew[N];
+    uint8_t te[N], tr[N];
+    for (int k = 0; k < STEPS; k++) {
+        assert_int_equal(vx_env_step(env, a, obs, rew, te, tr, NULL, NULL, &e), VX_OK);
+        for (int i = 0; i < N; i++)
+            if (tr[i]) {
+                assert_true(s[i].row >= 0 && s[i].row < 12);
+                seen[s[i].row]++, starts++;
+            }
+    }
+    assert_int_equal(starts, N * (1 + STEPS / 5));
+    for (int r = 0; r < 12; r++)
+        if ((r <= 6) != (seen[r] > 0)) fail_msg("row %d started %d episodes", r, seen[r]);
+    free(obs);
+    vx_env_free(env);
+    tiny_free(&t);
+}
+
+/* The vol-scaled reward's units at every row, against the EWMA recomputed here: for a market whose
+ * rows start after some bars (first_bar 2: row 0 is bar 2, the average already running) and one
+ * whose rows start at bar 0 (row 0 has no change before it: the floor). The closes stay flat for
+ * the first bars, where σ̂ = 0 and the quarter-tick floor (50 · 4 · 0.0625 = 12.5 $) holds. Out is
+ * filled with NaN first, so a row left unwritten fails. A flat market's reward scale falls back to
+ * 1 (not 0, which would divide every reward by zero). */
+static void test_reward_units_every_row(void **state)
+{
+    (void)state;
+    enum { NB = 12 };
+    double close[NB] = {100, 100, 100, 100, 102, 101, 101.5, 99, 99, 103, 104, 100};
+    vx_env_cfg c;
+    vx_env_cfg_default(&c);
+    for (size_t first = 0; first <= 2; first += 2) {
+        vx_market m;
+        memset(&m, 0, sizeof m);
+        m.close = close, m.n_bars = NB, m.first_bar = first, m.rows = NB - first;
+        double out[NB], want[NB], var = 0;
+        for (int b = 0; b < NB; b++) out[b] = NAN;
+        want[0] = 12.5;
+        for (int b = 1; b < NB; b++) {
+            double d = close[b] - close[b - 1];
+            var = b == 1 ? d * d : 0.99 * var + 0.01 * d * d;
+            want[b] = 50 * 4 * fmax(sqrt(var), 0.0625);
+        }
+        assert_true(want[3] == 12.5 && want[4] > 12.5); /* the floor holds, then lets go */
+        vx_env_reward_units(&m, &c, out);
+        for (size_t r = 0; r < m.rows; r++)
+            if (!(fabs(out[r] - want[first + r]) <= 1e-12 * want[first + r]))
+                fail_msg("first_bar %zu, row %zu: %.17g, want %.17g", first, r, out[r],
+                         want[first + r]);
+    }
+    double flat[NB];
+    for (int b = 0; b < NB; b++) flat[b] = 4000.25;
+    vx_market fm;
+    memset(&fm, 0, sizeof fm);
+    fm.close = flat, fm.n_bars = NB, fm.rows = NB;
+    assert_true(vx_env_reward_scale(&fm, 0, NB, 50, 4) == 1.0);
 }
 
 static void run_random(const vx_market *m, uint64_t seed, vx_split split, size_t n, size_t steps,
@@ -335,7 +543,22 @@ static void test_splits_by_time(void **state)
         prev_test_hi = thi, prev_train_hi = rhi;
     }
     assert_int_equal(prev_test_hi, R); /* the last block ends the market */
-    c.fold = 0;                        /* 0: the last fold */
+    /* five folds: T = 3438 leaves 3 over 5, so block k must start at R − T + ⌊(k − 1) T/5⌋ (where
+     * block k − 1 ended), not at R − T + (k − 1) ⌊T/5⌋, which falls behind from block 3 on
+     * ((k − 1) · 3 ≥ 5) and would overlap the blocks */
+    assert_int_equal(T % 5, 3);
+    c.folds = 5;
+    prev_test_hi = R - T;
+    for (int k = 1; k <= 5; k++) {
+        c.fold = k;
+        vx_env_split_rows(&m, &c, VX_SPLIT_TEST, &lo, &hi);
+        assert_int_equal(lo, prev_test_hi);
+        assert_int_equal(hi, R - T + k * T / 5);
+        prev_test_hi = hi;
+    }
+    assert_int_equal(prev_test_hi, R);
+    c.folds = 3;
+    c.fold = 0; /* 0: the last fold */
     vx_env_split_rows(&m, &c, VX_SPLIT_TEST, &lo, &hi);
     assert_int_equal(hi, R);
     assert_int_equal(lo, R - T + 2 * T / 3);
@@ -346,6 +569,19 @@ static void test_splits_by_time(void **state)
     assert_non_null(strstr(e.msg, "validation split"));
     c.val_fraction = 0.6, c.test_fraction = 0.5;
     assert_int_equal(vx_env_check_splits(&m, &c, 2, &e), VX_ERR_ARG);
+    /* a fold past the last is refused, not read as another block */
+    vx_env_cfg_default(&c);
+    c.folds = 3, c.fold = 4;
+    assert_int_equal(vx_env_check_splits(&m, &c, 2, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "fold"));
+    /* a gap so wide that the validation split would start before row 0: it starts at row 0 (a
+     * negative row would index before the market) and holds only the rows there are */
+    vx_env_cfg_default(&c);
+    T = (int64_t)floor(0.15 * R);       /* = V */
+    c.gap = (int32_t)(R - 2 * T) + 100; /* val_hi = R − T − gap = T − 100 < V = T */
+    vx_env_split_rows(&m, &c, VX_SPLIT_VAL, &lo, &hi);
+    assert_int_equal(hi, T - 100);
+    assert_int_equal(lo, 0);
     vx_market_close(&m);
 }
 
@@ -372,6 +608,22 @@ static void test_reset_to_a_short_episode(void **state)
     }
     assert_int_equal(vx_env_reset_to(env, 0, 2, c.episode_len + 1, &e), VX_ERR_ARG);
     assert_int_equal(vx_env_reset_to(env, 0, 2, 0, &e), VX_ERR_ARG);
+    /* the episode's last bar must be inside the split: 12 rows, 3 steps from row 8 end on row
+     * 11, the split's last; from row 9 they would read row 12, past it */
+    const vx_env_params *p = vx_env_params_get(env);
+    assert_int_equal(p->row_hi, 12);
+    assert_int_equal(vx_env_reset_to(env, 0, p->row_hi - 1 - 3, 3, &e), VX_OK);
+    assert_int_equal(vx_env_reset_to(env, 0, p->row_hi - 1 - 3 + 1, 3, &e), VX_ERR_ARG);
+    vx_env_free(env);
+    /* a split that does not start at row 0 (the test half of 20 rows: 10..19): its first row is
+     * the earliest start, the row before it belongs to the training split */
+    tiny_free(&t);
+    tiny_make(&t, 20, 0);
+    c.test_fraction = 0.5;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TEST, 1, NULL, &env, &e), VX_OK);
+    assert_int_equal(vx_env_params_get(env)->row_lo, 10);
+    assert_int_equal(vx_env_reset_to(env, 0, 10, 3, &e), VX_OK);
+    assert_int_equal(vx_env_reset_to(env, 0, 9, 3, &e), VX_ERR_ARG);
     vx_env_free(env);
     tiny_free(&t);
 }
@@ -449,6 +701,27 @@ static void test_bad_arguments(void **state)
     assert_non_null(strstr(e.msg, "fewer than one episode"));
     cfg_tiny(&c);
     c.max_contracts = 0;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_ERR_ARG);
+    /* the split must hold one episode + 2 rows: 12 rows take episodes of 10, not 11 */
+    cfg_tiny(&c);
+    c.episode_len = 10;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_OK);
+    vx_env_free(env);
+    c.episode_len = 11;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "fewer than one episode"));
+    /* the reward scale needs two training rows (one price change), whatever split is stepped:
+     * a test fraction of 0.92 leaves row 0 alone to train on, and 11 test rows */
+    cfg_tiny(&c);
+    c.test_fraction = 0.92;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TEST, 1, NULL, &env, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "train split has 1 rows"));
+    /* costs may be zero (a frictionless market), not negative */
+    cfg_tiny(&c);
+    c.commission = 0, c.slippage_ticks = 0;
+    assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_OK);
+    vx_env_free(env);
+    c.commission = -1;
     assert_int_equal(vx_env_create(&c, &t.m, VX_SPLIT_TRAIN, 1, NULL, &env, &e), VX_ERR_ARG);
     tiny_free(&t);
 }
@@ -662,9 +935,9 @@ static void test_states_checked(void **state)
     assert_true(ends > n);
     vx_env_state *s = malloc(n * sizeof *s), *keep = malloc(n * sizeof *s);
     assert_int_equal(vx_env_get_states(env, keep, &e), VX_OK);
-    const char *field[] = {"row",  "row",       "row",         "steps",       "steps",
-                           "pos",  "pos",       "last_change", "time_in_pos", "episode",
-                           "cash", "avg_entry", "realised",    "equity",      "peak"};
+    const char *field[] = {
+        "row",         "row",     "row",  "steps",     "steps",    "pos",    "pos",  "last_change",
+        "time_in_pos", "episode", "cash", "avg_entry", "realised", "equity", "peak", "peak"};
     const size_t N_CASES = sizeof field / sizeof *field;
     for (size_t k = 0; k < N_CASES; k++) {
         memcpy(s, keep, n * sizeof *s);
@@ -685,6 +958,8 @@ static void test_states_checked(void **state)
         case 12: x->realised = -INFINITY; break;
         case 13: x->equity = NAN; break;
         case 14: x->peak = x->equity - 1; break;
+        /* at or above the equity, but below 0: the peak starts each episode at 0 */
+        case 15: x->equity = -2, x->peak = -1; break;
         }
         vx_err_clear(&e);
         assert_int_equal(vx_env_check_states(env, s, n, "ck.safetensors", "env.state", &e),
@@ -710,6 +985,11 @@ int main(void)
         cmocka_unit_test(test_order_sizing_and_fills),
         cmocka_unit_test(test_accounting_one_episode),
         cmocka_unit_test(test_limit_not_filled_and_stop_out),
+        cmocka_unit_test(test_add_flip_and_close),
+        cmocka_unit_test(test_pnl_observations_clipped),
+        cmocka_unit_test(test_stop_out_at_the_limit),
+        cmocka_unit_test(test_episode_starts_cover_the_split),
+        cmocka_unit_test(test_reward_units_every_row),
         cmocka_unit_test(test_determinism_and_splits),
         cmocka_unit_test(test_splits_by_time),
         cmocka_unit_test(test_reset_to_a_short_episode),
