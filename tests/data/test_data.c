@@ -36,6 +36,7 @@ static void test_csv_basic_and_extra_columns(void **state)
     vx_err e;
     const char *csv = "Date,Open,High,Low,Close,Adj Close,Volume\n"
                       "2024-01-02,4000.25,4010,3990.5,4005,4005,1200\n"
+                      "   \n" /* a line of spaces is skipped like an empty one */
                       "2024-01-03,4005,4020,4001,4019.75,4019.75,0\n";
     assert_int_equal(parse(csv, &s, &e), VX_OK);
     assert_int_equal(s.n, 2);
@@ -45,6 +46,40 @@ static void test_csv_basic_and_extra_columns(void **state)
     assert_true(s.close[1] == 4019.75 && s.volume[0] == 1200 && s.volume[1] == 0);
     assert_int_equal(s.interval_ns, 86400000000000ll);
     vx_series_free(&s);
+    /* the caller's instrument name labels the series */
+    vx_load_opts o = {.instrument = "ES"};
+    memset(&s, 0, sizeof s);
+    assert_int_equal(vx_csv_parse("t.csv", csv, strlen(csv), &o, &s, &e), VX_OK);
+    assert_string_equal(s.instrument, "ES");
+    vx_series_free(&s);
+}
+
+/* Rows much shorter than the header make the reader's first guess of the row count too small,
+ * so the series grows while reading: every bar read before a growth must survive it. */
+static void test_csv_series_grows_without_losing_bars(void **state)
+{
+    (void)state;
+    enum { ROWS = 3000 };
+    size_t cap = 128 + (size_t)ROWS * 32;
+    char *text = malloc(cap), *w = text;
+    assert_non_null(text);
+    w += sprintf(w, "timestamp,open,high,low,close,volume,a_long_ignored_column_name_that_"
+                    "makes_the_header_far_longer_than_any_row\n");
+    for (int i = 0; i < ROWS; i++)
+        w += sprintf(w, "%d,%d,%d,1,%d,1\n", 1000000000 + 60 * i, 2 + i % 7, 9, 2 + i % 5);
+    vx_series s;
+    vx_err e;
+    memset(&s, 0, sizeof s);
+    assert_int_equal(vx_csv_parse("t.csv", text, (size_t)(w - text), NULL, &s, &e), VX_OK);
+    /* csv.c's first guess is bytes / header length + 16: about 800 of the 3000 rows here */
+    assert_true((size_t)(w - text) / 100 + 16 < ROWS / 2);
+    assert_int_equal(s.n, ROWS);
+    for (int i = 0; i < ROWS; i++) {
+        assert_int_equal(s.ts[i], (1000000000ll + 60 * i) * 1000000000ll);
+        assert_true(s.open[i] == 2 + i % 7 && s.close[i] == 2 + i % 5 && s.high[i] == 9);
+    }
+    vx_series_free(&s);
+    free(text);
 }
 
 static void test_csv_timestamp_formats(void **state)
@@ -70,6 +105,21 @@ static void test_csv_timestamp_formats(void **state)
         {"timestamp,open,high,low,close,volume\n1709285400123,1,2,1,2,5\n", 1709285400123000000ll},
         {"timestamp,open,high,low,close,volume\n1709285400123456789,1,2,1,2,5\n",
          1709285400123456789ll},
+        /* microseconds: below 1e17, at or above 1e14 */
+        {"timestamp,open,high,low,close,volume\n1709285400123456,1,2,1,2,5\n",
+         1709285400123456000ll},
+        /* before 1970: negative epoch seconds, and milliseconds picked by magnitude */
+        {"timestamp,open,high,low,close,volume\n-86400,1,2,1,2,5\n", -86400000000000ll},
+        {"timestamp,open,high,low,close,volume\n-100000000000,1,2,1,2,5\n", -100000000000000000ll},
+        /* exactly 1e11 is milliseconds (seconds stop below it): 1973-03-03T09:46:40Z */
+        {"timestamp,open,high,low,close,volume\n100000000000,1,2,1,2,5\n", 100000000000000000ll},
+        /* a full timestamp column wins over a date column beside it */
+        {"date,timestamp,open,high,low,close,volume\n2024-03-01,2024-03-01 09:30,1,2,1,2,5\n",
+         ns(2024, 3, 1, 9, 30, 0)},
+        /* the separator is the one the header holds most of: one stray tab in a comma header
+         * (a free-text column) does not make it tab-separated */
+        {"timestamp,open,high,low,close,volume,note\tx\n2024-03-01 09:30,1,2,1,2,5,a\tb\n",
+         ns(2024, 3, 1, 9, 30, 0)},
         {"\xEF\xBB\xBF\"Timestamp\",\"OPEN\",\"High\",\"low\",\"Close\",\"VOLUME\"\r\n"
          "\"2024-03-01 09:30:00\",1,2,1,2,5\r\n",
          ns(2024, 3, 1, 9, 30, 0)},
@@ -83,6 +133,14 @@ static void test_csv_timestamp_formats(void **state)
         assert_int_equal(s.ts[0], cases[i].want0);
         vx_series_free(&s);
     }
+    /* a column named twice ("volume" and its alias "vol"): the first one is the column */
+    vx_series s;
+    vx_err e;
+    assert_int_equal(
+        parse("timestamp,open,high,low,close,volume,vol\n2024-03-01,1,2,1,2,5,-7\n", &s, &e),
+        VX_OK);
+    assert_true(s.volume[0] == 5);
+    vx_series_free(&s);
 }
 
 static void test_datetime_parser(void **state)
@@ -99,6 +157,23 @@ static void test_datetime_parser(void **state)
     assert_int_equal(vx_parse_datetime("2262-04-11", 10, &t), 0);
     assert_int_equal(vx_parse_datetime("1969-12-31T23:59:59Z", 20, &t), 0);
     assert_int_equal(t, -1000000000ll);
+    /* Gregorian leap years: centuries are not, unless divisible by 400 (2000-02-29 is epoch
+     * second 951782400) */
+    assert_int_equal(vx_parse_datetime("1900-02-29", 10, &t), -1);
+    assert_int_equal(vx_parse_datetime("2100-02-29", 10, &t), -1);
+    assert_int_equal(vx_parse_datetime("2000-02-29", 10, &t), 0);
+    assert_int_equal(t, 951782400ll * 1000000000);
+    /* a leap second (:60) is read, folded forward onto the next second: 2017-01-01T00:00:00Z */
+    assert_int_equal(vx_parse_datetime("2016-12-31T23:59:60Z", 20, &t), 0);
+    assert_int_equal(t, 1483228800ll * 1000000000);
+    /* an offset's minutes count as minutes (India, +05:30): 2024-03-01T04:00:00Z */
+    assert_int_equal(vx_parse_datetime("2024-03-01T09:30:00+05:30", 25, &t), 0);
+    assert_int_equal(t, 1709265600ll * 1000000000);
+    assert_int_equal(vx_parse_datetime("2024-03-01T09:30:00+01:60", 25, &t), -1);
+    /* before 1677-09-21 int64 nanoseconds cannot hold the time, as after 2262 */
+    assert_int_equal(vx_parse_datetime("1600-01-01", 10, &t), -1);
+    assert_int_equal(vx_parse_datetime("1677-09-22", 10, &t), 0);
+    assert_true(t < 0);
     char buf[48];
     vx_format_ts(1609160400000000000ll, buf, sizeof buf);
     assert_string_equal(buf, "2020-12-28T13:00:00Z");
@@ -106,6 +181,11 @@ static void test_datetime_parser(void **state)
     assert_string_equal(buf, "2020-12-28T13:00:00.000000001Z");
     assert_int_equal(vx_parse_datetime(buf, strlen(buf), &t), 0);
     assert_int_equal(t, 1609160400000000001ll);
+    /* before 1970: the second is floored, the fraction counts up from it */
+    vx_format_ts(-1, buf, sizeof buf);
+    assert_string_equal(buf, "1969-12-31T23:59:59.999999999Z");
+    vx_format_ts(-86400000000000ll, buf, sizeof buf);
+    assert_string_equal(buf, "1969-12-31T00:00:00Z");
 }
 
 static void test_eastern_time(void **state)
@@ -133,10 +213,11 @@ static void test_csv_rejects_bad_input(void **state)
 {
     (void)state;
     const char *h = "timestamp,open,high,low,close,volume\n";
-    char buf[8][512];
+    char buf[10][512];
     bad_case cases[] = {
         {"", VX_ERR_FORMAT, -1, "", "empty file"},
         {"\n\n  \n", VX_ERR_FORMAT, -1, "", "empty file"},
+        {"\xEF\xBB\xBF", VX_ERR_FORMAT, -1, "", "empty file"}, /* a byte order mark alone */
         {"timestamp,open,high,low,close,volume\n", VX_ERR_FORMAT, -1, "", "no data rows"},
         {"timestamp,open,high,low,close\n2024-01-01,1,2,1,2\n", VX_ERR_FORMAT, 1, "volume",
          "missing column"},
@@ -150,6 +231,11 @@ static void test_csv_rejects_bad_input(void **state)
         {buf[5], VX_ERR_FORMAT, 2, "timestamp", "cannot read"},
         {buf[6], VX_ERR_VALIDATION, 2, "low", "not positive"},
         {buf[7], VX_ERR_FORMAT, 3, "", "expected 6 fields, found 4"},
+        /* epoch seconds whose nanoseconds overflow int64 (they would wrap to 2216) */
+        {buf[8], VX_ERR_FORMAT, 3, "timestamp", "not epoch time"},
+        /* with a separate time column the date is a calendar date, never epoch seconds */
+        {"date,time,open,high,low,close,volume\n20240301,09:30,1,2,1,2,5\n", VX_ERR_FORMAT, 2,
+         "date", "cannot read"},
     };
     snprintf(buf[0], 512, "%s2024-01-01 10:00,1,2,1,2,5\n2024-01-01 10:01,1,2,1,nan,5\n", h);
     snprintf(buf[1], 512, "%s2024-01-01 10:00,1,0.5,1.5,1,5\n", h);
@@ -159,6 +245,7 @@ static void test_csv_rejects_bad_input(void **state)
     snprintf(buf[5], 512, "%s01/02/2024 10:00,1,2,1,2,5\n", h);
     snprintf(buf[6], 512, "%s2024-01-01 10:00,1,2,-1,2,5\n", h);
     snprintf(buf[7], 512, "%s2024-01-01 10:00,1,2,1,2,5\n2024-01-01 10:01,1,2,1\n", h);
+    snprintf(buf[8], 512, "%s1709285400,1,2,1,2,5\n99999999999,1,2,1,2,5\n", h);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         vx_series s;
         vx_err e;
@@ -182,9 +269,12 @@ static void test_csv_other_price_checks(void **state)
     const char *rows[] = {"2024-01-01,3,2.5,1,2,5\n",   /* high < open */
                           "2024-01-01,1.5,2,1.6,2,5\n", /* low > open */
                           "2024-01-01,1,2,1,2,-5\n",    /* volume < 0 */
-                          "2024-01-01,1,inf,1,2,5\n"};
-    const char *fields[] = {"high", "low", "volume", "high"};
-    for (int i = 0; i < 4; i++) {
+                          "2024-01-01,1,inf,1,2,5\n",   /* not finite */
+                          "2024-01-01,0,0,0,0,5\n",     /* zero is not a price */
+                          "2024-01-01,2,3,1.5,1.2,5\n", /* low > close (low <= open) */
+                          "2024-01-01,1,1.5,1,2,5\n"};  /* high < close (high >= open) */
+    const char *fields[] = {"high", "low", "volume", "high", "open", "low", "high"};
+    for (int i = 0; i < 7; i++) {
         char text[256];
         snprintf(text, sizeof text, "%s%s", h, rows[i]);
         vx_series s;
@@ -244,6 +334,9 @@ static void test_load_several_files_in_time_order(void **state)
     assert_int_equal(s.n, 4);
     for (size_t i = 1; i < s.n; i++) assert_true(s.ts[i] > s.ts[i - 1]);
     assert_true(s.close[0] == 2 && s.close[3] == 6);
+    assert_int_equal(s.interval_ns, 60000000000ll); /* the files' interval carries over */
+    /* the folder is read in name order: the first file (day1) names the series */
+    assert_string_equal(s.instrument, "day1");
     vx_series_free(&s);
     /* a timestamp in two files */
     snprintf(c, sizeof c, "%s/dup.csv", dir);
@@ -255,11 +348,70 @@ static void test_load_several_files_in_time_order(void **state)
     assert_non_null(strstr(e.msg, "day2.csv"));
     assert_non_null(strstr(e.msg, "dup.csv"));
     assert_string_equal(e.field, "timestamp");
+    /* the later file in the list is the one refused, with 1-based bar numbers on both sides:
+     * dup.csv's bar 1 repeats day2.csv's bar 2 */
+    assert_string_equal(e.file, c);
+    if (!strstr(e.msg, "bar 1: duplicate") || !strstr(e.msg, "day2.csv (bar 2)"))
+        fail_msg("%s", e.msg);
+    vx_series_free(&s);
+    /* files of different bar intervals (1 minute, 5 minutes) do not make one series */
+    snprintf(c, sizeof c, "%s/five.csv", dir);
+    snprintf(t, sizeof t, "%s2024-01-04 10:00,5,6,4,5,1\n2024-01-04 10:05,5,6,4,6,1\n", h);
+    th_write_str(c, t);
+    const char *mixed[2] = {a, c};
+    assert_int_equal(vx_series_load(mixed, 2, NULL, &s, &e), VX_ERR_VALIDATION);
+    assert_string_equal(e.field, "interval");
+    assert_non_null(strstr(e.msg, "differs"));
+    vx_series_free(&s);
+    /* one file is read as it is, its reader's source label kept */
+    const char *single[1] = {b};
+    assert_int_equal(vx_series_load(single, 1, NULL, &s, &e), VX_OK);
+    char src[160];
+    snprintf(src, sizeof src, "csv %s", b);
+    assert_string_equal(s.source, src);
     vx_series_free(&s);
     /* a missing file */
     const char *missing[1] = {"/nonexistent/bars.csv"};
     assert_int_equal(vx_series_load(missing, 1, NULL, &s, &e), VX_ERR_IO);
     assert_non_null(strstr(e.msg, "/nonexistent/bars.csv"));
+    th_rmtree(dir);
+}
+
+/* A folder's files come back in name order whatever order the folder lists them in, and hidden
+ * files (an editor's or the OS's: .DS_Store, .notes.swp) are not data. */
+static void test_folder_listing_sorted_without_hidden_files(void **state)
+{
+    (void)state;
+    char dir[64], p[128];
+    th_tmpdir(dir, sizeof dir);
+    const char *names[6] = {"d.csv", "b.csv", "f.csv", "a.csv", "e.csv", "c.csv"};
+    const char *h = "timestamp,open,high,low,close,volume\n";
+    for (int i = 0; i < 6; i++) {
+        char t[256];
+        snprintf(p, sizeof p, "%s/%s", dir, names[i]);
+        /* file "a" holds 2024-01-02 10:00, "b" 10:01, … */
+        snprintf(t, sizeof t, "%s2024-01-02 10:0%d,1,2,1,2,1\n", h, names[i][0] - 'a');
+        th_write_str(p, t);
+    }
+    snprintf(p, sizeof p, "%s/.DS_Store", dir);
+    th_write_str(p, "not data\n");
+    const char *one[1] = {dir};
+    char **files;
+    size_t nf;
+    vx_err e;
+    assert_int_equal(vx_paths_expand(one, 1, &files, &nf, &e), VX_OK);
+    assert_int_equal(nf, 6);
+    for (size_t i = 0; i < nf; i++) {
+        char want[128];
+        snprintf(want, sizeof want, "%s/%c.csv", dir, (char)('a' + i));
+        assert_string_equal(files[i], want);
+    }
+    vx_paths_free(files, nf);
+    vx_series s = {0};
+    assert_int_equal(vx_series_load(one, 1, NULL, &s, &e), VX_OK);
+    assert_int_equal(s.n, 6);
+    assert_string_equal(s.instrument, "a");
+    vx_series_free(&s);
     th_rmtree(dir);
 }
 
@@ -280,6 +432,27 @@ static void test_stats_report_gaps(void **state)
     assert_int_equal(st.gaps, 2);
     assert_int_equal(st.largest_gap_ns, 300000000000ll);
     assert_int_equal(st.largest_gap_at, s.ts[3]);
+    vx_series_free(&s);
+    /* spacings 1, 1, 2, 2 minutes: a tie, and the finer spacing is the interval (the coarser
+     * bars are gaps rather than the 1-minute bars being read as too dense) */
+    const char *tie = "timestamp,open,high,low,close,volume\n"
+                      "2024-01-02 10:00,1,2,1,2,1\n2024-01-02 10:01,1,2,1,2,1\n"
+                      "2024-01-02 10:02,1,2,1,2,1\n2024-01-02 10:04,1,2,1,2,1\n"
+                      "2024-01-02 10:06,1,2,1,2,1\n";
+    assert_int_equal(parse(tie, &s, &e), VX_OK);
+    assert_int_equal(s.interval_ns, 60000000000ll);
+    vx_series_stats_compute(&s, &st);
+    assert_int_equal(st.gaps, 2);
+    vx_series_free(&s);
+    /* bars 584 years apart are further apart than int64 nanoseconds hold: the spacing
+     * saturates rather than wrapping negative */
+    assert_int_equal(parse("timestamp,open,high,low,close,volume\n1678-01-01,1,2,1,2,1\n"
+                           "2262-01-01,1,2,1,2,1\n",
+                           &s, &e),
+                     VX_OK);
+    assert_int_equal(s.interval_ns, INT64_MAX);
+    vx_series_stats_compute(&s, &st);
+    assert_int_equal(st.gaps, 0);
     vx_series_free(&s);
 }
 
@@ -504,6 +677,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_csv_basic_and_extra_columns),
+        cmocka_unit_test(test_csv_series_grows_without_losing_bars),
         cmocka_unit_test(test_csv_timestamp_formats),
         cmocka_unit_test(test_datetime_parser),
         cmocka_unit_test(test_eastern_time),
@@ -511,6 +685,7 @@ int main(void)
         cmocka_unit_test(test_csv_other_price_checks),
         cmocka_unit_test(test_csv_write_read_roundtrip),
         cmocka_unit_test(test_load_several_files_in_time_order),
+        cmocka_unit_test(test_folder_listing_sorted_without_hidden_files),
         cmocka_unit_test(test_stats_report_gaps),
         cmocka_unit_test(test_synth_is_deterministic_and_consistent),
         cmocka_unit_test(test_synth_planted_signal),

@@ -74,6 +74,7 @@ static void test_fixtures_exact(void **state)
         assert_int_equal(info.records, 2);
         assert_int_equal(info.n_instruments, 1);
         assert_int_equal(info.instruments[0].id, 5482);
+        assert_int_equal(info.instruments[0].bars, 2);
         assert_string_equal(info.instruments[0].symbol, "ESH1");
         assert_int_equal(info.n_mappings, 1);
         assert_string_equal(info.mappings[0].raw, "ESH1");
@@ -165,6 +166,22 @@ static void test_corrupt_streams(void **state)
     check_err(c, n, (expect){"duplicate", VX_ERR_VALIDATION, 2, 409, "ts_event", "duplicate"});
     memcpy(c, b, n), c[409 + 1] = 0x20;
     check_err(c, n, (expect){"mixed", VX_ERR_VALIDATION, 2, 409, "rtype", "mixed"});
+    /* an OHLCV rtype in a record too short for the body (48 bytes of 56) */
+    memcpy(c, b, n), c[353] = 12;
+    check_err(c, n, (expect){"short bar", VX_ERR_FORMAT, 1, 353, "length", "48 bytes (56 needed)"});
+    /* ts_event past INT64_MAX would wrap to a time before 1970 */
+    memcpy(c, b, n), put64(c + 353 + 8, 1ull << 63);
+    check_err(c, n, (expect){"ts", VX_ERR_VALIDATION, 1, 353, "ts_event", "out of range"});
+    /* metadata: an embedded schema definition (unsupported), a length below the fixed 104
+     * bytes, a symbol length of 0 (v2) */
+    memcpy(c, b, n), c[108] = 1;
+    check_err(
+        c, n,
+        (expect){"schema def", VX_ERR_FORMAT, -1, 108, "schema_definition_length", "must be 0"});
+    memcpy(c, b, n), put32(c + 4, 100);
+    check_err(c, n, (expect){"meta 100", VX_ERR_FORMAT, -1, 4, "length", "too short"});
+    memcpy(c, b, n), c[53] = c[54] = 0;
+    check_err(c, n, (expect){"sym len 0", VX_ERR_FORMAT, -1, 53, "symbol_cstr_len", "implausible"});
     free(c);
     free(b);
 
@@ -223,6 +240,11 @@ static void test_multi_frame_and_skipped_records(void **state)
     assert_int_equal(s.n, 2);
     assert_int_equal(s.ts[1], TS2);
     assert_true(s.volume[1] == 152);
+    vx_series_free(&s);
+    /* volume is a u64: a daily bar of 5e9 contracts is past 32 bits */
+    put64(c + 369 + 64 + 48, 5000000000ull);
+    assert_int_equal(parse(c, n + 24, NULL, &s, &info, &e), VX_OK);
+    assert_true(s.volume[1] == 5e9);
     vx_series_free(&s);
     free(c);
     free(b);
@@ -342,6 +364,77 @@ static void test_all_ohlcv_schemas(void **state)
     vx_err e;
     assert_int_equal(parse(b, n, NULL, &s, NULL, &e), VX_OK);
     assert_int_equal(s.interval_ns, 60000000000ll);
+    vx_series_free(&s);
+    /* the other schemas: 5 ohlcv-1s, 7 ohlcv-1h, 8 ohlcv-1d, 13 ohlcv-eod */
+    struct {
+        uint8_t schema;
+        int64_t interval;
+    } g[4] = {
+        {5, 1000000000ll}, {7, 3600000000000ll}, {8, 86400000000000ll}, {13, 86400000000000ll}};
+    for (int i = 0; i < 4; i++) {
+        b[24] = g[i].schema;
+        assert_int_equal(parse(b, n, NULL, &s, NULL, &e), VX_OK);
+        assert_int_equal(s.interval_ns, g[i].interval);
+        vx_series_free(&s);
+    }
+    free(b);
+}
+
+/* A continuous symbol that rolls: "ES" is instrument 5482 on 2020-12-28 and 6000 on 2020-12-29
+ * (mapping intervals are [start, end) dates). Both instruments trade both days; selecting "ES"
+ * takes 5482's bar on the 28th and 6000's on the 29th, not both, and not one id throughout. */
+static void test_symbol_roll_by_date(void **state)
+{
+    (void)state;
+    enum { SL = 16 };
+    size_t meta = 104 + 16 + SL + 4 + 2 * (8 + SL); /* after the 8-byte prelude */
+    size_t total = 8 + meta + 4 * 56;
+    uint8_t *b = calloc(1, total), *p = b + 112;
+    assert_non_null(b);
+    memcpy(b, "DBN\x02", 4);
+    put32(b + 4, (uint32_t)meta);
+    memcpy(b + 8, "GLBX.MDP3", 9);
+    b[24] = 6;
+    b[50] = 1;
+    b[53] = SL;
+    p += 12; /* no symbols, partial or not_found */
+    put32(p, 1), p += 4;
+    memcpy(p, "ES", 2), p += SL;
+    put32(p, 2), p += 4;
+    put32(p, 20201228), put32(p + 4, 20201229), memcpy(p + 8, "5482", 4), p += 8 + SL;
+    put32(p, 20201229), put32(p + 4, 20201230), memcpy(p + 8, "6000", 4), p += 8 + SL;
+    const uint64_t day = 86400000000000ull;
+    struct {
+        uint32_t id;
+        uint64_t ts;
+        uint64_t close; /* 1e-9 units */
+    } bars[4] = {{5482, (uint64_t)TS1, 3721000000000ull},
+                 {6000, (uint64_t)TS1, 3722000000000ull},
+                 {5482, (uint64_t)TS1 + day, 3723000000000ull},
+                 {6000, (uint64_t)TS1 + day, 3724000000000ull}};
+    for (int k = 0; k < 4; k++, p += 56) {
+        p[0] = 14, p[1] = 0x21;
+        put32(p + 4, bars[k].id);
+        put64(p + 8, bars[k].ts);
+        put64(p + 16, bars[k].close);
+        put64(p + 24, bars[k].close);
+        put64(p + 32, bars[k].close);
+        put64(p + 40, bars[k].close);
+        put64(p + 48, 1);
+    }
+    assert_true(p == b + total);
+    vx_series s;
+    vx_dbn_info info;
+    vx_err e;
+    vx_status st = parse(b, total, "ES", &s, &info, &e);
+    if (st) fail_msg("%s", e.msg);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.ts[0], TS1);
+    assert_int_equal(s.ts[1], TS1 + (int64_t)day);
+    assert_true(s.close[0] == 3721.0); /* 5482 on the 28th */
+    assert_true(s.close[1] == 3724.0); /* 6000 on the 29th */
+    assert_string_equal(s.instrument, "ES");
+    assert_int_equal(s.instrument_id, 5482); /* the first interval's */
     vx_series_free(&s);
     free(b);
 }
@@ -705,6 +798,7 @@ int run_dbn_tests(void)
         cmocka_unit_test(test_instrument_selection),
         cmocka_unit_test(test_writer_roundtrip),
         cmocka_unit_test(test_all_ohlcv_schemas),
+        cmocka_unit_test(test_symbol_roll_by_date),
         cmocka_unit_test(test_damaged_streams_never_crash),
         cmocka_unit_test(test_zstd_prelude_checked_first),
         cmocka_unit_test(test_zstd_claimed_size_not_trusted),

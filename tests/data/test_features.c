@@ -215,6 +215,15 @@ static void test_cache_hit_and_misses(void **state)
     assert_memory_equal(a.close, b.close, a.n_bars * sizeof(double));
     assert_memory_equal(a.ts, b.ts, a.n_bars * sizeof(int64_t));
     assert_int_equal(b.interval_ns, 60000000000ll);
+    /* every array and field comes back as it went in, each from its own place in the entry */
+    assert_memory_equal(a.open, b.open, a.n_bars * sizeof(double));
+    assert_memory_equal(a.high, b.high, a.n_bars * sizeof(double));
+    assert_memory_equal(a.low, b.low, a.n_bars * sizeof(double));
+    assert_memory_equal(a.volume, b.volume, a.n_bars * sizeof(double));
+    assert_true(a.first_bar > 0); /* the warm-up: a wrong first_bar would misalign the rows */
+    assert_int_equal(b.first_bar, a.first_bar);
+    assert_string_equal(b.instrument, "es");
+    assert_string_equal(b.source, a.source);
     vx_market_close(&b);
 
     /* another instrument selection is another key */
@@ -235,6 +244,12 @@ static void test_cache_hit_and_misses(void **state)
     char touched[33];
     snprintf(touched, sizeof touched, "%s", b.key);
     vx_market_close(&b);
+    /* one nanosecond later is another mtime too */
+    struct timespec later[2] = {{0, UTIME_OMIT}, {1700000000, 6}};
+    assert_int_equal(utimensat(AT_FDCWD, csv, later, 0), 0);
+    char k_later[33];
+    assert_int_equal(vx_cache_key(paths, 1, NULL, k_later, &e), VX_OK);
+    assert_string_not_equal(k_later, touched);
 
     /* same size, same mtime, one byte changed: the content hash misses */
     size_t n;
@@ -455,6 +470,120 @@ static void test_cache_entry_with_wrapping_count_is_a_miss(void **state)
     th_rmtree(dir);
 }
 
+/* Every check on an entry's header is a miss with its own reason, even where the header's own
+ * hash was made to match the edit (as a tool or another build could write it): another cache
+ * format, another feature version, another key, a first bar that misaligns the feature rows, a
+ * bad signal flag, arrays not where the layout puts them; and a header edited without its hash
+ * is "damaged". Header offsets as in cache.c's cache_header. */
+static void test_cache_header_checks(void **state)
+{
+    (void)state;
+    char dir[64], csv[128], cache[128], entry[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(csv, sizeof csv, "%s/es.csv", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    write_synth_csv(csv, 2, 6);
+    const char *paths[1] = {csv};
+    vx_market a;
+    vx_err e;
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &a, &e), VX_OK);
+    vx_cache_path(cache, a.key, entry, sizeof entry);
+    vx_market_close(&a);
+    size_t n;
+    uint8_t *good = th_read(entry, &n), *d = malloc(n);
+    assert_non_null(d);
+    enum {
+        FORMAT = 8,
+        FEATURE_VERSION = 12,
+        KEY = 16,
+        FIRST_BAR = 64,
+        HAS_SIGNAL = 100,
+        INSTRUMENT = 104,
+        OFF = 696,
+        HEADER_HASH = 776
+    };
+    assert_true(rd_u64(good + HEADER_HASH) == XXH3_64bits(good, HEADER_HASH));
+    struct {
+        size_t at, bytes;
+        uint64_t value;
+        int rehash;
+        const char *why;
+    } edits[] = {
+        {FORMAT, 4, 1, 1, "written by another cache format"},
+        {FEATURE_VERSION, 4, VX_FEATURE_VERSION + 1, 1, "written by another feature version"},
+        {KEY, 1, good[KEY] == 'f' ? 'e' : 'f', 1, "key mismatch"},
+        {FIRST_BAR, 8, rd_u64(good + FIRST_BAR) + 1, 1, "inconsistent counts"},
+        {HAS_SIGNAL, 4, 2, 1, "inconsistent signal flag"},
+        {OFF + 8, 8, rd_u64(good + OFF + 16), 1, "inconsistent layout"}, /* open at high's */
+        {INSTRUMENT, 1, 'X', 0, "damaged header"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof *edits; i++) {
+        memcpy(d, good, n);
+        memcpy(d + edits[i].at, &edits[i].value, edits[i].bytes); /* little-endian */
+        if (edits[i].rehash) {
+            uint64_t hh = XXH3_64bits(d, HEADER_HASH);
+            memcpy(d + HEADER_HASH, &hh, 8);
+        }
+        th_write(entry, d, n);
+        th_log_start();
+        assert_int_equal(vx_market_open(paths, 1, NULL, cache, &a, &e), VX_OK);
+        char want[96];
+        snprintf(want, sizeof want, "miss (%s)", edits[i].why);
+        if (!strstr(th_log_text(), want)) fail_msg("edit %zu: %s", i, th_log_text());
+        th_log_stop();
+        assert_int_equal(a.from_cache, 0);
+        assert_string_equal(a.instrument, "es");
+        vx_market_close(&a);
+    }
+    /* an entry of the right key but without the planted signal is a miss for a synthetic market
+     * (this market's entry, relabelled with the synthetic market's key) */
+    vx_synth_cfg c;
+    vx_synth_default(&c);
+    c.days = VX_SYNTH_CACHE_MIN_DAYS, c.seed = 5;
+    char skey[33], spath[256];
+    vx_synth_cache_key(&c, skey);
+    vx_cache_path(cache, skey, spath, sizeof spath);
+    memcpy(d, good, n);
+    memset(d + KEY, 0, 40);
+    memcpy(d + KEY, skey, 32);
+    uint64_t hh = XXH3_64bits(d, HEADER_HASH);
+    memcpy(d + HEADER_HASH, &hh, 8);
+    th_write(spath, d, n);
+    th_log_start();
+    assert_int_equal(vx_market_synth(&c, cache, &a, &e), VX_OK);
+    if (!strstr(th_log_text(), "miss (entry without the planted signal)"))
+        fail_msg("%s", th_log_text());
+    th_log_stop();
+    assert_int_equal(a.from_cache, 0);
+    assert_non_null(a.signal);
+    assert_int_equal(a.n_bars, (size_t)VX_SYNTH_CACHE_MIN_DAYS * 390);
+    vx_market_close(&a);
+    free(d);
+    free(good);
+    th_rmtree(dir);
+}
+
+/* A cache folder that cannot be made (a file is in its place) fails the open rather than
+ * silently leaving every later run to recompute. */
+static void test_cache_write_failure_is_an_error(void **state)
+{
+    (void)state;
+    char dir[64], csv[128], cache[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(csv, sizeof csv, "%s/es.csv", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    write_synth_csv(csv, 2, 6);
+    th_write_str(cache, "a file, not a folder\n");
+    const char *paths[1] = {csv};
+    vx_market m;
+    vx_err e;
+    th_log_start();
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &m, &e), VX_ERR_IO);
+    th_log_stop();
+    assert_non_null(strstr(e.msg, "not a folder"));
+    th_rmtree(dir);
+}
+
 /* ---- synthetic markets in the cache --------------------------------------------------------- */
 
 /* The generator's numbers for one small market, pinned beside VX_SYNTH_VERSION: a cached
@@ -592,6 +721,8 @@ int run_feature_tests(void)
         cmocka_unit_test(test_cache_sees_a_change_anywhere),
         cmocka_unit_test(test_cache_entry_fifo_is_a_miss),
         cmocka_unit_test(test_cache_entry_with_wrapping_count_is_a_miss),
+        cmocka_unit_test(test_cache_header_checks),
+        cmocka_unit_test(test_cache_write_failure_is_an_error),
         cmocka_unit_test(test_synth_numbers_pinned_to_their_version),
         cmocka_unit_test(test_synth_market_cached),
     };
