@@ -139,6 +139,152 @@ static void test_pso_reports_in_order_once(void **state)
     assert_int_equal(vx_pso_init(&p, &c, 1, lo, hi, &e), VX_ERR_ARG);
 }
 
+/* Two moves by hand with c1 ≠ c2, a small inertia and a vmax that binds at the start: the second
+ * move is the first where a personal best differs from the position, so it is what checks the
+ * cognitive term's weight (c1, not c2) and its draw (r1 = kind 3, not kind 4). The second
+ * generation's reports also check the best updates: a worse result keeps the personal best, an
+ * equal one keeps the earlier position (only a strictly better result replaces a best), a better
+ * one becomes the swarm's best with its generation. */
+static void test_pso_second_move_by_hand(void **state)
+{
+    (void)state;
+    vx_pso_cfg c;
+    vx_pso_cfg_default(&c);
+    c.swarm = 3, c.seed = 5, c.w = 0.4, c.c1 = 0.5, c.c2 = 2.0, c.vmax = 0.1;
+    double lo[2] = {-2, 0}, hi[2] = {2, 100};
+    vx_pso p;
+    vx_err e;
+    assert_int_equal(vx_pso_init(&p, &c, 2, lo, hi, &e), VX_OK);
+    double x[3][2], v[3][2];
+    int clamped = 0;
+    for (int i = 0; i < 3; i++)
+        for (int d = 0; d < 2; d++) {
+            double r = hi[d] - lo[d], vm = 0.1 * r;
+            x[i][d] = lo[d] + r * spec_draw(5, 1, 0, i, d);
+            double half = (lo[d] + r * spec_draw(5, 2, 0, i, d) - x[i][d]) / 2;
+            v[i][d] = fmax(fmin(half, vm), -vm);
+            clamped += fabs(half) > vm;
+            assert_true(vx_pso_position(&p, i)[d] == x[i][d]);
+            assert_true(p.v[i * 2 + d] == v[i][d]); /* within vmax of the range from the start */
+        }
+    /* the initial clamp must bind somewhere for this to test it (here 5 of the 6 do) */
+    assert_true(clamped >= 1);
+    /* one move of particle i from (x, v) towards pbest pb and gbest gb, generation g, by hand */
+#define MOVE(g, pb, gb)                                                                            \
+    for (int i = 0; i < 3; i++)                                                                    \
+        for (int d = 0; d < 2; d++) {                                                              \
+            double r1 = spec_draw(5, 3, g, i, d), r2 = spec_draw(5, 4, g, i, d);                   \
+            double vm = 0.1 * (hi[d] - lo[d]);                                                     \
+            double nv =                                                                            \
+                0.4 * v[i][d] + 0.5 * r1 * (pb[i][d] - x[i][d]) + 2.0 * r2 * (gb[d] - x[i][d]);    \
+            nv = fmax(fmin(nv, vm), -vm);                                                          \
+            double nx = x[i][d] + nv;                                                              \
+            if (nx > hi[d]) nx = 2 * hi[d] - nx, nv = -nv;                                         \
+            if (nx < lo[d]) nx = 2 * lo[d] - nx, nv = -nv;                                         \
+            x[i][d] = nx, v[i][d] = nv;                                                            \
+        }
+    double pb[3][2], gb[2];
+    memcpy(pb, x, sizeof pb);
+    const double f0[3] = {1.0, 3.0, 2.0};
+    for (int i = 0; i < 3; i++) assert_int_equal(vx_pso_report(&p, i, f0[i], &e), VX_OK);
+    memcpy(gb, x[1], sizeof gb);
+    assert_int_equal(vx_pso_step(&p, &e), VX_OK);
+    MOVE(1, pb, gb)
+    for (int i = 0; i < 3; i++)
+        for (int d = 0; d < 2; d++)
+            if (fabs(vx_pso_position(&p, i)[d] - x[i][d]) > 1e-12)
+                fail_msg("move 1, particle %d coordinate %d: %.17g, by hand %.17g", i, d,
+                         vx_pso_position(&p, i)[d], x[i][d]);
+    /* generation 1: particle 0 worse, particle 1 equal to its best, particle 2 the new best */
+    const double f1[3] = {0.5, 3.0, 5.0};
+    for (int i = 0; i < 3; i++) assert_int_equal(vx_pso_report(&p, i, f1[i], &e), VX_OK);
+    memcpy(pb[2], x[2], sizeof pb[2]);
+    memcpy(gb, x[2], sizeof gb);
+    for (int i = 0; i < 3; i++)
+        for (int d = 0; d < 2; d++) assert_true(p.pbest_x[i * 2 + d] == pb[i][d]);
+    assert_true(p.pbest_f[0] == 1.0 && p.pbest_f[1] == 3.0 && p.pbest_f[2] == 5.0);
+    assert_int_equal(p.gbest_particle, 2);
+    assert_int_equal(p.gbest_generation, 1);
+    assert_true(p.gbest_f == 5.0 && p.gbest_x[0] == gb[0] && p.gbest_x[1] == gb[1]);
+    assert_int_equal(vx_pso_step(&p, &e), VX_OK);
+    MOVE(2, pb, gb)
+#undef MOVE
+    for (int i = 0; i < 3; i++)
+        for (int d = 0; d < 2; d++)
+            if (fabs(vx_pso_position(&p, i)[d] - x[i][d]) > 1e-12 ||
+                fabs(p.v[i * 2 + d] - v[i][d]) > 1e-12)
+                fail_msg("move 2, particle %d coordinate %d: x %.17g v %.17g, by hand x %.17g "
+                         "v %.17g",
+                         i, d, vx_pso_position(&p, i)[d], p.v[i * 2 + d], x[i][d], v[i][d]);
+    vx_pso_free(&p);
+}
+
+/* No non-finite objective is ever a best: NaN (a failed trial), +inf and -inf leave the personal
+ * and the swarm's bests unset. */
+static void test_pso_nonfinite_is_never_a_best(void **state)
+{
+    (void)state;
+    vx_pso_cfg c;
+    vx_pso_cfg_default(&c);
+    c.swarm = 3;
+    double lo[1] = {0}, hi[1] = {1};
+    vx_pso p;
+    vx_err e;
+    assert_int_equal(vx_pso_init(&p, &c, 1, lo, hi, &e), VX_OK);
+    const double f[3] = {NAN, INFINITY, -INFINITY};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(vx_pso_report(&p, i, f[i], &e), VX_OK);
+        assert_true(p.pbest_f[i] == -INFINITY);
+    }
+    assert_int_equal(p.gbest_particle, -1);
+    assert_int_equal(p.gbest_generation, -1);
+    assert_true(p.gbest_f == -INFINITY);
+    vx_pso_free(&p);
+}
+
+/* The settings' ranges at their edges: w in [0, 1), c1 and c2 in [0, 4], vmax in (0, 1], 1 to
+ * 100,000 particles; and every coordinate's bounds a range (lo < hi, both finite). */
+static void test_pso_settings_at_their_edges(void **state)
+{
+    (void)state;
+    struct {
+        double w, c1, c2, vmax;
+        int swarm, ok;
+    } cases[] = {
+        {0, 0, 0, 1, 1, 1},
+        {0.999, 4, 4, 1e-9, 100000, 1},
+        {1, 1.5, 1.5, 0.5, 20, 0},
+        {-0.1, 1.5, 1.5, 0.5, 20, 0},
+        {0.7, 4.001, 1.5, 0.5, 20, 0},
+        {0.7, 1.5, 4.001, 0.5, 20, 0},
+        {0.7, -1, 1.5, 0.5, 20, 0},
+        {0.7, 1.5, 1.5, 1.001, 20, 0},
+        {0.7, 1.5, 1.5, 0.5, 100001, 0},
+        {NAN, 1.5, 1.5, 0.5, 20, 0},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+        vx_pso_cfg c;
+        vx_pso_cfg_default(&c);
+        c.w = cases[k].w, c.c1 = cases[k].c1, c.c2 = cases[k].c2, c.vmax = cases[k].vmax;
+        c.swarm = cases[k].swarm;
+        vx_err e;
+        if ((vx_pso_cfg_check(&c, &e) == VX_OK) != cases[k].ok)
+            fail_msg("case %zu: w %g c1 %g c2 %g vmax %g swarm %d: want %s", k, c.w, c.c1, c.c2,
+                     c.vmax, c.swarm, cases[k].ok ? "accepted" : "refused");
+    }
+    vx_pso_cfg c;
+    vx_pso_cfg_default(&c);
+    vx_pso p;
+    vx_err e;
+    const double lo[][2] = {{0, 1}, {0, 1}, {0, NAN}, {-INFINITY, 0}};
+    const double hi[][2] = {{1, 1}, {1, 0.5}, {1, 2}, {1, 1}};
+    for (int k = 0; k < 4; k++) /* an empty range, a reversed one, NaN, an infinite bound */
+        if (vx_pso_init(&p, &c, 2, lo[k], hi[k], &e) != VX_ERR_ARG)
+            fail_msg("bounds case %d accepted", k);
+    assert_int_equal(vx_pso_init(&p, &c, 2, lo[0], (const double[]){1, 1.5}, &e), VX_OK);
+    vx_pso_free(&p);
+}
+
 static double sphere(const double *x, int n)
 {
     double s = 0;
@@ -258,6 +404,10 @@ static void test_space_types_and_bounds(void **state)
         for (int d = 0; d < 8; d++) x[d] = corner ? s.hi[d] : s.lo[d];
         vx_space_value(&s, 0, x, v, sizeof v);
         assert_true(fabs(atof(v) - (corner ? 1e-2 : 1e-4)) < 1e-15);
+        /* never outside [low, high]: exp(log(1e-2)) is 0.010000000000000004 in float64, so the
+         * top corner must come back as the bound itself */
+        assert_true(atof(v) >= 1e-4 && atof(v) <= 1e-2);
+        if (corner) assert_string_equal(v, "0.01");
         vx_space_value(&s, 2, x, v, sizeof v);
         assert_string_equal(v, corner ? "5" : "1");
         vx_space_value(&s, 3, x, v, sizeof v);
@@ -275,6 +425,15 @@ static void test_space_types_and_bounds(void **state)
         hits[n]++;
     }
     for (int n = 1; n <= 5; n++) assert_int_equal(hits[n], 200);
+    /* a logint: each whole number owns the unit interval around it on the log scale, so the
+     * coordinate runs from log(31.5) to log(512.5), and the middle of n's interval decodes to n
+     * (its exp, sqrt(n^2 - 1/4), is just below n: it rounds, not truncates) */
+    assert_true(s.lo[3] == log(31.5) && s.hi[3] == log(512.5));
+    for (int n = 32; n <= 512; n++) {
+        x[3] = (log(n - 0.5) + log(n + 0.5)) / 2;
+        vx_space_value(&s, 3, x, v, sizeof v);
+        if (atoi(v) != n) fail_msg("logint: the middle of %d's interval decodes to %s", n, v);
+    }
     /* log scale: the middle of the lr coordinate is the geometric mean */
     x[0] = (s.lo[0] + s.hi[0]) / 2;
     vx_space_value(&s, 0, x, v, sizeof v);
@@ -311,6 +470,7 @@ static void test_space_refuses_bad_files(void **state)
         {"dqn.lr: {type: real, low: 1, high: 2}\n", "type 'real'"},
         {"dqn.lr: {type: float, low: 2, high: 1}\n", "low must be below high"},
         {"dqn.lr: {type: float, low: 1}\n", "needs low and high"},
+        {"dqn.n_step: {type: int, low: 3, high: 3}\n", "low must be below high"},
         {"dqn.lr: {type: float, low: x, high: 1}\n", "'x' is not a number"},
         {"dqn.lr: {type: logfloat, low: 0, high: 1}\n", "low > 0"},
         {"dqn.n_step: {type: int, low: 1.5, high: 3}\n", "whole"},
@@ -335,6 +495,20 @@ static void test_space_refuses_bad_files(void **state)
         if (!st || !strstr(e.msg, cases[i].want) || !strstr(e.msg, "s.yaml"))
             fail_msg("case %zu: want '%s', got %s", i, cases[i].want, st ? e.msg : "accepted");
     }
+    /* every key that defines the market, the costs or the measured run is refused, and so is
+     * any key of the data and split sections */
+    static const char *fixed[] = {
+        "train.seed", "train.run_dir",      "train.device",   "train.final_test", "env.commission",
+        "env.tick",   "env.slippage_ticks", "env.multiplier", "data.synth_days",  "split.test"};
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) {
+        char text[128];
+        snprintf(text, sizeof text, "%s: {type: int, low: 1, high: 9}\n", fixed[i]);
+        vx_space s;
+        vx_err e;
+        vx_status st = vx_space_load_text(&s, text, strlen(text), "s.yaml", &e);
+        if (!st || !strstr(e.msg, "not searched"))
+            fail_msg("%s: want 'not searched', got %s", fixed[i], st ? e.msg : "accepted");
+    }
     /* keys the config refuses, found before any trial runs */
     vx_train_cfg *c = malloc(sizeof *c);
     vx_train_cfg_default(c);
@@ -352,16 +526,73 @@ static void test_space_refuses_bad_files(void **state)
     free(c);
 }
 
+/* A parameter whose key begins with another's is a parameter of its own (the fields are matched
+ * to a parameter by the whole key, not by a prefix); a logint may start at 1 (its coordinate then
+ * starts at log 0.5). */
+static void test_space_keys_and_edges(void **state)
+{
+    (void)state;
+    const char *text = "dqn.lr_decay: {type: float, low: 0.1, high: 0.2}\n"
+                       "dqn.lr: {type: logint, low: 1, high: 8}\n";
+    vx_space s;
+    vx_err e;
+    if (vx_space_load_text(&s, text, strlen(text), "s.yaml", &e)) fail_msg("%s", e.msg);
+    assert_int_equal(s.n, 2);
+    assert_int_equal(s.dims, 2);
+    assert_string_equal(s.p[0].key, "dqn.lr_decay");
+    assert_int_equal(s.p[0].type, VX_PARAM_FLOAT);
+    assert_true(s.lo[0] == 0.1 && s.hi[0] == 0.2);
+    assert_string_equal(s.p[1].key, "dqn.lr");
+    assert_int_equal(s.p[1].type, VX_PARAM_LOGINT);
+    assert_true(s.lo[1] == log(0.5) && s.hi[1] == log(8.5));
+}
+
+/* A trial keeps its values as "key=value" lines in 2,048 characters: the space is refused when its
+ * lines could need all of them, a number counted at 25 characters (written %.17g it takes at most
+ * 24: "-1.2345678901234567e-308"), and accepted when they fit with the terminating zero. 23 keys
+ * of 62 characters take 23 · (62 + 1 + 25 + 1) = 2,047; 32 of 37 take 32 · (37 + 27) = 2,048. */
+static void test_space_params_text_limit(void **state)
+{
+    (void)state;
+    const struct {
+        int n, len, ok;
+    } cases[] = {{23, 62, 1}, {32, 37, 0}};
+    for (int k = 0; k < 2; k++) {
+        char text[8192];
+        size_t at = 0;
+        for (int i = 0; i < cases[k].n; i++) {
+            char key[64];
+            snprintf(key, sizeof key, "dqn.p%02d", i);
+            memset(key + 7, 'x', (size_t)cases[k].len - 7);
+            key[cases[k].len] = '\0';
+            at += (size_t)snprintf(text + at, sizeof text - at,
+                                   "%s: {type: float, low: 0, high: 1}\n", key);
+        }
+        vx_space s;
+        vx_err e;
+        vx_status st = vx_space_load_text(&s, text, at, "s.yaml", &e);
+        if (cases[k].ok && st) fail_msg("%d keys of %d: %s", cases[k].n, cases[k].len, e.msg);
+        if (!cases[k].ok && (!st || !strstr(e.msg, "2047")))
+            fail_msg("%d keys of %d: want refused, got %s", cases[k].n, cases[k].len,
+                     st ? e.msg : "accepted");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pso_first_positions_and_one_move_by_hand),
         cmocka_unit_test(test_pso_reflects_and_clamps),
         cmocka_unit_test(test_pso_reports_in_order_once),
+        cmocka_unit_test(test_pso_second_move_by_hand),
+        cmocka_unit_test(test_pso_nonfinite_is_never_a_best),
+        cmocka_unit_test(test_pso_settings_at_their_edges),
         cmocka_unit_test(test_pso_converges_on_sphere),
         cmocka_unit_test(test_pso_rastrigin),
         cmocka_unit_test(test_space_types_and_bounds),
         cmocka_unit_test(test_space_refuses_bad_files),
+        cmocka_unit_test(test_space_keys_and_edges),
+        cmocka_unit_test(test_space_params_text_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

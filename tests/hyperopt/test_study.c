@@ -21,6 +21,8 @@
 #include "train/checkpoint.h"
 #include "vixen/dqn.h"
 #include "vixen/hyperopt.h"
+#include "vixen/ppo.h"
+#include "vixen/replay.h"
 
 #include <math.h>
 #include <signal.h>
@@ -253,6 +255,9 @@ static void test_pruning_follows_earlier_medians(void **state)
             assert_int_not_equal(t[i].status, VX_TRIAL_PRUNED); /* nothing to compare with */
             continue;
         }
+        /* never inside the warm-up: one validation (an epoch each) before any comparison */
+        if (t[i].status == VX_TRIAL_PRUNED && t[i].epochs < 2)
+            fail_msg("trial %zu pruned at epoch %d, inside the warm-up", i, t[i].epochs);
         for (int ep = 2; ep <= t[i].epochs; ep++) { /* after the warm-up of one validation */
             double vals[64];
             int m = 0;
@@ -279,6 +284,61 @@ static void test_pruning_follows_earlier_medians(void **state)
                   pruned, checked);
     assert_true(pruned >= 1);
     free(t), free(pts), free(of);
+    th_rmtree(dir);
+}
+
+/* The median is of the earlier trials' best validation so far (not their latest), and of an even
+ * count it is the mean of the middle two. Generation 0's curves are rewritten in the store with
+ * values far outside any real Sharpe ratio (±1e6 and -1e9), generation 1 is deleted and run again
+ * on resume; with a warm-up of one validation the medians are then:
+ *   epoch 2: bests so far {-1e9, -1e9, 1e6, 1e6}: median about -5e8, no trial below it (the upper
+ *            middle value, 1e6, would prune them all here);
+ *   epoch 3: bests so far all 1e6 (the latest values {1e6, 1e6, -1e9, -1e9}, median about -5e8,
+ *            would prune none): every trial is pruned here.
+ * So every trial of generation 1 ends pruned after exactly 3 epochs. */
+static void test_pruning_median_of_best_so_far(void **state)
+{
+    (void)state;
+    char dir[64], path[512];
+    th_tmpdir(dir, sizeof dir);
+    vx_study_cfg c;
+    small_cfg(&c, 4, 2, 2);
+    c.prune_warmup = 1;
+    vx_err e;
+    if (run_study(dir, &c, NULL, &e)) fail_msg("%s", e.msg);
+    snprintf(path, sizeof path, "%s/study.db", dir);
+    sqlite3 *db;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    const char *sql = "DELETE FROM trials WHERE generation = 1;"
+                      "DELETE FROM curves WHERE trial >= 4;"
+                      "UPDATE curves SET sharpe = CASE"
+                      " WHEN epoch = 2 AND trial >= 2 THEN 1e6"
+                      " WHEN epoch = 3 AND trial < 2 THEN 1e6"
+                      " ELSE -1e9 END;";
+    char *msg = NULL;
+    if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) fail_msg("%s", msg);
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT COUNT(*) FROM curves WHERE trial < 4 AND epoch "
+                                        "BETWEEN 1 AND 4",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    assert_int_equal(sqlite3_step(q), SQLITE_ROW);
+    assert_int_equal(sqlite3_column_int(q, 0), 16); /* four validations of each, epochs 1..4 */
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    vx_study *s;
+    assert_int_equal(vx_study_open(dir, 0, &s, &e), VX_OK);
+    if (vx_study_run(s, NULL, NULL, NULL, NULL, &e)) fail_msg("%s", e.msg);
+    vx_study_close(s);
+    size_t n;
+    vx_trial *t = trials_of(dir, &n);
+    assert_int_equal(n, 8);
+    for (size_t i = 4; i < n; i++)
+        if (t[i].status != VX_TRIAL_PRUNED || t[i].epochs != 3)
+            fail_msg("trial %zu: %s after %d epochs (want pruned after 3)", i,
+                     vx_trial_status_name(t[i].status), t[i].epochs);
+    free(t);
     th_rmtree(dir);
 }
 
@@ -430,6 +490,131 @@ static void test_estimate_parts(void **state)
     free(t), free(base);
 }
 
+/* The estimate's parts that move with a setting, each difference against its documented sizes
+ * (docs/hyperopt.md) computed here in float64:
+ * - a day more of market: 390 bars of features (4 bytes each), OHLC (8 each) and a reward unit;
+ * - an environment more: its acting network's forward row (the trunk, the value head and each
+ *   branch's head, the output), its T·n staging slots (packed again when n > 1), three
+ *   observations, the n-step ring's n places, 96 bytes and its state;
+ * - n = 2 packs the rollout again (the packing starts at n = 2, not 3);
+ * - on a GPU, the learner's networks at batch B: the online over 2B rows forward and B backward
+ *   with a GEMM workspace of 4 MB (8 KB a row, at least 4 MB) and 1 MB a head, the target over B
+ *   rows with 1 MB and a quarter MB a head, and the batch buffers;
+ * - a rank buffer holds at least one more copy of its (priority, slot) pairs than the order and
+ *   cdf arrays its bytes a transition count: the sort of the order is not in place. */
+static void test_estimate_moves_with_settings(void **state)
+{
+    (void)state;
+    vx_train_cfg *base = small_base(), *t = malloc(sizeof *t);
+    vx_err e;
+    const vx_dqn_settings *dq = vx_train_algo_settings(base, "dqn");
+    vx_qnet_cfg net;
+    vx_dqn_net_cfg(dq, &net);
+    vx_qnet_layout L;
+    vx_loss_shape shape;
+    assert_int_equal(vx_dqn_layout(&dq->learner, &net, &L, &shape, &e), VX_OK);
+    const double D = VX_OBS_DIM, A = VX_ACTION_BRANCHES, T = 40, MB = 1 << 20;
+    const double O = L.out_dim, Z = net.atoms, Hh = net.head_hidden, heads = net.n_branches + 1;
+    const double slot = 2 * D * 4 + A * 4 + 4 + 3;
+    double fwd = Hh + Z + O; /* a forward row: trunk, value head, each branch's head, output */
+    for (int l = 0; l < net.n_trunk; l++) fwd += net.trunk[l];
+    for (int d = 0; d < net.n_branches; d++) fwd += Hh + net.branch[d] * Z;
+    vx_trial_memory a, b;
+    assert_int_equal(vx_trial_memory_of(base, VX_DEVICE_CPU, &a, &e), VX_OK);
+    /* a day more */
+    *t = *base;
+    assert_int_equal(vx_train_cfg_set(t, "data.synth_days", "13", "t", &e), VX_OK);
+    assert_int_equal(vx_trial_memory_of(t, VX_DEVICE_CPU, &b, &e), VX_OK);
+    assert_true((double)b.envs - (double)a.envs == 390 * (VX_MARKET_FEATURES * 4 + 4 * 8 + 8));
+    assert_true((double)b.total - (double)a.total == (double)b.envs - (double)a.envs);
+    /* an environment more, at n = 1 and at n = 2 */
+    for (int n = 1; n <= 2; n++) {
+        char nv[8];
+        snprintf(nv, sizeof nv, "%d", n);
+        *t = *base;
+        assert_int_equal(vx_train_cfg_set(t, "dqn.n_step", nv, "t", &e), VX_OK);
+        assert_int_equal(vx_trial_memory_of(t, VX_DEVICE_CPU, &a, &e), VX_OK);
+        assert_int_equal(vx_train_cfg_set(t, "train.envs", "17", "t", &e), VX_OK);
+        assert_int_equal(vx_trial_memory_of(t, VX_DEVICE_CPU, &b, &e), VX_OK);
+        double per_env = 4 * fwd + T * n * slot + (n > 1 ? T * n * (slot + 8 + 4) : 0) + 3 * D * 4 +
+                         n * (D + A + 1) * 4 + 96 + (double)sizeof(vx_env_state);
+        if ((double)b.envs - (double)a.envs != per_env)
+            fail_msg("n = %d: an environment more adds %.0f bytes, by hand %.0f", n,
+                     (double)b.envs - (double)a.envs, per_env);
+    }
+    /* the GPU learner's networks, whole, at batch 32 and 64 (both workspaces at their 4 MB) */
+    size_t hmax, amax;
+    vx_qnet_widths(&L, &hmax, &amax);
+    const double htop = net.n_trunk ? net.trunk[net.n_trunk - 1] : net.in_dim;
+    const double bwd = Z + 2 * (double)hmax + heads * (Z + (double)amax + Hh + htop);
+    for (int B = 32; B <= 64; B *= 2) {
+        char bv[8];
+        snprintf(bv, sizeof bv, "%d", B);
+        *t = *base;
+        assert_int_equal(vx_train_cfg_set(t, "dqn.batch", bv, "t", &e), VX_OK);
+        assert_int_equal(vx_trial_memory_of(t, VX_DEVICE_CUDA, &a, &e), VX_OK);
+        double online = (2 * B * fwd + B * bwd) * 4 + 4 * MB + heads * MB;
+        double target = B * fwd * 4 + MB + heads * MB / 4;
+        double want = online + target + B * (O * 4 + 2 * D * 4 + A * 4 + 40);
+        if ((double)a.activations != want)
+            fail_msg("GPU activations at batch %d: %.0f, by hand %.0f", B, (double)a.activations,
+                     want);
+    }
+    /* a rank buffer */
+    *t = *base;
+    assert_int_equal(vx_train_cfg_set(t, "replay.kind", "rank", "t", &e), VX_OK);
+    assert_int_equal(vx_trial_memory_of(t, VX_DEVICE_CPU, &a, &e), VX_OK);
+    vx_replay_cfg rc;
+    vx_replay_cfg_default(&rc, VX_REPLAY_RANK, 4000);
+    rc.obs_dim = VX_OBS_DIM;
+    assert_true((double)a.replay >= 4000 * ((double)vx_replay_bytes_per_transition(&rc) + 4 + 12));
+    free(t), free(base);
+}
+
+/* PPO's estimate on the CPU, each part against its documented sizes computed here: 4 copies of
+ * the weights; the actor-critic over 2N acting rows and M minibatch rows, a row its trunk outputs
+ * (twice with separate trunks), logits, value and three backward rows of the widest layer, and
+ * the minibatch's gathered rows; the rollout's T·N steps (observation, 7 floats, actions, 2 flag
+ * bytes, 3 more floats, a shuffle key an update epoch, 8 bytes of permutation); the environments
+ * with their market; 1 MB fixed. 15 environments × 40 steps in 8 minibatches: M = 75 rows. */
+static void test_estimate_ppo(void **state)
+{
+    (void)state;
+    vx_train_cfg *c = small_base();
+    vx_err e;
+    static const char *ppo[][2] = {{"train.algo", "ppo"},
+                                   {"train.envs", "15"},
+                                   {"train.steps_per_epoch", "40"},
+                                   {"ppo.minibatches", "8"}};
+    for (size_t i = 0; i < sizeof ppo / sizeof *ppo; i++)
+        if (vx_train_cfg_set(c, ppo[i][0], ppo[i][1], "test", &e)) fail_msg("%s", e.msg);
+    const vx_ppo_settings *ps = vx_train_algo_settings(c, "ppo");
+    vx_ac_cfg net;
+    vx_ppo_net_cfg(ps, &net);
+    vx_ac_layout L;
+    assert_int_equal(vx_ac_layout_make(&net, &L, &e), VX_OK);
+    const double N = 15, TN = 600, M = 75, E = ps->update_epochs, MB = 1 << 20;
+    const double D = VX_OBS_DIM, A = VX_ACTION_BRANCHES, K = net.n_logits;
+    double W = net.in_dim, sum = 0;
+    for (int l = 0; l < net.n_trunk; l++) {
+        W = fmax(W, net.trunk[l]);
+        sum += net.trunk[l] * (net.shared ? 1 : 2);
+    }
+    vx_trial_memory m;
+    assert_int_equal(vx_trial_memory_of(c, VX_DEVICE_CPU, &m, &e), VX_OK);
+    assert_true(m.params == (int64_t)L.n_params);
+    assert_int_equal(m.batch, 75);
+    assert_true((double)m.weights == (double)L.n_params * 4 * 4);
+    assert_true((double)m.activations ==
+                (2 * N + M) * (sum + K + 1 + 3 * W) * 4 + M * (D * 4 + K * 4 + A * 4 + 24));
+    assert_true((double)m.replay == TN * (D * 4 + 7 * 4 + A * 4 + 2 + 3 * 4 + E * 4 + 8));
+    assert_true((double)m.envs == N * (4 * D * 4 + 24) + N * (double)sizeof(vx_env_state) +
+                                      12 * 390 * (VX_MARKET_FEATURES * 4 + 4 * 8 + 8));
+    assert_true((double)m.fixed == MB);
+    assert_int_equal(m.total, m.weights + m.activations + m.replay + m.envs + m.fixed);
+    free(c);
+}
+
 /* layer 1: concurrency = floor(available after the margin / the largest trial's estimate) */
 static void test_layer1_estimate_and_margin(void **state)
 {
@@ -472,12 +657,68 @@ static void test_layer1_estimate_and_margin(void **state)
     c.concurrency = 0; /* from the budget: the first chunk is half, rounded up */
     assert_int_equal(vx_study_plan(&c, &sp, base, dev, &p, &e), VX_OK);
     assert_int_equal(p.first_chunk, (p.max_concurrent + 1) / 2);
+    c.cpu_cores = 8; /* cores enough for memory's 3 (odd: ceil(3 / 2) = 2, not 1) */
+    assert_int_equal(vx_study_plan(&c, &sp, base, dev, &p, &e), VX_OK);
+    assert_int_equal(p.max_concurrent, 3);
+    assert_int_equal(p.first_chunk, 2);
+    /* the batch bounds: the largest power of two whose trial (the base at that batch) fits the
+     * available memory alone, and the largest that fits a third of it */
+    int want_alone = 0, want_shared = 0;
+    for (int b = 2; b <= (1 << 20); b *= 2) {
+        char bv[16];
+        snprintf(bv, sizeof bv, "%d", b);
+        *t = *base;
+        assert_int_equal(vx_train_cfg_set(t, "dqn.batch", bv, "t", &e), VX_OK);
+        vx_trial_memory bm;
+        assert_int_equal(vx_trial_memory_of(t, VX_DEVICE_CPU, &bm, &e), VX_OK);
+        if (bm.total <= p.available) want_alone = b;
+        if (bm.total <= p.available / 3) want_shared = b;
+    }
+    print_message("batch bounds: %d alone, %d in a third\n", want_alone, want_shared);
+    assert_true(want_shared >= 2 && want_alone > want_shared && want_alone < (1 << 20));
+    assert_int_equal(p.batch_max, want_alone);
+    assert_int_equal(p.batch_max_shared, want_shared);
+    c.cpu_cores = 0;
     vx_device_close(dev);
     dc.budget = worst.total; /* × 0.8: not even one */
     assert_int_equal(vx_device_open(&dc, &dev, &e), VX_OK);
     c.margin = 0.2;
     assert_int_equal(vx_study_plan(&c, &sp, base, dev, &p, &e), VX_ERR_NOMEM);
     assert_non_null(strstr(e.msg, "one trial needs"));
+    vx_device_close(dev);
+    free(t), free(base);
+}
+
+/* The largest trial combines every parameter's largest setting: with n-step 1..3 and a replay of
+ * 1,000..8,000 transitions, the plan's trial is the one at n-step 3 with 8,000 (more than either
+ * alone). */
+static void test_layer1_worst_trial_combines_parameters(void **state)
+{
+    (void)state;
+    const char *text = "dqn.n_step: {type: int, low: 1, high: 3}\n"
+                       "replay.capacity: {type: int, low: 1000, high: 8000}\n";
+    vx_space sp;
+    vx_err e;
+    assert_int_equal(vx_space_load_text(&sp, text, strlen(text), "s", &e), VX_OK);
+    vx_train_cfg *base = small_base(), *t = malloc(sizeof *t);
+    *t = *base;
+    assert_int_equal(vx_train_cfg_set(t, "dqn.n_step", "3", "t", &e), VX_OK);
+    assert_int_equal(vx_train_cfg_set(t, "replay.capacity", "8000", "t", &e), VX_OK);
+    vx_trial_memory worst;
+    assert_int_equal(vx_trial_memory_of(t, VX_DEVICE_CPU, &worst, &e), VX_OK);
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CPU;
+    dc.budget = worst.total * 10;
+    vx_device *dev;
+    assert_int_equal(vx_device_open(&dc, &dev, &e), VX_OK);
+    vx_study_cfg c;
+    small_cfg(&c, 4, 1, 2);
+    vx_plan p;
+    assert_int_equal(vx_study_plan(&c, &sp, base, dev, &p, &e), VX_OK);
+    assert_int_equal(p.trial.total, worst.total);
+    assert_int_equal(p.trial.replay, worst.replay);
+    assert_int_equal(p.trial.envs, worst.envs);
     vx_device_close(dev);
     free(t), free(base);
 }
@@ -823,6 +1064,29 @@ static void test_outputs_and_a_stop(void **state)
     assert_int_equal(t[id].seed_index, 0);
     assert_true(by->seed == t[id].train_seed);
     assert_int_equal(by->n_files, 0);
+    /* a particle's objective is the mean of its seeds' (NaN if one has none): the swarm as stored
+     * before generation 1 holds each particle's best of generation 0, i.e. that mean */
+    snprintf(path, sizeof path, "%s/study.db", a);
+    sqlite3 *db;
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(sqlite3_prepare_v2(db,
+                                        "SELECT particle, pbest_f FROM swarm WHERE generation = 1 "
+                                        "ORDER BY particle",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    int particles = 0;
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        int i = sqlite3_column_int(q, 0);
+        double mean = (t[i * 2].objective + t[i * 2 + 1].objective) / 2; /* generation 0's */
+        double got = sqlite3_column_type(q, 1) == SQLITE_NULL ? NAN : sqlite3_column_double(q, 1);
+        if (!(isnan(mean) ? isnan(got) : got == mean))
+            fail_msg("particle %d: best %.17g, its seeds' mean %.17g", i, got, mean);
+        particles++;
+    }
+    sqlite3_finalize(q);
+    sqlite3_close(db);
+    assert_int_equal(particles, 3);
     free(by), free(html), free(t);
     /* stopped while the first chunk runs: nothing left "running" in the store */
     g_stop = 0;
@@ -989,8 +1253,12 @@ int main(void)
         cmocka_unit_test(test_concurrency_does_not_change_results),
         cmocka_unit_test(test_refused_group_runs_its_members_alone),
         cmocka_unit_test(test_pruning_follows_earlier_medians),
+        cmocka_unit_test(test_pruning_median_of_best_so_far),
         cmocka_unit_test(test_estimate_parts),
+        cmocka_unit_test(test_estimate_moves_with_settings),
+        cmocka_unit_test(test_estimate_ppo),
         cmocka_unit_test(test_layer1_estimate_and_margin),
+        cmocka_unit_test(test_layer1_worst_trial_combines_parameters),
         cmocka_unit_test(test_layer2_refused_chunk_halves),
         cmocka_unit_test(test_layer2_ramp_up),
         cmocka_unit_test(test_layer3_trial_halves_its_batch),
