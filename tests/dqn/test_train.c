@@ -1,5 +1,6 @@
 /* test_train.c — configuration (keys, ranges, YAML with line numbers, round trip), a small
  * training run's folder, exact resume, and the evaluation's baselines computed by hand. */
+#define _GNU_SOURCE /* memmem */
 #include "helpers.h"
 #include "vixen/dqn.h"
 #include "vixen/io.h"
@@ -78,6 +79,27 @@ static void test_config_keys(void **state)
     d->learner.batch = 1, d->replay_ratio = 1e6;
     assert_int_equal(vx_train_cfg_check(&c, &e), VX_ERR_ARG);
     assert_non_null(strstr(e.msg, "updates per epoch"));
+    d->learner.batch = 64, d->replay_ratio = 1.705;
+    assert_int_equal(vx_train_cfg_check(&c, &e), VX_OK);
+    /* ranges at their ends: a run has at least one epoch */
+    assert_int_equal(vx_train_cfg_set(&c, "train.epochs", "0", NULL, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "train.epochs: 0 is outside 1 .. "));
+    assert_int_equal(vx_train_cfg_set(&c, "train.epochs", "1", NULL, &e), VX_OK);
+    /* the held-out share from before validation and test were separate is the test share */
+    assert_int_equal(vx_train_cfg_set(&c, "env.eval_fraction", "0.25", NULL, &e), VX_OK);
+    assert_true(c.env.test_fraction == 0.25);
+    /* a walk-forward (any folds > 1) is its test blocks: final_test 0 is refused with it */
+    c.final_test = 0, c.env.folds = 2;
+    assert_int_equal(vx_train_cfg_check(&c, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "split.folds 2"));
+    c.env.folds = 1;
+    assert_int_equal(vx_train_cfg_check(&c, &e), VX_OK);
+    /* the resolved configuration holds the run's own algorithm's sections, no other's */
+    char *text = vx_train_cfg_text(&c);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\ndqn:\n"));
+    assert_null(strstr(text, "\nppo:\n"));
+    free(text);
 }
 
 static void test_config_yaml_roundtrip_and_errors(void **state)
@@ -1028,6 +1050,342 @@ static void test_eval_concat_by_hand(void **state)
     vx_eval_report_free(&parts[0]), vx_eval_report_free(&parts[1]);
 }
 
+/* ---- the run's control, epoch by epoch ------------------------------------------------------- */
+
+/* What on_epoch saw, epoch by epoch (index: the epoch), and an optional stop. */
+typedef struct {
+    int n, stop_at;
+    int validated[64], checkpointed[64], best[64];
+    double sharpe[64];
+    const char *dir;
+    int replay_checks, replay_missing; /* best-only epochs: the latest's side file still there */
+} epoch_log;
+
+static int log_epoch(const vx_epoch_report *r, void *ctx)
+{
+    epoch_log *l = ctx;
+    assert_true(r->epoch > 0 && r->epoch < 64);
+    l->n = r->epoch;
+    l->validated[r->epoch] = r->validated, l->checkpointed[r->epoch] = r->checkpointed;
+    l->best[r->epoch] = r->best, l->sharpe[r->epoch] = r->val.sharpe;
+    /* a best written between two checkpoints must leave the committed checkpoint resumable: a
+     * kill here would resume from it, so the side file it names must still be on disk */
+    if (l->dir && r->best && !r->checkpointed) {
+        char p[256];
+        snprintf(p, sizeof p, "%s/checkpoint/latest.safetensors", l->dir);
+        vx_safetensors s;
+        if (vx_safetensors_read(p, &s, NULL) == VX_OK) {
+            const char *side = vx_safetensors_meta(&s, "file.replay");
+            struct stat sb;
+            snprintf(p, sizeof p, "%s/checkpoint/%s", l->dir, side ? side : "?");
+            l->replay_checks++;
+            l->replay_missing += side == NULL || stat(p, &sb) != 0;
+            vx_safetensors_free(&s);
+        }
+    }
+    return r->epoch == l->stop_at;
+}
+
+/* The cadence of validations and checkpoints: 5 epochs, a validation every 3 and a checkpoint
+ * every 2, so neither divides the run. Validations at 3 and at the last epoch (5); checkpoints at
+ * 2, 4 and the last; epoch 3's validation is the first, hence the best, and it falls between the
+ * checkpoints of 2 and 4 — writing the best must not prune the replay file epoch 2's checkpoint
+ * names. best.safetensors records the best validation's Sharpe ratio exactly (resume compares
+ * later validations with it), and the metrics' episode_pnl is episode_return × reward_scale. */
+static void test_validation_and_checkpoint_cadence(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    vx_train_cfg c;
+    vx_err e;
+    tiny(&c, dir);
+    c.epochs = 5, c.eval_every = 3, c.checkpoint_every = 2;
+    c.env.reward_scale = 250;
+    epoch_log l = {.dir = dir};
+    vx_eval_report r;
+    assert_int_equal(vx_train_run(&c, NULL, 0, log_epoch, &l, &r, &e), VX_OK);
+    assert_int_equal(l.n, 5);
+    const int val[6] = {0, 0, 0, 1, 0, 1}, ckp[6] = {0, 0, 1, 0, 1, 1};
+    for (int k = 1; k <= 5; k++) {
+        if (l.validated[k] != val[k]) fail_msg("epoch %d: validated %d", k, l.validated[k]);
+        if (l.checkpointed[k] != ckp[k])
+            fail_msg("epoch %d: checkpointed %d", k, l.checkpointed[k]);
+    }
+    assert_true(l.best[3]); /* the first validation */
+    assert_int_equal(l.replay_checks, 1);
+    assert_int_equal(l.replay_missing, 0);
+    /* the best's metadata: its epoch and its validation Sharpe ratio, to the last bit */
+    int best_epoch = l.best[5] ? 5 : 3;
+    char p[256];
+    snprintf(p, sizeof p, "%s/checkpoint/best.safetensors", dir);
+    vx_safetensors s;
+    assert_int_equal(vx_safetensors_read(p, &s, &e), VX_OK);
+    assert_int_equal(atoi(vx_safetensors_meta(&s, "epoch")), best_epoch);
+    assert_true(strtod(vx_safetensors_meta(&s, "val_sharpe"), NULL) == l.sharpe[best_epoch]);
+    vx_safetensors_free(&s);
+    /* episode_pnl = episode_return × 250, row by row (the CSV holds 9 significant digits) */
+    static char m[16384];
+    read_metrics(dir, m, sizeof m);
+    char *line = strtok(m, "\n");
+    int ret_col = -1, pnl_col = -1, col = 0;
+    for (char *q = line; q; q = strchr(q, ','), q = q ? q + 1 : NULL, col++) {
+        if (strncmp(q, "episode_return,", 15) == 0) ret_col = col;
+        if (strncmp(q, "episode_pnl,", 12) == 0) pnl_col = col;
+    }
+    assert_true(ret_col >= 0 && pnl_col >= 0);
+    int rows = 0;
+    while ((line = strtok(NULL, "\n"))) {
+        double v[64];
+        int k = 0;
+        for (char *q = line; q && k < 64; q = strchr(q, ','), q = q ? q + 1 : NULL)
+            v[k++] = atof(q);
+        if (isnan(v[ret_col])) continue;
+        assert_true(fabs(v[pnl_col] - 250 * v[ret_col]) <= 1e-8 * (1 + fabs(v[pnl_col])));
+        rows++;
+    }
+    assert_true(rows > 0);
+    vx_eval_report_free(&r);
+    th_rmtree(dir);
+}
+
+/* Patience counts validations since the best, and a resumed run counts them as the uninterrupted
+ * one did. The expected bests and stop are recomputed here from the Sharpe ratios the run
+ * reported: a validation is the best when it is the first or strictly beats every earlier one,
+ * and the run stops at the first validation that is the `patience`-th since the best. The run
+ * must have a best after a validation that was not (else a count that never restarts passes).
+ * Then the same run interrupted one validation after its last best and resumed stops at the
+ * same epoch with the same best. */
+static void test_patience_counted_from_the_best_and_across_resume(void **state)
+{
+    (void)state;
+    char a[64], b[64];
+    th_tmpdir(a, sizeof a), th_tmpdir(b, sizeof b);
+    vx_train_cfg c;
+    vx_err e;
+    tiny(&c, a);
+    c.epochs = 60, c.eval_every = 2, c.patience = 3, c.checkpoint_every = 2;
+    c.max_revisits = 0, c.seed = 5;
+    dqn_of(&c)->learner.adam.lr = 3e-3; /* measured: bests at epochs 2, 8, 12 and 14, stop at 20 */
+    epoch_log la = {0};
+    vx_eval_report ra, rb;
+    assert_int_equal(vx_train_run(&c, NULL, 0, log_epoch, &la, &ra, &e), VX_OK);
+    double top = -INFINITY;
+    int since = 0, stop = 0, best = 0, restarted = 0;
+    for (int k = 1; k <= la.n && !stop; k++) {
+        if (!la.validated[k]) continue;
+        int is_best = best == 0 || la.sharpe[k] > top;
+        if (la.best[k] != is_best)
+            fail_msg("epoch %d: best %d, by hand %d", k, la.best[k], is_best);
+        if (is_best) restarted |= since > 0, top = la.sharpe[k], best = k, since = 0;
+        else since++;
+        if (since >= 3) stop = k;
+    }
+    printf("patience: best epoch %d, stopped at %d of %d\n", best, la.n, c.epochs);
+    assert_true(restarted);
+    assert_int_equal(la.n, stop);
+    char want[64];
+    snprintf(want, sizeof want, "best: epoch %d of %d,", best, stop);
+    assert_non_null(strstr(ra.checkpoint, want));
+    /* interrupted one validation after the best, then resumed */
+    snprintf(c.run_dir, sizeof c.run_dir, "%s", b);
+    epoch_log lb = {.stop_at = best + 2};
+    assert_true(best + 2 < stop);
+    assert_int_equal(vx_train_run(&c, NULL, 0, log_epoch, &lb, NULL, &e), VX_ERR_STOPPED);
+    lb.stop_at = 0;
+    assert_int_equal(vx_train_run(&c, NULL, 1, log_epoch, &lb, &rb, &e), VX_OK);
+    assert_int_equal(lb.n, stop);
+    assert_string_equal(ra.checkpoint, rb.checkpoint);
+    vx_eval_report_free(&ra), vx_eval_report_free(&rb);
+    th_rmtree(a), th_rmtree(b);
+}
+
+/* Without learning (warmup beyond every transition the run collects) the greedy policy never
+ * changes, so every validation ties: a tie does not beat the best, which stays the first, and
+ * patience 2 stops the run at the third validation. */
+static void test_a_tie_is_not_a_better_validation(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    vx_train_cfg c;
+    vx_err e;
+    tiny(&c, dir);
+    c.epochs = 10, c.eval_every = 1, c.patience = 2;
+    dqn_of(&c)->warmup = 1000000;
+    epoch_log l = {0};
+    vx_eval_report r;
+    assert_int_equal(vx_train_run(&c, NULL, 0, log_epoch, &l, &r, &e), VX_OK);
+    assert_int_equal(l.n, 3);
+    assert_true(l.sharpe[1] == l.sharpe[2] && l.sharpe[2] == l.sharpe[3]); /* the premise */
+    assert_true(l.best[1] && !l.best[2] && !l.best[3]);
+    assert_non_null(strstr(r.checkpoint, "best: epoch 1 of 3,"));
+    vx_eval_report_free(&r);
+    th_rmtree(dir);
+}
+
+static int file_exists(const char *dir, const char *name)
+{
+    char p[256];
+    struct stat sb;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return stat(p, &sb) == 0;
+}
+
+/* How runs end: a stop asked for at the last epoch is the normal end (tested, VX_OK); a stop in a
+ * run that never checkpoints (checkpoint_every 0) writes no checkpoint; final_test 0 evaluates
+ * nothing on the test split; split.val 0 validates nothing even with eval_every set; and a
+ * fresh start removes a best left by an attempt that never checkpointed. */
+static void test_how_runs_end(void **state)
+{
+    (void)state;
+    char dir[64];
+    vx_train_cfg c;
+    vx_err e;
+    vx_eval_report r;
+    th_tmpdir(dir, sizeof dir);
+    tiny(&c, dir);
+    c.epochs = 2;
+    epoch_log l = {.stop_at = 2};
+    assert_int_equal(vx_train_run(&c, NULL, 0, log_epoch, &l, &r, &e), VX_OK);
+    assert_non_null(strstr(r.checkpoint, "best: epoch"));
+    assert_true(file_exists(dir, "eval.json"));
+    vx_eval_report_free(&r);
+    th_rmtree(dir);
+    /* never checkpointing: stopped after epoch 1 of 3, and no checkpoint, only the best */
+    th_tmpdir(dir, sizeof dir);
+    tiny(&c, dir);
+    c.epochs = 3, c.eval_every = 1, c.checkpoint_every = 0;
+    l = (epoch_log){.stop_at = 1};
+    assert_int_equal(vx_train_run(&c, NULL, 0, log_epoch, &l, NULL, &e), VX_ERR_STOPPED);
+    assert_non_null(strstr(e.msg, "no checkpoint to resume from"));
+    assert_false(file_exists(dir, "checkpoint/latest.safetensors"));
+    assert_true(file_exists(dir, "checkpoint/best.safetensors"));
+    /* a fresh start in that folder (allowed: nothing to resume) that validates nothing: the old
+     * attempt's best is gone, and the test split sees the last epoch */
+    c.eval_every = 0, c.epochs = 1;
+    assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, &r, &e), VX_OK);
+    assert_false(file_exists(dir, "checkpoint/best.safetensors"));
+    assert_non_null(strstr(r.checkpoint, "last: epoch 1"));
+    vx_eval_report_free(&r);
+    th_rmtree(dir);
+    /* final_test 0: nothing on the test split, no report */
+    th_tmpdir(dir, sizeof dir);
+    tiny(&c, dir);
+    c.epochs = 1, c.final_test = 0;
+    assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, &r, &e), VX_OK);
+    assert_false(file_exists(dir, "eval.json"));
+    assert_false(r.row[VX_EVAL_AGENT].present);
+    vx_eval_report_free(&r);
+    th_rmtree(dir);
+    /* no validation split: nothing validated whatever eval_every says */
+    th_tmpdir(dir, sizeof dir);
+    tiny(&c, dir);
+    c.epochs = 2, c.eval_every = 1, c.env.val_fraction = 0;
+    l = (epoch_log){0};
+    assert_int_equal(vx_train_run(&c, NULL, 0, log_epoch, &l, &r, &e), VX_OK);
+    assert_true(!l.validated[1] && !l.validated[2]);
+    assert_non_null(strstr(r.checkpoint, "last: epoch 2"));
+    vx_eval_report_free(&r);
+    th_rmtree(dir);
+}
+
+/* The final report's over-fitting warning, against a by-hand walk: it fires exactly when the
+ * agent's in-sample Sharpe ratio beats the oracle's (at the report's band) on the training
+ * bars. */
+static void test_in_sample_warning_by_hand(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    vx_train_cfg c;
+    vx_err e;
+    tiny(&c, dir);
+    c.epochs = 2;
+    c.env.drawdown_limit = 1e12; /* as the by-hand walk below: no stop-outs */
+    vx_eval_report r;
+    assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, &r, &e), VX_OK);
+    vx_market m;
+    assert_int_equal(vx_train_open_market(&c, &m, &e), VX_OK);
+    assert_true(r.baselines.has_oracle && r.row[VX_EVAL_IN_SAMPLE].present);
+    double oracle = train_sharpe_by_hand(&m, &c.env, oracle_level, &r.baselines.oracle_band);
+    int warned = 0;
+    for (int i = 0; i < r.n_warnings; i++) warned |= strstr(r.warnings[i], "noise") != NULL;
+    printf("in-sample Sharpe %.3f, the oracle's %.3f: %s\n", r.row[VX_EVAL_IN_SAMPLE].sharpe,
+           oracle, warned ? "warned" : "no warning");
+    assert_int_equal(warned, r.row[VX_EVAL_IN_SAMPLE].sharpe > oracle);
+    vx_market_close(&m);
+    vx_eval_report_free(&r);
+    th_rmtree(dir);
+}
+
+/* Resume refuses a checkpoint it cannot trust, naming the key: another algorithm's, an earlier
+ * format's, another run's, one without its checksum (the reader checks a checksum only when
+ * present) — each the run's own checkpoint rewritten with one metadata entry changed — and one
+ * whose replay file is not the one it was written with. */
+static void test_resume_refusals_name_the_key(void **state)
+{
+    (void)state;
+    char dir[64], p[256];
+    th_tmpdir(dir, sizeof dir);
+    vx_train_cfg c;
+    vx_err e;
+    tiny(&c, dir);
+    c.epochs = 2, c.eval_every = 0, c.checkpoint_every = 1;
+    assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){1}, NULL, &e), VX_ERR_STOPPED);
+    snprintf(p, sizeof p, "%s/checkpoint/latest.safetensors", dir);
+    size_t n;
+    uint8_t *orig = th_read(p, &n);
+    const struct {
+        const char *key, *value, *says;
+    } cases[] = {{"algo", "ppo", "a checkpoint of 'ppo', but the run trains 'dqn'"},
+                 {"format", "vixen-run-1", "written by an earlier vixen"},
+                 {"run_id", "0123456789abcdef0123456789abcdef", "belongs to run 0123456789abcdef"}};
+    for (int i = 0; i < 3; i++) {
+        vx_safetensors s;
+        assert_int_equal(vx_safetensors_read(p, &s, &e), VX_OK);
+        vx_meta *m = calloc(s.n_meta, sizeof *m);
+        size_t k = 0;
+        for (size_t j = 0; j < s.n_meta; j++) {
+            if (strcmp(s.meta[j].key, VX_SAFETENSORS_SUM) == 0) continue; /* the writer's */
+            m[k] = s.meta[j];
+            if (strcmp(m[k].key, cases[i].key) == 0)
+                snprintf(m[k].value, sizeof m[k].value, "%s", cases[i].value);
+            k++;
+        }
+        assert_int_equal(vx_safetensors_write(p, s.tensors, s.n, m, k, &e), VX_OK);
+        free(m);
+        vx_safetensors_free(&s);
+        assert_int_equal(vx_train_run(&c, NULL, 1, NULL, NULL, NULL, &e), VX_ERR_FORMAT);
+        if (!strstr(e.msg, cases[i].says)) fail_msg("case %d: %s", i, e.msg);
+        th_write(p, orig, n);
+    }
+    /* the checksum's key renamed in the header: the reader finds no checksum to check */
+    uint8_t *hit = memmem(orig, n, "\"" VX_SAFETENSORS_SUM "\"", strlen(VX_SAFETENSORS_SUM) + 2);
+    assert_non_null(hit);
+    hit[1] = 'X';
+    th_write(p, orig, n);
+    assert_int_equal(vx_train_run(&c, NULL, 1, NULL, NULL, NULL, &e), VX_ERR_FORMAT);
+    if (!strstr(e.msg, VX_SAFETENSORS_SUM) || !strstr(e.msg, "missing")) fail_msg("%s", e.msg);
+    hit[1] = 'c';
+    th_write(p, orig, n);
+    /* one flipped byte in the replay file the checkpoint names */
+    char side[256];
+    snprintf(side, sizeof side, "%s/checkpoint/replay-00000001.bin", dir);
+    size_t sn;
+    uint8_t *sb = th_read(side, &sn);
+    sb[sn / 2] ^= 0x10;
+    th_write(side, sb, sn);
+    assert_int_equal(vx_train_run(&c, NULL, 1, NULL, NULL, NULL, &e), VX_ERR_FORMAT);
+    if (!strstr(e.msg, "xxh3.replay") || !strstr(e.msg, "damaged")) fail_msg("%s", e.msg);
+    sb[sn / 2] ^= 0x10;
+    th_write(side, sb, sn);
+    free(sb);
+    assert_int_equal(vx_train_run(&c, NULL, 1, NULL, NULL, NULL, &e), VX_OK); /* restored */
+    free(orig);
+    th_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1044,6 +1402,12 @@ int main(void)
         cmocka_unit_test(test_best_checkpoint_protects_a_long_run),
         cmocka_unit_test(test_planned_length_does_not_change_early_epochs),
         cmocka_unit_test(test_patience_and_warnings),
+        cmocka_unit_test(test_validation_and_checkpoint_cadence),
+        cmocka_unit_test(test_patience_counted_from_the_best_and_across_resume),
+        cmocka_unit_test(test_a_tie_is_not_a_better_validation),
+        cmocka_unit_test(test_how_runs_end),
+        cmocka_unit_test(test_in_sample_warning_by_hand),
+        cmocka_unit_test(test_resume_refusals_name_the_key),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);
 }

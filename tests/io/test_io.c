@@ -392,6 +392,17 @@ static void test_settings(void **state)
     assert_int_equal(vx_settings_set(&s, "toy.nn", "1", NULL, &e), VX_ERR_ARG);
     assert_non_null(strstr(e.msg, "unknown key 'toy.nn'"));
     assert_int_equal(vx_settings_set(&s, "nodot", "1", NULL, &e), VX_ERR_ARG);
+    /* a section name is matched whole, not as a prefix of the key's */
+    assert_int_equal(vx_settings_set(&s, "to.n", "1", NULL, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "unknown key 'to.n'"));
+    /* whole numbers for every integer type, and no NaN or infinity for a double (NaN passes
+     * every range comparison) */
+    assert_int_equal(vx_settings_set(&s, "toy.big", "2.5", NULL, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "not a whole number"));
+    assert_int_equal(vx_settings_set(&s, "toy.seed", "1.5", NULL, &e), VX_ERR_ARG);
+    assert_int_equal(vx_settings_set(&s, "toy.rate", "nan", NULL, &e), VX_ERR_ARG);
+    assert_int_equal(vx_settings_set(&s, "toy.rate", "inf", NULL, &e), VX_ERR_ARG);
+    assert_true(t.big == 1000000000000LL && t.seed == 12345678901234ull && t.rate == 0.25);
     assert_int_equal(t.n, 7); /* failed sets left the value alone */
     /* write → load: the same values, and the same text again */
     char dir[64], path[128];
@@ -507,6 +518,7 @@ static void test_settings_roundtrip_nasty_strings(void **state)
         "x\xf4\x90\x80\x80",
         "surrogate \xed\xa0\x80",
         "overlong \xc0\xaf",
+        "c1 last \xc2\x9f", /* U+009F, the last C1 control: escaped like the others */
     };
     const size_t n_nasty = sizeof nasty / sizeof *nasty;
     char dir[64], path[128];
@@ -583,6 +595,17 @@ static void test_settings_long_values(void **state)
     assert_non_null(strstr(e.msg, "w.yaml: line 2: wide.name:"));
     assert_non_null(strstr(e.msg, "too long"));
     assert_string_equal(w->name, name); /* untouched */
+    /* a list item needs room for its NUL: 1,023 bytes fit a 1,024-byte row, 1,024 do not */
+    char *item = malloc(1100);
+    memset(item, 'f', 1024);
+    item[1023] = '\0';
+    assert_int_equal(vx_settings_set(&s, "wide.files", item, NULL, &e), VX_OK);
+    assert_int_equal(strlen(w->files[0]), 1023);
+    item[1023] = 'f', item[1024] = '\0';
+    assert_int_equal(vx_settings_set(&s, "wide.files", item, NULL, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "too long"));
+    assert_int_equal(strlen(w->files[0]), 1023); /* untouched */
+    free(item);
     /* a list item too long for its row, and a NUL byte, are refused too */
     snprintf(text, 2200, "wide:\n  files:\n    - ok.csv\n    - %.1100s\n", name);
     th_write_str(path, text);
@@ -600,6 +623,33 @@ static void test_settings_long_values(void **state)
     assert_string_equal(w->files[0], "a,b.csv");
     th_rmtree(dir);
     free(text), free(name), free(w);
+}
+
+/* Doubles are written with all 17 significant digits: a resumed run must read back the very
+ * values it trained with (0.1 + 0.2 and 1/3 need all 17 to come back bit for bit). */
+static void test_settings_doubles_read_back_exactly(void **state)
+{
+    (void)state;
+    const double vals[] = {0.1 + 0.2, 1.0 / 3.0, 0.7 * 0.7, 1e-300 * 3.3};
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/toy.yaml", dir);
+    for (int i = 0; i < 4; i++) {
+        toy t = {0}, u = {0};
+        t.n = 1, t.rate = vals[i], t.n_widths = 1, t.widths[0] = 8;
+        vx_settings s = {0}, su = {0};
+        vx_settings_bind(&s, &toy_section, &t);
+        vx_settings_bind(&su, &toy_section, &u);
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        assert_int_equal(vx_settings_write(&s, f), VX_OK);
+        assert_int_equal(fclose(f), 0);
+        vx_err e;
+        assert_int_equal(vx_settings_load(&su, path, &e), VX_OK);
+        if (memcmp(&u.rate, &vals[i], sizeof(double)) != 0)
+            fail_msg("%.17g read back as %.17g", vals[i], u.rate);
+    }
+    th_rmtree(dir);
 }
 
 /* A stream that fails (full) is reported, not ignored. */
@@ -632,6 +682,7 @@ int main(void)
         cmocka_unit_test(test_settings_roundtrip_nasty_strings),
         cmocka_unit_test(test_settings_long_values),
         cmocka_unit_test(test_settings_write_reports_errors),
+        cmocka_unit_test(test_settings_doubles_read_back_exactly),
     };
     return cmocka_run_group_tests_name("io", tests, NULL, NULL);
 }
