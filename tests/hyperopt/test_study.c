@@ -529,7 +529,7 @@ static void test_estimate_moves_with_settings(void **state)
     assert_true((double)b.total - (double)a.total == (double)b.envs - (double)a.envs);
     /* an environment more, at n = 1 and at n = 2 */
     for (int n = 1; n <= 2; n++) {
-        char nv[8];
+        char nv[16];
         snprintf(nv, sizeof nv, "%d", n);
         *t = *base;
         assert_int_equal(vx_train_cfg_set(t, "dqn.n_step", nv, "t", &e), VX_OK);
@@ -548,7 +548,7 @@ static void test_estimate_moves_with_settings(void **state)
     const double htop = net.n_trunk ? net.trunk[net.n_trunk - 1] : net.in_dim;
     const double bwd = Z + 2 * (double)hmax + heads * (Z + (double)amax + Hh + htop);
     for (int B = 32; B <= 64; B *= 2) {
-        char bv[8];
+        char bv[16];
         snprintf(bv, sizeof bv, "%d", B);
         *t = *base;
         assert_int_equal(vx_train_cfg_set(t, "dqn.batch", bv, "t", &e), VX_OK);
