@@ -13,7 +13,10 @@
  *   the concurrency scaled to the measurement, and a chunk the device refuses run again at half;
  *   (3) a trial its share refuses halves its batch and runs again while the others' results stay
  *   as they were; (4) below 10% free the concurrency halves with a warning; (5) = the first test.
- * - best.yaml trained on its own reproduces the best trial's validation result exactly. */
+ * - best.yaml trained on its own reproduces the best trial's validation result exactly.
+ * - The store, `vixen hyperopt status` and report.html read back rows written here, whose every
+ *   count, order and best are known by hand; layers 2 and 4 of the engine on numbers of their own;
+ *   a trial its share refuses at every batch fails after five halvings. */
 #define _GNU_SOURCE /* memmem */
 #include "helpers.h"
 #include "hyperopt/study_common.h"
@@ -402,8 +405,9 @@ static void test_command_errors(void **state)
     (void)state;
     char root[64], space[128], args[4096], longp[600];
     study_folder(root, sizeof root, space, sizeof space);
-    const char *bad[] = {"--plan", "--swarm 3", "--generations 2", "--seed 4", "--no-prune"};
-    for (int i = 0; i < 5; i++) {
+    const char *bad[] = {"--plan",     "--swarm 3",        "--generations 2", "--seed 4",
+                         "--no-prune", "--prune-warmup 1", "--margin 0.3",    "--seeds 2"};
+    for (int i = 0; i < 8; i++) {
         snprintf(args, sizeof args, "hyperopt --resume %s %s", root, bad[i]);
         assert_int_equal(vixen("", args), 2);
         assert_non_null(strstr(err, "--resume takes the study's own"));
@@ -414,6 +418,9 @@ static void test_command_errors(void **state)
     assert_int_equal(vixen("", args), 1);
     assert_non_null(strstr(err, "too long"));
     assert_int_equal(vixen("", "hyperopt --study x"), 2);
+    /* a concurrency of 0 is the budget's choice, not one a user asks for: 1..4096 */
+    snprintf(args, sizeof args, "hyperopt %s " SMALL " --plan --concurrency 0", space);
+    assert_int_equal(vixen("", args), 2);
     snprintf(args, sizeof args, "hyperopt %s", space);
     assert_int_equal(vixen("", args), 2);
     assert_non_null(strstr(err, "--study"));
@@ -1194,6 +1201,484 @@ static void test_store_without_the_rank_column(void **state)
     th_rmtree(root);
 }
 
+/* ---- the store, the status and the report, from rows written here --------------------------- */
+
+/* The store gives back what it was given: every status (a failed trial's too), NaN as NaN (SQLite
+ * keeps it as NULL), each field in its own column, for more rows than the readers' first
+ * allocation (64, then doubling); a curve put again replaces the old one; the swarm's rows hold
+ * each particle's position, velocity and best as the swarm has them (a best still −inf: NULL); a
+ * folder that already holds a store is refused, and that store is left as it was. Every value is
+ * a closed form of the row's index, exact in binary64. */
+static void test_store_round_trip(void **state)
+{
+    (void)state;
+    char root[64], path[128];
+    th_tmpdir(root, sizeof root);
+    snprintf(path, sizeof path, "%s/study.db", root);
+    vx_store s;
+    vx_err e;
+    assert_int_equal(vx_store_create(&s, path, &e), VX_OK);
+    enum { N = 200, N_EV = 130 };
+    vx_trial *t = calloc(N, sizeof *t);
+    assert_non_null(t);
+    assert_int_equal(vx_store_begin(&s, &e), VX_OK);
+    for (int i = 0; i < N; i++) {
+        vx_trial *x = &t[i];
+        x->id = i, x->generation = i / 10, x->particle = i % 10, x->seed_index = i % 3;
+        x->status = (vx_trial_status)(i % 5); /* pending .. failed, in turn */
+        x->objective = i % 7 == 0 ? NAN : 0.25 * i - 7;
+        x->objective_se = i % 11 == 0 ? NAN : 1.0 / 64 * i;
+        x->best_epoch = i % 4, x->epochs = i % 9;
+        x->train_seed = 1000003ull * (uint64_t)i + (1ull << 40);
+        x->batch = 1 + i, x->halvings = i % 6;
+        x->mem_estimate = (int64_t)i << 33, x->mem_measured = (int64_t)i * 12345;
+        x->seconds = i % 13 == 0 ? NAN : 0.5 * i;
+        x->env_steps = (int64_t)i * 777, x->updates = (int64_t)i * 3, x->rank = i % 4;
+        snprintf(x->params, sizeof x->params, "a=%d\nb=x%d\n", i, i);
+        if (x->status == VX_TRIAL_FAILED) snprintf(x->error, sizeof x->error, "failed %d", i);
+        assert_int_equal(vx_store_trial_put(&s, x, &e), VX_OK);
+        vx_curve_point pts[2] = {{0, 0.5 * i, NAN}, {1, NAN, 0.25}};
+        assert_int_equal(vx_store_curve_put(&s, i, pts, 2, &e), VX_OK);
+    }
+    vx_curve_point again = {3, 2.0, 0.125}; /* trial 5's curve, put again: it replaces */
+    assert_int_equal(vx_store_curve_put(&s, 5, &again, 1, &e), VX_OK);
+    for (int i = 0; i < N_EV; i++) {
+        vx_study_event ev;
+        memset(&ev, 0, sizeof ev);
+        ev.t = 1000.0 + i, ev.generation = i / 7, ev.concurrency = 1 + i % 4, ev.running = i % 3;
+        ev.reserved = (int64_t)i << 20, ev.peak = (int64_t)i << 21;
+        ev.free_b = (int64_t)i << 22, ev.total = (int64_t)i << 23;
+        snprintf(ev.note, sizeof ev.note, "note %d", i);
+        assert_int_equal(vx_store_event(&s, &ev, &e), VX_OK);
+    }
+    assert_int_equal(vx_store_commit(&s, &e), VX_OK);
+    /* the swarm of generation 0: particle 0 has a best, the others none yet (−inf) */
+    vx_pso_cfg pc;
+    vx_pso_cfg_default(&pc);
+    pc.swarm = 3;
+    const double lo[2] = {0, -1}, hi[2] = {1, 1};
+    vx_pso p;
+    assert_int_equal(vx_pso_init(&p, &pc, 2, lo, hi, &e), VX_OK);
+    assert_int_equal(vx_pso_report(&p, 0, 1.5, &e), VX_OK);
+    assert_int_equal(vx_store_swarm_put(&s, &p, &e), VX_OK);
+    vx_store_close(&s);
+
+    assert_int_equal(vx_store_open(&s, path, 1, &e), VX_OK);
+    vx_trial *r;
+    size_t n;
+    if (vx_store_trials(&s, &r, &n, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(n, N);
+    for (int i = 0; i < N; i++) {
+        const vx_trial *a = &t[i], *b = &r[i];
+        int same = a->id == b->id && a->generation == b->generation && a->particle == b->particle &&
+                   a->seed_index == b->seed_index && a->status == b->status &&
+                   same_bits(a->objective, b->objective) &&
+                   same_bits(a->objective_se, b->objective_se) &&
+                   same_bits(a->seconds, b->seconds) && a->best_epoch == b->best_epoch &&
+                   a->epochs == b->epochs && a->train_seed == b->train_seed &&
+                   a->batch == b->batch && a->halvings == b->halvings &&
+                   a->mem_estimate == b->mem_estimate && a->mem_measured == b->mem_measured &&
+                   a->env_steps == b->env_steps && a->updates == b->updates && a->rank == b->rank &&
+                   strcmp(a->params, b->params) == 0 && strcmp(a->error, b->error) == 0;
+        if (!same)
+            fail_msg("trial %d read back as id %lld, status %d, objective %.17g (put: status %d, "
+                     "objective %.17g)",
+                     i, (long long)b->id, (int)b->status, b->objective, (int)a->status,
+                     a->objective);
+    }
+    free(r);
+    vx_curve_point *pts;
+    int64_t *of;
+    if (vx_store_curves(&s, &pts, &of, &n, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(n, 2 * N - 1);
+    for (size_t k = 0, i = 0; i < N; i++) {
+        int m = i == 5 ? 1 : 2;
+        for (int j = 0; j < m; j++, k++) {
+            assert_int_equal(of[k], (int64_t)i);
+            if (i == 5) {
+                assert_int_equal(pts[k].epoch, 3);
+                assert_true(pts[k].sharpe == 2.0 && pts[k].se == 0.125);
+            } else {
+                assert_int_equal(pts[k].epoch, j);
+                assert_true(j ? isnan(pts[k].sharpe) && pts[k].se == 0.25
+                              : pts[k].sharpe == 0.5 * (double)i && isnan(pts[k].se));
+            }
+        }
+    }
+    free(pts), free(of);
+    vx_study_event *ev;
+    if (vx_store_events(&s, &ev, &n, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(n, N_EV);
+    for (int i = 0; i < N_EV; i++) {
+        char note[32];
+        snprintf(note, sizeof note, "note %d", i);
+        assert_true(ev[i].t == 1000.0 + i);
+        assert_int_equal(ev[i].generation, i / 7);
+        assert_int_equal(ev[i].concurrency, 1 + i % 4);
+        assert_int_equal(ev[i].running, i % 3);
+        assert_true(ev[i].reserved == (int64_t)i << 20 && ev[i].peak == (int64_t)i << 21 &&
+                    ev[i].free_b == (int64_t)i << 22 && ev[i].total == (int64_t)i << 23);
+        assert_string_equal(ev[i].note, note);
+    }
+    free(ev);
+    sqlite3_stmt *q;
+    assert_int_equal(sqlite3_prepare_v2(s.db,
+                                        "SELECT generation, particle, x, v, pbest_x, pbest_f "
+                                        "FROM swarm ORDER BY particle",
+                                        -1, &q, NULL),
+                     SQLITE_OK);
+    int rows = 0;
+    size_t bytes = 2 * sizeof(double);
+    while (sqlite3_step(q) == SQLITE_ROW) {
+        int i = sqlite3_column_int(q, 1);
+        assert_int_equal(i, rows);
+        assert_int_equal(sqlite3_column_int(q, 0), 0);
+        const double *want[3] = {p.x + 2 * i, p.v + 2 * i, p.pbest_x + 2 * i};
+        for (int c = 0; c < 3; c++) {
+            assert_int_equal(sqlite3_column_bytes(q, 2 + c), (int)bytes);
+            assert_memory_equal(sqlite3_column_blob(q, 2 + c), want[c], bytes);
+        }
+        if (i == 0) assert_true(sqlite3_column_double(q, 5) == 1.5);
+        else assert_int_equal(sqlite3_column_type(q, 5), SQLITE_NULL);
+        rows++;
+    }
+    sqlite3_finalize(q);
+    assert_int_equal(rows, 3);
+    vx_store_close(&s);
+    vx_pso_free(&p);
+    /* a second store in its place is refused, and the first keeps its trials */
+    e.msg[0] = '\0';
+    assert_int_equal(vx_store_create(&s, path, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "already holds a study"));
+    assert_int_equal(vx_store_open(&s, path, 1, &e), VX_OK);
+    if (vx_store_trials(&s, &r, &n, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(n, N);
+    free(r);
+    vx_store_close(&s);
+    free(t);
+    th_rmtree(root);
+}
+
+/* Text a function printed to a FILE *. */
+static char *printed(vx_status (*fn)(const char *, FILE *, vx_err *), const char *dir)
+{
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    vx_err e;
+    if (fn(dir, f, &e)) fail_msg("%s", e.msg);
+    long n = ftell(f);
+    rewind(f);
+    char *text = malloc((size_t)n + 1);
+    assert_non_null(text);
+    assert_int_equal(fread(text, 1, (size_t)n, f), (size_t)n);
+    text[n] = '\0';
+    fclose(f);
+    return text;
+}
+
+/* The first cell of each row of the report's table of the best trials: the trials' ids, in its
+ * order. */
+static int table_ids(const char *html, long *ids, int max, int *first_is_agent)
+{
+    const char *tb = strstr(html, "<section id=\"best\">");
+    assert_non_null(tb);
+    const char *body = strstr(tb, "<tbody>"), *end = strstr(tb, "</tbody>");
+    int n = 0;
+    *first_is_agent = 0;
+    for (const char *r = strstr(body, "<tr"); r && r < end && n < max; r = strstr(r + 1, "<tr")) {
+        if (n == 0) *first_is_agent = strncmp(r, "<tr class=\"agent\">", 18) == 0;
+        ids[n++] = atol(strstr(r, "<td>") + 4);
+    }
+    return n;
+}
+
+/* vixen hyperopt status and report.html on a store written here, so every count is known: 2
+ * generations x 3 particles = 6 trials, of which trial 0 done (0.5), 1 pruned (0.9: a pruned
+ * trial's best counts), 2 failed, 3 running, 4 done (0.2, one halving), 5 never started.
+ *   status: 4 finished (2 done, 1 pruned, 1 failed), 1 running, 6 − 4 − 1 = 1 to go; the best so
+ *     far is trial 1, the highest objective;
+ *   report: 2 not run (trial 5, and the running trial 3); its table of the best trials is in
+ *     decreasing objective, 1, 0, 4 (the failed trial has none); it names trial 1 as the best so
+ *     far, then, once the study recorded its chosen best (trial 0), that one. */
+static void test_status_and_report_of_a_store(void **state)
+{
+    (void)state;
+    char root[64], path[128];
+    th_tmpdir(root, sizeof root);
+    snprintf(path, sizeof path, "%s/study.db", root);
+    vx_store s;
+    vx_err e;
+    assert_int_equal(vx_store_create(&s, path, &e), VX_OK);
+    vx_pso_cfg pc;
+    vx_pso_cfg_default(&pc);
+    char settings[512];
+    snprintf(settings, sizeof settings,
+             "generations=2\nseeds=1\nmargin=0.2\nprune=1\nprune_warmup=2\nswarm=3\nw=%.17g\n"
+             "c1=%.17g\nc2=%.17g\nvmax=%.17g\nseed=1\n",
+             pc.w, pc.c1, pc.c2, pc.vmax);
+    assert_int_equal(vx_store_meta_set(&s, "settings", settings, &e), VX_OK);
+    assert_int_equal(vx_store_meta_set(&s, "space", space_text, &e), VX_OK);
+    const struct {
+        vx_trial_status status;
+        double objective;
+        int halvings;
+    } rows[5] = {{VX_TRIAL_DONE, 0.5, 0},
+                 {VX_TRIAL_PRUNED, 0.9, 0},
+                 {VX_TRIAL_FAILED, NAN, 0},
+                 {VX_TRIAL_RUNNING, NAN, 0},
+                 {VX_TRIAL_DONE, 0.2, 1}};
+    for (int i = 0; i < 5; i++) {
+        vx_trial t;
+        memset(&t, 0, sizeof t);
+        t.id = i, t.generation = i / 3, t.particle = i % 3;
+        t.status = rows[i].status, t.objective = rows[i].objective, t.objective_se = 0.1;
+        t.halvings = rows[i].halvings, t.batch = 32;
+        snprintf(t.params, sizeof t.params,
+                 "dqn.lr=0.001\ndqn.gamma=0.95\ndqn.n_step=2\ndqn.loss=mse\n");
+        if (t.status == VX_TRIAL_FAILED) snprintf(t.error, sizeof t.error, "it failed");
+        assert_int_equal(vx_store_trial_put(&s, &t, &e), VX_OK);
+    }
+    vx_store_close(&s);
+    char *st = printed(vx_study_status, root);
+    if (!strstr(st, "trials: 4 finished (2 done, 1 pruned, 1 failed), 1 running, 1 to go; 1 "
+                    "out-of-memory halvings\n") ||
+        !strstr(st, "best trial so far: 1 (generation 1, particle 1, seed 0): validation Sharpe "
+                    "0.9000") ||
+        !strstr(st, "not finished"))
+        fail_msg("status:\n%s", st);
+    free(st);
+    for (int chosen = 0; chosen < 2; chosen++) {
+        if (chosen) { /* what finish() records: the swarm's best, trial 0 */
+            assert_int_equal(vx_store_open(&s, path, 0, &e), VX_OK);
+            assert_int_equal(vx_store_meta_set(&s, "best", "0", &e), VX_OK);
+            vx_store_close(&s);
+        }
+        if (vx_study_report_write(root, &e)) fail_msg("%s", e.msg);
+        char rp[160];
+        snprintf(rp, sizeof rp, "%s/report.html", root);
+        char *html = read_text(rp);
+        if (!strstr(html, "6 trials — 2 done, 1 pruned, 1 failed, 2 not run; 1 out-of-memory "
+                          "halvings"))
+            fail_msg("the report's counts: %.300s", strstr(html, "<ul class=\"facts\">"));
+        const char *named =
+            chosen ? "the best trial: 0</strong>" : "the best trial so far: 1</strong>";
+        if (!strstr(html, named)) fail_msg("the report does not say '%s'", named);
+        long ids[8];
+        int agent, n = table_ids(html, ids, 8, &agent);
+        if (n != 3 || ids[0] != 1 || ids[1] != 0 || ids[2] != 4 || !agent)
+            fail_msg("the table's trials: %d rows, %ld %ld %ld (want 1 0 4)", n,
+                     n > 0 ? ids[0] : -1, n > 1 ? ids[1] : -1, n > 2 ? ids[2] : -1);
+        free(html);
+    }
+    th_rmtree(root);
+}
+
+/* ---- layers 2 and 4 of the engine, on their own ---------------------------------------------- */
+
+static void *no_trial(void *arg) { return arg; }
+
+/* A chunk of `started` trials that have ended (threads that return at once) with the given
+ * refusals and measurements, ended on eng: its status, and its note in note. */
+static vx_status end_chunk(vx_engine *eng, int started, const int *refused, const int64_t *measured,
+                           char *note, size_t n_note, vx_err *e)
+{
+    vx_chunk c;
+    assert_int_equal(vx_chunk_init(&c, 8, e), VX_OK);
+    c.n = c.started = started;
+    for (int k = 0; k < started; k++) {
+        c.jobs[k].device_refused = refused[k];
+        c.jobs[k].t.mem_measured = measured[k];
+        assert_int_equal(pthread_create(&c.jobs[k].thread, NULL, no_trial, NULL), 0);
+    }
+    vx_status st = vx_chunk_end(eng, &c, note, n_note, e);
+    vx_chunk_free(&c);
+    return st;
+}
+
+/* Layer 2 after a chunk: the device refused some of its trials: the concurrency goes to half the
+ * chunk, rounded up (3 -> 2); refused running alone: an error. The first chunk's measurement sets
+ * the concurrency to floor(available / per trial), at most the cap, per trial the estimate of the
+ * largest trial, or on a GPU what a trial measured when that is more: with 1000 B available, an
+ * estimate of 100 B and 400 B measured, min(10, cap 8) = 8 on the CPU and floor(1000 / 400) = 2
+ * on a GPU. Layer 4 before a chunk: below 10% of the budget free, the concurrency halves, rounded
+ * up (3 -> 2 -> 1, and 1 stays); with the budget free again it stays. */
+static void test_engine_layers_2_and_4(void **state)
+{
+    (void)state;
+    int cur, ramped;
+    vx_engine eng;
+    memset(&eng, 0, sizeof eng);
+    eng.cur = &cur, eng.ramped = &ramped;
+    eng.kind = VX_DEVICE_CPU, eng.avail = 1000, eng.worst = 100, eng.cap = 8;
+    char note[160];
+    vx_err e;
+    const int none[3] = {0, 0, 0}, one_of_3[3] = {0, 1, 0}, alone[1] = {1};
+    const int64_t small[3] = {10, 10, 10}, big[1] = {400};
+    cur = 3, ramped = 0;
+    assert_int_equal(end_chunk(&eng, 3, one_of_3, small, note, sizeof note, &e), VX_OK);
+    assert_int_equal(cur, 2);
+    assert_int_equal(ramped, 1);
+    assert_non_null(strstr(note, "the device refused 1 of 3 trials: concurrency 3 -> 2"));
+    cur = 1;
+    assert_int_equal(end_chunk(&eng, 1, alone, small, note, sizeof note, &e), VX_ERR_NOMEM);
+    assert_int_equal(cur, 1);
+    cur = 1, ramped = 0;
+    assert_int_equal(end_chunk(&eng, 1, none, big, note, sizeof note, &e), VX_OK);
+    assert_int_equal(cur, 8);
+    assert_int_equal(ramped, 1);
+    eng.kind = VX_DEVICE_CUDA; /* only eng's numbers are read: no GPU needed */
+    cur = 1, ramped = 0;
+    assert_int_equal(end_chunk(&eng, 1, none, big, note, sizeof note, &e), VX_OK);
+    assert_int_equal(cur, 2);
+    cur = 2; /* ramped: nothing changes */
+    assert_int_equal(end_chunk(&eng, 2, none, small, note, sizeof note, &e), VX_OK);
+    assert_int_equal(cur, 2);
+    assert_string_equal(note, "");
+
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CPU;
+    dc.budget = 100000000;
+    vx_device *dev;
+    assert_int_equal(vx_device_open(&dc, &dev, &e), VX_OK);
+    vx_mem ballast;
+    vx_mem_init(&ballast, dev, "another tenant");
+    void *p;
+    assert_int_equal(vx_mem_alloc(&ballast, 93000000, &p, &e), VX_OK); /* never touched */
+    memset(&eng, 0, sizeof eng);
+    eng.dev = dev, eng.cur = &cur, eng.ramped = &ramped;
+    const int steps[][2] = {{3, 2}, {2, 1}, {1, 1}};
+    for (int i = 0; i < 3; i++) {
+        cur = steps[i][0];
+        vx_watchdog(&eng, note, sizeof note);
+        assert_int_equal(cur, steps[i][1]);
+        char want[64];
+        snprintf(want, sizeof want, "free: concurrency %d -> %d", steps[i][0], steps[i][1]);
+        if (steps[i][0] > 1) assert_non_null(strstr(note, want));
+        else assert_string_equal(note, "");
+    }
+    vx_mem_release(&ballast);
+    vx_device_info info; /* the driver's count (the machine's RAM) must leave 10% too */
+    assert_int_equal(vx_device_query(dev, &info, &e), VX_OK);
+    if ((double)info.free >= 0.2 * (double)info.total) {
+        cur = 4;
+        vx_watchdog(&eng, note, sizeof note);
+        assert_int_equal(cur, 4);
+        assert_string_equal(note, "");
+    }
+    vx_device_close(dev);
+}
+
+/* Refuses every replay buffer made on a share whose label begins with `label`. */
+typedef struct {
+    const char *label;
+    int count;
+} refusals;
+
+static int refuse_replay_always(void *ctx, const vx_device *d, const char *owner, size_t bytes)
+{
+    (void)bytes;
+    refusals *r = ctx;
+    if (strncmp(vx_device_label(d), r->label, strlen(r->label)) != 0 ||
+        strcmp(owner, "replay") != 0)
+        return 0;
+    __atomic_add_fetch(&r->count, 1, __ATOMIC_SEQ_CST);
+    return VX_FAULT_REFUSE;
+}
+
+typedef struct {
+    int chunks;
+    int64_t share[8];
+} shares_seen;
+
+static void note_share(const vx_study_progress *p, void *ctx)
+{
+    shares_seen *s = ctx;
+    if (p->running > 0 && s->chunks < 8) s->share[s->chunks++] = p->mem_per_trial;
+}
+
+/* layer 3 to its end: a trial its share refuses at every batch halves it 32 -> 16 -> 8 -> 4 -> 2
+ * -> 1 (five halvings, six attempts) and then fails, with its error and no objective; the other
+ * trials' results are those of the study that never ran out, and status counts it failed. The
+ * reference study (3 trials at concurrency 2: chunks of 2, then 1) gives every trial the same
+ * share, available / concurrency, the last chunk's lone trial too. */
+static void test_a_trial_fails_after_its_halvings(void **state)
+{
+    (void)state;
+    char root[64], ref[128], dir[128];
+    th_tmpdir(root, sizeof root);
+    snprintf(ref, sizeof ref, "%s/ref", root);
+    snprintf(dir, sizeof dir, "%s/failing", root);
+    vx_study_cfg c;
+    small_cfg(&c, 3, 1, 2);
+    c.prune = 0;
+    vx_train_cfg *base = small_base();
+    vx_study *s;
+    vx_err e;
+    shares_seen seen = {0, {0}};
+    assert_int_equal(vx_study_create(ref, &c, space_text, strlen(space_text), base, &s, &e), VX_OK);
+    if (vx_study_run(s, NULL, note_share, &seen, NULL, &e)) fail_msg("%s", e.msg);
+    vx_study_close(s);
+    free(base);
+    assert_int_equal(seen.chunks, 2);
+    assert_true(seen.share[0] > 0);
+    if (seen.share[1] != seen.share[0])
+        fail_msg("a share of %lld B in the first chunk, %lld B in the second",
+                 (long long)seen.share[0], (long long)seen.share[1]);
+    refusals r = {"g0-p1-s0", 0};
+    vx_mem_set_fault(refuse_replay_always, &r);
+    vx_status st = run_study(dir, &c, NULL, &e);
+    vx_mem_set_fault(NULL, NULL);
+    if (st) fail_msg("%s", e.msg);
+    size_t n;
+    vx_trial *t = trials_of(dir, &n);
+    assert_int_equal(n, 3);
+    assert_int_equal(t[1].status, VX_TRIAL_FAILED);
+    assert_int_equal(t[1].halvings, 5);
+    assert_int_equal(t[1].batch, 1);
+    assert_int_equal(r.count, 6);
+    assert_true(isnan(t[1].objective));
+    assert_true(t[1].error[0] != '\0');
+    assert_int_equal(t[0].halvings + t[2].halvings, 0);
+    free(t);
+    assert_same_trials(ref, dir, 1);
+    char *text = printed(vx_study_status, dir);
+    if (!strstr(text, "trials: 3 finished (2 done, 0 pruned, 1 failed), 0 running, 0 to go"))
+        fail_msg("status:\n%s", text);
+    free(text);
+    th_rmtree(root);
+}
+
+/* `--resume DIR --concurrency N` runs the rest at N (a study stopped before any trial ran, then
+ * resumed at 3: its first chunk runs 3 trials, where the budget's own choice would start with
+ * half the most it allows, at most ceil(4 / 2) = 2). */
+static void test_resume_at_a_concurrency(void **state)
+{
+    (void)state;
+    char dir[64], args[256];
+    th_tmpdir(dir, sizeof dir);
+    vx_study_cfg c;
+    small_cfg(&c, 4, 1, 1);
+    c.prune = 0;
+    vx_train_cfg *base = small_base();
+    vx_study *s;
+    vx_err e;
+    assert_int_equal(vx_study_create(dir, &c, space_text, strlen(space_text), base, &s, &e), VX_OK);
+    volatile int stop = 1;
+    assert_int_equal(vx_study_run(s, NULL, NULL, NULL, &stop, &e), VX_ERR_STOPPED);
+    vx_study_close(s);
+    free(base);
+    snprintf(args, sizeof args, "hyperopt --resume %s --concurrency 3", dir);
+    if (vixen("", args) != 0) fail_msg("%s", err);
+    size_t n;
+    vx_study_event *ev = events_of(dir, &n);
+    assert_true(n >= 1);
+    assert_int_equal(ev[0].running, 3);
+    assert_int_equal(ev[0].concurrency, 3);
+    free(ev);
+    th_rmtree(dir);
+}
+
 /* Layer 3's smaller batch: half for the DQN; for PPO minibatch rows that still divide the
  * rollout (600 rows in minibatches of 75: 37 would not, 30 does), none below 2. */
 static void test_halved_batch(void **state)
@@ -1270,6 +1755,11 @@ int main(void)
         cmocka_unit_test(test_rank_cpu_share),
         cmocka_unit_test(test_halved_batch),
         cmocka_unit_test(test_store_without_the_rank_column),
+        cmocka_unit_test(test_store_round_trip),
+        cmocka_unit_test(test_status_and_report_of_a_store),
+        cmocka_unit_test(test_engine_layers_2_and_4),
+        cmocka_unit_test(test_a_trial_fails_after_its_halvings),
+        cmocka_unit_test(test_resume_at_a_concurrency),
     };
     const char *only = getenv("VX_TEST_ONLY");
     if (only) cmocka_set_test_filter(only);
