@@ -5,10 +5,12 @@
 #include "helpers.h"
 #include <stddef.h>
 #include "vixen/io.h"
+#include "vixen/svg.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static void test_crc32c_known_answer(void **state)
@@ -666,6 +668,475 @@ static void test_settings_write_reports_errors(void **state)
     fclose(f);
 }
 
+/* ---- TensorBoard records decoded field by field ----------------------------------------------
+ * test_tfevents_records finds its values anywhere in a record; this decodes every byte as the
+ * protobuf TensorBoard reads (field numbers, wire types, varint lengths), so a wrong field number,
+ * a varint cut at the wrong bit or a length one level off cannot hide. The CRC is computed here
+ * bit by bit (no table), independently of vx_crc32c. */
+
+static uint32_t crc32c_bitwise(const uint8_t *p, size_t n)
+{
+    uint32_t c = 0xFFFFFFFFu;
+    for (size_t i = 0; i < n; i++) {
+        c ^= p[i];
+        for (int k = 0; k < 8; k++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+    }
+    return ~c;
+}
+
+/* A varint at *p (before end), base 128, least significant group first. */
+static uint64_t pb_varint(const uint8_t **p, const uint8_t *end)
+{
+    uint64_t v = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        v |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) return v;
+    }
+    fail_msg("varint runs past its message");
+    return 0;
+}
+
+/* A length-delimited field's length, checked to end inside its message. */
+static size_t pb_len(const uint8_t **p, const uint8_t *end)
+{
+    uint64_t n = pb_varint(p, end);
+    if (n > (uint64_t)(end - *p)) fail_msg("length %llu past its message", (unsigned long long)n);
+    return (size_t)n;
+}
+
+static double now_realtime(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void test_tfevents_event_fields(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    /* steps on each side of every varint byte boundary; a tag of 200 bytes (the longest taken)
+     * makes the Value and Summary lengths two-byte varints */
+    const int64_t steps[] = {0, 1, 127, 128, 300, 16383, 16384, (1ll << 40) + 5};
+    const double values[] = {0.25, -3.5, 0.1, 1e30, 0, 7, -1e-3, 123456.789};
+    enum { N = sizeof steps / sizeof *steps };
+    char long_tag[202];
+    memset(long_tag, 'x', 201);
+    long_tag[201] = '\0';
+    vx_tfevents w;
+    vx_err e;
+    double t0 = now_realtime();
+    assert_int_equal(vx_tfevents_open(&w, dir, &e), VX_OK);
+    for (int i = 0; i < N; i++) {
+        const char *tag = i == 3 ? long_tag + 1 : i == 5 ? "a" : "train/loss";
+        assert_int_equal(vx_tfevents_scalar(&w, tag, steps[i], values[i], &e), VX_OK);
+    }
+    /* 201 bytes are refused, not cut, and write nothing */
+    assert_int_equal(vx_tfevents_scalar(&w, long_tag, 9, 1.0, &e), VX_ERR_ARG);
+    double t1 = now_realtime();
+    char path[1024];
+    snprintf(path, sizeof path, "%s", w.path);
+    vx_tfevents_close(&w);
+    size_t n;
+    uint8_t *b = th_read(path, &n);
+    size_t off = 0;
+    int rec = 0;
+    while (off < n) {
+        assert_true(n - off >= 16);
+        uint64_t len = rd(b + off, 8);
+        assert_true(len <= n - off - 16);
+        assert_int_equal(rd(b + off + 8, 4), masked(crc32c_bitwise(b + off, 8)));
+        const uint8_t *p = b + off + 12, *end = p + len;
+        assert_int_equal(rd(end, 4), masked(crc32c_bitwise(p, len)));
+        /* Event.wall_time (1, fixed64): a double of the time of writing */
+        assert_int_equal(*p++, 0x09);
+        assert_true(end - p >= 8);
+        uint64_t bits = rd(p, 8);
+        double wall;
+        memcpy(&wall, &bits, 8);
+        p += 8;
+        if (!(wall >= t0 - 0.01 && wall <= t1 + 0.01))
+            fail_msg("record %d: wall_time %.6f outside [%.6f, %.6f]", rec, wall, t0, t1);
+        /* Event.step (2, varint) */
+        assert_int_equal(*p++, 0x10);
+        uint64_t step = pb_varint(&p, end);
+        if (rec == 0) {
+            /* Event.file_version (3, string), at step 0 */
+            assert_int_equal(step, 0);
+            assert_int_equal(*p++, 0x1a);
+            size_t sl = pb_len(&p, end);
+            assert_int_equal(sl, 13);
+            assert_memory_equal(p, "brain.Event:2", 13);
+            p += sl;
+        } else {
+            int i = rec - 1;
+            assert_true(i < N);
+            if (step != (uint64_t)steps[i])
+                fail_msg("record %d: step %llu, not %lld", rec, (unsigned long long)step,
+                         (long long)steps[i]);
+            /* Event.summary (5, message) → Summary.value (1, message) → Value */
+            assert_int_equal(*p++, 0x2a);
+            size_t sl = pb_len(&p, end);
+            assert_ptr_equal(p + sl, end);
+            assert_int_equal(*p++, 0x0a);
+            size_t vl = pb_len(&p, end);
+            assert_ptr_equal(p + vl, end);
+            /* Value.tag (1, string) */
+            const char *tag = i == 3 ? long_tag + 1 : i == 5 ? "a" : "train/loss";
+            assert_int_equal(*p++, 0x0a);
+            size_t tl = pb_len(&p, end);
+            assert_int_equal(tl, strlen(tag));
+            assert_memory_equal(p, tag, tl);
+            p += tl;
+            /* Value.simple_value (2, fixed32): the value as a float */
+            assert_int_equal(*p++, 0x15);
+            assert_true(end - p >= 4);
+            float want = (float)values[i];
+            uint32_t fb;
+            memcpy(&fb, &want, 4);
+            assert_int_equal(rd(p, 4), fb);
+            p += 4;
+        }
+        assert_ptr_equal(p, end); /* nothing else in the record */
+        off += 12 + len + 4;
+        rec++;
+    }
+    assert_int_equal(off, n);
+    assert_int_equal(rec, 1 + N);
+    free(b);
+    th_rmtree(dir);
+}
+
+/* ---- safetensors: the checksum covers what each tensor entry says ------------------------------
+ * A header damaged into another valid header of the same length (another shape of the same count,
+ * another dtype of the same size, two tensors' offsets swapped, a character moved between two
+ * metadata entries) reads the same data as different tensors: the checksum must refuse it. */
+
+/* Replaces the first `from` in the file's header by `to` (same length). */
+static void patch_header(const char *path, const char *from, const char *to)
+{
+    size_t n;
+    uint8_t *raw = th_read(path, &n);
+    size_t hl = (size_t)rd(raw, 8);
+    assert_int_equal(strlen(from), strlen(to));
+    uint8_t *at = memmem(raw + 8, hl, from, strlen(from));
+    if (!at) fail_msg("'%s' not in the header %.*s", from, (int)hl, (const char *)raw + 8);
+    memcpy(at, to, strlen(to));
+    th_write(path, raw, n);
+    free(raw);
+}
+
+static void test_safetensors_checksum_covers_entries(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/x.safetensors", dir);
+    uint8_t pad[16] = {0}; /* puts the next offsets at two digits each: [16,32] and [32,48] */
+    float a[4] = {1, 2, 3, 4}, bb[4] = {5, 6, 7, 8}, m23[6] = {1, 2, 3, 4, 5, 6};
+    int64_t c[2] = {1, 2};
+    vx_tensor t[5] = {{"pad", VX_DT_U8, 1, {16}, pad},
+                      {"a", VX_DT_F32, 1, {4}, a},
+                      {"b", VX_DT_F32, 1, {4}, bb},
+                      {"m", VX_DT_F32, 2, {2, 3}, m23},
+                      {"c", VX_DT_I64, 1, {2}, c}};
+    vx_meta md[2] = {{"k", "ab"}, {"z", "v"}};
+    const char *damage[][2] = {
+        {"[2,3]", "[3,2]"},     /* a shape, same count */
+        {"\"I64\"", "\"F64\""}, /* a dtype, same size */
+        {"[16,32]", "[32,48]"}, /* with the next: offsets swapped */
+        {"\"k\":\"ab\",\"z\":\"v\"", "\"k\":\"a\",\"bz\":\"v\""}, /* a character moved */
+    };
+    for (int i = 0; i < 4; i++) {
+        vx_err e;
+        assert_int_equal(vx_safetensors_write(path, t, 5, md, 2, &e), VX_OK);
+        vx_safetensors s;
+        assert_int_equal(vx_safetensors_read(path, &s, &e), VX_OK);
+        vx_safetensors_free(&s);
+        if (i == 2) patch_header(path, "[32,48]", "[16,32]"); /* b's first: then a's is */
+        patch_header(path, damage[i][0], damage[i][1]);       /* the first match */
+        vx_status st = vx_safetensors_read(path, &s, &e);
+        if (st == VX_OK) {
+            vx_safetensors_free(&s);
+            fail_msg("damage %d ('%s' to '%s') accepted", i, damage[i][0], damage[i][1]);
+        }
+        if (!strstr(e.msg, "checksum mismatch")) fail_msg("damage %d: %s", i, e.msg);
+    }
+    th_rmtree(dir);
+}
+
+/* An entry's shape must account for its offsets exactly, with at most 4 dimensions; an empty
+ * tensor (a 0 in its shape, no bytes) is a tensor like any other. */
+static void test_safetensors_entry_shapes(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/x.safetensors", dir);
+    struct {
+        const char *json;
+        size_t data;
+        const char *want; /* in the message; NULL: accepted */
+    } cases[] = {
+        {"{\"w\":{\"dtype\":\"U8\",\"shape\":[1,1,1,2],\"data_offsets\":[0,2]}}", 2, NULL},
+        {"{\"w\":{\"dtype\":\"U8\",\"shape\":[1,1,1,1,2],\"data_offsets\":[0,2]}}", 2,
+         "bad tensor entry"},
+        /* a shape of 1 float over 8 bytes: the other 4 would be nobody's, or another's too */
+        {"{\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,8]},"
+         "\"v\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+         8, "data_offsets do not fit"},
+        {"{\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[0,0]},"
+         "\"w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+         4, NULL},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        size_t hl = strlen(cases[i].json);
+        uint8_t *buf = calloc(8 + hl + cases[i].data + 1, 1);
+        for (int k = 0; k < 8; k++) buf[k] = (uint8_t)((uint64_t)hl >> (8 * k));
+        memcpy(buf + 8, cases[i].json, hl);
+        th_write(path, buf, 8 + hl + cases[i].data);
+        free(buf);
+        vx_safetensors s;
+        vx_err e;
+        vx_status st = vx_safetensors_read(path, &s, &e);
+        if (!st) vx_safetensors_free(&s);
+        if (!cases[i].want && st) fail_msg("case %zu refused: %s", i, e.msg);
+        if (cases[i].want && (!st || !strstr(e.msg, cases[i].want)))
+            fail_msg("case %zu: want '%s', got %s", i, cases[i].want, st ? e.msg : "accepted");
+    }
+    /* the writer's empty tensor reads back, and the one after it is where it should be */
+    float w[2] = {1.5f, -2};
+    vx_tensor t[3] = {{"before", VX_DT_F32, 1, {2}, w},
+                      {"empty", VX_DT_F32, 2, {3, 0}, NULL},
+                      {"after", VX_DT_F32, 1, {2}, w}};
+    vx_err e;
+    assert_int_equal(vx_safetensors_write(path, t, 3, NULL, 0, &e), VX_OK);
+    vx_safetensors s;
+    if (vx_safetensors_read(path, &s, &e)) fail_msg("%s", e.msg);
+    const vx_tensor *x = vx_safetensors_get(&s, "empty", VX_DT_F32, 0, &e);
+    assert_non_null(x);
+    assert_int_equal(x->ndim, 2);
+    assert_int_equal(x->shape[0], 3);
+    assert_int_equal(x->shape[1], 0);
+    x = vx_safetensors_get(&s, "after", VX_DT_F32, 2, &e);
+    assert_non_null(x);
+    assert_memory_equal(x->data, w, sizeof w);
+    /* a tensor of the right count but another dtype of the same size is not the one asked for */
+    assert_null(vx_safetensors_get(&s, "after", VX_DT_U8, 2, &e));
+    vx_safetensors_free(&s);
+    int64_t k[3] = {1, 2, 3};
+    vx_tensor ti = {"k", VX_DT_I64, 1, {3}, k};
+    assert_int_equal(vx_safetensors_write(path, &ti, 1, NULL, 0, &e), VX_OK);
+    if (vx_safetensors_read(path, &s, &e)) fail_msg("%s", e.msg);
+    assert_null(vx_safetensors_get(&s, "k", VX_DT_F64, 3, &e));
+    assert_non_null(strstr(e.msg, "is I64 with 3 elements; expected F64 with 3"));
+    assert_non_null(vx_safetensors_get(&s, "k", VX_DT_I64, 3, &e));
+    vx_safetensors_free(&s);
+    th_rmtree(dir);
+}
+
+/* A metadata value or key that does not fit vx_meta with its NUL is refused, never cut short
+ * (a cut config would resume a run with other settings); one that just fits reads back whole. */
+static void test_safetensors_meta_sizes(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    const size_t vcap = sizeof(((vx_meta *)0)->value), kcap = sizeof(((vx_meta *)0)->key);
+    char *json = malloc(vcap + kcap + 64);
+    for (int i = 0; i < 4; i++) {
+        int too_long = i & 1, on_key = i >> 1;
+        size_t len = (on_key ? kcap : vcap) - 1 + (size_t)too_long;
+        char *s = malloc(len + 1);
+        memset(s, 'v', len);
+        s[len] = '\0';
+        snprintf(json, vcap + kcap + 64, "{\"__metadata__\":{\"%s\":\"%s\"}}", on_key ? s : "k",
+                 on_key ? "v" : s);
+        size_t hl = strlen(json);
+        uint8_t *buf = malloc(8 + hl);
+        for (int k = 0; k < 8; k++) buf[k] = (uint8_t)((uint64_t)hl >> (8 * k));
+        memcpy(buf + 8, json, hl);
+        th_write(path, buf, 8 + hl);
+        free(buf);
+        vx_safetensors st;
+        vx_err e;
+        vx_status r = vx_safetensors_read(path, &st, &e);
+        if (too_long) {
+            if (r == VX_OK) fail_msg("a %s of %zu bytes accepted", on_key ? "key" : "value", len);
+            assert_non_null(strstr(e.msg, "too long"));
+        } else {
+            if (r) fail_msg("%s", e.msg);
+            assert_string_equal(vx_safetensors_meta(&st, on_key ? s : "k"), on_key ? "v" : s);
+            vx_safetensors_free(&st);
+        }
+        free(s);
+    }
+    free(json);
+    th_rmtree(dir);
+}
+
+/* Whole numbers from the metadata: the bounds themselves are in range, anything past them or
+ * with trailing characters is not. */
+static void test_safetensors_meta_int(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/m.safetensors", dir);
+    vx_meta m[4] = {{"lo", "1"}, {"hi", "100"}, {"tail", "12x"}, {"neg", "-7"}};
+    vx_err e;
+    assert_int_equal(vx_safetensors_write(path, NULL, 0, m, 4, &e), VX_OK);
+    vx_safetensors s;
+    if (vx_safetensors_read(path, &s, &e)) fail_msg("%s", e.msg);
+    int64_t v = 0;
+    assert_int_equal(vx_safetensors_meta_int(&s, "lo", 1, 100, &v, &e), VX_OK);
+    assert_int_equal(v, 1);
+    assert_int_equal(vx_safetensors_meta_int(&s, "hi", 1, 100, &v, &e), VX_OK);
+    assert_int_equal(v, 100);
+    assert_int_equal(vx_safetensors_meta_int(&s, "neg", -7, -7, &v, &e), VX_OK);
+    assert_int_equal(v, -7);
+    v = 55;
+    assert_int_equal(vx_safetensors_meta_int(&s, "lo", 2, 100, &v, &e), VX_ERR_FORMAT);
+    assert_int_equal(vx_safetensors_meta_int(&s, "hi", 1, 99, &v, &e), VX_ERR_FORMAT);
+    assert_int_equal(vx_safetensors_meta_int(&s, "tail", 0, 100, &v, &e), VX_ERR_FORMAT);
+    assert_non_null(strstr(e.msg, "'12x' is not a whole number in 0..100"));
+    assert_int_equal(vx_safetensors_meta_int(&s, "none", 0, 100, &v, &e), VX_ERR_FORMAT);
+    assert_non_null(strstr(e.msg, "missing"));
+    assert_int_equal(v, 55); /* refusals leave it alone */
+    vx_safetensors_free(&s);
+    th_rmtree(dir);
+}
+
+/* ---- metrics CSV: precision, a header of the same length, a single column ----------------------
+ */
+
+static void test_csv_log_precision_header_single_column(void **state)
+{
+    (void)state;
+    char dir[64], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/m.csv", dir);
+    vx_err e;
+    vx_csv_log w;
+    /* values keep at least 9 significant digits: a float32 metric reads back as itself */
+    const char *cols[2] = {"epoch", "loss"};
+    assert_int_equal(vx_csv_log_open(&w, path, cols, 2, 0, &e), VX_OK);
+    const double vals[] = {0.123456789, 98765.4321, -1.00000012, 3.14159274e-20};
+    for (int i = 0; i < 4; i++) {
+        double row[2] = {i + 1, vals[i]};
+        assert_int_equal(vx_csv_log_row(&w, row, &e), VX_OK);
+    }
+    vx_csv_log_close(&w);
+    size_t n;
+    char *t = (char *)th_read(path, &n);
+    char *p = memchr(t, '\n', n) + 1;
+    for (int i = 0; i < 4; i++) {
+        char *end;
+        assert_int_equal(strtol(p, &end, 10), i + 1);
+        assert_int_equal(*end, ',');
+        double got = strtod(end + 1, &end);
+        assert_int_equal(*end, '\n');
+        if (fabs(got - vals[i]) > 5e-9 * fabs(vals[i]))
+            fail_msg("%.17g written as %.17g", vals[i], got);
+        p = end + 1;
+    }
+    free(t);
+    /* another header of the same length is other columns too */
+    const char *other[2] = {"epoch", "lose"};
+    assert_int_equal(vx_csv_log_open(&w, path, other, 2, 1, &e), VX_ERR_FORMAT);
+    assert_non_null(strstr(e.msg, "other columns"));
+    /* a log of the epoch alone resumes like any other (a row's number ends at its newline) */
+    const char *one[1] = {"epoch"};
+    th_write_str(path, "epoch\n1\n2\n3\n");
+    assert_int_equal(vx_csv_log_open(&w, path, one, 1, 2, &e), VX_OK);
+    double r[1] = {3};
+    assert_int_equal(vx_csv_log_row(&w, r, &e), VX_OK);
+    vx_csv_log_close(&w);
+    t = (char *)th_read(path, &n);
+    assert_int_equal(n, strlen("epoch\n1\n2\n3\n"));
+    assert_memory_equal(t, "epoch\n1\n2\n3\n", n);
+    free(t);
+    th_rmtree(dir);
+}
+
+/* ---- report charts: the number formats, axis steps and thinning of svg.h ------------------------
+ * Each expected value is worked out by hand from the header's contract. */
+
+/* What `write` printed, as a string in buf (fmemopen). */
+#define CAPTURE(buf, write)                                                                        \
+    do {                                                                                           \
+        memset(buf, 0, sizeof buf);                                                                \
+        FILE *f_ = fmemopen(buf, sizeof buf - 1, "w");                                             \
+        assert_non_null(f_);                                                                       \
+        write;                                                                                     \
+        assert_int_equal(fclose(f_), 0);                                                           \
+    } while (0)
+
+static void test_svg_formats_and_axes(void **state)
+{
+    (void)state;
+    char b[256];
+    /* a value that rounds to zero has no sign: "0.00", never "−0.00" */
+    assert_string_equal(vx_fmt_num(b, sizeof b, -0.001, 2), "0.00");
+    assert_string_equal(vx_fmt_num(b, sizeof b, -1234.5, 1), "−1,234.5");
+    /* the step that shows every multiple exactly */
+    assert_int_equal(vx_step_decimals(1), 0);
+    assert_int_equal(vx_step_decimals(2.5), 1);
+    assert_int_equal(vx_step_decimals(0.25), 2);
+    assert_int_equal(vx_step_decimals(0.0005), 4);
+    assert_int_equal(vx_step_decimals(0.00001), 5);
+    /* 1, 2, 2.5 or 5 · 10^k: a raw step of exactly 2.5 is 2.5, not 5 */
+    assert_true(vx_nice_step(12.5, 5) == 2.5);
+    assert_true(vx_nice_step(10, 5) == 2);
+    assert_true(vx_nice_step(30, 10) == 5);
+    /* an empty range (lo == hi) is widened around its value, not left to a step of NaN */
+    double lo = 5, hi = 5;
+    double s = vx_nice_range(&lo, &hi, 5);
+    assert_true(isfinite(s) && s > 0);
+    assert_true(lo < 5 && hi > 5 && lo >= 4 && hi <= 6);
+    /* money axes: a top of exactly $1M is in millions */
+    assert_string_equal(vx_fmt_axis_money(b, sizeof b, 1e6, 5e5, 1e6), "$1M");
+    assert_string_equal(vx_fmt_axis_money(b, sizeof b, 2.5e4, 5e3, 1e4), "$25k");
+    /* HTML text: all five of & < > " ' */
+    CAPTURE(b, vx_html_esc(f_, "a&<b>\"c'"));
+    assert_string_equal(b, "a&amp;&lt;b&gt;&quot;c&#39;");
+    /* whole-number ticks over [0, 10] every 2: the last, 10, included */
+    char svg[4096];
+    vx_plot p = {.l = 40, .t = 10, .w = 200, .h = 100, .x0 = 0, .x1 = 10, .y0 = 0, .y1 = 1};
+    CAPTURE(svg, (p.f = f_, vx_plot_x_axis_int(&p, "epoch")));
+    for (int x = 0; x <= 10; x += 2) {
+        char lab[32];
+        snprintf(lab, sizeof lab, "\">%d</text>", x);
+        if (!strstr(svg, lab)) fail_msg("no tick %d in %s", x, svg);
+    }
+    assert_null(strstr(svg, "\">12</text>"));
+}
+
+/* Thinning keeps the first point, the last, and strictly increasing indices (a flat series would
+ * otherwise end early or repeat a point). */
+static void test_svg_thin_keeps_ends(void **state)
+{
+    (void)state;
+    enum { N = 10 * VX_PLOT_MAX_POINTS + 7 };
+    double *y = calloc(N, sizeof *y); /* flat: every bucket's extremes are its first point */
+    size_t *idx = calloc(VX_PLOT_MAX_POINTS + 2, sizeof *idx);
+    for (int shape = 0; shape < 2; shape++) {
+        for (size_t i = 0; i < N; i++) y[i] = shape ? (double)((i * 7919) % 1000) : 0;
+        size_t k = vx_plot_thin(y, N, idx);
+        assert_true(k >= 2 && k <= VX_PLOT_MAX_POINTS + 1);
+        assert_int_equal(idx[0], 0);
+        assert_int_equal(idx[k - 1], N - 1);
+        for (size_t j = 1; j < k; j++)
+            if (idx[j] <= idx[j - 1])
+                fail_msg("shape %d: idx[%zu] = %zu after %zu", shape, j, idx[j], idx[j - 1]);
+    }
+    free(y);
+    free(idx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -683,6 +1154,14 @@ int main(void)
         cmocka_unit_test(test_settings_long_values),
         cmocka_unit_test(test_settings_write_reports_errors),
         cmocka_unit_test(test_settings_doubles_read_back_exactly),
+        cmocka_unit_test(test_tfevents_event_fields),
+        cmocka_unit_test(test_safetensors_checksum_covers_entries),
+        cmocka_unit_test(test_safetensors_entry_shapes),
+        cmocka_unit_test(test_safetensors_meta_sizes),
+        cmocka_unit_test(test_safetensors_meta_int),
+        cmocka_unit_test(test_csv_log_precision_header_single_column),
+        cmocka_unit_test(test_svg_formats_and_axes),
+        cmocka_unit_test(test_svg_thin_keeps_ends),
     };
     return cmocka_run_group_tests_name("io", tests, NULL, NULL);
 }

@@ -89,6 +89,21 @@ static void test_group_keys(void **state)
     set(b, "data.synth_seed", "2"); /* another market */
     vx_train_group_key(a, b, key, sizeof key);
     assert_string_equal(key, "data.synth_seed");
+    /* every key of the run itself may differ: each member validates, stops, checkpoints and
+     * writes on its own thread (a key missing from that list would split groups for nothing) */
+    const char *own[][2] = {
+        {"train.eval_every", "3"},       {"train.max_revisits", "2"},
+        {"train.final_test", "1"},       {"train.async_checkpoints", "0"}, /* the default is 1 */
+        {"train.checkpoint_every", "2"}, {"train.patience", "5"},
+    };
+    for (size_t i = 0; i < sizeof own / sizeof *own; i++) {
+        tiny(b, "b", "1e-3", "0.99", "2");
+        set(b, own[i][0], own[i][1]);
+        vx_train_group_key(a, b, key, sizeof key);
+        if (key[0]) fail_msg("%s %s: kept out of the group by '%s'", own[i][0], own[i][1], key);
+    }
+    tiny(b, "b", "1e-3", "0.99", "1");
+    set(b, "data.synth_seed", "2");
     set(a, "train.algo", "ppo"); /* PPO trains no groups, even with itself */
     set(b, "train.algo", "ppo");
     set(b, "data.synth_seed", "1");
