@@ -1160,34 +1160,45 @@ static void test_patience_counted_from_the_best_and_across_resume(void **state)
 {
     (void)state;
     char a[64], b[64];
-    th_tmpdir(a, sizeof a), th_tmpdir(b, sizeof b);
     vx_train_cfg c;
     vx_err e;
-    tiny(&c, a);
-    c.epochs = 60, c.eval_every = 2, c.patience = 3, c.checkpoint_every = 2;
-    c.max_revisits = 0, c.seed = 5;
-    dqn_of(&c)->learner.adam.lr = 3e-3; /* measured: bests at epochs 2, 8, 12 and 14, stop at 20 */
-    epoch_log la = {0};
+    epoch_log la;
     vx_eval_report ra, rb;
-    assert_int_equal(vx_train_run(&c, NULL, 0, log_epoch, &la, &ra, &e), VX_OK);
-    double top = -INFINITY;
     int since = 0, stop = 0, best = 0, restarted = 0;
-    for (int k = 1; k <= la.n && !stop; k++) {
-        if (!la.validated[k]) continue;
-        int is_best = best == 0 || la.sharpe[k] > top;
-        if (la.best[k] != is_best)
-            fail_msg("epoch %d: best %d, by hand %d", k, la.best[k], is_best);
-        if (is_best) restarted |= since > 0, top = la.sharpe[k], best = k, since = 0;
-        else since++;
-        if (since >= 3) stop = k;
+    /* A count that never restarts at a new best only shows where a best follows a validation
+     * that was not one. Whether a run has that depends on its trajectory, which the BLAS's
+     * summation order on another CPU can change: the first of a few seeds that has it is used
+     * (seed 5 on the machine this was written on: bests at epochs 2, 8, 12 and 14, stop at 20). */
+    for (uint64_t seed = 5; seed < 9 && !restarted; seed++) {
+        th_tmpdir(a, sizeof a);
+        tiny(&c, a);
+        c.epochs = 60, c.eval_every = 2, c.patience = 3, c.checkpoint_every = 2;
+        c.max_revisits = 0, c.seed = seed;
+        dqn_of(&c)->learner.adam.lr = 3e-3;
+        memset(&la, 0, sizeof la);
+        assert_int_equal(vx_train_run(&c, NULL, 0, log_epoch, &la, &ra, &e), VX_OK);
+        double top = -INFINITY;
+        since = 0, stop = 0, best = 0, restarted = 0;
+        for (int k = 1; k <= la.n && !stop; k++) {
+            if (!la.validated[k]) continue;
+            int is_best = best == 0 || la.sharpe[k] > top;
+            if (la.best[k] != is_best)
+                fail_msg("epoch %d: best %d, by hand %d", k, la.best[k], is_best);
+            if (is_best) restarted |= since > 0, top = la.sharpe[k], best = k, since = 0;
+            else since++;
+            if (since >= 3) stop = k;
+        }
+        printf("patience, seed %d: best epoch %d, stopped at %d of %d%s\n", (int)seed, best, la.n,
+               c.epochs, restarted ? "" : " (no best after a validation that was not one)");
+        assert_int_equal(la.n, stop ? stop : c.epochs);
+        if (!restarted) vx_eval_report_free(&ra), th_rmtree(a);
     }
-    printf("patience: best epoch %d, stopped at %d of %d\n", best, la.n, c.epochs);
     assert_true(restarted);
-    assert_int_equal(la.n, stop);
     char want[64];
     snprintf(want, sizeof want, "best: epoch %d of %d,", best, stop);
     assert_non_null(strstr(ra.checkpoint, want));
     /* interrupted one validation after the best, then resumed */
+    th_tmpdir(b, sizeof b);
     snprintf(c.run_dir, sizeof c.run_dir, "%s", b);
     epoch_log lb = {.stop_at = best + 2};
     assert_true(best + 2 < stop);
