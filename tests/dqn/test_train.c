@@ -4,6 +4,7 @@
 #include "helpers.h"
 #include "vixen/dqn.h"
 #include "vixen/io.h"
+#include "vixen/ppo.h"
 #include "vixen/train.h"
 
 #include <cjson/cJSON.h>
@@ -1397,6 +1398,175 @@ static void test_resume_refusals_name_the_key(void **state)
     th_rmtree(dir);
 }
 
+/* The DQN schedules by hand (plain float64 arithmetic here, not the code under test): ε falls
+ * linearly from eps_start to eps_end over eps_decay_epochs epochs and then stays at eps_end; the
+ * updates per epoch are envs · steps / batch · replay_ratio rounded to the nearest integer, at
+ * least 1, unless dqn.updates_per_epoch sets them. */
+static void test_dqn_schedules_by_hand(void **state)
+{
+    (void)state;
+    vx_train_cfg c;
+    vx_train_cfg_default(&c);
+    vx_dqn_settings *d = dqn_of(&c);
+    d->eps_start = 1.0, d->eps_end = 0.05, d->eps_decay_epochs = 20;
+    assert_true(vx_dqn_epsilon_at(d, 0) == 1.0);
+    assert_true(fabs(vx_dqn_epsilon_at(d, 5) - (1.0 - 0.95 * 5.0 / 20.0)) < 1e-12);
+    assert_true(fabs(vx_dqn_epsilon_at(d, 19) - (1.0 - 0.95 * 19.0 / 20.0)) < 1e-12);
+    assert_true(fabs(vx_dqn_epsilon_at(d, 20) - 0.05) < 1e-12);
+    assert_true(fabs(vx_dqn_epsilon_at(d, 1000) - 0.05) < 1e-12); /* held at the end, not below */
+    /* 16 envs × 40 steps / batch 32 = 20 batches of fresh transitions an epoch */
+    c.envs = 16, c.steps_per_epoch = 40, d->learner.batch = 32;
+    vx_run_params run;
+    vx_train_run_params(&c, &run);
+    d->updates_per_epoch = 0;
+    d->replay_ratio = 1.03; /* 20.6: rounded to nearest, not truncated */
+    assert_int_equal(vx_dqn_updates_per_epoch(d, &run), 21);
+    d->replay_ratio = 1.01; /* 20.2 */
+    assert_int_equal(vx_dqn_updates_per_epoch(d, &run), 20);
+    d->replay_ratio = 0.01; /* 0.2: never 0 updates, at least 1 */
+    assert_int_equal(vx_dqn_updates_per_epoch(d, &run), 1);
+    d->replay_ratio = 1.705;
+    d->updates_per_epoch = 1; /* set, even to 1, it wins over the ratio's 34 */
+    assert_int_equal(vx_dqn_updates_per_epoch(d, &run), 1);
+    d->updates_per_epoch = 7;
+    assert_int_equal(vx_dqn_updates_per_epoch(d, &run), 7);
+}
+
+/* The dqn and replay keys land in their own fields, their ranges at the ends, and the checks'
+ * boundaries: equal ε ends (no decay) and a batch as large as the buffer are allowed. */
+static void test_dqn_keys_and_check_boundaries(void **state)
+{
+    (void)state;
+    vx_train_cfg c;
+    vx_train_cfg_default(&c);
+    vx_dqn_settings *d = dqn_of(&c);
+    vx_err e;
+    assert_int_equal(vx_train_cfg_set(&c, "dqn.eps_start", "0.7", NULL, &e), VX_OK);
+    assert_true(d->eps_start == 0.7);
+    assert_true(d->eps_end == 0.05); /* the default, untouched */
+    assert_int_equal(vx_train_cfg_set(&c, "dqn.eps_end", "0.1", NULL, &e), VX_OK);
+    assert_true(d->eps_end == 0.1 && d->eps_start == 0.7);
+    /* ε decays over at least one epoch: 0 would divide by zero */
+    assert_int_equal(vx_train_cfg_set(&c, "dqn.eps_decay_epochs", "0", NULL, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "dqn.eps_decay_epochs"));
+    assert_int_equal(vx_train_cfg_set(&c, "dqn.eps_decay_epochs", "1", NULL, &e), VX_OK);
+    assert_int_equal(d->eps_decay_epochs, 1);
+    /* β is an exponent annealed up to 1: it starts at most there */
+    assert_int_equal(vx_train_cfg_set(&c, "replay.beta0", "1.5", NULL, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "replay.beta0"));
+    assert_int_equal(vx_train_cfg_set(&c, "replay.beta0", "1", NULL, &e), VX_OK);
+    assert_true(d->beta0 == 1.0);
+    /* no warm-up at all is a setting */
+    assert_int_equal(vx_train_cfg_set(&c, "dqn.warmup", "0", NULL, &e), VX_OK);
+    assert_int_equal(d->warmup, 0);
+    assert_int_equal(vx_train_cfg_check(&c, &e), VX_OK);
+    /* a constant ε (start = end) is allowed; only end > start is refused */
+    d->eps_start = d->eps_end = 0.3;
+    assert_int_equal(vx_train_cfg_check(&c, &e), VX_OK);
+    d->eps_start = 1, d->eps_end = 0.05;
+    /* a batch may be the whole buffer; one more is refused */
+    d->learner.batch = 64, d->replay_capacity = 64;
+    assert_int_equal(vx_train_cfg_check(&c, &e), VX_OK);
+    d->replay_capacity = 63;
+    assert_int_equal(vx_train_cfg_check(&c, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "replay.capacity"));
+    d->replay_capacity = 100000;
+    /* alpha 0 (flat priorities) is allowed: replay.eps, not alpha, is the added priority > 0 */
+    assert_int_equal(vx_train_cfg_set(&c, "replay.alpha", "0", NULL, &e), VX_OK);
+    assert_int_equal(vx_train_cfg_check(&c, &e), VX_OK);
+}
+
+typedef struct {
+    int n;
+    double eps[8], beta[8], updates[8], loss[8];
+} sched_seen;
+
+static int saw_sched(const vx_epoch_report *r, void *ctx)
+{
+    sched_seen *s = ctx;
+    if (s->n < 8) {
+        s->eps[s->n] = vx_epoch_metric(r, "epsilon");
+        s->beta[s->n] = vx_epoch_metric(r, "beta");
+        s->updates[s->n] = vx_epoch_metric(r, "updates");
+        s->loss[s->n] = vx_epoch_metric(r, "loss");
+        s->n++;
+    }
+    return 0;
+}
+
+/* The plan each epoch hands the backend, as the run's metrics: epoch e (0-based) collects with
+ * ε(e) and learns with β at the updates done before it; an epoch still warming up logs no loss
+ * (NaN, not 0). 16 envs × 40 steps = 640 transitions an epoch against a warm-up of 1,000: the
+ * first epoch makes no updates, every later one 10. */
+static void test_dqn_epoch_metrics_follow_the_schedules(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    vx_train_cfg c;
+    vx_err e;
+    tiny(&c, dir);
+    vx_dqn_settings *d = dqn_of(&c);
+    c.epochs = 4, c.eval_every = 0, c.checkpoint_every = 0;
+    d->warmup = 1000, d->updates_per_epoch = 10;
+    d->eps_start = 1.0, d->eps_end = 0.2, d->eps_decay_epochs = 2;
+    d->beta0 = 0.4, d->beta_updates = 100;
+    sched_seen s = {0};
+    assert_int_equal(vx_train_run(&c, NULL, 0, saw_sched, &s, NULL, &e), VX_OK);
+    assert_int_equal(s.n, 4);
+    const double eps[4] = {1.0, 1.0 - 0.8 * 0.5, 0.2, 0.2};
+    const double beta[4] = {0.4, 0.4, 0.4 + 0.6 * 10 / 100, 0.4 + 0.6 * 20 / 100};
+    const double updates[4] = {0, 10, 20, 30};
+    for (int i = 0; i < 4; i++) {
+        assert_true(fabs(s.eps[i] - eps[i]) < 1e-12);
+        assert_true(fabs(s.beta[i] - beta[i]) < 1e-12);
+        assert_true(s.updates[i] == updates[i]);
+        assert_true(i == 0 ? isnan(s.loss[i]) : isfinite(s.loss[i]));
+    }
+    th_rmtree(dir);
+}
+
+/* The registry: every algorithm by index and by exact name, in the order of train.algo's
+ * choices; an unknown name is none (not the default), and a checkpoint naming one is refused
+ * with that name. */
+static void test_algo_registry(void **state)
+{
+    (void)state;
+    assert_int_equal(vx_algo_count(), 2);
+    assert_ptr_equal(vx_algo_at(0), &vx_algo_dqn);
+    assert_ptr_equal(vx_algo_at(1), &vx_algo_ppo);
+    assert_null(vx_algo_at(2));
+    assert_null(vx_algo_at(-1));
+    assert_ptr_equal(vx_algo_find("dqn"), &vx_algo_dqn);
+    assert_ptr_equal(vx_algo_find("ppo"), &vx_algo_ppo);
+    assert_null(vx_algo_find("sarsa"));
+    assert_null(vx_algo_find("dq"));
+    vx_train_cfg c;
+    vx_train_cfg_default(&c);
+    vx_err e;
+    assert_int_equal(vx_train_cfg_set(&c, "train.algo", "ppo", NULL, &e), VX_OK);
+    assert_ptr_equal(vx_train_algo(&c), &vx_algo_ppo);
+    assert_int_equal(vx_train_cfg_set(&c, "train.algo", "dqn", NULL, &e), VX_OK);
+    assert_ptr_equal(vx_train_algo(&c), &vx_algo_dqn);
+    /* a run checkpoint of an algorithm this build does not have */
+    char dir[64], p[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/x.safetensors", dir);
+    static vx_meta meta[2];
+    snprintf(meta[0].key, sizeof meta[0].key, "format");
+    snprintf(meta[0].value, sizeof meta[0].value, "vixen-run-2");
+    snprintf(meta[1].key, sizeof meta[1].key, "algo");
+    snprintf(meta[1].value, sizeof meta[1].value, "sarsa");
+    const float x = 0;
+    vx_tensor t = {"x", VX_DT_F32, 1, {1}, &x};
+    assert_int_equal(vx_safetensors_write(p, &t, 1, meta, 2, &e), VX_OK);
+    vx_eval_report r;
+    assert_int_equal(vx_eval_checkpoint(&c, p, NULL, VX_SPLIT_TEST, NULL, &r, &e), VX_ERR_FORMAT);
+    assert_non_null(strstr(e.msg, "unknown algorithm 'sarsa'"));
+    vx_eval_report_free(&r);
+    th_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1419,6 +1589,10 @@ int main(void)
         cmocka_unit_test(test_how_runs_end),
         cmocka_unit_test(test_in_sample_warning_by_hand),
         cmocka_unit_test(test_resume_refusals_name_the_key),
+        cmocka_unit_test(test_dqn_schedules_by_hand),
+        cmocka_unit_test(test_dqn_keys_and_check_boundaries),
+        cmocka_unit_test(test_dqn_epoch_metrics_follow_the_schedules),
+        cmocka_unit_test(test_algo_registry),
     };
     return cmocka_run_group_tests_name("train", tests, NULL, NULL);
 }
