@@ -204,6 +204,7 @@ typedef struct {
     size_t first_bar, rows;
     const float *features; /* rows × F */
     char instrument[72];
+    uint32_t instrument_id; /* the DBN instrument id, 0 when the source has none */
     int64_t interval_ns;
     char key[33]; /* the cache key (hex), "" when no cache was asked for */
     char source[512];

@@ -297,6 +297,7 @@ static int cache_try_load(const char *path, const char *key, vx_market *m, char 
     m->rows = h.rows;
     m->interval_ns = h.interval_ns;
     snprintf(m->instrument, sizeof m->instrument, "%s", h.instrument);
+    m->instrument_id = h.instrument_id;
     snprintf(m->source, sizeof m->source, "%s", h.source);
     m->map_ = map;
     m->map_len_ = (size_t)sb.st_size;
@@ -318,6 +319,7 @@ static void market_point_at_owned(vx_market *m)
     m->features = m->features_.x;
     m->interval_ns = m->series_.interval_ns;
     snprintf(m->instrument, sizeof m->instrument, "%s", m->series_.instrument);
+    m->instrument_id = m->series_.instrument_id;
     snprintf(m->source, sizeof m->source, "%s", m->series_.source);
 }
 

@@ -268,6 +268,34 @@ static void test_cache_hit_and_misses(void **state)
     th_rmtree(dir);
 }
 
+/* A DBN market's instrument id comes back from a cache hit as the miss computed it (the header
+ * holds it; a hit that dropped it would give 0, a CSV's value). */
+static void test_cache_keeps_the_instrument_id(void **state)
+{
+    (void)state;
+    char dir[64], dbn[128], cache[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(dbn, sizeof dbn, "%s/m.dbn", dir);
+    snprintf(cache, sizeof cache, "%s/cache", dir);
+    vx_series s;
+    th_synth(&s, 3, 11, 0.0);
+    s.instrument_id = 4242;
+    vx_err e;
+    assert_int_equal(vx_dbn_write(dbn, &s, 0, &e), VX_OK);
+    vx_series_free(&s);
+    const char *paths[1] = {dbn};
+    vx_market a, b;
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &a, &e), VX_OK);
+    assert_int_equal(a.from_cache, 0);
+    assert_int_equal(a.instrument_id, 4242);
+    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &b, &e), VX_OK);
+    assert_int_equal(b.from_cache, 1);
+    assert_int_equal(b.instrument_id, 4242);
+    assert_string_equal(b.instrument, a.instrument);
+    vx_market_close(&a);
+    vx_market_close(&b);
+}
+
 static void test_cache_damaged_entry_is_a_miss(void **state)
 {
     (void)state;
@@ -716,6 +744,7 @@ int run_feature_tests(void)
         cmocka_unit_test(test_features_scale_free),
         cmocka_unit_test(test_features_known_values),
         cmocka_unit_test(test_cache_hit_and_misses),
+        cmocka_unit_test(test_cache_keeps_the_instrument_id),
         cmocka_unit_test(test_cache_damaged_entry_is_a_miss),
         cmocka_unit_test(test_bad_input_leaves_no_cache),
         cmocka_unit_test(test_cache_sees_a_change_anywhere),
