@@ -518,56 +518,86 @@ static void sharpe_by_hand(const vx_market *m, int64_t lo, const double *net, in
     free(d);
 }
 
-/* The position a rule's exposure level asks for with max_contracts 4: round((−1 + e/4) · 4). */
-static int lvl_pos(int lvl) { return lvl - 4; }
+/* The position a rule's exposure level asks for: round((−1 + e/4) · max_contracts), halves away
+ * from zero (env_dynamics.h); with 4 contracts that is e − 4. */
+static int lvl_pos(int lvl, int max_contracts)
+{
+    double x = (-1.0 + lvl / 4.0) * max_contracts;
+    return (int)(x >= 0 ? floor(x + 0.5) : -floor(-x + 0.5));
+}
 
 /* What a by-hand walk adds up besides the per-transition PnL. */
 typedef struct {
-    double costs;  /* commission + slippage against the reference price */
-    double traded; /* contracts traded */
-    double held;   /* transitions that end holding a position */
-    double wins;   /* of those, the ones with net PnL > 0 */
-    int stops;     /* stop-outs */
+    double costs;      /* commission + slippage against the reference price */
+    double traded;     /* contracts traded */
+    double held;       /* transitions that end holding a position */
+    double wins;       /* of those, the ones with net PnL > 0 */
+    int stops;         /* stop-outs */
+    int unfilled;      /* limit orders the bar did not trade through */
+    int64_t last_stop; /* the transition (0..n − 1) of the last stop-out, −1 without one */
+    /* the position after each transition's fill as the nearest of the nine exposure levels,
+     * −max_contracts + l · max_contracts / 4 (eval.h) */
+    double pos_hist[VX_EXPOSURE_LEVELS];
 } by_hand;
 
 typedef int (*level_fn)(const vx_market *m, int64_t r, int pos, const void *ctx);
 
 /* Per-transition net PnL of a full-urgency rule over rows [lo, hi), walked as episodes of L bars
- * from flat, with the stop-out at `limit` ($ below the episode's peak). Market orders fill at the
- * open ± 1 tick; VWAP orders at the typical price (h + l + c) / 3 ± half a tick, and are marked
- * against that typical price. */
-static int64_t rule_by_hand(const vx_market *m, int64_t lo, int64_t hi, int L, double limit,
-                            int vwap, level_fn level, const void *ctx, double *net, by_hand *out)
+ * from flat, with the stop-out at `limit` ($ below the episode's peak), for up to max_contracts,
+ * with orders of one type. Market orders fill at the open ± 1 tick; VWAP orders at the typical
+ * price (h + l + c) / 3 ± half a tick, and are marked against that typical price; limit orders at
+ * one tick better than the open when the bar trades through it, marked against that price (no
+ * slippage). */
+static int64_t rule_by_hand_max(const vx_market *m, int64_t lo, int64_t hi, int L, double limit,
+                                int order, level_fn level, const void *ctx, int max_contracts,
+                                double *net, by_hand *out)
 {
     const double *o = m->open + m->first_bar, *c = m->close + m->first_bar;
     const double *h = m->high + m->first_bar, *l = m->low + m->first_bar;
     int64_t n = hi - lo - 1;
     memset(out, 0, sizeof *out);
+    out->last_stop = -1;
     for (int64_t s = 0; s < n; s += L) {
         int64_t len = n - s < L ? n - s : L;
         int pos = 0;
         double eq = 0, peak = 0;
         for (int64_t t = 0; t < len; t++) {
             int64_t r = lo + s + t;
-            int q = lvl_pos(level(m, r, pos, ctx)) - pos; /* urgency 2: the whole gap */
-            double ref = vwap ? (h[r + 1] + l[r + 1] + c[r + 1]) / 3.0 : o[r + 1];
-            double fill = ref + (q > 0 ? 1 : -1) * (vwap ? 0.125 : 0.25);
+            int q = lvl_pos(level(m, r, pos, ctx), max_contracts) - pos; /* urgency 2: all */
+            double side = q > 0 ? 1 : -1, ref = o[r + 1], fill = ref + side * 0.25;
+            if (order == VX_ORDER_VWAP) {
+                ref = (h[r + 1] + l[r + 1] + c[r + 1]) / 3.0;
+                fill = ref + side * 0.125;
+            } else if (order == VX_ORDER_LIMIT && q != 0) {
+                ref = fill = o[r + 1] - side * 0.25;
+                if (q > 0 ? !(l[r + 1] < fill) : !(h[r + 1] > fill)) q = 0, out->unfilled++;
+            }
             double gross = pos * (c[r + 1] - c[r]) * 50 + q * (c[r + 1] - ref) * 50;
             double cost = q ? abs(q) * 2.25 + q * (fill - ref) * 50 : 0;
             net[s + t] = gross - cost;
             out->costs += cost;
             out->traded += abs(q);
             pos += q;
+            out->pos_hist[lround(((double)pos / max_contracts + 1) * 4)]++;
             if (pos != 0) out->held++, out->wins += gross - cost > 0;
             eq += gross - cost;
             peak = eq > peak ? eq : peak;
             if (peak - eq >= limit) { /* stop-out: the next bar starts a flat episode */
                 out->stops++;
+                out->last_stop = s + t;
                 pos = 0, eq = 0, peak = 0;
             }
         }
     }
     return n;
+}
+
+/* The same with the default 4 contracts. */
+static int64_t rule_by_hand(const vx_market *m, int64_t lo, int64_t hi, int L, double limit,
+                            int vwap, level_fn level, const void *ctx, double *net, by_hand *out)
+{
+    return rule_by_hand_max(m, lo, hi, L, limit, vwap ? VX_ORDER_VWAP : VX_ORDER_MARKET, level, ctx,
+                            4, net, out);
 }
 
 static int long_level(const vx_market *m, int64_t r, int pos, const void *ctx)
@@ -650,6 +680,10 @@ static void check_row(const vx_eval_metrics *x, const vx_market *m, int64_t lo, 
     assert_true(fabs(x->max_drawdown - mdd) < 1e-6 * (1 + mdd));
     assert_true(x->turnover == w->traded / (double)n);
     assert_true(x->hit_rate == (w->held > 0 ? w->wins / w->held : 0));
+    for (int i = 0; i < VX_EXPOSURE_LEVELS; i++) /* short positions too (momentum, ridge) */
+        if (x->position_hist[i] != w->pos_hist[i])
+            fail_msg("position_hist[%d]: %.0f, by hand %.0f", i, x->position_hist[i],
+                     w->pos_hist[i]);
 }
 
 /* The test split walked by buy-and-hold, an agent that always goes long (with market orders, then
@@ -731,6 +765,110 @@ static void test_eval_walk_by_hand(void **state)
     assert_true(w.stops > 0);
     check_row(&r.row[VX_EVAL_AGENT], &m, lo, net, n, &w);
     vx_eval_report_free(&r);
+    /* a stop-out inside the last, short episode before its last bar: the rest of that episode
+     * restarts flat at the next bar for the bars left in it (len − t − 1), which end exactly at
+     * the split's last row — one more would run past it. The first limit (in $50 steps down from
+     * $600) whose by-hand walk stops there. */
+    int64_t last_start = (n - 1) / L * L;
+    double limit = 0;
+    for (double cand = 600; cand >= 50 && limit == 0; cand -= 50) {
+        rule_by_hand(&m, lo, hi, L, cand, 0, long_level, NULL, net, &w);
+        if (w.last_stop >= last_start && w.last_stop + 1 < n) limit = cand;
+    }
+    assert_true(limit > 0);
+    c.env.drawdown_limit = limit;
+    if (vx_eval_run(&m, &c.env, VX_SPLIT_TEST, &pol, NULL, &r, &e)) fail_msg("%s", e.msg);
+    n = rule_by_hand(&m, lo, hi, L, limit, 0, long_level, NULL, net, &w);
+    check_row(&r.row[VX_EVAL_AGENT], &m, lo, net, n, &w);
+    vx_eval_report_free(&r);
+    free(net);
+    vx_market_close(&m);
+}
+
+/* An agent that asks for full long at even steps of its episodes and full short at odd ones, with
+ * limit orders (ctx: the calls so far; the walk's episodes step together, one call a step). */
+static vx_status act_flip_limit(void *ctx, const float *obs, int n, int32_t *a, vx_err *e)
+{
+    (void)obs, (void)e;
+    int *calls = ctx;
+    for (int i = 0; i < n; i++)
+        a[3 * i] = *calls % 2 ? 0 : 8, a[3 * i + 1] = VX_ORDER_LIMIT, a[3 * i + 2] = 2;
+    ++*calls;
+    return VX_OK;
+}
+
+static int flip_level(const vx_market *m, int64_t r, int pos, const void *ctx)
+{
+    (void)m, (void)pos;
+    const int64_t *lo_len = ctx; /* the split's first row and the episode length */
+    return (r - lo_len[0]) % lo_len[1] % 2 ? 0 : 8;
+}
+
+/* Limit orders: filled one tick better than the open only when the bar trades through that price,
+ * and marked against it — gross at the fill price, costs the commission alone (no slippage) —
+ * against the by-hand walk; some orders fill and some do not. */
+static void test_eval_limit_orders_by_hand(void **state)
+{
+    (void)state;
+    vx_train_cfg c;
+    tiny(&c, "unused");
+    c.env.drawdown_limit = 1e12;
+    vx_market m;
+    vx_err e;
+    assert_int_equal(vx_train_open_market(&c, &m, &e), VX_OK);
+    int64_t lo, hi;
+    vx_env_split_rows(&m, &c.env, VX_SPLIT_TEST, &lo, &hi);
+    int calls = 0;
+    vx_policy pol = {act_flip_limit, &calls};
+    vx_eval_report r;
+    if (vx_eval_run(&m, &c.env, VX_SPLIT_TEST, &pol, NULL, &r, &e)) fail_msg("%s", e.msg);
+    double *net = malloc((size_t)(hi - lo) * sizeof *net);
+    by_hand w;
+    const int64_t lo_len[2] = {lo, c.env.episode_len};
+    int64_t n = rule_by_hand_max(&m, lo, hi, c.env.episode_len, 1e12, VX_ORDER_LIMIT, flip_level,
+                                 lo_len, 4, net, &w);
+    printf("limit orders: %.0f contracts filled, %d orders not filled\n", w.traded, w.unfilled);
+    assert_true(w.traded > 0 && w.unfilled > 0);
+    assert_true(fabs(w.costs - 2.25 * w.traded) < 1e-9 * w.costs); /* commission only */
+    const vx_eval_metrics *x = &r.row[VX_EVAL_AGENT];
+    check_row(x, &m, lo, net, n, &w);
+    assert_true(x->order_hist[VX_ORDER_LIMIT] == (double)n);
+    vx_eval_report_free(&r);
+    free(net);
+    vx_market_close(&m);
+}
+
+/* The position histogram with 3 contracts, where the levels are not whole contracts: ridge's
+ * intermediate levels ask for 1 or 2 contracts (round((−1 + e/4) · 3)), held as the nearest level
+ * (2 → 6.67 → level 7, −1 → 2.67 → level 3, not the levels below them), and the whole walk against
+ * the by-hand one with that many contracts. */
+static void test_position_hist_with_three_contracts(void **state)
+{
+    (void)state;
+    vx_train_cfg c;
+    tiny(&c, "unused");
+    c.env.drawdown_limit = 1e12;
+    c.env.max_contracts = 3;
+    vx_market m;
+    vx_err e;
+    assert_int_equal(vx_train_open_market(&c, &m, &e), VX_OK);
+    int64_t lo, hi;
+    vx_env_split_rows(&m, &c.env, VX_SPLIT_TEST, &lo, &hi);
+    vx_eval_opts o = {1, NULL, 0};
+    vx_eval_report r;
+    if (vx_eval_run(&m, &c.env, VX_SPLIT_TEST, NULL, &o, &r, &e)) fail_msg("%s", e.msg);
+    double *net = malloc((size_t)(hi - lo) * sizeof *net);
+    by_hand w;
+    int64_t n = rule_by_hand_max(&m, lo, hi, c.env.episode_len, 1e12, VX_ORDER_MARKET, ridge_level,
+                                 &r.baselines, 3, net, &w);
+    check_row(&r.row[VX_EVAL_RIDGE], &m, lo, net, n, &w);
+    /* the walk held 1 and 2 contracts each way (levels 1, 3, 5 and 7), so every rounding above
+     * was exercised */
+    for (int l = 1; l <= 7; l += 2) assert_true(w.pos_hist[l] > 0);
+    n = rule_by_hand_max(&m, lo, hi, c.env.episode_len, 1e12, VX_ORDER_MARKET, long_level, NULL, 3,
+                         net, &w);
+    check_row(&r.row[VX_EVAL_BUY_HOLD], &m, lo, net, n, &w);
+    vx_eval_report_free(&r);
     free(net);
     vx_market_close(&m);
 }
@@ -784,6 +922,21 @@ static void test_baseline_choices_by_hand(void **state)
     printf("oracle: band %.1f, training Sharpe %.3f\n", best_band, best);
     assert_true(b.has_oracle);
     assert_true(b.oracle_band == best_band);
+    vx_market_close(&m);
+    /* seed 9: the longest lookback wins, 240 bars — exactly the bars before row 0 (first_bar), so
+     * row 0 looks back to bar 0, which exists: that candidate must not be left out */
+    c.synth_seed = 9;
+    assert_int_equal(vx_train_open_market(&c, &m, &e), VX_OK);
+    assert_int_equal(m.first_bar, 240);
+    assert_int_equal(vx_baselines_fit(&m, &c.env, &b, &e), VX_OK);
+    best_k = 0, best = -INFINITY;
+    for (int i = 0; i < 6; i++) {
+        double sr = train_sharpe_by_hand(&m, &c.env, momentum_level, &ks[i]);
+        if (sr > best) best = sr, best_k = ks[i];
+    }
+    assert_int_equal(best_k, 240);
+    assert_int_equal(b.momentum_k, 240);
+    assert_true(fabs(b.momentum_sharpe - best) < 1e-9 * (1 + fabs(best)));
     vx_market_close(&m);
 }
 
@@ -894,15 +1047,72 @@ static void test_ridge_baseline_by_hand(void **state)
     vx_market_close(&m);
 }
 
-/* A market of the synthetic prices re-timed to bars `spacing_s` seconds apart from `t0_s`. */
-static void retimed_market(vx_market *m, int64_t t0_s, int64_t spacing_s)
+/* λ where the choice matters: on a synthetic market with a planted signal of strength 1 (seed 2)
+ * the features predict, and the squared error on the last fifth of the training rows is least at
+ * λ = 0.01, inside the grid — unlike the default market, where the largest λ always wins. The
+ * choice is recomputed here from the documented rows: fitted on the first four fifths, scored on
+ * the rows after a gap of split.gap (240) rows. Scoring right after the cut, or cutting at three
+ * quarters, would choose another λ on this market (checked below, so the test keeps its power). */
+static void test_ridge_lambda_where_it_matters(void **state)
+{
+    (void)state;
+    vx_train_cfg c;
+    tiny(&c, "unused");
+    c.synth_seed = 2;
+    c.synth_strength = 1;
+    vx_market m;
+    vx_err e;
+    assert_int_equal(vx_train_open_market(&c, &m, &e), VX_OK);
+    int64_t lo, hi;
+    vx_env_split_rows(&m, &c.env, VX_SPLIT_TRAIN, &lo, &hi);
+    hi -= 1; /* decision rows with a next bar */
+    double scale = vx_env_reward_scale(&m, lo, hi + 1, 50, 4);
+    const double lambdas[] = {1e-4, 1e-3, 1e-2, 1e-1, 1};
+    double chosen[3], w[NP];
+    for (int v = 0; v < 3; v++) { /* 0: as documented; 1: no gap; 2: cut at 3/4 */
+        int64_t cut = v == 2 ? lo + (hi - lo) * 3 / 4 : lo + (hi - lo) * 4 / 5;
+        double err[5], best = INFINITY;
+        for (int i = 0; i < 5; i++) {
+            ridge_by_hand(&m, scale, lo, cut, lambdas[i], w);
+            err[i] = mse_by_hand(&m, scale, v == 1 ? cut : cut + c.env.gap, hi, w);
+            if (err[i] < best) best = err[i], chosen[v] = lambdas[i];
+        }
+        if (v == 0) { /* no near-tie: the runner-up's error is clearly larger */
+            double second = INFINITY;
+            for (int i = 0; i < 5; i++)
+                if (lambdas[i] != chosen[0] && err[i] < second) second = err[i];
+            printf("ridge: λ %g, validation MSE %.6f (next best %.6f)\n", chosen[0], best, second);
+            assert_true(second - best > 1e-6 * best);
+        }
+    }
+    assert_true(chosen[0] == 1e-2);
+    assert_true(chosen[1] != chosen[0] && chosen[2] != chosen[0]);
+    vx_baselines b;
+    if (vx_baselines_fit(&m, &c.env, &b, &e)) fail_msg("%s", e.msg);
+    assert_true(b.ridge_lambda == chosen[0]);
+    ridge_by_hand(&m, scale, lo, hi, chosen[0], w); /* refitted on every training row */
+    for (int i = 0; i < NP; i++) assert_true(fabs(b.ridge_w[i] - w[i]) < 1e-8 * (1 + fabs(w[i])));
+    vx_market_close(&m);
+}
+
+/* A market of the synthetic prices re-timed to bars `spacing_s` seconds apart from `t0_s`, with
+ * `extra_s` seconds more after every `every`-th bar (a weekend, a holiday). */
+static void gapped_market(vx_market *m, int64_t t0_s, int64_t spacing_s, int64_t every,
+                          int64_t extra_s)
 {
     vx_series s;
     th_synth(&s, 12, 5, 0.15);
-    for (size_t i = 0; i < s.n; i++) s.ts[i] = (t0_s + (int64_t)i * spacing_s) * 1000000000ll;
+    for (size_t i = 0; i < s.n; i++)
+        s.ts[i] = (t0_s + (int64_t)i * spacing_s + (int64_t)i / every * extra_s) * 1000000000ll;
     s.interval_ns = spacing_s * 1000000000ll;
     vx_err e;
     if (vx_market_from_series(&s, m, &e)) fail_msg("%s", e.msg);
+}
+
+/* A market of the synthetic prices re-timed to bars `spacing_s` seconds apart from `t0_s`. */
+static void retimed_market(vx_market *m, int64_t t0_s, int64_t spacing_s)
+{
+    gapped_market(m, t0_s, spacing_s, INT64_MAX, 0);
 }
 
 /* The periods the Sharpe ratio is annualised over (eval.h). Hourly bars round the clock: trading
@@ -955,6 +1165,40 @@ static void test_eval_periods_by_hand(void **state)
     vx_eval_report_free(&r);
     vx_market_close(&m);
     free(net);
+
+    /* daily bars: every bar its own period (bars a day or longer), one trading day each, so 252
+     * periods and bars a year — not the 5/7 of a calendar week that weekly bars count */
+    retimed_market(&m, 1704067200, 86400);
+    vx_env_split_rows(&m, &c.env, VX_SPLIT_TEST, &lo, &hi);
+    net = malloc((size_t)(hi - lo) * sizeof *net);
+    if (vx_eval_run(&m, &c.env, VX_SPLIT_TEST, &pol, NULL, &r, &e)) fail_msg("%s", e.msg);
+    n = rule_by_hand(&m, lo, hi, c.env.episode_len, 1e12, 0, long_level, NULL, net, &w);
+    assert_true(r.period_is_day == 0 && r.periods_per_year == 252);
+    assert_true(fabs(r.bars_per_year - 252) < 1e-12);
+    x = &r.row[VX_EVAL_AGENT];
+    assert_true(r.n_periods == (size_t)n && x->n_periods == (size_t)n);
+    mean = 0, var = 0;
+    for (int64_t i = 0; i < n; i++) mean += net[i];
+    mean /= (double)n;
+    for (int64_t i = 0; i < n; i++) var += (net[i] - mean) * (net[i] - mean);
+    sr = mean / sqrt(var / (double)(n - 1));
+    assert_true(fabs(x->sharpe - sr * sqrt(252.0)) < 1e-9 * (1 + fabs(sr)));
+    vx_eval_report_free(&r);
+    vx_market_close(&m);
+    free(net);
+
+    /* hourly bars with a two-day gap after every seventh: the bar length is the median gap, so the
+     * long gaps leave them intraday bars, their periods trading days */
+    gapped_market(&m, 1704067200, 3600, 7, 2 * 86400);
+    vx_env_split_rows(&m, &c.env, VX_SPLIT_TEST, &lo, &hi);
+    net = malloc((size_t)(hi - lo) * sizeof *net);
+    if (vx_eval_run(&m, &c.env, VX_SPLIT_TEST, &pol, NULL, &r, &e)) fail_msg("%s", e.msg);
+    n = rule_by_hand(&m, lo, hi, c.env.episode_len, 1e12, 0, long_level, NULL, net, &w);
+    assert_true(r.period_is_day == 1 && r.periods_per_year == 252);
+    check_row(&r.row[VX_EVAL_AGENT], &m, lo, net, n, &w);
+    vx_eval_report_free(&r);
+    vx_market_close(&m);
+    free(net);
 }
 
 /* A hand-made part of a walk-forward report: the agent row with the given per-period PnL and
@@ -992,6 +1236,11 @@ static void test_eval_concat_by_hand(void **state)
     vx_eval_report parts[2], all;
     concat_part(&parts[0], 0, 3, a, 3, 60, 0.5, 0.25, 60, 1);
     concat_part(&parts[1], 3, 5, b, 2, 40, 0.25, 0.75, 320, 0);
+    /* each fold its own reward scale and baselines: the report's are the last fold's, fitted on
+     * the longest training window */
+    parts[0].reward_scale = 100, parts[1].reward_scale = 120;
+    parts[0].have_baselines = parts[1].have_baselines = 1;
+    parts[0].baselines.momentum_k = 20, parts[1].baselines.momentum_k = 60;
     vx_err e;
     assert_int_equal(vx_eval_concat(parts, 0, &all, &e), VX_ERR_ARG);
     assert_int_equal(vx_eval_concat(parts, 2, &all, &e), VX_OK);
@@ -1020,6 +1269,19 @@ static void test_eval_concat_by_hand(void **state)
     assert_true(fabs(x->sharpe_se - sqrt((1 + sr * sr / 2) / 5) * sqrt(252.0)) < 1e-12);
     assert_false(all.row[VX_EVAL_FLAT].present); /* the second part has no flat row */
     assert_true(fabs(all.bars_per_year - 100.0 / 5 * 252) < 1e-9);
+    assert_true(all.reward_scale == 120 && all.have_baselines && all.baselines.momentum_k == 60);
+    assert_true(all.periods_per_year == 252 && all.period_is_day == 1);
+    /* the table: the agent's row with its hit rate in percent and its Sharpe ratio ± se */
+    char *tab = NULL;
+    size_t tlen = 0;
+    FILE *tf = open_memstream(&tab, &tlen);
+    vx_eval_print(tf, &all);
+    fclose(tf);
+    char want_row[160];
+    snprintf(want_row, sizeof want_row, "%.2f ± %.2f %10.0f %8.3f %6.1f%% %7.0f", x->sharpe,
+             x->sharpe_se, 300.0, x->turnover, 45.0, 6.0);
+    if (!strstr(tab, want_row)) fail_msg("no '%s' in\n%s", want_row, tab);
+    free(tab);
     /* the JSON says the same: whole seconds for the period ends, every figure under its name */
     char *text = NULL;
     size_t len = 0;
@@ -1045,6 +1307,11 @@ static void test_eval_concat_by_hand(void **state)
             fail_msg("rows.agent.%s", keys[i]);
     }
     assert_true(cJSON_GetObjectItem(o, "bars_per_year")->valuedouble == 5040);
+    assert_true(cJSON_GetObjectItem(o, "periods_per_year")->valuedouble == 252);
+    assert_true(cJSON_GetObjectItem(o, "reward_scale")->valuedouble == 120);
+    assert_string_equal(cJSON_GetObjectItem(o, "period")->valuestring, "trading day");
+    const cJSON *bj = cJSON_GetObjectItem(o, "baselines");
+    assert_true(cJSON_GetObjectItem(bj, "momentum_lookback")->valuedouble == 60);
     cJSON_Delete(o);
     free(text);
     vx_eval_report_free(&all);
@@ -1576,7 +1843,10 @@ int main(void)
         cmocka_unit_test(test_ready_before_the_first_epoch),
         cmocka_unit_test(test_held_market_is_lent),
         cmocka_unit_test(test_eval_walk_by_hand),
+        cmocka_unit_test(test_eval_limit_orders_by_hand),
+        cmocka_unit_test(test_position_hist_with_three_contracts),
         cmocka_unit_test(test_ridge_baseline_by_hand),
+        cmocka_unit_test(test_ridge_lambda_where_it_matters),
         cmocka_unit_test(test_baseline_choices_by_hand),
         cmocka_unit_test(test_eval_periods_by_hand),
         cmocka_unit_test(test_eval_concat_by_hand),

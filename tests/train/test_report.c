@@ -657,6 +657,64 @@ static void test_run_writes_report_and_command(void **state)
     snprintf(want, sizeof want, "%s/report.html\n%s/report.html\n", f1, f2);
     assert_string_equal(g_out, want);
     assert_true(file_exists(f1, "report.html"));
+    /* resuming the finished walk trains nothing again: each fold's chosen checkpoint is evaluated
+     * again (walk.c) — best.safetensors, the one its eval.json was made from, or latest.safetensors
+     * where the fold has no best (fold 2's removed here) — with the baselines and the in-sample
+     * row, so the folds' rows are those of their eval.json */
+    snprintf(p, sizeof p, "%s/checkpoint/best.safetensors", f2);
+    assert_int_equal(unlink(p), 0);
+    if (vx_train_walk_forward(c, NULL, 2, 1, NULL, NULL, &all, &e)) fail_msg("%s", e.msg);
+    vx_eval_report_free(&all);
+    snprintf(p, sizeof p, "%s/walk_forward.json", walk);
+    char *wtext = slurp(p);
+    cJSON *wj = cJSON_Parse(wtext);
+    assert_non_null(wj);
+    const cJSON *folds = cJSON_GetObjectItem(wj, "folds");
+    assert_int_equal(cJSON_GetArraySize(folds), 2);
+    for (int k = 0; k < 2; k++) {
+        snprintf(p, sizeof p, "%s/eval.json", k ? f2 : f1);
+        char *text = slurp(p);
+        cJSON *o = cJSON_Parse(text);
+        assert_non_null(o);
+        const cJSON *fold = cJSON_GetArrayItem(folds, k);
+        const char *was = cJSON_GetObjectItem(o, "checkpoint")->valuestring;
+        const char *now = cJSON_GetObjectItem(fold, "checkpoint")->valuestring;
+        int best = 0;
+        assert_non_null(strstr(was, "best: epoch "));
+        assert_int_equal(sscanf(strstr(was, "best: epoch ") + 12, "%d", &best), 1);
+        char want_ck[256];
+        if (k == 0)
+            snprintf(want_ck, sizeof want_ck, "%s/checkpoint/best.safetensors (best, epoch %d)", f1,
+                     best);
+        else
+            snprintf(want_ck, sizeof want_ck, "%s/checkpoint/latest.safetensors (latest, epoch 2)",
+                     f2);
+        if (strcmp(now, want_ck) != 0)
+            fail_msg("fold %d: checkpoint '%s', not '%s'", k + 1, now, want_ck);
+        const cJSON *rw = cJSON_GetObjectItem(o, "rows"), *rn = cJSON_GetObjectItem(fold, "rows");
+        assert_int_equal(cJSON_GetArraySize(rn), cJSON_GetArraySize(rw));
+        assert_non_null(cJSON_GetObjectItem(rn, "in_sample"));
+        assert_non_null(cJSON_GetObjectItem(rn, "buy_hold"));
+        const cJSON *row;
+        cJSON_ArrayForEach(row, rw)
+        {
+            /* the agent from another checkpoint (fold 2's latest) may trade differently */
+            int agent = !strcmp(row->string, "agent") || !strcmp(row->string, "in_sample");
+            if (k == 1 && agent) continue;
+            const cJSON *again = cJSON_GetObjectItem(rn, row->string);
+            assert_non_null(again);
+            const char *keys[] = {"net", "sharpe", "trades", "bars"};
+            for (int i = 0; i < 4; i++)
+                if (cJSON_GetObjectItem(again, keys[i])->valuedouble !=
+                    cJSON_GetObjectItem(row, keys[i])->valuedouble)
+                    fail_msg("fold %d: rows.%s.%s differs when evaluated again", k + 1, row->string,
+                             keys[i]);
+        }
+        cJSON_Delete(o);
+        free(text);
+    }
+    cJSON_Delete(wj);
+    free(wtext);
     free(c);
 }
 
