@@ -87,6 +87,82 @@ static void test_c51_projection_keeps_mass(void **state)
     }
 }
 
+/* The projection at the support's edges, where its clamps work.
+ * - A target on an atom (r = 1 = dz, γ = 1) moves each atom's whole probability one atom up, the
+ *   top two onto the top atom: exact sums, no mass split.
+ * - Targets far outside the support (r = ±1e10, ±inf) put the whole mass on the end atom. Without
+ *   the clamp of r + γz to [v_min, v_max], b = (tz − v_min)/dz is 1e10 or inf and its conversion
+ *   to int is undefined (x86 gives INT_MIN, clamped to atom 0: the mass at the wrong end).
+ * - On a support whose dz is not exact in float (8 atoms on ±9.5: dz = 19/7), a target beyond
+ *   the top clamps to v_max, yet (v_max − v_min)/dz rounds to 7.0000005, so ceil(b) is 8, one
+ *   past the last atom: the clamp of u keeps the write inside (m[8] stays untouched) and the whole
+ *   probability on atom 7 (l = u), where a missing clamp writes 5e-7 of it past the support. */
+static void test_c51_projection_at_the_support_edges(void **state)
+{
+    (void)state;
+    vx_loss_shape s = shape2(5); /* support −2, −1, 0, 1, 2 */
+    float p[5] = {0.1f, 0.2f, 0.3f, 0.25f, 0.15f};
+    float m[5] = {0};
+    vx_loss_project(&s, p, 1.0f, 1.0f, 1.0f, m);
+    float up[5] = {0, 0.1f, 0.2f, 0.3f, 0.25f + 0.15f};
+    for (int i = 0; i < 5; i++) assert_true(m[i] == up[i]);
+    const float far[4] = {1e10f, INFINITY, -1e10f, -INFINITY};
+    for (int k = 0; k < 4; k++) {
+        memset(m, 0, sizeof m);
+        vx_loss_project(&s, p, far[k], 0.9f, 1.0f, m);
+        int end = far[k] > 0 ? 4 : 0;
+        float sum = 0;
+        for (int j = 0; j < 5; j++) sum += p[j];
+        for (int i = 0; i < 5; i++) assert_true(m[i] == (i == end ? sum : 0.0f));
+    }
+    vx_loss_shape s8 = s;
+    s8.atoms = 8, s8.v_min = -9.5f, s8.v_max = 9.5f;
+    float dz = (s8.v_max - s8.v_min) / 7.0f;
+    assert_true((s8.v_max - s8.v_min) / dz > 7.0f); /* the rounding this case is for */
+    float p8[8] = {0}, m8[9] = {0};                 /* m8[8]: one past the support */
+    for (int j = 0; j < 8; j++) {
+        memset(p8, 0, sizeof p8), memset(m8, 0, sizeof m8);
+        p8[j] = 1.0f;
+        vx_loss_project(&s8, p8, 100.0f, 1.0f, 1.0f, m8);
+        for (int i = 0; i < 7; i++) assert_true(m8[i] == 0.0f);
+        assert_true(m8[7] == 1.0f);
+        assert_true(m8[8] == 0.0f);
+    }
+}
+
+/* Logits far from 0 (a C51 head that has drifted, or a sharply peaked one). The softmax and the
+ * expected value subtract the row's max before exp: logits 100 … 96 overflow expf (past 88.7) and
+ * give inf/inf = NaN without it; the answer is p_i ∝ e^{−i} whatever the offset, written out here
+ * in double. The cross-entropy floors log p at 1e-30: a probability that underflows to 0 at an
+ * atom the target gives no mass must add nothing (0 · log 0 would be NaN), and one at an atom
+ * that has target mass must give a large finite loss, not inf. */
+static void test_c51_far_logits(void **state)
+{
+    (void)state;
+    vx_loss_shape s = shape2(5);
+    float x[25] = {0}, p[5];
+    for (int i = 0; i < 5; i++) x[i] = 100.0f - (float)i; /* branch 0, action 0 */
+    double den = 0, q = 0;
+    for (int i = 0; i < 5; i++) den += exp(-i);
+    for (int i = 0; i < 5; i++) q += exp(-i) / den * (i - 2);
+    vx_loss_softmax(x, 5, p);
+    for (int i = 0; i < 5; i++) assert_near(p[i], exp(-i) / den, 1e-6);
+    assert_near(vx_loss_q(&s, x, 0, 0), q, 1e-5);
+    /* terminated, r = 0: the target is the atom z = 0 (index 2) with mass 1 in both branches */
+    float qs[25] = {0}, qn[25] = {0}, qt[25] = {0}, dq[25], pr;
+    int32_t a[2] = {1, 0};
+    int j0 = s.offset[0] + a[0] * 5, j1 = s.offset[1] + a[1] * 5;
+    qs[j0] = -200.0f, qs[j1 + 4] = -200.0f; /* e^−200 underflows: p = 0 at atoms 0 and 4 */
+    float l = vx_loss_c51(&s, 0.9f, qs, qn, qt, a, 0.0f, 1, 1.0f, 1.0f, dq, 25, &pr);
+    assert_true(isfinite(l));
+    assert_near(l, log(4.0), 1e-6); /* each branch: −log p(z = 0) = −log(1/4) */
+    for (int i = 0; i < 25; i++) assert_true(isfinite(dq[i]));
+    assert_near(dq[j0 + 2], 0.5 * (0.25 - 1), 1e-7); /* w/K · (p − m) */
+    qs[j0 + 2] = -200.0f; /* now the target's atom has probability 0 in branch 0 */
+    l = vx_loss_c51(&s, 0.9f, qs, qn, qt, a, 0.0f, 1, 1.0f, 1.0f, dq, 25, &pr);
+    assert_true(isfinite(l) && l > 30);
+}
+
 static void test_c51_gradient_and_shared_target(void **state)
 {
     (void)state;
@@ -1064,6 +1140,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_expected_value_target_by_hand),
         cmocka_unit_test(test_c51_projection_keeps_mass),
+        cmocka_unit_test(test_c51_projection_at_the_support_edges),
+        cmocka_unit_test(test_c51_far_logits),
         cmocka_unit_test(test_c51_gradient_and_shared_target),
         cmocka_unit_test(test_nstep_across_episode_end),
         cmocka_unit_test(test_nstep_two_environments),

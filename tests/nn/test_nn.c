@@ -240,6 +240,17 @@ static void test_grad_clip(void **state)
     float h[2] = {1, 1};
     vx_grad_clip(h, 2, 0); /* 0: no clipping */
     assert_near(h[0], 1, 0);
+    /* an exploding gradient, the case the clip is for: components of 3e19 and 4e19 have squares
+     * past FLT_MAX (3.4e38), so the sum of squares must be kept in double. Summed in float it is
+     * inf, the scale max/norm 0, and the clip would zero the gradient (and report an inf norm)
+     * instead of scaling it to the unit vector (0.6, 0.8). */
+    float big[3] = {3e19f, 4e19f, 0};
+    double want = sqrt((double)big[0] * big[0] + (double)big[1] * big[1]); /* 5e19 */
+    double norm = vx_grad_clip(big, 3, 1);
+    assert_true(fabs(norm / want - 1) < 1e-12);
+    assert_near(big[0], 0.6, 1e-6);
+    assert_near(big[1], 0.8, 1e-6);
+    assert_near(big[2], 0, 0);
 }
 
 static void test_adam_three_steps(void **state)
@@ -520,6 +531,48 @@ static void test_optim_group(void **state)
     free(p), free(q);
 }
 
+/* An optimizer's state copied out (vx_optim_copy_state) and loaded into a fresh one
+ * (vx_optim_load_state) continues bit for bit as the original: the moments and the step count t
+ * both travel. A load that dropped t would take the fifth step with the first step's bias
+ * corrections, 1/(1 − β^t) = 10 and 1000 instead of 2.44 and 200.4, moving each parameter by a
+ * different amount; one that dropped the moments would step as Adam's first step does
+ * (lr · sign(g)). The parameters after that step must equal the original's bit for bit. */
+static void test_optim_state_round_trip(void **state)
+{
+    (void)state;
+    enum { N = 20, BEFORE = 4 };
+    vx_adam_cfg ac;
+    vx_adam_cfg_default(&ac);
+    ac.lr = 1e-2;
+    vx_optim *a, *b;
+    vx_err e;
+    assert_int_equal(vx_optim_create(&ac, 0.0, N, NULL, &a, &e), VX_OK);
+    assert_int_equal(vx_optim_create(&ac, 0.0, N, NULL, &b, &e), VX_OK);
+    float *p = filled(N, 21, 1), q[N];
+    for (int step = 0; step < BEFORE; step++) {
+        float *g = filled(N, 22, 10 + (uint64_t)step);
+        assert_int_equal(vx_optim_step(a, p, g, NULL, &e), VX_OK);
+        free(g);
+    }
+    float m[N], v[N];
+    int64_t t = 0;
+    assert_int_equal(vx_optim_copy_state(a, m, v, &t, NULL, &e), VX_OK);
+    assert_int_equal(t, BEFORE);
+    assert_int_equal(vx_optim_load_state(b, m, v, &t, NULL, &e), VX_OK);
+    memcpy(q, p, sizeof q);
+    float *g = filled(N, 22, 99), h[N];
+    memcpy(h, g, sizeof h);
+    assert_int_equal(vx_optim_step(a, p, g, NULL, &e), VX_OK);
+    assert_int_equal(vx_optim_step(b, q, h, NULL, &e), VX_OK);
+    assert_memory_equal(p, q, sizeof q);
+    float m2[N], v2[N];
+    int64_t t2 = 0;
+    assert_int_equal(vx_optim_copy_state(b, m2, v2, &t2, NULL, &e), VX_OK);
+    assert_int_equal(t2, BEFORE + 1);
+    vx_optim_free(a), vx_optim_free(b);
+    free(p), free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -534,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_dense_group),
         cmocka_unit_test(test_qnet_group),
         cmocka_unit_test(test_optim_group),
+        cmocka_unit_test(test_optim_state_round_trip),
     };
     return cmocka_run_group_tests_name("nn", tests, NULL, NULL);
 }
