@@ -59,6 +59,9 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log);
 /* Whole training epochs through vx_train_run: the reference workload on the GPU (PER 100 K and
  * 10 M, batch 1,024; then the batch the GPU chooses) and on the CPU (CUDA builds only). */
 int vx_bench_train_cuda(vx_bench_result *out, int max, FILE *log);
+/* The reference 2,048 × 100 collection alone: per layer in float32 and fused in TF32, TF32×3 and
+ * BF16 (CUDA builds only). */
+int vx_bench_collect_cuda(vx_bench_result *out, int max, FILE *log);
 /* PPO iterations on the GPU at 2,048 × 128 through vx_train_run, float32 and TF32. */
 int vx_bench_ppo_cuda(vx_bench_result *out, int max, FILE *log);
 /* The pieces of fused trials: the Q-network's trunk, and the whole network's learning step

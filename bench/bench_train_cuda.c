@@ -4,7 +4,8 @@
  * chooses; and one epoch of it on the CPU path for comparison. GPU epochs: median wall time of
  * epochs 2..N (epoch 1 captures the graphs and has no updates before the buffer is warm), as the
  * epoch callback measures it (collection, updates, statistics, metrics; no evaluation, no
- * checkpoint). Built with CUDA only. */
+ * checkpoint). The collection alone, per layer and fused in each precision, is a group of its own
+ * (gpu-collect). Built with CUDA only. */
 #include "bench.h"
 #include "vixen/dqn.h"
 #include "vixen/train.h"
@@ -106,6 +107,39 @@ static void put(vx_bench_result *r, const char *name, const char *unit, double v
     r->lower_is_better = lower;
 }
 
+/* The 2,048 × 100 collection alone (overlap off, so nothing runs beside the rollout while its
+ * events time it; median of epochs 2–4): per layer in float32, then the fused acting kernel
+ * (dqn.acting) in its three precisions. Its own group so that a change to acting can be measured
+ * in seconds, not the minutes of the epochs. */
+int vx_bench_collect_cuda(vx_bench_result *out, int max, FILE *log)
+{
+    int n = 0;
+    char dir[64];
+    snprintf(dir, sizeof dir, "/tmp/vixen-bench-collect-%d", (int)getpid());
+    vx_train_cfg c;
+    epochs_seen s;
+    if (n + 1 <= max) {
+        reference(&c, dir, VX_DEVICE_CUDA, 100000, 4);
+        dqn_of(&c)->overlap = 0;
+        if (run_one(&c, &s, log))
+            put(&out[n++], "gpu collection 2048x100 (alone)", "ms",
+                median_from(s.collect_s, 1, 4) * 1e3, 1, 1);
+    }
+    /* … and with the fused acting kernel (dqn.acting), in its three precisions */
+    const char *acting[3] = {"gpu collection 2048x100 (alone, tf32 acting)",
+                             "gpu collection 2048x100 (alone, tf32x3 acting)",
+                             "gpu collection 2048x100 (alone, bf16 acting)"};
+    const int precision[3] = {VX_ACTING_TF32, VX_ACTING_TF32X3, VX_ACTING_BF16};
+    for (int k = 0; k < 3 && n + 1 <= max; k++) {
+        reference(&c, dir, VX_DEVICE_CUDA, 100000, 4);
+        dqn_of(&c)->overlap = 0;
+        dqn_of(&c)->acting = precision[k];
+        if (run_one(&c, &s, log))
+            put(&out[n++], acting[k], "ms", median_from(s.collect_s, 1, 4) * 1e3, 2, 1);
+    }
+    return n;
+}
+
 int vx_bench_train_cuda(vx_bench_result *out, int max, FILE *log)
 {
     int n = 0;
@@ -127,26 +161,6 @@ int vx_bench_train_cuda(vx_bench_result *out, int max, FILE *log)
                 median_from(s.learn_s, 1, EPOCHS) * 1e3, 0.05, 1);
         }
         fprintf(log, "%s: median %.1f ms over epochs 2..%d\n", names[k], ep, EPOCHS);
-    }
-    /* collection alone: overlap off, so nothing runs beside the rollout while its events time it */
-    if (n + 1 <= max) {
-        reference(&c, dir, VX_DEVICE_CUDA, 100000, 4);
-        dqn_of(&c)->overlap = 0;
-        if (run_one(&c, &s, log))
-            put(&out[n++], "gpu collection 2048x100 (alone)", "ms",
-                median_from(s.collect_s, 1, 4) * 1e3, 1, 1);
-    }
-    /* … and with the fused acting kernel (dqn.acting), in its three precisions */
-    const char *acting[3] = {"gpu collection 2048x100 (alone, tf32 acting)",
-                             "gpu collection 2048x100 (alone, tf32x3 acting)",
-                             "gpu collection 2048x100 (alone, bf16 acting)"};
-    const int precision[3] = {VX_ACTING_TF32, VX_ACTING_TF32X3, VX_ACTING_BF16};
-    for (int k = 0; k < 3 && n + 1 <= max; k++) {
-        reference(&c, dir, VX_DEVICE_CUDA, 100000, 4);
-        dqn_of(&c)->overlap = 0;
-        dqn_of(&c)->acting = precision[k];
-        if (run_one(&c, &s, log))
-            put(&out[n++], acting[k], "ms", median_from(s.collect_s, 1, 4) * 1e3, 2, 1);
     }
     /* the batch the GPU chooses */
     if (n + 3 <= max) {

@@ -95,6 +95,12 @@ static int bench_gpu_train(const vx_bench_opts *o, vx_bench_result *out, int max
     return vx_bench_train_cuda(out, max, log);
 }
 
+static int bench_gpu_collect(const vx_bench_opts *o, vx_bench_result *out, int max, FILE *log)
+{
+    (void)o;
+    return vx_bench_collect_cuda(out, max, log);
+}
+
 static int bench_gpu_ppo(const vx_bench_opts *o, vx_bench_result *out, int max, FILE *log)
 {
     return vx_bench_ppo_cuda(out, max, log);
@@ -121,6 +127,8 @@ static const vx_bench_entry registry[] = {
     {"gpu-dqn", "one captured DQN update at batch 1,024 and 4,096", 1, bench_gpu_dqn},
     {"gpu-replay", "device replay over capacities x batches, inserts; the CPU grid", 1,
      bench_gpu_replay},
+    {"gpu-collect", "the 2,048 x 100 collection alone: float32 per layer, fused tf32/tf32x3/bf16",
+     1, bench_gpu_collect},
     {"gpu-train", "whole training epochs on the GPU and the CPU (a few minutes)", 1,
      bench_gpu_train},
     {"gpu-ppo", "PPO iterations at 2,048 x 128, 4 x 32 minibatches, float32 and TF32", 1,
