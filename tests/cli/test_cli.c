@@ -160,6 +160,39 @@ static void test_usage_errors(void **state)
     }
 }
 
+/* Option values are read whole and in range, and option names whole: "--days 12abc" is not 12
+ * days, a seed past its range is not taken, "--da" is not "--days", and a repeatable option given
+ * more often than its list holds is refused, not written past the list. Each is a usage error
+ * (2) before anything is written. */
+static void test_option_values_checked(void **state)
+{
+    (void)state;
+    char dir[64], args[1024], path[128];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/x.csv", dir);
+    const char *opt[] = {"--days 12abc", "--days 50001",    "--seed 2147483648",
+                         "--seed -1",    "--strength 0.1x", "--da 3"};
+    const char *says[] = {"--days must be a whole number in 1..50000, got '12abc'",
+                          "--days must be a whole number in 1..50000, got '50001'",
+                          "--seed must be a whole number in 0..2147483647, got '2147483648'",
+                          "--seed must be a whole number",
+                          "--strength must be a number, got '0.1x'",
+                          "unknown option '--da'"};
+    for (int i = 0; i < 6; i++) {
+        snprintf(args, sizeof args, "data synth %s --out %s", opt[i], path);
+        int rc = vixen(args);
+        if (rc != 2 || !strstr(err, says[i])) fail_msg("'%s': exit %d: %s", opt[i], rc, err);
+        assert_int_equal(count_lines(err), 1);
+        assert_int_equal(th_count_files(dir), 0);
+    }
+    /* 64 --set options are the most a command keeps */
+    int k = snprintf(args, sizeof args, "train");
+    for (int i = 0; i < 65; i++) k += snprintf(args + k, sizeof args - (size_t)k, " --set a=1");
+    assert_int_equal(vixen(args), 2);
+    assert_non_null(strstr(err, "option '--set' given more than 64 times"));
+    th_rmtree(dir);
+}
+
 static void test_features_cli_then_training_entry_point_hits(void **state)
 {
     (void)state;
@@ -565,6 +598,7 @@ int main(void)
         cmocka_unit_test(test_inspect_json_fixtures),
         cmocka_unit_test(test_corrupt_inputs_one_line_error_no_cache),
         cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_option_values_checked),
         cmocka_unit_test(test_features_cli_then_training_entry_point_hits),
         cmocka_unit_test(test_synth_formats_and_env_bench),
         cmocka_unit_test(test_train_and_eval_commands),

@@ -252,3 +252,47 @@ void test_act_fused_copies(void **state)
     assert_int_equal(tb.frags * 2, t32.frags);
     assert_int_equal(tb.maps, tb.packed + 2 * tb.frags);
 }
+
+/* The shared memory a block is launched with, against the buffers act_fused.cu's carve() lays
+ * out (its top comment): R = 16 rows of xs (Dp + pad), each trunk layer's activations
+ * (r16(H) + pad), the heads' first layers (r16(G·Hh) + pad), the heads' outputs (W2 + 4) and the
+ * Q rows (r8(out_dim)), in floats. Too few bytes and the kernel reads and writes past its shared
+ * memory; the sums here are done by hand for a net whose widths are not multiples of 16 (40, 24,
+ * 56; G·Hh = 24; out_dim 12), so a missing rounding or pad shows. */
+void test_act_fused_smem(void **state)
+{
+    (void)state;
+    vx_qnet_cfg c;
+    vx_qnet_cfg_default(&c);
+    c.in_dim = 51, c.n_trunk = 3, c.trunk[0] = 40, c.trunk[1] = 24, c.trunk[2] = 56;
+    c.head_hidden = 8, c.n_branches = 2, c.branch[0] = 9, c.branch[1] = 3, c.atoms = 1;
+    vx_qnet_layout L;
+    vx_err e;
+    if (vx_qnet_layout_make(&c, &L, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(L.out_dim, 12);
+    /* heads: value 1 → 8, branch 9 → 16, branch 3 → 8: W2 = 32 */
+    const int floats_tf32 = 16 * (64 + 4)                                   /* xs */
+                            + 16 * (48 + 4) + 16 * (32 + 4) + 16 * (64 + 4) /* trunk */
+                            + 16 * (32 + 4)                                 /* h1: r16(24) */
+                            + 16 * (32 + 4)                                 /* out */
+                            + 16 * 16;                                      /* qs: r8(12) */
+    const int floats_bf16 = 16 * (64 + 8) + 16 * (48 + 8) + 16 * (32 + 8) + 16 * (64 + 8) +
+                            16 * (32 + 8) + 16 * (32 + 4) + 16 * 16;
+    const int acting[] = {VX_ACTING_TF32, VX_ACTING_TF32X3, VX_ACTING_BF16};
+    const int floats[] = {floats_tf32, floats_tf32, floats_bf16};
+    char why[96];
+    for (int i = 0; i < 3; i++) {
+        vx_af_net t;
+        vx_af_layout(&L, acting[i], &t, NULL);
+        assert_int_equal(t.W2, 32);
+        assert_int_equal(vx_af_smem(&t), (size_t)floats[i] * 4);
+        /* the check takes the net with exactly its bytes, not one fewer */
+        assert_int_equal(vx_af_fits(&L, acting[i], (size_t)floats[i] * 4, why, sizeof why), 1);
+        assert_int_equal(vx_af_fits(&L, acting[i], (size_t)floats[i] * 4 - 1, why, sizeof why), 0);
+    }
+    /* a head width the 8-column tiles cannot cover */
+    c.head_hidden = 12;
+    if (vx_qnet_layout_make(&c, &L, &e)) fail_msg("%s", e.msg);
+    assert_int_equal(vx_af_fits(&L, VX_ACTING_TF32, 232448, why, sizeof why), 0);
+    assert_string_equal(why, "a head width that is not a multiple of 8");
+}

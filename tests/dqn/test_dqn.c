@@ -1134,6 +1134,7 @@ static void test_resume_refuses_damaged_checkpoint(void **state)
 
 /* test_act_fused_plan.c */
 void test_act_fused_copies(void **state);
+void test_act_fused_smem(void **state);
 
 int main(void)
 {
@@ -1158,6 +1159,7 @@ int main(void)
         cmocka_unit_test(test_overlap_acts_with_previous_weights),
         cmocka_unit_test(test_learn_writes_back_priorities),
         cmocka_unit_test(test_act_fused_copies),
+        cmocka_unit_test(test_act_fused_smem),
     };
     return cmocka_run_group_tests_name("dqn", tests, NULL, NULL);
 }

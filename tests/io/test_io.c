@@ -320,6 +320,46 @@ static void test_yaml_duplicate_keys(void **state)
     th_rmtree(dir);
 }
 
+/* Errors and lines a user acts on: a key's line is the key's, also when its value is on the next
+ * line; of two repeated keys the one repeated first is named, with the line of its first
+ * occurrence; a second YAML document and an alias are refused where they are (libyaml would read
+ * both, and an ignored alias leaves its key without a value). */
+static void test_yaml_lines_and_refusals(void **state)
+{
+    (void)state;
+    vx_kv *kv;
+    size_t n;
+    vx_err e;
+    const char *next_line = "dqn:\n  lr:\n    3.0e-4\n  loss: huber\n";
+    assert_int_equal(vx_yaml_read_flat_text(next_line, strlen(next_line), "c.yaml", &kv, &n, &e),
+                     VX_OK);
+    assert_int_equal(n, 2);
+    assert_string_equal(kv[0].key, "dqn.lr");
+    assert_string_equal(kv[0].value, "3.0e-4");
+    assert_int_equal(kv[0].line, 2);
+    assert_int_equal(kv[1].line, 4);
+    vx_kv_free(kv, n);
+    /* y repeated on line 4 (first on 3), x on line 5 (first on 2): y is named */
+    const char *twice = "dqn:\n  x: 1\n  y: 1\n  y: 2\n  x: 2\n";
+    assert_int_equal(vx_yaml_read_flat_text(twice, strlen(twice), "c.yaml", &kv, &n, &e),
+                     VX_ERR_FORMAT);
+    assert_int_equal(e.line, 4);
+    assert_string_equal(e.field, "dqn.y");
+    if (!strstr(e.msg, "c.yaml: line 4") ||
+        !strstr(e.msg, "key 'dqn.y' given twice (first on line 3)"))
+        fail_msg("%s", e.msg);
+    const char *bad[] = {"dqn:\n  lr: 1\n---\nnet:\n  trunk: 2\n",
+                         "dqn:\n  lr: &a 1\n  gamma: *a\n", "dqn:\n  gamma: *a\n  lr: 1\n"};
+    const char *what[] = {"more than one YAML document", "aliases", "aliases"};
+    const int lines[] = {3, 3, 2};
+    for (int i = 0; i < 3; i++) {
+        vx_status st = vx_yaml_read_flat_text(bad[i], strlen(bad[i]), "c.yaml", &kv, &n, &e);
+        if (st != VX_ERR_FORMAT || e.line != lines[i] || !strstr(e.msg, what[i]))
+            fail_msg("case %d: status %d, line %lld: %s", i, st, (long long)e.line,
+                     st ? e.msg : "(read)");
+    }
+}
+
 /* The settings machinery over a made-up section: every key type, range and type errors naming the
  * key and `where`, a flag set when a key is given, renamed keys, and write → load round trips. */
 typedef struct {
@@ -437,6 +477,48 @@ static void test_settings(void **state)
     assert_int_equal(vx_settings_load(&su, path, &e), VX_ERR_ARG);
     assert_non_null(strstr(e.msg, "toy.yaml: line 3: toy.mode: 'sideways'"));
     th_rmtree(dir);
+}
+
+/* Every item of a list is range- and type-checked like a scalar, a list needs one item, and a
+ * refused value leaves both the field and its "given" flag as they were: a width of 5000 or 2.5,
+ * an empty trunk or a count with trailing letters would otherwise reach the network. */
+static void test_settings_refusals_leave_values(void **state)
+{
+    (void)state;
+    toy t = {0};
+    vx_settings s = {0};
+    vx_settings_bind(&s, &toy_section, &t);
+    vx_err e;
+    assert_int_equal(vx_settings_set(&s, "toy.widths", "[4096, 1]", NULL, &e), VX_OK); /* ends */
+    assert_int_equal(vx_settings_set(&s, "toy.widths", "[1, 2, 3, 4]", NULL, &e), VX_OK);
+    assert_int_equal(t.n_widths, 4);
+    const char *refused[] = {"[64, 4097]", "[64, 2.5]", "[]", "[64, 12abc]", "[64, -1]"};
+    for (int i = 0; i < 5; i++) {
+        if (vx_settings_set(&s, "toy.widths", refused[i], "f.yaml: line 7", &e) != VX_ERR_ARG)
+            fail_msg("'%s' taken", refused[i]);
+        assert_non_null(strstr(e.msg, "f.yaml: line 7: toy.widths: "));
+        assert_int_equal(t.n_widths, 4);
+        assert_int_equal(t.widths[3], 4);
+    }
+    assert_non_null(strstr(e.msg, "'-1' is not a whole number in 1 .. 4096"));
+    /* from YAML, an empty list too */
+    const char *empty = "toy:\n  widths: []\n";
+    assert_int_equal(vx_settings_load_text(&s, empty, strlen(empty), "c.yaml", &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "c.yaml: line 2: toy.widths"));
+    assert_int_equal(t.n_widths, 4);
+    /* scalars: the range's ends are in it, the next whole numbers are not, trailing letters are
+     * no number; a refused value does not mark its key given */
+    assert_int_equal(vx_settings_set(&s, "toy.n", "100", NULL, &e), VX_OK);
+    assert_int_equal(vx_settings_set(&s, "toy.n", "1", NULL, &e), VX_OK);
+    t.n_given = 0;
+    assert_int_equal(vx_settings_set(&s, "toy.n", "0", NULL, &e), VX_ERR_ARG);
+    assert_int_equal(vx_settings_set(&s, "toy.n", "12abc", NULL, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "'12abc' is not a number"));
+    assert_int_equal(t.n, 1);
+    assert_int_equal(t.n_given, 0);
+    assert_int_equal(vx_settings_set(&s, "toy.rate", "1", NULL, &e), VX_OK);
+    assert_int_equal(vx_settings_set(&s, "toy.rate", "1.0000001", NULL, &e), VX_ERR_ARG);
+    assert_true(t.rate == 1.0);
 }
 
 /* An old and a new name of one key in one file: which wins would be an accident of order. */
@@ -1150,6 +1232,8 @@ int main(void)
         cmocka_unit_test(test_csv_log_resume_drops_rows_after_checkpoint),
         cmocka_unit_test(test_yaml_duplicate_keys),
         cmocka_unit_test(test_settings_renamed_key_twice),
+        cmocka_unit_test(test_yaml_lines_and_refusals),
+        cmocka_unit_test(test_settings_refusals_leave_values),
         cmocka_unit_test(test_settings_roundtrip_nasty_strings),
         cmocka_unit_test(test_settings_long_values),
         cmocka_unit_test(test_settings_write_reports_errors),

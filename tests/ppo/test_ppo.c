@@ -405,6 +405,7 @@ void test_lr_schedule_and_greedy_batches(void **state);
 void test_obs_normaliser_by_hand(void **state);
 /* test_ppo_fused_plan.c */
 void test_fused_fragment_copies(void **state);
+void test_fused_smem_and_rows(void **state);
 
 int main(void)
 {
@@ -426,6 +427,7 @@ int main(void)
         cmocka_unit_test(test_lr_schedule_and_greedy_batches),
         cmocka_unit_test(test_obs_normaliser_by_hand),
         cmocka_unit_test(test_fused_fragment_copies),
+        cmocka_unit_test(test_fused_smem_and_rows),
     };
     return cmocka_run_group_tests_name("ppo", tests, NULL, NULL);
 }

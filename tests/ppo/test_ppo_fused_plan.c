@@ -136,3 +136,59 @@ void test_fused_fragment_copies(void **state)
         frag_case(1, 1, one, passes);
     }
 }
+
+/* The shared memory of a block of R rows, against the buffers ppo_fused.cu's carve() lays out
+ * (its top comment), in floats: a double a thread (2 · 512), 256 a warp (16 warps), the heads'
+ * outputs R × 20, the input rows R × (Dp + 4), each layer's activations R × (G·H + 4), then R
+ * ints rounded to 8 — summed by hand for in_dim 51 (Dp 64) and trunks 48, 32, 64, separate
+ * (G = 2) and shared (G = 1). Then which configurations the kernels take: the update's rows are
+ * the most of 64 and 32 that fit, and none when 32 do not. */
+void test_fused_smem_and_rows(void **state)
+{
+    (void)state;
+    vx_ac_cfg cfg;
+    vx_ac_cfg_default(&cfg);
+    cfg.in_dim = 51, cfg.n_trunk = 3, cfg.trunk[0] = 48, cfg.trunk[1] = 32, cfg.trunk[2] = 64;
+    const size_t fixed = 2 * 512 + 16 * 256;
+    /* per row: 20 + 68 + (2·48 + 4) + (2·32 + 4) + (2·64 + 4) = 388; shared: 20 + 68 + 52 + 36 +
+     * 68 = 244 */
+    const size_t per_row[2] = {388, 244};
+    char why[96];
+    for (int shared = 0; shared <= 1; shared++) {
+        cfg.shared = shared;
+        vx_ac_layout L;
+        vx_err e;
+        assert_int_equal(vx_ac_layout_make(&cfg, &L, &e), VX_OK);
+        vx_pf_net t;
+        vx_pf_layout(&L, &t, NULL);
+        size_t s64 = (fixed + 64 * per_row[shared] + 64) * 4;
+        size_t s32 = (fixed + 32 * per_row[shared] + 32) * 4;
+        assert_int_equal(vx_pf_smem(&t, 64), s64);
+        assert_int_equal(vx_pf_smem(&t, 32), s32);
+        assert_int_equal(vx_pf_rows(&L, s64, why, sizeof why), 64);
+        assert_int_equal(vx_pf_rows(&L, s64 - 1, why, sizeof why), 32);
+        assert_int_equal(vx_pf_rows(&L, s32, why, sizeof why), 32);
+        assert_int_equal(vx_pf_rows(&L, s32 - 1, why, sizeof why), 0);
+        assert_string_equal(why, "trunks too wide for shared memory");
+    }
+    /* widths the 16-row tiles cannot cover, and an input past the staged statistics */
+    const struct {
+        int in, width;
+        const char *why;
+    } no[] = {{51, 40, "trunk widths that are not multiples of 16"},
+              {51, 8, "trunk widths that are not multiples of 16"},
+              {129, 32, "an input wider than 128"}};
+    for (int i = 0; i < 3; i++) {
+        cfg.in_dim = no[i].in, cfg.n_trunk = 1, cfg.trunk[0] = no[i].width;
+        vx_ac_layout L;
+        vx_err e;
+        assert_int_equal(vx_ac_layout_make(&cfg, &L, &e), VX_OK);
+        assert_int_equal(vx_pf_rows(&L, VX_PF_SMEM_HOPPER, why, sizeof why), 0);
+        assert_string_equal(why, no[i].why);
+    }
+    cfg.in_dim = 128, cfg.trunk[0] = 32; /* the widest input taken */
+    vx_ac_layout L;
+    vx_err e;
+    assert_int_equal(vx_ac_layout_make(&cfg, &L, &e), VX_OK);
+    assert_int_equal(vx_pf_rows(&L, VX_PF_SMEM_HOPPER, why, sizeof why), 64);
+}

@@ -1,5 +1,6 @@
 /* test_util.c — Philox known answers and draws, errors with context, progress, atomic files. */
 #define _XOPEN_SOURCE 700
+#define _DEFAULT_SOURCE /* syscall, for the fsync seen below */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -8,8 +9,11 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "vixen/device.h"
@@ -231,6 +235,124 @@ static void test_atomic_file(void **state)
     assert_int_equal(vx_mkdirs(bad, &e), VX_OK);
     assert_int_equal(stat(bad, &sb), 0);
     assert_true(S_ISDIR(sb.st_mode));
+    char cmd[400];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    assert_int_equal(system(cmd), 0);
+}
+
+/* A file name longer than vx_err's field is cut to fit, NUL included: the message and the
+ * structured part both stay one terminated string. */
+static void test_err_long_file_name(void **state)
+{
+    (void)state;
+    vx_err e;
+    char name[400];
+    memset(name, 'f', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    vx_err_line(&e, VX_ERR_IO, name, 3, "close", "cannot open");
+    assert_int_equal(strlen(e.file), sizeof e.file - 1);
+    assert_memory_equal(e.file, name, sizeof e.file - 1);
+    assert_string_equal(e.field, "close");
+    vx_err_line(&e, VX_ERR_IO, name, 3, "", "cannot open");
+    assert_int_equal(strlen(e.file), sizeof e.file - 1);
+    assert_string_equal(e.field, "");
+    /* and a field name longer than its 32 bytes */
+    vx_err_record(&e, VX_ERR_FORMAT, "a.dbn", 1, 0, "a_field_name_of_forty_bytes_xxxxxxxxxxxx",
+                  "x");
+    assert_int_equal(strlen(e.field), sizeof e.field - 1);
+    assert_string_equal(e.file, "a.dbn");
+}
+
+/* fsync as the library calls it, seen here (this program's definition is the one the static
+ * library's calls bind to) and passed on to the kernel. What it checks: the temporary's own data
+ * are synced while it still has its temporary name (before the rename), and the folder after the
+ * rename — a crash can then leave the old file or the whole new one, never a renamed empty one.
+ * Nothing else in a test can tell a missing fsync from a present one. */
+static const char *g_watch_tmp, *g_watch_path;
+static int g_tmp_synced, g_dir_synced_after_rename;
+
+int fsync(int fd)
+{
+    struct stat fs, ps;
+    if (g_watch_tmp && fstat(fd, &fs) == 0) {
+        if (S_ISREG(fs.st_mode) && stat(g_watch_tmp, &ps) == 0 && ps.st_ino == fs.st_ino &&
+            ps.st_dev == fs.st_dev)
+            g_tmp_synced = 1;
+        if (S_ISDIR(fs.st_mode) && stat(g_watch_path, &ps) == 0) g_dir_synced_after_rename = 1;
+    }
+    return (int)syscall(SYS_fsync, fd);
+}
+
+/* Every failure of an atomic write removes its temporary and leaves the old file: a write that
+ * fails (the file-size limit, as a full disk would), a rename that fails (the target a folder),
+ * and a commit syncs the data before the rename and the folder after it. */
+static void test_atomic_file_failures(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/vixen-util-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[256], tmp[1100];
+    snprintf(path, sizeof path, "%s/out.txt", dir);
+    vx_atomic_file af;
+    vx_err e;
+    struct stat sb;
+    /* the syncs of a good commit */
+    assert_int_equal(vx_atomic_open(&af, path, &e), VX_OK);
+    fputs("old", af.f);
+    snprintf(tmp, sizeof tmp, "%s", af.tmp);
+    g_watch_tmp = tmp, g_watch_path = path, g_tmp_synced = g_dir_synced_after_rename = 0;
+    assert_int_equal(vx_atomic_commit(&af, &e), VX_OK);
+    g_watch_tmp = g_watch_path = NULL;
+    assert_int_equal(g_tmp_synced, 1);
+    assert_int_equal(g_dir_synced_after_rename, 1);
+    /* a write past the file-size limit: EFBIG (SIGXFSZ ignored), as ENOSPC would be */
+    struct rlimit old, lim;
+    assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
+    lim = old;
+    lim.rlim_cur = 4096;
+    if (old.rlim_max != RLIM_INFINITY && old.rlim_max < lim.rlim_cur) lim.rlim_cur = old.rlim_max;
+    void (*prev)(int) = signal(SIGXFSZ, SIG_IGN);
+    assert_int_equal(vx_atomic_open(&af, path, &e), VX_OK);
+    snprintf(tmp, sizeof tmp, "%s", af.tmp);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &lim), 0);
+    static char block[8192];
+    memset(block, 'x', sizeof block);
+    for (int i = 0; i < 4; i++) fwrite(block, 1, sizeof block, af.f);
+    vx_status st = vx_atomic_commit(&af, &e);
+    assert_int_equal(setrlimit(RLIMIT_FSIZE, &old), 0);
+    signal(SIGXFSZ, prev);
+    assert_int_equal(st, VX_ERR_IO);
+    assert_non_null(strstr(e.msg, "write failed"));
+    assert_non_null(strstr(e.msg, "out.txt"));
+    assert_int_not_equal(stat(tmp, &sb), 0); /* no temporary left */
+    assert_int_equal(stat(path, &sb), 0);
+    assert_int_equal(sb.st_size, 3); /* the old file, whole */
+    /* a rename that fails: the target is a folder that is not empty */
+    char folder[300], inside[320];
+    snprintf(folder, sizeof folder, "%s/taken", dir);
+    snprintf(inside, sizeof inside, "%s/x", folder);
+    assert_int_equal(vx_mkdirs(folder, &e), VX_OK);
+    FILE *f = fopen(inside, "w");
+    assert_non_null(f);
+    fclose(f);
+    assert_int_equal(vx_atomic_open(&af, folder, &e), VX_OK);
+    snprintf(tmp, sizeof tmp, "%s", af.tmp);
+    fputs("new", af.f);
+    assert_int_equal(vx_atomic_commit(&af, &e), VX_ERR_IO);
+    assert_non_null(strstr(e.msg, "rename failed"));
+    assert_int_not_equal(stat(tmp, &sb), 0);
+    assert_int_equal(stat(inside, &sb), 0);
+    /* a leftover temporary of an earlier process with this PID is replaced, not a failure */
+    f = fopen(tmp, "w");
+    assert_non_null(f);
+    fputs("stale", f);
+    fclose(f);
+    assert_int_equal(vx_atomic_open(&af, folder, &e), VX_OK);
+    vx_atomic_abort(&af);
+    assert_int_not_equal(stat(tmp, &sb), 0);
+    /* mkdirs over a file that is not a folder: refused, not taken as done */
+    assert_int_equal(vx_mkdirs(path, &e), VX_ERR_IO);
+    assert_non_null(strstr(e.msg, "not a folder"));
     char cmd[400];
     snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
     assert_int_equal(system(cmd), 0);
@@ -550,6 +672,8 @@ int main(void)
         cmocka_unit_test(test_progress_plain_lines),
         cmocka_unit_test(test_progress_sink),
         cmocka_unit_test(test_atomic_file),
+        cmocka_unit_test(test_atomic_file_failures),
+        cmocka_unit_test(test_err_long_file_name),
         cmocka_unit_test(test_device_accounts_and_budget),
         cmocka_unit_test(test_device_shares),
         cmocka_unit_test(test_device_close_while_held),
