@@ -35,15 +35,20 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
     float *d_o, *d_r;
     int32_t *d_a;
     uint8_t *d_f;
-    cudaMalloc((void **)&d_o, N * D * 4), cudaMalloc((void **)&d_r, N * 4);
-    cudaMalloc((void **)&d_a, N * 12), cudaMalloc((void **)&d_f, N);
-    cudaMemcpy(d_o, o, N * D * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_r, r, N * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_a, a, N * 12, cudaMemcpyHostToDevice);
-    cudaMemcpy(d_f, f, N, cudaMemcpyHostToDevice);
+    d_o = d_r = NULL, d_a = NULL, d_f = NULL;
+    int bad = cudaMalloc((void **)&d_o, N * D * 4) | cudaMalloc((void **)&d_r, N * 4) |
+              cudaMalloc((void **)&d_a, N * 12) | cudaMalloc((void **)&d_f, N);
+    if (!bad) bad |= cudaMemcpy(d_o, o, N * D * 4, cudaMemcpyHostToDevice);
+    if (!bad) bad |= cudaMemcpy(d_r, r, N * 4, cudaMemcpyHostToDevice);
+    if (!bad) bad |= cudaMemcpy(d_a, a, N * 12, cudaMemcpyHostToDevice);
+    if (!bad) bad |= cudaMemcpy(d_f, f, N, cudaMemcpyHostToDevice);
+    /* the DMA landed: from pageable memory cudaMemcpy may return first, and the updates run on
+     * streams of their own */
+    if (!bad) bad |= cudaDeviceSynchronize();
     free(o), free(r), free(a), free(f);
+    if (bad) fprintf(log, "bench: the transitions did not reach the device\n");
     int n = 0;
-    for (int k = 0; k < 4 && n < max; k++) {
+    for (int k = 0; k < 4 && n < max && !bad; k++) {
         vx_dqn_cfg dc;
         vx_dqn_cfg_default(&dc);
         dc.batch = batches[k];

@@ -60,15 +60,16 @@ static int bufs_make(dev_bufs *d, int D, size_t Bmax)
     vx_rng g = vx_rng_make(9, 0, 0);
     for (size_t i = 0; i < n * D; i++) h[i] = vx_rng_uniform(&g);
     for (size_t i = 0; i < n * 3; i++) a[i] = (int32_t)vx_rng_below(&g, 3);
-    cudaMemcpy(d->obs, h, n * D * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(d->next, h, n * D * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(d->rew, h, n * 4, cudaMemcpyHostToDevice);
-    cudaMemcpy(d->act, a, n * 12, cudaMemcpyHostToDevice);
+    bad |= cudaMemcpy(d->obs, h, n * D * 4, cudaMemcpyHostToDevice);
+    bad |= cudaMemcpy(d->next, h, n * D * 4, cudaMemcpyHostToDevice);
+    bad |= cudaMemcpy(d->rew, h, n * 4, cudaMemcpyHostToDevice);
+    bad |= cudaMemcpy(d->act, a, n * 12, cudaMemcpyHostToDevice);
     for (size_t i = 0; i < n; i++) h[i] = (float)(0.01 + 3 * vx_rng_uniform_double(&g));
-    cudaMemcpy(d->td, h, n * 4, cudaMemcpyHostToDevice);
-    cudaMemset(d->flags, 0, n);
+    bad |= cudaMemcpy(d->td, h, n * 4, cudaMemcpyHostToDevice);
+    bad |= cudaMemset(d->flags, 0, n);
     free(h), free(a);
-    return cudaDeviceSynchronize() == cudaSuccess ? 0 : -1;
+    /* the copies' DMA landed (from pageable memory cudaMemcpy may return first) */
+    return !bad && cudaDeviceSynchronize() == cudaSuccess ? 0 : -1;
 }
 
 static void bufs_free(dev_bufs *d)

@@ -289,7 +289,11 @@ extern "C" vx_status dqn_act_fused_create(const vx_qnet_layout *L, int acting, v
     st = vx_mem_alloc(&f->mem, copies * 4, &f->copies, e);
     if (!st) st = vx_mem_alloc(&f->mem, (size_t)f->t.maps * sizeof *map, &f->map, e);
     if (st) goto fail;
-    VX_CUDA_CHECK(cudaMemcpy(f->map, map, (size_t)f->t.maps * sizeof *map, cudaMemcpyHostToDevice));
+    /* not cudaMemcpy: from pageable memory it returns once the map is staged, its DMA maybe still
+     * on the way, and a pack queued at once on the caller's non-blocking stream could read the
+     * map half copied; the upload waits for its own stream */
+    st = vx_device_upload(dev, f->map, map, (size_t)f->t.maps * sizeof *map, e);
+    if (st) goto fail;
     VX_CUDA_CHECK(allow_smem(acting, optin));
     free(map);
     *out = f;

@@ -78,35 +78,40 @@ static double bf16_of(double x)
     return v;
 }
 
-/* y (out) = ReLU?(b + Σ_k bf16(x_k) · bf16(W_kj)): a dense layer as the BF16 products take it. */
-static void dense_bf16(const vx_dense *d, const float *p, const double *x, int relu, double *y)
+/* y (out) = ReLU?(b + Σ_k x_k · W_kj) in float64, the operands rounded to bf16 first (bf) as the
+ * BF16 products take them, or as they are. */
+static void dense_bf16(const vx_dense *d, const float *p, const double *x, int relu, int bf,
+                       double *y)
 {
     for (int j = 0; j < d->out; j++) {
         double s = 0;
-        for (int k = 0; k < d->in; k++)
-            s += bf16_of(x[k]) * bf16_of(p[d->w + (size_t)k * d->out + (size_t)j]);
+        for (int k = 0; k < d->in; k++) {
+            double w = p[d->w + (size_t)k * d->out + (size_t)j];
+            s += bf ? bf16_of(x[k]) * bf16_of(w) : x[k] * w;
+        }
         s += p[d->b + (size_t)j];
         y[j] = relu && s < 0 ? 0 : s;
     }
 }
 
-/* The Q-network's row for observation x in float64 with every product's operands in bf16: the
- * trunk, each head's two layers, the dueling aggregation (qnet_impl.h's order of terms). */
-static void q_bf16(const vx_qnet_layout *L, const float *p, const float *x, double *q)
+/* The Q-network's row for observation x in float64, every product's operands in bf16 (bf) or as
+ * they are: the trunk, each head's two layers, the dueling aggregation (qnet_impl.h's order of
+ * terms). */
+static void q_bf16(const vx_qnet_layout *L, const float *p, const float *x, int bf, double *q)
 {
     const vx_qnet_cfg *c = &L->cfg;
     double a[1024], b[1024], v[64], h[1024], o[1024];
     for (int k = 0; k < c->in_dim; k++) a[k] = x[k];
     for (int l = 0; l < c->n_trunk; l++) {
-        dense_bf16(&L->trunk[l], p, a, 1, b);
+        dense_bf16(&L->trunk[l], p, a, 1, bf, b);
         memcpy(a, b, sizeof(double) * (size_t)c->trunk[l]);
     }
-    dense_bf16(&L->value1, p, a, 1, h);
-    dense_bf16(&L->value2, p, h, 0, v);
+    dense_bf16(&L->value1, p, a, 1, bf, h);
+    dense_bf16(&L->value2, p, h, 0, bf, v);
     for (int d = 0; d < c->n_branches; d++) {
         int n = c->branch[d], Z = c->atoms;
-        dense_bf16(&L->adv1[d], p, a, 1, h);
-        dense_bf16(&L->adv2[d], p, h, 0, o);
+        dense_bf16(&L->adv1[d], p, a, 1, bf, h);
+        dense_bf16(&L->adv2[d], p, h, 0, bf, o);
         for (int z = 0; z < Z; z++) {
             double mean = 0;
             for (int k = 0; k < n; k++) mean += o[k * Z + z];
@@ -122,6 +127,9 @@ static float *device_copy(const void *host, size_t bytes)
     void *d;
     CK(cudaMalloc(&d, bytes));
     CK(cudaMemcpy(d, host, bytes, cudaMemcpyHostToDevice));
+    /* a cudaMemcpy from pageable memory can return before its DMA lands; the work that reads
+     * this may be queued on a non-blocking stream, which does not wait for it */
+    CK(cudaDeviceSynchronize());
     return d;
 }
 
@@ -161,15 +169,31 @@ static void q_against_float32(int which, int acting)
     CK(cudaStreamSynchronize(s));
     for (size_t i = 0; i < tail; i++) assert_int_equal(after[i], 0xffffffffu);
     free(after);
+    /* the worst difference, a NaN on either side counting as infinite (fmax would skip it), and
+     * where it is: a wrong row or column says which block or strip to look at */
     double worst = 0, scale = 0, ss = 0;
+    size_t at = 0;
     for (size_t i = 0; i < (size_t)N * O; i++) {
         double d = (double)got[i] - (double)ref[i];
-        worst = fmax(worst, fabs(d)), ss += d * d;
+        if (!(fabs(d) <= worst)) worst = isnan(d) ? INFINITY : fabs(d), at = i;
+        ss += d * d;
         scale = fmax(scale, fabs((double)ref[i]));
     }
     const char *names[] = {"", "TF32", "3×TF32", "BF16"};
     print_message("%s, %s: |Q| up to %.3g, the fused kernel within %.3g (%.2g of the scale)\n",
                   net_names[which], names[acting], scale, worst, worst / scale);
+    if (worst > 1e-2 * scale) { /* a failure to come: what went wrong, before it fails */
+        double q64[1024];
+        q_bf16(&L, params, x + at / O * D, 0, q64);
+        int wrong = 0, rows = 0, last = -1;
+        for (size_t i = 0; i < (size_t)N * O; i++)
+            if (!(fabs((double)got[i] - (double)ref[i]) <= 1e-2 * scale))
+                wrong++, rows += (int)(i / O) != last, last = (int)(i / O);
+        print_message("  worst at row %zu (block %zu), column %zu: fused %.9g, per layer %.9g, "
+                      "float64 %.9g; %d values in %d rows past 1e-2 of the scale\n",
+                      at / O, at / O / 16, at % O, (double)got[at], (double)ref[at], q64[at % O],
+                      wrong, rows);
+    }
     assert_true(scale > 0.1);
     if (acting == VX_ACTING_TF32X3) {
         assert_true(worst <= 1e-5 * scale);
@@ -179,10 +203,11 @@ static void q_against_float32(int which, int acting)
     } else {
         double *q64 = malloc(O * sizeof *q64), worst_bf = 0, ss_bf = 0;
         for (int i = 0; i < N; i++) {
-            q_bf16(&L, params, x + (size_t)i * D, q64);
+            q_bf16(&L, params, x + (size_t)i * D, 1, q64);
             for (size_t c = 0; c < O; c++) {
                 double d = (double)got[(size_t)i * O + c] - q64[c];
-                worst_bf = fmax(worst_bf, fabs(d)), ss_bf += d * d;
+                if (!(fabs(d) <= worst_bf)) worst_bf = isnan(d) ? INFINITY : fabs(d);
+                ss_bf += d * d;
             }
         }
         double rms = sqrt(ss / (double)(N * O)), rms_bf = sqrt(ss_bf / (double)(N * O));

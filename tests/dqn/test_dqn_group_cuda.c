@@ -46,6 +46,9 @@ static void *dup_dev(const void *h, size_t n)
     void *d;
     CK(cudaMalloc(&d, n));
     CK(cudaMemcpy(d, h, n, cudaMemcpyHostToDevice));
+    /* a cudaMemcpy from pageable memory can return before its DMA lands; the work that reads
+     * this may be queued on a non-blocking stream, which does not wait for it */
+    CK(cudaDeviceSynchronize());
     return d;
 }
 

@@ -97,6 +97,7 @@ static void ac_forward_backward(int shared)
     CK(cudaMemcpy(d_dz, dz, BP * K * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_dv, dv, BP * 4, cudaMemcpyHostToDevice));
     CK(cudaMemset(d_g, 0, np * 4));
+    CK(cudaDeviceSynchronize()); /* its DMA landed (cudaMemcpy may return first) */
     float glogits[BP * K], gvalues[BV];
     assert_int_equal(ac_cuda_forward(a, d_p, d_x, BP, BV, NULL, &e), VX_OK);
     CK(cudaMemcpy(glogits, ac_cuda_logits(a), sizeof glogits, cudaMemcpyDeviceToHost));
@@ -187,6 +188,7 @@ static void fused_case(int shared, int n, const int *width, int tf32, double tol
     CK(cudaMemcpy(d_x, x, BV * D * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_dz, dz, BP * K * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_dv, dv, BP * 4, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize()); /* its DMA landed (cudaMemcpy may return first) */
     /* NaN everywhere an output goes: a float left unwritten fails the comparisons */
     CK(cudaMemset(d_g, 0xff, np * 4));
     CK(cudaMemset(d_logits, 0xff, BV * K * 4));
@@ -300,6 +302,7 @@ static void fused_step_case(double max_norm, int skip)
     CK(cudaMemcpy(d_dz, dz, B * K * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_dv, dv, B * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(d_skip, &skip, sizeof skip, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize()); /* its DMA landed (cudaMemcpy may return first) */
     vx_optim_set_controls(oa, NULL, d_skip);
     vx_optim_set_controls(ob, NULL, d_skip);
     vx_optim_view view;

@@ -89,6 +89,9 @@ static void tset_make(tset *t, size_t n, int k0)
     CK(cudaMemcpy(t->d_r, t->r, n * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(t->d_a, t->a, n * 12, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(t->d_f, t->f, n, cudaMemcpyHostToDevice));
+    /* a cudaMemcpy from pageable memory can return before its DMA lands; the work that reads
+     * this may be queued on a non-blocking stream, which does not wait for it */
+    CK(cudaDeviceSynchronize());
     t->h = (vx_transitions){t->o, t->nx, t->a, t->r, t->f, t->f, NULL};
     t->d = (vx_transitions){t->d_o, t->d_nx, t->d_a, t->d_r, t->d_f, t->d_f, NULL};
 }
@@ -120,6 +123,7 @@ static void dev_update(vx_replay *r, const uint32_t *idx, const uint32_t *gen, c
     CK(cudaMemcpy(di, idx, n * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dg, gen, n * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dt, td, n * 4, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize()); /* its DMA landed (cudaMemcpy may return first) */
     vx_err e;
     assert_int_equal(vx_replay_update(r, di, dg, dt, n, NULL, &e), VX_OK);
     CK(cudaDeviceSynchronize());
@@ -193,6 +197,7 @@ static void test_small_capacities(void **state)
         for (int j = 0; j < 64; j++) td[j] = 0.5f + (float)(j % 5);
         CK(cudaMalloc((void **)&dt, sizeof td));
         CK(cudaMemcpy(dt, td, sizeof td, cudaMemcpyHostToDevice));
+        CK(cudaDeviceSynchronize()); /* its DMA landed (cudaMemcpy may return first) */
         for (int it = 0; it < 10; it++) {
             assert_int_equal(vx_replay_sample(r, 64, &x.b, NULL, &e), VX_OK);
             assert_int_equal(vx_replay_update(r, x.idx, x.gen, dt, 64, NULL, &e), VX_OK);
@@ -599,6 +604,7 @@ static void test_no_drift_stale_duplicates_clamp(void **state)
     CK(cudaMalloc((void **)&dg, CH * 4));
     for (size_t k = 0; k < CH; k++) hg[k] = 1;
     CK(cudaMemcpy(dg, hg, CH * 4, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize()); /* its DMA landed (cudaMemcpy may return first) */
     for (int p = 0; p < 8; p++) {
         for (size_t k = 0; k < CH; k++) {
             hi[k] = vx_rng_below(&g, cap);
@@ -608,6 +614,7 @@ static void test_no_drift_stale_duplicates_clamp(void **state)
         CK(cudaMalloc((void **)&dt[p], CH * 4));
         CK(cudaMemcpy(di[p], hi, CH * 4, cudaMemcpyHostToDevice));
         CK(cudaMemcpy(dt[p], ht, CH * 4, cudaMemcpyHostToDevice));
+        CK(cudaDeviceSynchronize()); /* its DMA landed (cudaMemcpy may return first) */
     }
     for (size_t done = 0, p = 0; done < 10000000; done += CH, p = (p + 1) % 8)
         assert_int_equal(vx_replay_update(r, di[p], dg, dt[p], CH, NULL, &e), VX_OK);
@@ -667,6 +674,7 @@ static void test_empty_slots_never_drawn_and_graph_replay(void **state)
     for (size_t j = 0; j < B; j++) htd[j] = (float)(0.1 + (j % 17));
     CK(cudaMalloc((void **)&td, B * 4));
     CK(cudaMemcpy(td, htd, B * 4, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize()); /* its DMA landed (cudaMemcpy may return first) */
     cudaStream_t s;
     CK(cudaStreamCreate(&s));
     assert_int_equal(vx_replay_set_beta(r, 0.6, s, &e), VX_OK);
@@ -729,6 +737,7 @@ static void check_sample_valid(vx_replay *r, size_t size, int k_of_slot_is_slot)
     float *dt;
     CK(cudaMalloc((void **)&dt, sizeof td));
     CK(cudaMemcpy(dt, td, sizeof td, cudaMemcpyHostToDevice));
+    CK(cudaDeviceSynchronize()); /* its DMA landed (cudaMemcpy may return first) */
     assert_int_equal(vx_replay_update(r, x.idx, x.gen, dt, 256, NULL, &e), VX_OK);
     cudaFree(dt);
     dbatch_free(&x);
@@ -804,6 +813,7 @@ static void fill_and_train(vx_replay *r, const tset *t, size_t n, size_t B, int 
         for (size_t j = 0; j < B; j++) td[j] = (float)pow(10.0, -2 + 4 * vx_rng_uniform_double(&g));
         if (it == 1) td[3] = NAN;
         CK(cudaMemcpy(dt, td, B * 4, cudaMemcpyHostToDevice));
+        CK(cudaDeviceSynchronize()); /* its DMA landed (cudaMemcpy may return first) */
         assert_int_equal(vx_replay_sample(r, B, &x.b, NULL, &e), VX_OK);
         assert_int_equal(vx_replay_update(r, x.idx, x.gen, dt, B, NULL, &e), VX_OK);
     }
@@ -1007,6 +1017,7 @@ static void group_against_alone(vx_replay_kind kind)
             td[j] = (float)pow(10.0, -2 + 4 * vx_rng_uniform_double(&r));
         td[5 + B] = NAN; /* member 1's: clamped to its running maximum */
         CK(cudaMemcpy(dt, td, GK * B * 4, cudaMemcpyHostToDevice));
+        CK(cudaDeviceSynchronize()); /* its DMA landed (cudaMemcpy may return first) */
         for (int k = 0; k < GK; k++)
             assert_int_equal(vx_replay_sample(alone[k], B, &xa[k].b, NULL, &e), VX_OK);
         assert_int_equal(vx_replay_group_sample(g, NULL, &e), VX_OK);
