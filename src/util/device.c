@@ -482,12 +482,21 @@ static vx_status charge_one(vx_device *d, const vx_mem *m, size_t bytes, int hos
                         "reserved)",
                         m->owner, bytes / 1e6, d->name, d->budget / 1e6, d->reserved / 1e6);
     } else if (host) d->host += bytes, d->n_blocks++;
-    else {
-        d->reserved += bytes, d->n_blocks++;
-        if (d->reserved > d->peak) d->peak = d->reserved;
-    }
+    else d->reserved += bytes, d->n_blocks++;
     pthread_mutex_unlock(&d->lock);
     return st;
+}
+
+/* The peaks of the account's context and those it is a share of, once its block is allocated: a
+ * reservation refused further up, or an allocation that failed, was never held and is not a
+ * peak (a trial's measured memory is its context's peak). */
+static void note_peak(vx_device *d)
+{
+    for (; d; d = d->parent) {
+        pthread_mutex_lock(&d->lock);
+        if (d->reserved > d->peak) d->peak = d->reserved;
+        pthread_mutex_unlock(&d->lock);
+    }
 }
 
 /* Reserves `bytes` on the account's context and every context it is a share of (a share first,
@@ -553,7 +562,7 @@ static vx_status mem_alloc(vx_mem *m, size_t bytes, void *ptr, int host, vx_err 
     b->next = m->blocks;
     m->blocks = b;
     if (host) m->host += bytes;
-    else m->bytes += bytes;
+    else m->bytes += bytes, note_peak(d);
     *out = b->p;
     return VX_OK;
 }

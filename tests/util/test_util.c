@@ -177,6 +177,97 @@ static void test_progress_plain_lines(void **state)
     assert_true(vx_now_ns() >= t0);
 }
 
+/* The count and duration formats at their edges: 1000 is the first "k", 60 s the first minute,
+ * the minutes of an hour are those past the hours (3700 s is 1 h 1 min, not 61), and a negative,
+ * NaN or absurd duration (an ETA from a zero rate) is "?". */
+static void test_format_edges(void **state)
+{
+    (void)state;
+    char b[32];
+    assert_string_equal(vx_format_count(999, b, sizeof b), "999");
+    assert_string_equal(vx_format_count(1000, b, sizeof b), "1.00 k");
+    assert_string_equal(vx_format_count(2.5e9, b, sizeof b), "2.50 G");
+    assert_string_equal(vx_format_duration(59.94, b, sizeof b), "59.9s");
+    assert_string_equal(vx_format_duration(60, b, sizeof b), "1m00s");
+    assert_string_equal(vx_format_duration(3599, b, sizeof b), "59m59s");
+    assert_string_equal(vx_format_duration(3700, b, sizeof b), "1h01m");
+    assert_string_equal(vx_format_duration(7325, b, sizeof b), "2h02m");
+    assert_string_equal(vx_format_duration(-1, b, sizeof b), "?");
+    assert_string_equal(vx_format_duration(NAN, b, sizeof b), "?");
+    assert_string_equal(vx_format_duration(2e8, b, sizeof b), "?");
+}
+
+/* Reads what was written to f since offset *at into buf (NUL-terminated); its length. */
+static size_t read_since(FILE *f, long *at, char *buf, size_t n)
+{
+    fflush(f);
+    long end = ftell(f);
+    fseek(f, *at, SEEK_SET);
+    size_t got = fread(buf, 1, n - 1, f);
+    buf[got] = 0;
+    fseek(f, end, SEEK_SET);
+    *at = end;
+    return got;
+}
+
+/* The progress line's arithmetic and pace, with the clock moved instead of waited for: a job
+ * started 10 s ago with 250 of 1000 bars done runs at 250 / 10 = 25 bars/s and has
+ * (1000 - 250) / 25 = 30 s to go (hand-derived; the tolerances allow the test itself to be
+ * descheduled for up to a second between the clock's move and the line). A plain (non-terminal)
+ * stream gets at most one line per 5 s: 1 s after the last line nothing, 6 s after a line, then
+ * nothing again at once; each plain line ends its own line. Past the total the ETA is 0, not a
+ * wrapped count's "?"; the final line's ETA is 0 whatever was done. */
+static void test_progress_rate_eta_and_pace(void **state)
+{
+    (void)state;
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    vx_progress p;
+    vx_progress_start(&p, f, "job", "bars", 1000);
+    assert_int_equal(p.tty, 0);
+    const uint64_t s = 1000000000ull;
+    uint64_t now = vx_now_ns();
+    p.start_ns = now - 10 * s;
+    long at = 0;
+    char buf[512];
+
+    p.last_ns = now - 1 * s; /* a line 1 s ago: too soon for another on a plain stream */
+    vx_progress_update(&p, 250);
+    assert_int_equal(read_since(f, &at, buf, sizeof buf), 0);
+
+    p.last_ns = now - 6 * s; /* 6 s ago: due */
+    vx_progress_update(&p, 250);
+    assert_true(read_since(f, &at, buf, sizeof buf) > 0);
+    double pct, rate, el, eta;
+    unsigned long long done, total;
+    int n = sscanf(buf, "job %lf%% %llu/%llu bars, %lf bars/s, elapsed %lfs, eta %lfs", &pct, &done,
+                   &total, &rate, &el, &eta);
+    if (n != 6) fail_msg("unparsed progress line: %s", buf);
+    assert_true(fabs(pct - 25.0) < 1e-9);
+    assert_int_equal(done, 250);
+    assert_int_equal(total, 1000);
+    assert_true(el >= 10.0 && el < 11.0);
+    assert_true(rate >= 23 && rate <= 25);  /* 250 / el, printed to the unit */
+    assert_true(eta >= 29.9 && eta < 33.1); /* 750 / (250 / el) = 3 el */
+    assert_int_equal(buf[strlen(buf) - 1], '\n');
+    assert_null(strchr(buf, '\r'));
+
+    vx_progress_update(&p, 260); /* just printed: nothing */
+    assert_int_equal(read_since(f, &at, buf, sizeof buf), 0);
+
+    p.last_ns = vx_now_ns() - 6 * s; /* past the total: nothing left to do */
+    vx_progress_update(&p, 1200);
+    read_since(f, &at, buf, sizeof buf);
+    assert_non_null(strstr(buf, "job 120.0% 1200/1000 bars"));
+    assert_non_null(strstr(buf, "eta 0.0s\n"));
+
+    vx_progress_finish(&p, 250); /* ended short of the total: the final line's ETA is 0 */
+    read_since(f, &at, buf, sizeof buf);
+    assert_non_null(strstr(buf, "job  25.0% 250/1000 bars"));
+    assert_non_null(strstr(buf, "eta 0.0s\n"));
+    fclose(f);
+}
+
 static uint64_t g_done, g_total;
 static int g_reports;
 static void psink(const char *job, const char *unit, uint64_t done, uint64_t total, void *ctx)
@@ -450,9 +541,13 @@ static void test_device_shares(void **state)
     vx_device_mem m;
     vx_device_memory(s2, &m);
     assert_int_equal(m.reserved, 0); /* the refused block was taken back from the share too */
+    assert_int_equal(m.peak, 0);     /* and never held there: no peak of 550 */
     assert_int_equal(vx_mem_alloc(&b, 450, &q, &e), VX_OK);
+    vx_device_memory(s2, &m);
+    assert_int_equal(m.peak, 450);
     vx_device_memory(d, &m);
     assert_int_equal(m.reserved, 950);
+    assert_int_equal(m.peak, 950);
     vx_mem_release(&a);
     vx_device_memory(d, &m);
     assert_int_equal(m.reserved, 450);
@@ -604,7 +699,134 @@ static void test_device_alloc_fault_hook(void **state)
     vx_mem_release(&b);
 }
 
-/* Asking for CUDA where there is none is an error that says why; AUTO takes the CPU then. */
+/* Who refused is counted where it refused: a block past a share's own budget on the share (the
+ * search halves such a trial's batch), a block past the device's on the device and not on the
+ * share (the search reports the device full, engine.c); the fault hook's VX_FAULT_REFUSE on the
+ * context asked, its VX_FAULT_DEVICE on the device the share is carved from. The hook is asked
+ * about device memory only: host staging is neither asked about nor refused. */
+static int g_fault_asked;
+static int fault_as_told(void *ctx, const vx_device *dev, const char *owner, size_t bytes)
+{
+    (void)dev, (void)owner, (void)bytes;
+    g_fault_asked++;
+    return *(int *)ctx;
+}
+
+static void test_device_refusals_counted(void **state)
+{
+    (void)state;
+    vx_device *d = open_cpu(1000), *s1, *s2;
+    vx_err e;
+    assert_int_equal(vx_device_share(d, 600, "trial 1", &s1, &e), VX_OK);
+    assert_int_equal(vx_device_share(d, 600, "trial 2", &s2, &e), VX_OK);
+    vx_mem a, b;
+    vx_mem_init(&a, s1, "a");
+    vx_mem_init(&b, s2, "b");
+    char *p = NULL;
+    vx_device_mem md, m1, m2;
+    assert_int_equal(vx_mem_alloc(&a, 601, &p, &e), VX_ERR_NOMEM); /* the share's budget */
+    vx_device_memory(d, &md);
+    vx_device_memory(s1, &m1);
+    assert_int_equal(m1.refused, 1);
+    assert_int_equal(md.refused, 0);
+    assert_int_equal(vx_mem_alloc(&a, 500, &p, &e), VX_OK);
+    assert_int_equal(vx_mem_alloc(&b, 550, &p, &e), VX_ERR_NOMEM); /* the device's budget */
+    vx_device_memory(d, &md);
+    vx_device_memory(s2, &m2);
+    assert_int_equal(md.refused, 1);
+    assert_int_equal(m2.refused, 0);
+
+    int how = VX_FAULT_DEVICE;
+    g_fault_asked = 0;
+    vx_mem_set_fault(fault_as_told, &how);
+    assert_int_equal(vx_mem_alloc(&b, 10, &p, &e), VX_ERR_NOMEM);
+    vx_device_memory(d, &md);
+    vx_device_memory(s2, &m2);
+    assert_int_equal(md.refused, 2);
+    assert_int_equal(m2.refused, 0);
+    how = VX_FAULT_REFUSE;
+    assert_int_equal(vx_mem_alloc(&b, 10, &p, &e), VX_ERR_NOMEM);
+    vx_device_memory(d, &md);
+    vx_device_memory(s2, &m2);
+    assert_int_equal(md.refused, 2);
+    assert_int_equal(m2.refused, 1);
+    assert_int_equal(m2.reserved, 0);
+    assert_int_equal(g_fault_asked, 2);
+    char *h = NULL; /* host staging: not the hook's business */
+    assert_int_equal(vx_mem_alloc_host(&b, 64, &h, &e), VX_OK);
+    assert_non_null(h);
+    assert_int_equal(g_fault_asked, 2);
+    vx_mem_set_fault(NULL, NULL);
+    vx_mem_release(&a);
+    vx_mem_release(&b);
+    vx_device_close(s1);
+    vx_device_close(s2);
+    vx_device_close(d);
+}
+
+/* A share of a share: a block is charged to all three contexts, the middle one's budget refuses
+ * what the inner one would allow (taking it back from the inner one), and releasing gives the
+ * bytes back to every level, the outermost included. */
+static void test_device_nested_shares(void **state)
+{
+    (void)state;
+    vx_device *d = open_cpu(1000), *s, *t;
+    vx_err e;
+    assert_int_equal(vx_device_share(d, 600, "study", &s, &e), VX_OK);
+    assert_int_equal(vx_device_share(s, 800, "trial", &t, &e), VX_OK);
+    vx_mem a;
+    vx_mem_init(&a, t, "replay");
+    char *p = NULL;
+    vx_device_mem m;
+    assert_int_equal(vx_mem_alloc(&a, 200, &p, &e), VX_OK);
+    vx_device_memory(d, &m);
+    assert_int_equal(m.reserved, 200);
+    vx_device_memory(s, &m);
+    assert_int_equal(m.reserved, 200);
+    assert_int_equal(vx_mem_alloc(&a, 401, &p, &e), VX_ERR_NOMEM); /* 601 > the middle's 600 */
+    vx_device_memory(t, &m);
+    assert_int_equal(m.reserved, 200);
+    vx_device_memory(d, &m);
+    assert_int_equal(m.reserved, 200);
+    vx_mem_release(&a);
+    assert_int_equal(vx_device_available(t), 800);
+    assert_int_equal(vx_device_available(s), 600);
+    assert_int_equal(vx_device_available(d), 1000);
+    vx_device_close(t);
+    vx_device_close(s);
+    vx_device_close(d);
+}
+
+/* A block the budget allows but the allocator cannot give (2^60 bytes: past any address space)
+ * fails naming its owner and leaves the accounts as they were: nothing reserved on the context,
+ * no peak that counts it, nothing on the account, and the account still usable. (Under
+ * AddressSanitizer the allocator returns NULL too: __asan_default_options below.) */
+static void test_device_alloc_failure_leaves_accounts(void **state)
+{
+    (void)state;
+    vx_device *d = open_cpu(SIZE_MAX / 2);
+    vx_err e;
+    vx_mem a;
+    vx_mem_init(&a, d, "huge");
+    char *p = (char *)&e;
+    assert_int_equal(vx_mem_alloc(&a, (size_t)1 << 60, &p, &e), VX_ERR_NOMEM);
+    assert_null(p);
+    assert_non_null(strstr(e.msg, "huge: "));
+    assert_non_null(strstr(e.msg, "out of host memory"));
+    vx_device_mem m;
+    vx_device_memory(d, &m);
+    assert_int_equal(m.reserved, 0);
+    assert_int_equal(m.peak, 0); /* never held: a trial's measured peak must not count it */
+    assert_int_equal(a.bytes, 0);
+    assert_null(a.blocks);
+    assert_int_equal(vx_device_available(d), SIZE_MAX / 2);
+    assert_int_equal(vx_mem_alloc(&a, 10, &p, &e), VX_OK);
+    vx_device_memory(d, &m);
+    assert_int_equal(m.peak, 10);
+    vx_mem_release(&a);
+    vx_device_close(d); /* nothing held: closed now (a wrong count would leave it to leak) */
+}
+
 /* The work queues a search asks for: a GPU's 32 divided among the ranks sharing it, never below
  * CUDA's 8; a value the user set is kept, and only a value of vixen's own is taken back. */
 static void test_work_queues(void **state)
@@ -642,6 +864,7 @@ static void test_work_queues(void **state)
     free(user);
 }
 
+/* Asking for CUDA where there is none is an error that says why; AUTO takes the CPU then. */
 static void test_device_open_kinds(void **state)
 {
     (void)state;
@@ -658,7 +881,58 @@ static void test_device_open_kinds(void **state)
         assert_int_equal(vx_device_open(&c, &d, &e), VX_ERR_ARG);
         assert_non_null(strstr(e.msg, "cuda asked for, but"));
     }
+    c.kind = 7; /* a kind no build has: refused, not taken as the CPU */
+    d = (vx_device *)&c;
+    assert_int_equal(vx_device_open(&c, &d, &e), VX_ERR_ARG);
+    assert_null(d);
+    assert_non_null(strstr(e.msg, "unknown kind 7"));
+    /* the process-wide CPU context refuses nothing the allocator gives */
+    vx_device_mem m;
+    vx_device_memory(NULL, &m);
+    assert_true(m.budget == SIZE_MAX);
 }
+
+/* A process among local_size on a node gets the node's CPU memory budget divided among them: the
+ * budget asked for (1000 B over 4 processes: 250 each), or, asked for none, what the node has
+ * free divided (about half the whole for 2; MemAvailable moves between the two reads, hence the
+ * margins). */
+static void test_device_open_local_divides_budget(void **state)
+{
+    (void)state;
+    vx_device_cfg c;
+    vx_device_cfg_default(&c);
+    c.kind = VX_DEVICE_CPU;
+    c.budget = 1000;
+    vx_device *d;
+    vx_err e;
+    int cores = 0;
+    vx_device_mem m;
+    assert_int_equal(vx_device_open_local(&c, 3, 4, &d, &cores, &e), VX_OK);
+    vx_device_memory(d, &m);
+    assert_int_equal(m.budget, 250);
+    assert_true(cores >= 1);
+    vx_device_close(d);
+    assert_int_equal(vx_device_open_local(&c, 0, 1, &d, &cores, &e), VX_OK); /* alone: all */
+    vx_device_memory(d, &m);
+    assert_int_equal(m.budget, 1000);
+    vx_device_close(d);
+
+    c.budget = 0;
+    vx_device *whole = open_cpu(0);
+    vx_device_mem w;
+    vx_device_memory(whole, &w);
+    vx_device_close(whole);
+    assert_int_equal(vx_device_open_local(&c, 1, 2, &d, &cores, &e), VX_OK);
+    vx_device_memory(d, &m);
+    vx_device_close(d);
+    double ratio = (double)m.budget / (double)w.budget;
+    if (ratio < 0.4 || ratio > 0.6) fail_msg("budget %zu of %zu: not half", m.budget, w.budget);
+}
+
+/* AddressSanitizer's allocator aborts on a request past its maximum by default: here it returns
+ * NULL as glibc's does, for test_device_alloc_failure_leaves_accounts (not called without it). */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 
 int main(void)
 {
@@ -671,6 +945,8 @@ int main(void)
         cmocka_unit_test(test_log_sink),
         cmocka_unit_test(test_progress_plain_lines),
         cmocka_unit_test(test_progress_sink),
+        cmocka_unit_test(test_format_edges),
+        cmocka_unit_test(test_progress_rate_eta_and_pace),
         cmocka_unit_test(test_atomic_file),
         cmocka_unit_test(test_atomic_file_failures),
         cmocka_unit_test(test_err_long_file_name),
@@ -679,7 +955,11 @@ int main(void)
         cmocka_unit_test(test_device_close_while_held),
         cmocka_unit_test(test_device_close_races),
         cmocka_unit_test(test_device_alloc_fault_hook),
+        cmocka_unit_test(test_device_refusals_counted),
+        cmocka_unit_test(test_device_nested_shares),
+        cmocka_unit_test(test_device_alloc_failure_leaves_accounts),
         cmocka_unit_test(test_device_open_kinds),
+        cmocka_unit_test(test_device_open_local_divides_budget),
         cmocka_unit_test(test_work_queues),
     };
     return cmocka_run_group_tests_name("util", tests, NULL, NULL);
