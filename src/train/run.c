@@ -274,9 +274,10 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
         vx_ckpt_view ck = {&s, r->ckpt_dir};
         st = r->ops->restore(r->algo, &ck, 0, e);
         vx_safetensors_free(&s);
-        if (st && e && !strstr(e->msg, r->ckpt_dir)) {
+        if (st && e && !strstr(e->msg, r->ckpt_dir)) { /* the file read: latest, not best */
             char m[sizeof e->msg];
             snprintf(m, sizeof m, "%s", e->msg);
+            snprintf(path, sizeof path, "%s/%s", r->ckpt_dir, VX_CKPT_FILE);
             vx_err_line(e, st, path, -1, "", "resume: %s", m);
         }
         if (st) return st;

@@ -403,6 +403,9 @@ void test_iterations_match_replica(void **state);
 void test_target_kl_stops_on_the_epoch_mean(void **state);
 void test_lr_schedule_and_greedy_batches(void **state);
 void test_obs_normaliser_by_hand(void **state);
+void test_settings_keys_and_defaults(void **state);
+void test_settings_rollout_sizes(void **state);
+void test_epoch_metrics_policy_and_save(void **state);
 /* test_ppo_fused_plan.c */
 void test_fused_fragment_copies(void **state);
 void test_fused_smem_and_rows(void **state);
@@ -426,6 +429,9 @@ int main(void)
         cmocka_unit_test(test_target_kl_stops_on_the_epoch_mean),
         cmocka_unit_test(test_lr_schedule_and_greedy_batches),
         cmocka_unit_test(test_obs_normaliser_by_hand),
+        cmocka_unit_test(test_settings_keys_and_defaults),
+        cmocka_unit_test(test_settings_rollout_sizes),
+        cmocka_unit_test(test_epoch_metrics_policy_and_save),
         cmocka_unit_test(test_fused_fragment_copies),
         cmocka_unit_test(test_fused_smem_and_rows),
     };

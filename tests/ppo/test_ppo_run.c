@@ -3,7 +3,9 @@
  * exactly the weights of an uninterrupted one, and that run's checkpoint damaged (with a matching
  * checksum) refused on resume, naming the tensor or counter; two iterations of the CPU backend
  * against a replica written here (and the target-KL stop), the learning-rate schedule, the greedy
- * policy past one internal batch, and the observation normaliser by hand. */
+ * policy past one internal batch, and the observation normaliser by hand; the `ppo.*` keys, their
+ * ranges and defaults, the rollout sizes refused, and the algorithm's metric columns, greedy
+ * policy and checkpoint state against the backend driven alone. */
 #include "ac_f64.h"
 #include "helpers.h"
 #include "ppo/ppo_backend.h"
@@ -113,13 +115,17 @@ static void damage_ckpt(const char *path, int k)
     vx_safetensors st;
     vx_err e;
     assert_int_equal(vx_safetensors_read(path, &st, &e), VX_OK);
-    const char *tensor[] = {NULL, "env.state", "obs.var", NULL, "env.episode_return", "obs.count"};
+    const char *tensor[] = {NULL,        "env.state",         "obs.var", NULL, "env.episode_return",
+                            "obs.count", "adam.v.pi.0.weight"};
     for (size_t i = 0; k && tensor[k] && i < st.n; i++) {
         if (strcmp(st.tensors[i].name, tensor[k]) != 0) continue;
         uint8_t *x = (uint8_t *)st.tensors[i].data; /* points into st.file, which is ours */
         if (k == 1) {                               /* environment 3's bar index */
             int64_t row = (int64_t)1e12;
             memcpy(x + 3 * sizeof(vx_env_state) + offsetof(vx_env_state, row), &row, 8);
+        } else if (k == 6) { /* a second moment of Adam's: it goes under a square root */
+            float v = -1;
+            memcpy(x, &v, 4);
         } else {
             double v = k == 2 ? -0.5 : k == 4 ? NAN : -1;
             memcpy(x + (k == 2 ? 4 * 8 : 0), &v, 8);
@@ -140,9 +146,10 @@ static void resume_refuses_damage(const vx_train_cfg *c, const char *path)
                              {"obs.var", "element 4 is -0.5"},
                              {"iterations", "'two'"},
                              {"env.episode_return", "element 0 is nan"},
-                             {"obs.count", "element 0 is -1"}};
+                             {"obs.count", "element 0 is -1"},
+                             {"adam.v.pi.0.weight", "element 0 is -1"}};
     vx_err e;
-    for (int k = 1; k < 6; k++) {
+    for (int k = 1; k < 7; k++) {
         th_write(path, orig, n);
         damage_ckpt(path, k);
         vx_err_clear(&e);
@@ -175,6 +182,24 @@ void test_ppo_run_and_exact_resume(void **state)
     char ck[128];
     snprintf(ck, sizeof ck, "%s/checkpoint/latest.safetensors", b);
     resume_refuses_damage(&c, ck); /* and leaves it as it was */
+    /* settings that make another network (the second trunk layer 16 wide, not 32) are refused by
+     * the checkpoint's parameter count, named, before any tensor is read */
+    vx_train_cfg other = c;
+    ((vx_ppo_settings *)vx_train_algo_settings(&other, "ppo"))->trunk[1] = 16;
+    vx_err_clear(&e);
+    assert_int_equal(vx_train_run(&other, NULL, 1, NULL, NULL, NULL, &e), VX_ERR_FORMAT);
+    if (!strstr(e.msg, "latest.safetensors") || !strstr(e.msg, "params") ||
+        !strstr(e.msg, "but these settings make a network of"))
+        fail_msg("other shapes: '%s'", e.msg);
+    /* another number of environments: refused by the environments' state, and the message
+     * names the file read (latest), not the best checkpoint beside it */
+    other = c;
+    other.envs = c.envs / 2;
+    vx_err_clear(&e);
+    assert_int_not_equal(vx_train_run(&other, NULL, 1, NULL, NULL, NULL, &e), VX_OK);
+    if (!strstr(e.msg, "latest.safetensors") || strstr(e.msg, "best.safetensors") ||
+        !strstr(e.msg, "env.state"))
+        fail_msg("other envs: '%s'", e.msg);
     assert_int_equal(vx_train_run(&c, NULL, 1, NULL, NULL, &rb, &e), VX_OK);
     char pa[128], pb[128];
     snprintf(pa, sizeof pa, "%s/checkpoint/latest.safetensors", a);
@@ -590,4 +615,255 @@ void test_obs_normaliser_by_hand(void **state)
     assert_true(vx_ppo_norm_obs(100.0f, 0.0, 1.0, 10.0, 1) == 10.0f);
     assert_true(vx_ppo_norm_obs(-100.0f, 0.0, 1.0, 10.0, 1) == -10.0f);
     assert_true(vx_ppo_norm_obs(7.0f, 1.0, 4.0, 10.0, 0) == 7.0f);
+}
+
+/* ---- the algorithm's settings, metrics, policy and checkpoint ------------------------------- */
+
+/* The defaults a user gets (CleanRL's PPO, with Adam's epsilon of 1e-5), read through the run's
+ * configuration as a run reads them; and each `ppo.*` key at both ends of its range writes its
+ * own field and nothing else, while a value just past either end is refused naming the range.
+ * A key bound to the wrong field, a changed default or a range end moved by one fails here. */
+typedef struct {
+    const char *key;
+    size_t off;
+    int is_int;
+    const char *lo, *hi, *below, *above; /* the range's ends and a value just past each */
+    double lo_v, hi_v;
+} ppo_key_case;
+
+#define KEY_INT(k, f, lo, hi)                                                                      \
+    {                                                                                              \
+        k, offsetof(vx_ppo_settings, f), 1, #lo, #hi, NULL, NULL, lo, hi                           \
+    }
+#define KEY_DBL(k, f, lo, hi, below, above)                                                        \
+    {                                                                                              \
+        k, offsetof(vx_ppo_settings, f), 0, #lo, #hi, below, above, lo, hi                         \
+    }
+
+void test_settings_keys_and_defaults(void **state)
+{
+    (void)state;
+    vx_train_cfg c;
+    vx_train_cfg_default(&c);
+    vx_err e;
+    assert_int_equal(vx_train_cfg_set(&c, "train.algo", "ppo", NULL, &e), VX_OK);
+    vx_ppo_settings *s = vx_train_algo_settings(&c, "ppo");
+    assert_non_null(s);
+    assert_true(s->adam.lr == 3e-4 && s->adam.eps == 1e-5 && s->anneal_lr == 1);
+    assert_true(s->gamma == 0.99 && s->gae_lambda == 0.95);
+    assert_true(s->update_epochs == 4 && s->minibatches == 32 && s->norm_adv == 1);
+    assert_true(s->clip == 0.2 && s->clip_value == 1 && s->ent_coef == 0.01 && s->vf_coef == 0.5);
+    assert_true(s->max_grad_norm == 0.5 && s->target_kl == 0);
+    assert_true(s->norm_obs == 1 && s->obs_clip == 10 && s->tf32 == 0 && s->fused == 1);
+    assert_true(s->shared == 0 && s->n_trunk == 2);
+    const ppo_key_case cases[] = {
+        KEY_INT("shared", shared, 0, 1),
+        KEY_DBL("lr", adam.lr, 1e-12, 10, "9e-13", "10.000001"),
+        KEY_DBL("adam_eps", adam.eps, 1e-30, 1, "9e-31", "1.000001"),
+        KEY_INT("anneal_lr", anneal_lr, 0, 1),
+        KEY_DBL("gamma", gamma, 0, 1, "-1e-9", "1.000001"),
+        KEY_DBL("gae_lambda", gae_lambda, 0, 1, "-1e-9", "1.000001"),
+        KEY_INT("update_epochs", update_epochs, 1, 1000),
+        KEY_INT("minibatches", minibatches, 1, 1048576),
+        KEY_INT("norm_adv", norm_adv, 0, 1),
+        KEY_DBL("clip", clip, 0, 10, "-1e-9", "10.000001"),
+        KEY_INT("clip_value", clip_value, 0, 1),
+        KEY_DBL("ent_coef", ent_coef, 0, 100, "-1e-9", "100.00001"),
+        KEY_DBL("vf_coef", vf_coef, 0, 100, "-1e-9", "100.00001"),
+        KEY_DBL("max_grad_norm", max_grad_norm, 0, 1e12, "-1e-9", "1.000001e12"),
+        KEY_DBL("target_kl", target_kl, 0, 100, "-1e-9", "100.00001"),
+        KEY_INT("norm_obs", norm_obs, 0, 1),
+        KEY_DBL("obs_clip", obs_clip, 1e-6, 1e6, "9e-7", "1000001"),
+        KEY_INT("tf32", tf32, 0, 1),
+        KEY_INT("fused", fused, 0, 1),
+    };
+    vx_ppo_settings want;
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const ppo_key_case *k = &cases[i];
+        char key[64], lo[32], hi[32], msg[192];
+        snprintf(key, sizeof key, "ppo.%s", k->key);
+        for (int end = 0; end < 2; end++) { /* each end accepted, into its own field only */
+            memcpy(&want, s, sizeof want);
+            double v = end ? k->hi_v : k->lo_v;
+            if (k->is_int) *(int *)((char *)&want + k->off) = (int)v;
+            else *(double *)((char *)&want + k->off) = v;
+            if (vx_train_cfg_set(&c, key, end ? k->hi : k->lo, NULL, &e) != VX_OK)
+                fail_msg("%s = %s refused: %s", key, end ? k->hi : k->lo, e.msg);
+            if (memcmp(s, &want, sizeof want) != 0)
+                fail_msg("%s = %s did not write just its own field", key, end ? k->hi : k->lo);
+        }
+        if (k->is_int) {
+            snprintf(lo, sizeof lo, "%d", (int)k->lo_v - 1);
+            snprintf(hi, sizeof hi, "%d", (int)k->hi_v + 1);
+        } else {
+            snprintf(lo, sizeof lo, "%s", k->below);
+            snprintf(hi, sizeof hi, "%s", k->above);
+        }
+        for (int end = 0; end < 2; end++) { /* a step past either end refused, nothing written */
+            memcpy(&want, s, sizeof want);
+            const char *x = end ? hi : lo;
+            assert_int_equal(vx_train_cfg_set(&c, key, x, NULL, &e), VX_ERR_ARG);
+            snprintf(msg, sizeof msg, "%s: %s is outside %g .. %g", key, x, k->lo_v, k->hi_v);
+            if (!strstr(e.msg, msg)) fail_msg("%s = %s: '%s', not '%s'", key, x, e.msg, msg);
+            assert_memory_equal(s, &want, sizeof want);
+        }
+    }
+    /* the trunk: a list of widths, each at least 1, at most VX_AC_MAX_TRUNK of them */
+    assert_int_equal(vx_train_cfg_set(&c, "ppo.trunk", "64, 48,16", NULL, &e), VX_OK);
+    assert_true(s->n_trunk == 3 && s->trunk[0] == 64 && s->trunk[1] == 48 && s->trunk[2] == 16);
+    assert_int_equal(vx_train_cfg_set(&c, "ppo.trunk", "64,0", NULL, &e), VX_ERR_ARG);
+    assert_int_equal(vx_train_cfg_set(&c, "ppo.lrr", "1", NULL, &e), VX_ERR_ARG);
+}
+
+/* The rollout's sizes a run refuses before it starts: envs × steps must split into
+ * `minibatches` equal minibatches of at least 2 (a minibatch of 1 has no sample standard
+ * deviation to normalise its advantages by). 2 × 4 = 8 steps: 4 minibatches of 2 are accepted,
+ * 8 of 1 and 3 of 8/3 refused. */
+void test_settings_rollout_sizes(void **state)
+{
+    (void)state;
+    vx_train_cfg c;
+    vx_train_cfg_default(&c);
+    vx_err e;
+    assert_int_equal(vx_train_cfg_set(&c, "train.algo", "ppo", NULL, &e), VX_OK);
+    vx_ppo_settings *s = vx_train_algo_settings(&c, "ppo");
+    c.envs = 2, c.steps_per_epoch = 4;
+    s->minibatches = 4;
+    assert_int_equal(vx_train_cfg_check(&c, &e), VX_OK);
+    s->minibatches = 8;
+    assert_int_equal(vx_train_cfg_check(&c, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "ppo.minibatches (8) must divide"));
+    assert_non_null(strstr(e.msg, "minibatches of at least 2"));
+    s->minibatches = 3;
+    assert_int_equal(vx_train_cfg_check(&c, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "ppo.minibatches (3) must divide"));
+    s->minibatches = 1, s->update_epochs = 1; /* one minibatch of the whole rollout */
+    assert_int_equal(vx_train_cfg_check(&c, &e), VX_OK);
+}
+
+static int metric_col(const char *name)
+{
+    for (int i = 0; i < vx_algo_ppo.n_metrics; i++)
+        if (strcmp(vx_algo_ppo.metrics[i].name, name) == 0) return i;
+    fail_msg("no metric '%s'", name);
+    return -1;
+}
+
+static const vx_tensor *state_tensor(const vx_algo_state *o, const char *name)
+{
+    for (size_t i = 0; i < o->n_tensors; i++)
+        if (strcmp(o->tensors[i].name, name) == 0) return &o->tensors[i];
+    fail_msg("no tensor '%s' in the state", name);
+    return NULL;
+}
+
+/* The state's actor-critic ("policy.*" by the layout's tensors) and its observation statistics
+ * are `params`, `mean` and `var`, exactly. */
+static void state_is(const vx_algo_state *o, const vx_ac_layout *L, const float *params,
+                     const double *mean, const double *var)
+{
+    for (size_t i = 0; i < L->n_tensors; i++) {
+        char name[64], full[96];
+        size_t off;
+        int r, c;
+        vx_ac_tensor(L, i, name, sizeof name, &off, &r, &c);
+        snprintf(full, sizeof full, "policy.%s", name);
+        const vx_tensor *x = state_tensor(o, full);
+        assert_int_equal(x->dtype, VX_DT_F32);
+        if (memcmp(x->data, params + off, (size_t)r * c * 4) != 0)
+            fail_msg("tensor %s is not the trained weights", full);
+    }
+    const vx_tensor *m = state_tensor(o, "obs.mean"), *v = state_tensor(o, "obs.var");
+    assert_true(m->dtype == VX_DT_F64 && m->shape[0] == IT_D && v->dtype == VX_DT_F64);
+    assert_memory_equal(m->data, mean, IT_D * 8);
+    assert_memory_equal(v->data, var, IT_D * 8);
+}
+
+/* Two epochs of the algorithm against the backend driven alone under the plans the algorithm
+ * should make (epoch k at 3e-4 · (1 − k/4)): each metric column holds the backend's number under
+ * its own name ("updates" counts since the start), and the episode counts and returns pass
+ * through. A checkpoint saved then, with no policy asked for in between, holds the trained
+ * weights and the observation statistics as they are now (not the host copies of the last
+ * policy). The greedy policy acts on 64 observations as the trained network does on them
+ * normalised with those statistics, argmax per branch; the same network on the raw
+ * observations, and the initial network, act otherwise on some rows (asserted), so a policy
+ * without the trained weights or without the normaliser fails. The best-checkpoint state holds
+ * what the policy acts with. */
+void test_epoch_metrics_policy_and_save(void **state)
+{
+    (void)state;
+    it_setup u;
+    it_make(&u);
+    const double lr[2] = {3e-4, 3e-4 * (1 - 1 / 4.0)};
+    it_out b;
+    it_backend(&u, 2, lr, &b);
+    vx_env *env = it_env(&u);
+    vx_algo_init in = {&u.s, &u.run, NULL, env, 0};
+    vx_algo *a;
+    vx_err e;
+    assert_int_equal(vx_algo_ppo.create(&in, &a, &e), VX_OK);
+    const char *names[] = {"pg_loss",  "v_loss",        "entropy",  "approx_kl",
+                           "clipfrac", "explained_var", "grad_norm"};
+    int64_t updates = 0;
+    for (int k = 0; k < 2; k++) {
+        vx_epoch_out out;
+        memset(&out, 0, sizeof out);
+        assert_int_equal(vx_algo_ppo.epoch(a, &(vx_epoch_in){k, 0}, &out, &e), VX_OK);
+        const ppo_result *r = &b.r[k];
+        const double want[] = {r->pg_loss,  r->v_loss,        r->entropy,  r->approx_kl,
+                               r->clipfrac, r->explained_var, r->grad_norm};
+        updates += r->updates;
+        assert_true(out.env_steps == r->env_steps && out.episodes == r->episodes);
+        assert_true(r->episodes > 0 && near_rel(out.return_sum, r->return_sum, 1e-12));
+        assert_true(out.metric[metric_col("updates")] == (double)updates);
+        assert_true(out.metric[metric_col("lr")] == lr[k]);
+        double ups = out.metric[metric_col("updates_per_s")];
+        assert_true(isfinite(ups) && ups > 0);
+        for (int m = 0; m < 7; m++)
+            if (!near_rel(out.metric[metric_col(names[m])], want[m], 1e-12))
+                fail_msg("epoch %d: metric %s is %.9g, the backend's %.9g", k, names[m],
+                         out.metric[metric_col(names[m])], want[m]);
+    }
+    static vx_algo_state o;
+    assert_int_equal(vx_algo_ppo.save(a, 0, &o, &e), VX_OK);
+    state_is(&o, &u.L, b.params, b.mean, b.var);
+    vx_policy pol;
+    assert_int_equal(vx_algo_ppo.policy(a, &pol, &e), VX_OK);
+    enum { R = 64 };
+    static float obs[R * IT_D], xn[R * IT_D];
+    int32_t got[R * 3], want[3], raw[3], init[3];
+    vx_rng g = vx_rng_make(11, 0, 0);
+    for (int i = 0; i < R * IT_D; i++) obs[i] = (float)(3 * vx_rng_normal(&g));
+    assert_int_equal(pol.act(pol.ctx, obs, R, got, &e), VX_OK);
+    vx_ac_ws ws, ws_raw, ws_init;
+    assert_int_equal(vx_ac_ws_create(&u.L, R, &ws, &e), VX_OK);
+    assert_int_equal(vx_ac_ws_create(&u.L, R, &ws_raw, &e), VX_OK);
+    assert_int_equal(vx_ac_ws_create(&u.L, R, &ws_init, &e), VX_OK);
+    it_values(&u, b.mean, b.var, b.params, obs, R, &ws, xn);
+    vx_ac_forward_ref(&u.L, b.params, obs, R, &ws_raw);
+    it_values(&u, b.mean, b.var, u.p0, obs, R, &ws_init, xn);
+    int raw_differs = 0, init_differs = 0;
+    for (int i = 0; i < R; i++) {
+        double z[VX_PPO_LOGITS], zr[VX_PPO_LOGITS], zi[VX_PPO_LOGITS];
+        for (int k = 0; k < VX_PPO_LOGITS; k++) {
+            z[k] = ws.logits[i * VX_PPO_LOGITS + k];
+            zr[k] = ws_raw.logits[i * VX_PPO_LOGITS + k];
+            zi[k] = ws_init.logits[i * VX_PPO_LOGITS + k];
+        }
+        vx_ppo_greedy(z, want), vx_ppo_greedy(zr, raw), vx_ppo_greedy(zi, init);
+        for (int k = 0; k < 3; k++) assert_int_equal(got[3 * i + k], want[k]);
+        raw_differs += memcmp(raw, want, sizeof want) != 0;
+        init_differs += memcmp(init, want, sizeof want) != 0;
+    }
+    printf("greedy policy: %d of %d rows act otherwise on raw observations, %d with the initial "
+           "weights\n",
+           raw_differs, R, init_differs);
+    assert_true(raw_differs > 0 && init_differs > 0);
+    assert_int_equal(vx_algo_ppo.policy_state(a, &o, &e), VX_OK);
+    state_is(&o, &u.L, b.params, b.mean, b.var);
+    vx_ac_ws_free(&ws), vx_ac_ws_free(&ws_raw), vx_ac_ws_free(&ws_init);
+    vx_algo_ppo.free(a);
+    vx_env_free(env);
+    free(b.params);
+    it_done(&u);
 }
