@@ -187,6 +187,14 @@ int vx_cmd_train(int argc, char **argv)
     vx_train_cfg cfg;
     vx_train_cfg_default(&cfg);
     vx_err e;
+    /* the folder's length first: a --resume folder's config.yaml is read below */
+    const char *dir = resume ? resume : run;
+    if (dir && strlen(dir) >= sizeof cfg.run_dir) {
+        fprintf(stderr, "vixen: --%s: a folder path of %zu characters (at most %zu)\n",
+                resume ? "resume" : "run", strlen(dir), sizeof cfg.run_dir - 1);
+        free(pos);
+        return VX_EXIT_USAGE;
+    }
     char path[1100];
     if (resume) {
         snprintf(path, sizeof path, "%s/config.yaml", resume);
@@ -221,12 +229,6 @@ int vx_cmd_train(int argc, char **argv)
     if (!rc) rc = vx_cli_set_files(&cfg, pos, np);
     free(pos);
     if (rc) return rc;
-    const char *dir = resume ? resume : run;
-    if (dir && strlen(dir) >= sizeof cfg.run_dir) {
-        fprintf(stderr, "vixen: --%s: a folder path of %zu characters (at most %zu)\n",
-                resume ? "resume" : "run", strlen(dir), sizeof cfg.run_dir - 1);
-        return VX_EXIT_USAGE;
-    }
     if (dir) snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir);
     else if (!config || strcmp(cfg.run_dir, "runs/run") == 0) {
         time_t now = time(NULL);

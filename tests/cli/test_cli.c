@@ -542,6 +542,22 @@ static void test_resume_run_with_nasty_paths(void **state)
     th_rmtree(dir);
 }
 
+/* A --resume folder too long for a run folder is refused by its length, naming it, before its
+ * config.yaml is read: the config's path would have been cut short into another file. */
+static void test_resume_long_folder_refused_first(void **state)
+{
+    (void)state;
+    char dir[64], args[2048];
+    th_tmpdir(dir, sizeof dir);
+    const int at = (int)strlen("train --resume "); /* where the folder starts */
+    int k = snprintf(args, sizeof args, "train --resume %s/", dir);
+    while (k < at + 1095) args[k++] = 'r'; /* a folder of 1,095 characters */
+    args[k] = '\0';
+    assert_int_equal(vixen(args), 2);
+    assert_non_null(strstr(err, "--resume: a folder path of 1095 characters (at most"));
+    th_rmtree(dir);
+}
+
 /* A --cache folder longer than the command's old 1,024-byte buffer is used as given (here: refused
  * by the cache as too long), never cut short into another folder that then gets created. */
 static void test_env_bench_long_cache_not_truncated(void **state)
@@ -592,6 +608,279 @@ static void test_inflate_limit_settable(void **state)
     th_rmtree(dir);
 }
 
+/* What the top-level command answers itself: --version and -h are not usage errors, and go to
+ * stdout. */
+static void test_version_and_short_help(void **state)
+{
+    (void)state;
+    assert_int_equal(vixen("--version"), 0);
+    assert_string_equal(out, "vixen 0.1.0\n");
+    assert_int_equal(vixen("version"), 0);
+    assert_string_equal(out, "vixen 0.1.0\n");
+    assert_int_equal(vixen("-h"), 0);
+    assert_non_null(strstr(out, "usage: vixen COMMAND"));
+    assert_int_equal(vixen("help"), 0);
+    assert_non_null(strstr(out, "usage: vixen COMMAND"));
+}
+
+/* `data inspect` on a CSV with two gaps whose sizes are known by hand: bars at 10:00, 10:01,
+ * 10:05, 10:06, 10:16, 10:17 at a 60 s interval have gaps of 240 s and 600 s, the largest before
+ * 10:16. The file's name holds a backslash and a double quote, which the JSON must escape (the
+ * parsed "file" is the path again). --bars limits the listed bars, -1 lists all. */
+static void test_inspect_gaps_escaping_and_bars(void **state)
+{
+    (void)state;
+    char dir[64], path[160], args[512];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(path, sizeof path, "%s/g\\a\"p.csv", dir);
+    th_write_str(path, "timestamp,open,high,low,close,volume\n"
+                       "2024-01-02 10:00,1,2,1,2,5\n2024-01-02 10:01,1,2,1,2,5\n"
+                       "2024-01-02 10:05,1,2,1,2,5\n2024-01-02 10:06,1,2,1,2,5\n"
+                       "2024-01-02 10:16,1,2,1,2,5\n2024-01-02 10:17,1,2,1,2,5\n");
+    setenv("VX_TEST_GAPS", path, 1);
+    const int want[3] = {10, 1, -1}; /* --bars and the bars listed: default 10 (all 6), 1, all */
+    const int shown[3] = {6, 1, 6};
+    for (int i = 0; i < 3; i++) {
+        if (want[i] == 10) snprintf(args, sizeof args, "data inspect --json \"$VX_TEST_GAPS\"");
+        else
+            snprintf(args, sizeof args, "data inspect --json --bars %d \"$VX_TEST_GAPS\"", want[i]);
+        assert_int_equal(vixen(args), 0);
+        cJSON *j = cJSON_Parse(out);
+        if (!j) fail_msg("not JSON: %s", out);
+        assert_string_equal(jstr(j, "file"), path);
+        assert_true(jnum(j, "bars", NULL, NULL) == 6);
+        assert_true(jnum(j, "interval_s", NULL, NULL) == 60);
+        assert_true(jnum(j, "gaps", NULL, NULL) == 2);
+        assert_true(jnum(j, "largest_gap_s", NULL, NULL) == 600);
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(j, "bars_shown")), shown[i]);
+        cJSON_Delete(j);
+    }
+    assert_int_equal(vixen("data inspect \"$VX_TEST_GAPS\""), 0);
+    assert_non_null(strstr(out, "  gaps         2 (largest 600 s, before 2024-01-02T10:16:00Z)"));
+    unsetenv("VX_TEST_GAPS");
+    th_rmtree(dir);
+}
+
+/* `data synth`: .dbn is plain DBN (not zstd: that is .dbn.zst), --strength is the signal's
+ * strength (the summary line says which was used), and a value the generator refuses is a usage
+ * error naming the field, with nothing written. */
+static void test_synth_options_and_plain_dbn(void **state)
+{
+    (void)state;
+    char dir[64], p[128], args[512];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/s.dbn", dir);
+    snprintf(args, sizeof args, "data synth --days 2 --strength 0.5 --out %s", p);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, "780 bars (2 days, seed 1, strength 0.5)"));
+    size_t n;
+    uint8_t *b = th_read(p, &n);
+    assert_true(n > 4 && memcmp(b, "DBN", 3) == 0); /* the DBN magic, no zstd frame */
+    free(b);
+    snprintf(args, sizeof args, "data inspect %s", p);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, "format       dbn v3, dataset"));
+    assert_int_equal(th_count_files(dir), 1);
+    snprintf(args, sizeof args, "data synth --days 2 --phi 1.5 --out %s/x.csv", dir);
+    assert_int_equal(vixen(args), 2);
+    assert_non_null(strstr(err, "signal_phi"));
+    assert_int_equal(th_count_files(dir), 1);
+    th_rmtree(dir);
+}
+
+/* `data features` says whether the features were computed (a miss) or loaded (a hit). */
+static void test_features_says_computed_then_loaded(void **state)
+{
+    (void)state;
+    char dir[64], csv[128], args[512];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(csv, sizeof csv, "%s/s.csv", dir);
+    snprintf(args, sizeof args, "data synth --days 3 --out %s", csv);
+    assert_int_equal(vixen(args), 0);
+    snprintf(args, sizeof args, "data features %s --cache %s/cache", csv, dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, ", computed in "));
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, ", loaded in "));
+    th_rmtree(dir);
+}
+
+/* `env bench`: the JSON and the text say the same counts for the same seed (the counts are
+ * deterministic, only the timing differs); --days sets the synthetic market's length (5 days of
+ * 390 bars); on a FILE market --seed alone changes the random policy's episodes, and the same
+ * seed gives the same mean reward. */
+static void test_env_bench_json_matches_text(void **state)
+{
+    (void)state;
+    const char *a = "env bench --envs 64 --steps 2000 --days 5";
+    char args[512], dir[64], csv[128];
+    snprintf(args, sizeof args, "%s --json", a);
+    assert_int_equal(vixen(args), 0);
+    cJSON *j = cJSON_Parse(out);
+    assert_non_null(j);
+    assert_true(jnum(j, "steps", NULL, NULL) == 2000);
+    long ended = (long)jnum(j, "episodes_ended", NULL, NULL);
+    long stopped = (long)jnum(j, "terminated", NULL, NULL);
+    double reward = jnum(j, "mean_reward", NULL, NULL);
+    double ret = jnum(j, "mean_episode_return", NULL, NULL);
+    cJSON_Delete(j);
+    assert_true(ended > 0);
+    assert_int_equal(vixen(a), 0);
+    assert_non_null(strstr(out, "market: SYNTH, 1950 bars,"));
+    assert_non_null(strstr(out, "env bench: 64 envs x 2000 steps in"));
+    char want[256];
+    snprintf(want, sizeof want,
+             "random policy: %ld episodes ended (%ld stopped out), mean reward %.4f per step, "
+             "mean episode return %.3f\n",
+             ended, stopped, reward, ret);
+    if (!strstr(out, want)) fail_msg("want '%s' in:\n%s", want, out);
+    th_tmpdir(dir, sizeof dir);
+    snprintf(csv, sizeof csv, "%s/s.csv", dir);
+    snprintf(args, sizeof args, "data synth --days 5 --out %s", csv);
+    assert_int_equal(vixen(args), 0);
+    double r[3];
+    const int seeds[3] = {1, 2, 1};
+    for (int i = 0; i < 3; i++) {
+        snprintf(args, sizeof args,
+                 "env bench %s --cache %s/cache --envs 16 --steps 200 --seed %d --json", csv, dir,
+                 seeds[i]);
+        assert_int_equal(vixen(args), 0);
+        j = cJSON_Parse(out);
+        assert_non_null(j);
+        r[i] = jnum(j, "mean_reward", NULL, NULL);
+        cJSON_Delete(j);
+    }
+    assert_true(r[0] == r[2]);
+    assert_true(r[0] != r[1]);
+    th_rmtree(dir);
+}
+
+/* Usage errors of train and eval beyond option parsing are exit 2 with the reason; a run trained
+ * on a FILE is evaluated on that FILE (its config's), not on the synthetic market; --split val is
+ * validation; a run's first validation is its best so far, and the progress line says so; the
+ * in-sample row is left out where the split is the training split itself. */
+static void test_train_eval_usage_and_run_data(void **state)
+{
+    (void)state;
+    char dir[64], csv[128], args[2048];
+    th_tmpdir(dir, sizeof dir);
+    assert_int_equal(vixen("train --set foo"), 2);
+    assert_non_null(strstr(err, "--set needs KEY=VALUE, got 'foo'"));
+    assert_int_equal(vixen("eval . --checkpoint worst"), 2);
+    assert_non_null(strstr(err, "--checkpoint: best or latest, not 'worst'"));
+    snprintf(csv, sizeof csv, "%s/m.csv", dir);
+    snprintf(args, sizeof args, "data synth --days 12 --seed 5 --out %s", csv);
+    assert_int_equal(vixen(args), 0);
+    snprintf(args, sizeof args, "eval %s --checkpoint best", csv);
+    assert_int_equal(vixen(args), 2);
+    assert_non_null(strstr(err, "is a file"));
+    snprintf(args, sizeof args,
+             "train %s --set data.cache=%s/cache --set env.episode_len=60 --set train.envs=16 "
+             "--set train.steps_per_epoch=40 --set dqn.batch=32 --set net.trunk=32,32 "
+             "--set net.head_hidden=16 --set train.warmup=200 --set train.eval_every=1 "
+             "--epochs 2 --run %s/r",
+             csv, dir, dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(err, "epoch 1/2"));
+    assert_non_null(strstr(err, "(best) | eta"));
+    /* 40 steps of 16 environments end no 60-step episode in epoch 1: no return to show yet */
+    assert_non_null(strstr(err, "| episode return - |"));
+    double rows[2][2];
+    for (int k = 0; k < 2; k++) {
+        snprintf(args, sizeof args, "eval %s/r --json%s%s", dir, k ? " --data " : "", k ? csv : "");
+        assert_int_equal(vixen(args), 0);
+        cJSON *j = cJSON_Parse(out);
+        assert_non_null(j);
+        rows[k][0] = jnum(j, "first_row", NULL, NULL);
+        rows[k][1] = jnum(j, "last_row", NULL, NULL);
+        cJSON_Delete(j);
+    }
+    assert_true(rows[0][0] == rows[1][0] && rows[0][1] == rows[1][1]);
+    snprintf(args, sizeof args, "eval %s/r --split val", dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, "validation split: rows"));
+    snprintf(args, sizeof args, "eval %s/r --split train", dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, "train split: rows 0.."));
+    assert_null(strstr(out, "agent (train)"));
+    snprintf(args, sizeof args, "eval %s/r", dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, "agent (train)"));
+    th_rmtree(dir);
+}
+
+/* `vixen report` on a walk-forward folder with no fold-1/ has no run to report: a failure. */
+static void test_report_walk_forward_without_folds(void **state)
+{
+    (void)state;
+    char dir[64], p[128], args[256];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/walk_forward.json", dir);
+    th_write_str(p, "{}\n");
+    snprintf(args, sizeof args, "report %s", dir);
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(err, "without fold-1/"));
+    assert_string_equal(out, "");
+    /* a fold whose report cannot be written fails the command, not only its own line */
+    snprintf(p, sizeof p, "%s/fold-1", dir);
+    assert_int_equal(mkdir(p, 0755), 0);
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(err, "fold-1/eval.json"));
+    /* a file is no run folder */
+    snprintf(args, sizeof args, "report %s/walk_forward.json", dir);
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(err, "no such run folder"));
+    th_rmtree(dir);
+}
+
+/* A command word without its subcommand or argument is a usage error (2), and `hyperopt --plan`
+ * needs no --study (it only prints the budget). */
+static void test_subcommand_usage_errors(void **state)
+{
+    (void)state;
+    const char *bare[] = {"data", "env", "hyperopt status", "hyperopt report"};
+    for (size_t i = 0; i < sizeof bare / sizeof *bare; i++) {
+        int rc = vixen(bare[i]);
+        if (rc != 2) fail_msg("'vixen %s': exit %d: %s", bare[i], rc, err);
+    }
+    char dir[64], space[128], args[512];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(space, sizeof space, "%s/space.yaml", dir);
+    th_write_str(space, "dqn.lr: {type: logfloat, low: 1.0e-4, high: 3.0e-3}\n");
+    snprintf(args, sizeof args, "hyperopt %s --plan --device cpu", space);
+    if (vixen(args) != 0) fail_msg("--plan: %s", err);
+    assert_non_null(strstr(out, "concurrency"));
+    assert_int_equal(th_count_files(dir), 1); /* no study folder made */
+    th_rmtree(dir);
+}
+
+/* `vixen bench`: every --skip is checked, not only the first; the --no-learn alias skips learn;
+ * --out FILE holds the same JSON as stdout, and a --out that cannot be written fails (1); a --bars
+ * below its range is a usage error (2). */
+static void test_bench_skip_alias_and_out(void **state)
+{
+    (void)state;
+    char dir[64], p[128], args[512];
+    assert_int_equal(vixen("bench --only data --skip data --skip nosuchgroup"), 2);
+    assert_non_null(strstr(err, "--skip: unknown group 'nosuchgroup'"));
+    assert_int_equal(vixen("bench --only learn --no-learn"), 0);
+    assert_string_equal(out, "{\"results\": [\n]}\n");
+    assert_int_equal(vixen("bench --bars 999"), 2);
+    assert_non_null(strstr(err, "--bars"));
+    th_tmpdir(dir, sizeof dir);
+    snprintf(p, sizeof p, "%s/b.json", dir);
+    snprintf(args, sizeof args, "bench --only data --bars 2000 --out %s", p);
+    assert_int_equal(vixen(args), 0);
+    char *text = read_text(p);
+    assert_non_null(strstr(text, "\"name\": \"dbn_parse\", "));
+    assert_string_equal(text, out);
+    free(text);
+    snprintf(args, sizeof args, "bench --only data --skip data --out %s/none/b.json", dir);
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(err, "none/b.json"));
+    th_rmtree(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -604,8 +893,18 @@ int main(void)
         cmocka_unit_test(test_train_and_eval_commands),
         cmocka_unit_test(test_resume_run_with_nasty_paths),
         cmocka_unit_test(test_env_bench_long_cache_not_truncated),
+        cmocka_unit_test(test_resume_long_folder_refused_first),
         cmocka_unit_test(test_inflate_limit_settable),
         cmocka_unit_test(test_bench_groups_come_from_the_registry),
+        cmocka_unit_test(test_version_and_short_help),
+        cmocka_unit_test(test_inspect_gaps_escaping_and_bars),
+        cmocka_unit_test(test_synth_options_and_plain_dbn),
+        cmocka_unit_test(test_features_says_computed_then_loaded),
+        cmocka_unit_test(test_env_bench_json_matches_text),
+        cmocka_unit_test(test_train_eval_usage_and_run_data),
+        cmocka_unit_test(test_report_walk_forward_without_folds),
+        cmocka_unit_test(test_bench_skip_alias_and_out),
+        cmocka_unit_test(test_subcommand_usage_errors),
     };
     return cmocka_run_group_tests_name("cli", tests, NULL, NULL);
 }

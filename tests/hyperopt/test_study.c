@@ -442,6 +442,8 @@ static void test_command_errors(void **state)
     assert_non_null(
         strstr(err, "g0-p0-s0 g0-p1-s0 g0-p2-s0 train as one group (one after another"));
     assert_non_null(strstr(err, "3 running (3 in groups)")); /* the progress line */
+    /* its generation counts from 1: the one generation of --generations 1 is "1/1" */
+    assert_non_null(strstr(err, "hyperopt: generation 1/1 | "));
     snprintf(args, sizeof args, "hyperopt status %s/none", root);
     assert_int_equal(vixen("", args), 1);
     assert_non_null(strstr(err, "no study here"));
