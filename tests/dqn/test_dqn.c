@@ -13,6 +13,7 @@
 #include "vixen/io.h"
 #include "vixen/philox.h"
 #include "vixen/train.h"
+#include "vixen/util.h"
 
 #include <dirent.h>
 #include <math.h>
@@ -1062,8 +1063,18 @@ static void damage_ckpt(const char *path, int k)
     vx_safetensors st;
     vx_err e;
     assert_int_equal(vx_safetensors_read(path, &st, &e), VX_OK);
-    const char *tensor[] = {NULL,     "env.state", NULL,        "nstep.actions",
-                            "adam.v", "env.obs",   "env.state", "nstep.rewards"};
+    const char *tensor[] = {NULL,
+                            "env.state",
+                            NULL,
+                            "nstep.actions",
+                            "adam.v",
+                            "env.obs",
+                            "env.state",
+                            "nstep.rewards",
+                            "env.episode_return",
+                            "nstep.count_head",
+                            "nstep.count_head",
+                            NULL};
     for (size_t i = 0; k && tensor[k] && i < st.n; i++) {
         if (strcmp(st.tensors[i].name, tensor[k]) != 0) continue;
         uint8_t *x = (uint8_t *)st.tensors[i].data; /* points into st.file, which is ours */
@@ -1085,17 +1096,31 @@ static void damage_ckpt(const char *path, int k)
         } else if (k == 7) {
             float v = INFINITY;
             memcpy(x + 2 * 4, &v, 4);
+        } else if (k == 8) { /* environment 1's running return */
+            double v = NAN;
+            memcpy(x + 1 * 8, &v, 8);
+        } else if (k == 9) { /* environment 2's ring head at n = 3: one past the ring */
+            int64_t v = 3;
+            memcpy(x + (16 + 2) * 8, &v, 8);
+        } else if (k == 10) { /* environment 4's pending count at n + 1 */
+            int64_t v = 4;
+            memcpy(x + 4 * 8, &v, 8);
         }
     }
-    th_safetensors_rewrite(&st, k == 2 ? "updates" : NULL, "12abc");
+    /* 11: a counter that ties the replay file to another checkpoint */
+    const char *key = k == 2 ? "updates" : k == 11 ? "replay_inserted" : NULL;
+    th_safetensors_rewrite(&st, key, k == 2 ? "12abc" : "320");
 }
 
 /* A checkpoint is data from a file: a resume checks every restored number before using it. Each
  * damaged field of a real checkpoint — an environment's bar index of 1e12 (once a SIGSEGV at the
  * first step), a position past the grid, a non-numeric counter, an n-step action outside its
- * branch, a negative Adam second moment, a NaN observation, an infinite pending reward — is
- * refused with the file and the tensor or counter named; the checkpoint written back unchanged
- * then resumes and finishes the run. */
+ * branch, a negative Adam second moment, a NaN observation, an infinite pending reward, a NaN
+ * running episode return, an n-step ring head of n (one past the ring: its next push would write
+ * outside) or a pending count of n + 1 — is refused with the file and the tensor or counter
+ * named; a replay counter that ties the replay file to another checkpoint is refused naming the
+ * replay file; settings of another network are refused by the parameter count; the checkpoint
+ * written back unchanged then resumes and finishes the run. */
 static void test_resume_refuses_damaged_checkpoint(void **state)
 {
     (void)state;
@@ -1115,21 +1140,311 @@ static void test_resume_refuses_damaged_checkpoint(void **state)
                              {"adam.v", "element 40 is -1"},
                              {"env.obs", "element 7 is nan"},
                              {"env.state", "row 5 (environment 5), pos: 400 contracts"},
-                             {"nstep.rewards", "element 2 is inf"}};
-    for (int k = 1; k < 8; k++) {
+                             {"nstep.rewards", "element 2 is inf"},
+                             {"env.episode_return", "row 1 is nan"},
+                             {"nstep.count_head", "entry 18 is 3, outside 0..2"},
+                             {"nstep.count_head", "entry 4 is 4, outside 0..3"},
+                             {"inserted", "does not belong to the checkpoint (320)"}};
+    for (int k = 1; k < 12; k++) {
         th_write(path, orig, n);
         damage_ckpt(path, k);
         vx_err_clear(&e);
         vx_status st = vx_train_run(&c, NULL, 1, NULL, NULL, NULL, &e);
-        if (st != VX_ERR_FORMAT || !strstr(e.msg, "latest.safetensors") ||
+        /* the replay counter's mismatch names the replay file it read */
+        if (st != VX_ERR_FORMAT || !strstr(e.msg, k == 11 ? "replay-" : "latest.safetensors") ||
             !strstr(e.msg, want[k][0]) || !strstr(e.msg, want[k][1]))
             fail_msg("damage %d: status %d, '%s'", k, (int)st, e.msg);
     }
+    /* settings that make another network (the second trunk layer 8 wide, not 16) are refused by
+     * the checkpoint's parameter count, named, before any tensor is read */
+    th_write(path, orig, n);
+    vx_train_cfg other = c;
+    ((vx_dqn_settings *)vx_train_algo_settings(&other, "dqn"))->trunk[1] = 8;
+    vx_err_clear(&e);
+    assert_int_equal(vx_train_run(&other, NULL, 1, NULL, NULL, NULL, &e), VX_ERR_FORMAT);
+    if (!strstr(e.msg, "latest.safetensors") || !strstr(e.msg, "params") ||
+        !strstr(e.msg, "but these settings make a network of"))
+        fail_msg("other shapes: '%s'", e.msg);
     th_write(path, orig, n);
     damage_ckpt(path, 0);
     assert_int_equal(vx_train_run(&c, NULL, 1, NULL, NULL, NULL, &e), VX_OK);
     free(orig);
     th_rmtree(dir);
+}
+
+/* ---- the algorithm's glue (dqn_algo.c), driven directly ---------------------------------------
+ * A small market (th_synth), 4 environments of 5-step episodes, 12 steps an epoch: episodes end
+ * inside every epoch. */
+enum { GL_N = 4, GL_T = 12, GL_D = VX_OBS_DIM, GL_ROWS = 300 };
+
+static vx_env *gl_env(const vx_market *mk)
+{
+    vx_env_cfg ec;
+    vx_env_cfg_default(&ec);
+    ec.seed = 5;
+    ec.episode_len = 5;
+    vx_env *env;
+    vx_err e;
+    assert_int_equal(vx_env_create(&ec, mk, VX_SPLIT_TRAIN, GL_N, NULL, &env, &e), VX_OK);
+    return env;
+}
+
+/* The greedy actions of `rows` observations under weights p, worked out here: the reference
+ * forward (tested in test_nn), then each branch's first largest Q by a plain scan. */
+static void gl_greedy(const vx_qnet_layout *L, const vx_loss_shape *sh, const float *p,
+                      const float *obs, int rows, int32_t *out)
+{
+    vx_qnet_ws ws;
+    vx_err e;
+    assert_int_equal(vx_qnet_ws_create(L, rows, &ws, &e), VX_OK);
+    vx_qnet_forward_ref(L, p, obs, rows, &ws);
+    for (int r = 0; r < rows; r++)
+        for (int d = 0; d < sh->n_branches; d++) {
+            const float *q = ws.q + (size_t)r * L->out_dim + sh->offset[d];
+            int best = 0;
+            for (int a = 1; a < sh->branch[d]; a++)
+                if (q[a] > q[best]) best = a;
+            out[r * VX_ACTION_BRANCHES + d] = best;
+        }
+    vx_qnet_ws_free(&ws);
+}
+
+/* The weights a state holds under `prefix` ("online", "target"), gathered into one vector laid
+ * out as L says (the padding 0). */
+static void gl_state_weights(const vx_algo_state *o, const vx_qnet_layout *L, const char *prefix,
+                             float *p)
+{
+    memset(p, 0, L->n_params * sizeof(float));
+    for (size_t i = 0; i < L->n_tensors; i++) {
+        char name[64], key[96];
+        size_t off;
+        int rows, cols;
+        vx_qnet_tensor(L, i, name, sizeof name, &off, &rows, &cols);
+        snprintf(key, sizeof key, "%s.%s", prefix, name);
+        size_t k = 0;
+        while (k < o->n_tensors && strcmp(o->tensors[k].name, key) != 0) k++;
+        if (k == o->n_tensors) fail_msg("the state has no tensor %s", key);
+        memcpy(p + off, o->tensors[k].data, (size_t)rows * cols * sizeof(float));
+    }
+}
+
+static int gl_metric(const char *name)
+{
+    for (int i = 0; i < vx_algo_dqn.n_metrics; i++)
+        if (!strcmp(vx_algo_dqn.metrics[i].name, name)) return i;
+    fail_msg("no metric %s", name);
+    return -1;
+}
+
+/* What an epoch hands the run, against a twin of the environments stepped here: with ε = 0 and
+ * overlap on, epochs 0 and 1 both act greedily with the initial weights (epoch 1 with the
+ * snapshot taken before epoch 0's updates), so the twin, acting with this file's argmax of the
+ * initial network, walks the same episodes. Each epoch's env_steps (N·T), episode count and the
+ * sum of the ended episodes' returns (not their mean: the run divides) must be the twin's; the
+ * counters are cumulative (3, then 6 updates), ε and β those of the schedules, the loss, Q mean
+ * and gradient norm the means of the epoch's updates and q_max their largest (a twin learner and
+ * replay buffer fed the twin's transitions, below, makes the same updates), the speed at least
+ * the 3 updates over the epoch call's wall time (which encloses the time learning took). The
+ * metric names are the CSV's columns. Then the policy: it acts, over 300 rows (more than the
+ * 256 its workspace holds at once), with the online weights the save holds — not the target
+ * (still the initial weights: target_every 500) — and the best-checkpoint state
+ * (policy_state), asked before any save, holds those same weights. */
+static void test_algo_epoch_outputs_policy_and_state(void **state)
+{
+    (void)state;
+    vx_series ser = {0};
+    vx_market mk;
+    vx_err e;
+    th_synth(&ser, 20, 3, 0.1);
+    assert_int_equal(vx_market_from_series(&ser, &mk, &e), VX_OK);
+    vx_dqn_settings s;
+    vx_dqn_settings_default(&s);
+    s.trunk[0] = s.trunk[1] = 16, s.head_hidden = 8;
+    s.learner.batch = 8, s.learner.n_step = 1, s.learner.adam.lr = 1e-2;
+    s.warmup = 0, s.updates_per_epoch = 3, s.replay_capacity = 1000;
+    s.eps_start = s.eps_end = 0;
+    s.beta_updates = 100;
+    vx_run_params run;
+    memset(&run, 0, sizeof run);
+    run.envs = GL_N, run.steps_per_epoch = GL_T, run.epochs = 4, run.checkpoint_every = 1;
+    run.seed = 7;
+    vx_qnet_cfg net;
+    vx_dqn_net_cfg(&s, &net);
+    vx_qnet_layout L;
+    vx_loss_shape sh;
+    assert_int_equal(vx_dqn_layout(&s.learner, &net, &L, &sh, &e), VX_OK);
+    float *p0 = calloc(L.n_params, sizeof(float)), *pol_w = calloc(L.n_params, sizeof(float));
+    float *online = calloc(L.n_params, sizeof(float)), *target = calloc(L.n_params, sizeof(float));
+    vx_qnet_init(&L, run.seed, p0);
+
+    const char *names[] = {"updates",   "loss",    "q_mean", "q_max",
+                           "grad_norm", "epsilon", "beta",   "updates_per_s"};
+    assert_int_equal(vx_algo_dqn.n_metrics, 8);
+    for (int i = 0; i < 8; i++) assert_string_equal(vx_algo_dqn.metrics[i].name, names[i]);
+    for (int i = 0; i < 8; i++) assert_int_equal(vx_algo_dqn.metrics[i].timing, i == 7);
+
+    vx_env *env = gl_env(&mk), *twin = gl_env(&mk);
+    vx_algo_init in = {&s, &run, NULL, env, 0};
+    vx_algo *a;
+    assert_int_equal(vx_algo_dqn.create(&in, &a, &e), VX_OK);
+    static float obs[GL_N * GL_D], nobs[GL_N * GL_D], fin[GL_N * GL_D];
+    float rew[GL_N];
+    uint8_t te[GL_N], tr[GL_N];
+    int32_t act[GL_N * VX_ACTION_BRANCHES];
+    double ret[GL_N] = {0};
+    assert_int_equal(vx_env_observe(twin, obs, NULL, &e), VX_OK);
+    /* the twin's learner and replay buffer: the library's pieces (tested on their own) with the
+     * backend's settings and seeds, fed the twin's transitions; what an epoch's statistics
+     * should be is the mean of its updates' loss, Q mean and gradient norm, and the largest of
+     * their Q maxima */
+    vx_dqn tq;
+    assert_int_equal(vx_dqn_create(&s.learner, &net, run.seed, &tq, &e), VX_OK);
+    memcpy(tq.online, p0, L.n_params * sizeof(float));
+    vx_dqn_sync_target(&tq);
+    vx_replay_cfg rc;
+    vx_replay_cfg_default(&rc, s.replay_kind, (size_t)s.replay_capacity);
+    rc.alpha = s.replay_alpha, rc.eps = s.replay_eps, rc.rank_refresh = s.rank_refresh;
+    rc.seed = run.seed;
+    vx_replay *rp;
+    assert_int_equal(vx_replay_create(&rc, NULL, &rp, &e), VX_OK);
+    vx_nstep ns;
+    assert_int_equal(vx_nstep_create(1, GL_N, GL_D, s.learner.gamma, &ns, &e), VX_OK);
+    vx_transition_buf tb;
+    memset(&tb, 0, sizeof tb);
+    assert_int_equal(vx_tbuf_reserve(&tb, GL_N * (GL_T + 1), GL_D, &e), VX_OK);
+    enum { B = 8 };
+    static float bo[B * GL_D], bn[B * GL_D], merged[GL_N * GL_D];
+    float brw[B], bw[B];
+    int32_t ba[B * VX_ACTION_BRANCHES];
+    uint8_t bte[B], btr[B], bst[B];
+    uint32_t bi[B], bg[B];
+    vx_replay_batch rb = {bo, bn, ba, brw, bte, btr, bst, bw, bi, bg};
+    for (int ep = 0; ep < 2; ep++) {
+        double episodes = 0, sum = 0;
+        tb.n = 0;
+        for (int t = 0; t < GL_T; t++) {
+            gl_greedy(&L, &sh, p0, obs, GL_N, act);
+            assert_int_equal(vx_env_step(twin, act, nobs, rew, te, tr, fin, NULL, &e), VX_OK);
+            for (int i = 0; i < GL_N; i++) {
+                ret[i] += rew[i];
+                if (te[i] | tr[i]) sum += ret[i], episodes += 1, ret[i] = 0;
+                memcpy(merged + i * GL_D, (te[i] | tr[i] ? fin : nobs) + i * GL_D,
+                       GL_D * sizeof(float));
+            }
+            vx_nstep_push(&ns, obs, act, rew, te, tr, merged, &tb);
+            memcpy(obs, nobs, sizeof obs);
+        }
+        vx_transitions tv = vx_tbuf_view(&tb);
+        assert_int_equal(vx_replay_insert(rp, &tv, tb.n, NULL, &e), VX_OK);
+        assert_int_equal(vx_replay_set_beta(rp, vx_dqn_beta_at(&s, tq.updates), NULL, &e), VX_OK);
+        double loss = 0, qm = 0, norm = 0, qx = -INFINITY;
+        for (int k = 0; k < 3; k++) {
+            vx_dqn_update_stats us;
+            assert_int_equal(vx_replay_sample(rp, B, &rb, NULL, &e), VX_OK);
+            vx_dqn_update(&tq, &rb, B, &us);
+            assert_int_equal(vx_replay_update(rp, bi, bg, tq.priority, B, NULL, &e), VX_OK);
+            loss += us.loss, qm += us.q_mean, norm += us.grad_norm;
+            qx = us.q_max > qx ? us.q_max : qx;
+        }
+        vx_epoch_out out;
+        memset(&out, 0, sizeof out);
+        uint64_t t0 = vx_now_ns();
+        assert_int_equal(vx_algo_dqn.epoch(a, &(vx_epoch_in){ep, 0}, &out, &e), VX_OK);
+        double wall = vx_seconds_since(t0); /* encloses the learning time the speed divides by */
+        assert_true(out.env_steps == GL_N * GL_T);
+        assert_true(episodes >= 2 * GL_N && out.episodes == episodes);
+        if (fabs(out.return_sum - sum) > 1e-9 * (1 + fabs(sum)))
+            fail_msg("epoch %d: return_sum %.9g, the twin's %.9g over %g episodes", ep,
+                     out.return_sum, sum, episodes);
+        const double *m = out.metric;
+        assert_true(m[gl_metric("updates")] == 3.0 * (ep + 1));
+        assert_true(m[gl_metric("epsilon")] == 0);
+        assert_near(m[gl_metric("beta")], vx_dqn_beta_at(&s, 3 * ep), 1e-15);
+        const char *stat[4] = {"loss", "q_mean", "grad_norm", "q_max"};
+        const double want[4] = {loss / 3, qm / 3, norm / 3, qx};
+        for (int i = 0; i < 4; i++)
+            if (fabs(m[gl_metric(stat[i])] - want[i]) > 1e-12 * (1 + fabs(want[i])))
+                fail_msg("epoch %d: %s %.12g, the twin's %.12g", ep, stat[i], m[gl_metric(stat[i])],
+                         want[i]);
+        double ups = m[gl_metric("updates_per_s")];
+        if (!(isfinite(ups) && ups >= 3 / wall))
+            fail_msg("epoch %d: %.6g updates/s, but 3 updates took at most %.3g s", ep, ups, wall);
+    }
+    /* the policy and the best-checkpoint state, before any save */
+    vx_policy pol;
+    assert_int_equal(vx_algo_dqn.policy(a, &pol, &e), VX_OK);
+    static vx_algo_state ps, o;
+    assert_int_equal(vx_algo_dqn.policy_state(a, &ps, &e), VX_OK);
+    gl_state_weights(&ps, &L, "online", pol_w);
+    assert_int_equal(vx_algo_dqn.save(a, 0, &o, &e), VX_OK);
+    gl_state_weights(&o, &L, "online", online);
+    gl_state_weights(&o, &L, "target", target);
+    assert_memory_equal(pol_w, online, L.n_params * sizeof(float));
+    assert_memory_equal(target, p0, L.n_params * sizeof(float)); /* no sync yet */
+    static float rows[GL_ROWS * GL_D];
+    vx_rng g = vx_rng_make(11, 0, 0);
+    for (int i = 0; i < GL_ROWS * GL_D; i++) rows[i] = (float)(3 * vx_rng_normal(&g));
+    static int32_t got[GL_ROWS * VX_ACTION_BRANCHES], want[GL_ROWS * VX_ACTION_BRANCHES],
+        old[GL_ROWS * VX_ACTION_BRANCHES];
+    assert_int_equal(pol.act(pol.ctx, rows, GL_ROWS, got, &e), VX_OK);
+    gl_greedy(&L, &sh, online, rows, GL_ROWS, want);
+    gl_greedy(&L, &sh, target, rows, GL_ROWS, old);
+    assert_memory_equal(got, want, sizeof got);
+    int moved = 0;
+    for (int i = 0; i < GL_ROWS * VX_ACTION_BRANCHES; i++) moved += want[i] != old[i];
+    printf("policy: %d of %d greedy choices differ between the online and the target network\n",
+           moved, GL_ROWS * VX_ACTION_BRANCHES);
+    assert_true(moved > 0);
+    /* and the twin's weights are the instance's: the statistics compared above were of the same
+     * updates */
+    assert_memory_equal(tq.online, online, L.n_params * sizeof(float));
+    vx_algo_dqn.free(a);
+    vx_env_free(env), vx_env_free(twin);
+    vx_dqn_free(&tq), vx_replay_free(rp), vx_nstep_free(&ns), vx_tbuf_free(&tb);
+    free(p0), free(pol_w), free(online), free(target);
+    vx_market_close(&mk);
+}
+
+/* An instance that only acts (as `vixen eval` makes one) is greedy whatever the settings' ε: with
+ * the default ε schedule (ending at 0.05) it acts, over 300 rows (two chunks of its 256-row
+ * workspace), as this file's argmax of the initial network of the run's seed. An exploring
+ * policy would miss ~2% of the 900 choices; one that drops the second chunk's offsets, all of
+ * its 44 rows. */
+static void test_acting_instance_is_greedy(void **state)
+{
+    (void)state;
+    vx_dqn_settings s;
+    vx_dqn_settings_default(&s);
+    s.trunk[0] = s.trunk[1] = 16, s.head_hidden = 8;
+    vx_run_params run;
+    memset(&run, 0, sizeof run);
+    run.envs = 1, run.steps_per_epoch = 1, run.epochs = 1, run.seed = 9;
+    vx_err e;
+    vx_qnet_cfg net;
+    vx_dqn_net_cfg(&s, &net);
+    vx_qnet_layout L;
+    vx_loss_shape sh;
+    assert_int_equal(vx_dqn_layout(&s.learner, &net, &L, &sh, &e), VX_OK);
+    float *p0 = calloc(L.n_params, sizeof(float));
+    vx_qnet_init(&L, run.seed, p0);
+    vx_algo_init in = {&s, &run, NULL, NULL, 0};
+    vx_algo *a;
+    assert_int_equal(vx_algo_dqn.create(&in, &a, &e), VX_OK);
+    vx_policy pol;
+    assert_int_equal(vx_algo_dqn.policy(a, &pol, &e), VX_OK);
+    static float rows[GL_ROWS * GL_D];
+    vx_rng g = vx_rng_make(12, 0, 0);
+    for (int i = 0; i < GL_ROWS * GL_D; i++) rows[i] = (float)(3 * vx_rng_normal(&g));
+    static int32_t got[GL_ROWS * VX_ACTION_BRANCHES], want[GL_ROWS * VX_ACTION_BRANCHES];
+    memset(got, 0xff, sizeof got);
+    assert_int_equal(pol.act(pol.ctx, rows, GL_ROWS, got, &e), VX_OK);
+    gl_greedy(&L, &sh, p0, rows, GL_ROWS, want);
+    for (int i = 0; i < GL_ROWS * VX_ACTION_BRANCHES; i++)
+        if (got[i] != want[i])
+            fail_msg("row %d, branch %d: action %d, the greedy one %d", i / VX_ACTION_BRANCHES,
+                     i % VX_ACTION_BRANCHES, got[i], want[i]);
+    vx_algo_dqn.free(a);
+    free(p0);
 }
 
 /* test_act_fused_plan.c */
@@ -1158,6 +1473,8 @@ int main(void)
         cmocka_unit_test(test_collection_keeps_final_obs),
         cmocka_unit_test(test_overlap_acts_with_previous_weights),
         cmocka_unit_test(test_learn_writes_back_priorities),
+        cmocka_unit_test(test_algo_epoch_outputs_policy_and_state),
+        cmocka_unit_test(test_acting_instance_is_greedy),
         cmocka_unit_test(test_act_fused_copies),
         cmocka_unit_test(test_act_fused_smem),
     };

@@ -296,7 +296,11 @@ static void test_run_folder_and_exact_resume(void **state)
     vx_train_cfg c;
     vx_err e;
     vx_eval_report ra, rb;
+    /* a target period of 50 updates (34 an epoch): the checkpoint after epoch 2 (68 updates)
+     * holds a target network synced at update 50 — neither the initial weights nor the online
+     * ones — which the resumed epochs bootstrap from until the sync at 100 */
     tiny(&c, a);
+    dqn_of(&c)->learner.target_every = 50;
     assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, &ra, &e), VX_OK);
     /* the checkpoint names its replay file, of its own epoch; no other is left beside it */
     const char *files[] = {"config.yaml",
@@ -324,6 +328,7 @@ static void test_run_folder_and_exact_resume(void **state)
     assert_non_null(strstr(e.msg, "already holds a run"));
     /* B: interrupted after 2 of 4 epochs, then resumed */
     tiny(&c, b);
+    dqn_of(&c)->learner.target_every = 50;
     assert_int_equal(vx_train_run(&c, NULL, 0, stop_at, &(int){2}, NULL, &e), VX_ERR_STOPPED);
     char pm[256];
     snprintf(pm, sizeof pm, "%s/checkpoint/latest.safetensors", b);
