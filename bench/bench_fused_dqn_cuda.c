@@ -9,7 +9,9 @@
  *   over the 64, one loss kernel, one optimizer launch pair; the members' samples one launch and
  *   their priority updates one cooperative launch, a replay group over their own buffers).
  * The figure is updates a second over all trials; the median of 10 timed launches after 2
- * untimed ones, float32. Built with CUDA only. */
+ * untimed ones, in float32, then the three ways again with TF32 learning (dqn.tf32 = 1): a group
+ * of 64 at batch 256 is 16,384 rows a GEMM, where one trial's 256 rows are launch-bound, so the
+ * tensor cores can change the ratios and not only the times. Built with CUDA only. */
 #include "bench.h"
 #include "bench_cuda.h"
 #include "vixen/device.h"
@@ -58,9 +60,42 @@ static double launches_us(dqn_learner **d, cudaStream_t *s, int n, cudaStream_t 
     return us[REPS / 2];
 }
 
+/* One precision's three ways (dc[*].tf32 already set): the learners made over the buffers
+ * (rep[0, K) each, rep[K, 2K) the group, rep[2K] alone), each way timed (µs a launch of U updates
+ * into t[0..2]: alone, a learner each, the group), then freed. */
+static vx_status time_ways(const vx_dqn_cfg *dc, const vx_qnet_layout *L,
+                           const vx_loss_shape *shape, const float *p, size_t stride,
+                           vx_replay **rep, vx_device *dev, cudaStream_t *s, cudaStream_t main_s,
+                           double t[3], vx_err *e)
+{
+    dqn_learner *each[K] = {0}, *alone = NULL, *group = NULL;
+    vx_status st = VX_OK;
+    for (int k = 0; k < K && !st; k++)
+        st = dqn_learner_create(&dc[k], L, shape, p + k * stride, rep[k], dev, s[k], &each[k], e);
+    if (!st) st = dqn_learner_create(&dc[0], L, shape, p, rep[2 * K], dev, s[0], &alone, e);
+    if (!st) st = dqn_learner_create_group(dc, K, L, shape, p, rep + K, dev, s[0], &group, e);
+    for (int k = 0; k < K && !st; k++) st = dqn_learner_prepare(each[k], e);
+    if (!st) st = dqn_learner_prepare(alone, e);
+    if (!st) st = dqn_learner_prepare(group, e);
+    if (!st) {
+        t[0] = launches_us(&alone, s, 1, main_s, e);
+        t[1] = launches_us(each, s, K, main_s, e);
+        t[2] = launches_us(&group, s, 1, main_s, e);
+        if (t[0] <= 0 || t[1] <= 0 || t[2] <= 0)
+            st = vx_err_set(e, VX_ERR_CUDA, "bench: fused DQN: a timed launch failed");
+    }
+    if (main_s) cudaStreamSynchronize(main_s);
+    for (int k = 0; k < K; k++) {
+        if (s[k]) cudaStreamSynchronize(s[k]); /* idle before the frees (device.h) */
+        dqn_learner_free(each[k]);
+    }
+    dqn_learner_free(alone), dqn_learner_free(group);
+    return st;
+}
+
 int vx_bench_fused_dqn_cuda(vx_bench_result *out, int max, FILE *log)
 {
-    if (max < 6) return 0;
+    if (max < 12) return 0;
     vx_device *dev = vx_bench_cuda_open(log);
     if (!dev) return -1;
     vx_err e;
@@ -108,7 +143,6 @@ int vx_bench_fused_dqn_cuda(vx_bench_result *out, int max, FILE *log)
     /* buffers: [0, K) the learners', [K, 2K) the group's, 2K the trial alone's */
     vx_replay *rep[2 * K + 1] = {0};
     cudaStream_t s[K] = {0}, main_s = NULL;
-    dqn_learner *each[K] = {0}, *alone = NULL, *group = NULL;
     vx_replay_cfg rc;
     vx_replay_cfg_default(&rc, VX_REPLAY_PROPORTIONAL, N);
     for (int k = 0; k < K && !st; k++) {
@@ -131,28 +165,14 @@ int vx_bench_fused_dqn_cuda(vx_bench_result *out, int max, FILE *log)
                 "bench: fused: whole DQN updates (batch %d, %d-transition proportional buffers): "
                 "one trial, %d as a learner each, %d as one group\n",
                 B, N, K, K);
-    for (int k = 0; k < K && !st; k++)
-        st =
-            dqn_learner_create(&dc[k], &L, &shape, p + k * stride, rep[k], dev, s[k], &each[k], &e);
-    if (!st) st = dqn_learner_create(&dc[0], &L, &shape, p, rep[2 * K], dev, s[0], &alone, &e);
-    if (!st) st = dqn_learner_create_group(dc, K, &L, &shape, p, rep + K, dev, s[0], &group, &e);
-    for (int k = 0; k < K && !st; k++) st = dqn_learner_prepare(each[k], &e);
-    if (!st) st = dqn_learner_prepare(alone, &e);
-    if (!st) st = dqn_learner_prepare(group, &e);
-    double t1 = -1, tk = -1, tg = -1;
-    if (!st) {
-        t1 = launches_us(&alone, s, 1, main_s, &e);
-        tk = launches_us(each, s, K, main_s, &e);
-        tg = launches_us(&group, s, 1, main_s, &e);
-        if (t1 <= 0 || tk <= 0 || tg <= 0)
-            st = vx_err_set(&e, VX_ERR_CUDA, "bench: fused DQN: a timed launch failed");
+    double us[2][3]; /* [float32, TF32][alone, a learner each, the group], a launch */
+    for (int tf = 0; tf < 2 && !st; tf++) {
+        for (int k = 0; k < K; k++) dc[k].tf32 = tf;
+        st = time_ways(dc, &L, &shape, p, stride, rep, dev, s, main_s, us[tf], &e);
     }
     if (main_s) cudaStreamSynchronize(main_s);
-    for (int k = 0; k < K; k++) {
+    for (int k = 0; k < K; k++)
         if (s[k]) cudaStreamSynchronize(s[k]); /* idle before the frees (device.h) */
-        dqn_learner_free(each[k]);
-    }
-    dqn_learner_free(alone), dqn_learner_free(group);
     for (int k = 0; k < 2 * K + 1; k++) vx_replay_free(rep[k]);
     for (int k = 0; k < K; k++) vx_stream_destroy(dev, s[k]);
     vx_stream_destroy(dev, main_s);
@@ -164,19 +184,24 @@ int vx_bench_fused_dqn_cuda(vx_bench_result *out, int max, FILE *log)
         return -1;
     }
     int n = 0;
-    vx_bench_put(&out[n++], "fused DQN update, one trial alone", "updates/s", U, t1);
-    vx_bench_put(&out[n++], "fused DQN update, 64 trials, a learner each", "updates/s",
-                 (double)K * U, tk);
-    vx_bench_put(&out[n++], "fused DQN update, 64 trials as one group", "updates/s", (double)K * U,
-                 tg);
-    double a1 = out[0].value, ak = out[1].value, ag = out[2].value;
-    vx_bench_put(&out[n++], "fused DQN update: a learner each / alone", "x", 1, 1),
-        out[n - 1].value = ak / a1;
-    vx_bench_put(&out[n++], "fused DQN update: group / alone", "x", 1, 1),
-        out[n - 1].value = ag / a1;
-    out[n - 1].target = 40;
-    vx_bench_put(&out[n++], "fused DQN update: group / a learner each", "x", 1, 1),
-        out[n - 1].value = ag / ak;
-    out[n - 1].target = 3;
+    for (int tf = 0; tf < 2; tf++) {
+        const char *pre = tf ? "fused DQN (TF32)" : "fused DQN update";
+        char name[96];
+        vx_bench_result *w = out + n;
+        snprintf(name, sizeof name, "%s, one trial alone", pre);
+        vx_bench_put(&out[n++], name, "updates/s", U, us[tf][0]);
+        snprintf(name, sizeof name, "%s, 64 trials, a learner each", pre);
+        vx_bench_put(&out[n++], name, "updates/s", (double)K * U, us[tf][1]);
+        snprintf(name, sizeof name, "%s, 64 trials as one group", pre);
+        vx_bench_put(&out[n++], name, "updates/s", (double)K * U, us[tf][2]);
+        snprintf(name, sizeof name, "%s: a learner each / alone", pre);
+        vx_bench_put(&out[n++], name, "x", 1, 1), out[n - 1].value = w[1].value / w[0].value;
+        snprintf(name, sizeof name, "%s: group / alone", pre);
+        vx_bench_put(&out[n++], name, "x", 1, 1), out[n - 1].value = w[2].value / w[0].value;
+        out[n - 1].target = 40;
+        snprintf(name, sizeof name, "%s: group / a learner each", pre);
+        vx_bench_put(&out[n++], name, "x", 1, 1), out[n - 1].value = w[2].value / w[1].value;
+        out[n - 1].target = 3;
+    }
     return n;
 }

@@ -3,10 +3,12 @@
  * replay buffer is replay.h's on the same device.
  *
  * One update, as the graph holds it:
- *   learn:  sample → fork ─ online([s; s′]) (2B rows, one pass) ─ join → loss → backward (rows
- *   side:          └─ target(s′) ─────────────────────────┘        0..B−1) → clip + Adam → new
- *                                                                   priorities → statistics
- *                                                                   (→ Polyak when τ > 0)
+ *   learn:  sample → fork ─ online([s; s′]) (2B rows) ─ join → loss ┬ backward (rows 0..B−1) →
+ *   side:          └─ target(s′) ───────────────────────┘            └ new priorities ──┐
+ *   learn:  clip + Adam ─ join → statistics (→ Polyak when τ > 0)                       │
+ *                        └──────────────────────────────────────────────────────────────┘
+ * The new priorities are the loss's and touch only the replay buffer, which the backward pass and
+ * the optimizer never read, so their update runs beside them instead of after them.
  * The graph runs n of them in one launch: the update is the body of a conditional while node,
  * followed by the hard target copy when it is due (τ = 0) and the count of updates left, which
  * decides on the device whether the loop goes on. One launch an epoch instead of one an update:
@@ -55,7 +57,8 @@ struct dqn_learner {
     float2 *qstat;
     dqn_learner_acc *acc, *acc_host; /* K each */
     cudaEvent_t fork, join, acc_ready;
-    cudaGraph_t graph; /* the loop of updates (the top comment) */
+    cudaEvent_t pfork, pjoin; /* the priority update's branch (the top comment) */
+    cudaGraph_t graph;        /* the loop of updates (the top comment) */
     cudaGraphExec_t exec;
     cudaGraphConditionalHandle loop;
     long long *count; /* device: [0] updates made, [1] updates left in this launch */
@@ -186,15 +189,19 @@ static __global__ void loop_start_kernel(long long *count, long long made, long 
 }
 
 /* After an update: the hard target copy of each member with τ = 0 whose update just made is a
- * multiple of its target_every (after_update's rule, on the device). */
+ * multiple of its target_every (after_update's rule, on the device). It runs after every update
+ * and copies after one in target_every (1,000 by default), so its grid is small and strides over
+ * the weights: a block for every 256 weights had been 570 blocks a member, each only to return. */
+#define TARGET_DUE_BLOCKS 32
 static __global__ void target_due_kernel(float *target, const float *online, size_t n,
                                          size_t stride, const long long *count,
                                          const member_cfg *mc)
 {
     unsigned k = blockIdx.y;
     if (mc[k].tau > 0 || (count[0] + 1) % mc[k].target_every != 0) return;
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) target[k * stride + i] = online[k * stride + i];
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        target[k * stride + i] = online[k * stride + i];
 }
 
 /* Then: one update more made, one fewer left; the loop goes on while some are left. */
@@ -232,35 +239,30 @@ fail:
 
 static unsigned blocks_for(size_t n) { return (unsigned)((n + 255) / 256); }
 
-/* Every member's sample (sample = 1) or priority update (0): member k's on side stream k mod R
- * between a fork from the learner's stream and the join back into it; a learner alone (R = 0)
- * on its own stream. */
-static vx_status replay_work(dqn_learner *d, int sample, vx_err *e)
+/* Every member's sample (sample = 1) or priority update (0), queued behind stream `base` (the
+ * learner's, or its side stream for the update) and ending on it: member k's on side stream
+ * k mod R between a fork from base and the join back into it; a learner alone (R = 0) on base. */
+static vx_status replay_work(dqn_learner *d, int sample, cudaStream_t base, vx_err *e)
 {
     vx_status st = VX_OK;
     size_t B = (size_t)d->cfg.batch;
-    if (d->rg) {
-        /* the group notes the learner's stream as each buffer's, as vx_replay_follow does */
-        return sample ? vx_replay_group_sample(d->rg, d->s, e)
-                      : vx_replay_group_update(d->rg, d->s, e);
-    }
+    if (d->rg)
+        return sample ? vx_replay_group_sample(d->rg, base, e)
+                      : vx_replay_group_update(d->rg, base, e);
     if (d->R) {
-        VX_CUDA_CHECK(cudaEventRecord(d->rfork, d->s));
+        VX_CUDA_CHECK(cudaEventRecord(d->rfork, base));
         for (int j = 0; j < d->R; j++) VX_CUDA_CHECK(cudaStreamWaitEvent(d->rs[j], d->rfork, 0));
     }
     for (int k = 0; k < d->K && !st; k++) {
-        cudaStream_t s = d->R ? d->rs[k % d->R] : d->s;
+        cudaStream_t s = d->R ? d->rs[k % d->R] : base;
         st = sample ? vx_replay_sample(d->replay[k], B, &d->b[k], s, e)
                     : vx_replay_update(d->replay[k], d->b[k].index, d->b[k].gen,
                                        d->prio + (size_t)k * B, B, s, e);
     }
     for (int j = 0; j < d->R; j++) { /* joined even after a failure: a capture must end whole */
         VX_CUDA_CHECK(cudaEventRecord(d->rjoin[j], d->rs[j]));
-        VX_CUDA_CHECK(cudaStreamWaitEvent(d->s, d->rjoin[j], 0));
+        VX_CUDA_CHECK(cudaStreamWaitEvent(base, d->rjoin[j], 0));
     }
-    /* the buffers' waits (their reads, their frees) on the learner's stream, not on side streams
-     * that the graph's launches never use and that go with the learner */
-    for (int k = 0; k < d->K && d->R; k++) vx_replay_follow(d->replay[k], d->s);
 fail:
     return st;
 }
@@ -273,7 +275,7 @@ static vx_status update_body(dqn_learner *d, const vx_replay_batch *fixed, vx_er
     int B = d->cfg.batch, O = d->L.out_dim, K = d->K;
     size_t np = d->L.n_params;
     if (fixed) st = copy_batch(d, fixed, e);
-    else st = replay_work(d, 1, e);
+    else st = replay_work(d, 1, d->s, e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaEventRecord(d->fork, d->s));
     VX_CUDA_CHECK(cudaStreamWaitEvent(d->side, d->fork, 0));
@@ -292,9 +294,21 @@ static vx_status update_body(dqn_learner *d, const vx_replay_batch *fixed, vx_er
             vx_qnet_output(d->qt), d->sqt, O, d->b[0], B, d->dq, d->loss, d->prio, d->qstat);
         VX_CUDA_LAUNCH_CHECK(d->s);
     }
-    st = vx_qnet_backward(d->qs, d->online, d->obs2, B, d->dq, d->grads, d->s, e);
+    if (!fixed) { /* the new priorities beside the backward pass and Adam (the top comment) */
+        VX_CUDA_CHECK(cudaEventRecord(d->pfork, d->s));
+        VX_CUDA_CHECK(cudaStreamWaitEvent(d->side, d->pfork, 0));
+        st = replay_work(d, 0, d->side, e);
+        VX_CUDA_CHECK(cudaEventRecord(d->pjoin, d->side));
+    }
+    if (!st) st = vx_qnet_backward(d->qs, d->online, d->obs2, B, d->dq, d->grads, d->s, e);
     if (!st) st = vx_optim_step(d->opt, d->online, d->grads, d->s, e);
-    if (!st && !fixed) st = replay_work(d, 0, e);
+    if (!fixed) {
+        VX_CUDA_CHECK(cudaStreamWaitEvent(d->s, d->pjoin, 0));
+        /* the buffers' waits (their reads, their frees) on the learner's stream, not on the side
+         * streams that go with the learner */
+        for (int k = 0; k < d->K; k++)
+            if (d->replay[k]) vx_replay_follow(d->replay[k], d->s);
+    }
     if (st) goto fail;
     stats_kernel<<<(unsigned)K, 256, 0, d->s>>>(d->loss, d->qstat, B, d->shape.n_branches,
                                                 vx_optim_norm(d->opt), d->acc);
@@ -315,6 +329,8 @@ extern "C" void dqn_learner_free(dqn_learner *d)
     if (d->graph) cudaGraphDestroy(d->graph);
     vx_cuda_event_destroy(d->dev, d->fork, 0);
     vx_cuda_event_destroy(d->dev, d->join, 0);
+    vx_cuda_event_destroy(d->dev, d->pfork, 0);
+    vx_cuda_event_destroy(d->dev, d->pjoin, 0);
     vx_cuda_event_destroy(d->dev, d->acc_ready, 0);
     vx_cuda_stream_destroy(d->dev, d->side);
     for (int j = 0; j < d->R; j++) {
@@ -450,6 +466,8 @@ extern "C" vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K,
     }
     st = vx_cuda_event_create(dev, &d->fork, 0, e);
     if (!st) st = vx_cuda_event_create(dev, &d->join, 0, e);
+    if (!st) st = vx_cuda_event_create(dev, &d->pfork, 0, e);
+    if (!st) st = vx_cuda_event_create(dev, &d->pjoin, 0, e);
     if (!st) st = vx_cuda_event_create(dev, &d->acc_ready, 0, e);
     if (!st && K > 1 && replays) {
         char why[160];
@@ -526,7 +544,7 @@ static vx_status build_loop(dqn_learner *d, vx_err *e)
     if (st) return st;
     st = update_body(d, NULL, e);
     if (!st && d->any_hard)
-        target_due_kernel<<<dim3(blocks_for(np), (unsigned)d->K), 256, 0, d->s>>>(
+        target_due_kernel<<<dim3(TARGET_DUE_BLOCKS, (unsigned)d->K), 256, 0, d->s>>>(
             d->target, d->online, np, d->sp, d->count, d->mc);
     if (!st) loop_tick_kernel<<<1, 1, 0, d->s>>>(d->count, d->loop);
     rc = st ? cudaSuccess : cudaGetLastError();
