@@ -640,14 +640,23 @@ typedef struct {
         k, offsetof(vx_ppo_settings, f), 0, #lo, #hi, below, above, lo, hi                         \
     }
 
+/* A training config at its defaults with train.algo = ppo, and its PPO settings. */
+static vx_ppo_settings *ppo_defaults(vx_train_cfg *c)
+{
+    vx_err e;
+    vx_train_cfg_default(c);
+    assert_int_equal(vx_train_cfg_set(c, "train.algo", "ppo", NULL, &e), VX_OK);
+    vx_ppo_settings *s = vx_train_algo_settings(c, "ppo");
+    assert_non_null(s);
+    return s;
+}
+
 void test_settings_keys_and_defaults(void **state)
 {
     (void)state;
     vx_train_cfg c;
-    vx_train_cfg_default(&c);
     vx_err e;
-    assert_int_equal(vx_train_cfg_set(&c, "train.algo", "ppo", NULL, &e), VX_OK);
-    vx_ppo_settings *s = vx_train_algo_settings(&c, "ppo");
+    vx_ppo_settings *s = ppo_defaults(&c);
     assert_non_null(s);
     assert_true(s->adam.lr == 3e-4 && s->adam.eps == 1e-5 && s->anneal_lr == 1);
     assert_true(s->gamma == 0.99 && s->gae_lambda == 0.95);
@@ -723,10 +732,8 @@ void test_settings_rollout_sizes(void **state)
 {
     (void)state;
     vx_train_cfg c;
-    vx_train_cfg_default(&c);
     vx_err e;
-    assert_int_equal(vx_train_cfg_set(&c, "train.algo", "ppo", NULL, &e), VX_OK);
-    vx_ppo_settings *s = vx_train_algo_settings(&c, "ppo");
+    vx_ppo_settings *s = ppo_defaults(&c);
     c.envs = 2, c.steps_per_epoch = 4;
     s->minibatches = 4;
     assert_int_equal(vx_train_cfg_check(&c, &e), VX_OK);
