@@ -276,19 +276,24 @@ static __global__ void dueling_bwd_kernel(const float *dq, size_t sq, float *dv,
 }
 
 /* out = (parts[0] + parts[1] + … + parts[n−1]) · k, added in that order; the parts of a member
- * at s_in times it, its out at s_out times it */
+ * at s_in times it, its out at s_out times it. With y (a ReLU layer's output, the member's at sy
+ * times it): 0 where y ≤ 0, relu_mask_kernel's rule, in the same pass. */
 typedef struct {
     const float *p[HEADS];
 } parts_t;
 
 static __global__ void sum_parts_kernel(parts_t parts, int n, size_t len, float k, float *out,
-                                        size_t s_in, size_t s_out)
+                                        size_t s_in, size_t s_out, const float *y, size_t sy)
 {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= len) return;
     size_t at = blockIdx.y * s_in + i;
     float s = parts.p[0][at];
-    for (int j = 1; j < n; j++) s += parts.p[j][at];
+#pragma unroll /* constant indices: the pointers stay in the launch's constants, not a local copy  \
+                */
+    for (int j = 1; j < HEADS; j++)
+        if (j < n) s += parts.p[j][at];
+    if (y && y[blockIdx.y * sy + i] <= 0.0f) s = 0.0f;
     out[blockIdx.y * s_out + i] = k == 1.0f ? s : s * k;
 }
 
@@ -346,8 +351,8 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
             VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->dv_done[d], 0));
             pv.p[d] = q->dv_b[d];
         }
-        sum_parts_kernel<<<grid_for(q, (size_t)B * Z), 256, 0, hs>>>(pv, nb, (size_t)B * Z, 1.0f,
-                                                                     q->dv, q->s_dv, q->s_dv);
+        sum_parts_kernel<<<grid_for(q, (size_t)B * Z), 256, 0, hs>>>(
+            pv, nb, (size_t)B * Z, 1.0f, q->dv, q->s_dv, q->s_dv, NULL, 0);
         VX_CUDA_LAUNCH_CHECK(hs);
         st = bwd(q, q->hd[0], &L->value2, P, q->v1, q->s_v1, B, q->dv, q->s_dv, g, q->dhid_h[0],
                  q->s_dhid, hs, e);
@@ -360,7 +365,8 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         if (st) goto fail;
         VX_CUDA_CHECK(cudaEventRecord(q->done[0], hs));
     }
-    /* join; the trunk gradient = (branch 0 + … + branch nb−1 + value) / (nb + 1), as on the CPU */
+    /* join; the trunk gradient = (branch 0 + … + branch nb−1 + value) / (nb + 1), as on the CPU,
+     * and the top trunk layer's ReLU mask in the same pass (a pass over B × H floats fewer) */
     {
         parts_t ph;
         memset(&ph, 0, sizeof ph);
@@ -368,13 +374,17 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         for (int d = 0; d < nb; d++) ph.p[d] = q->dh_h[1 + d];
         ph.p[nb] = q->dh_h[0];
         sum_parts_kernel<<<grid_for(q, (size_t)B * H), 256, 0, s>>>(
-            ph, nb + 1, (size_t)B * H, 1.0f / (float)(nb + 1), dh, q->s_dhh, q->s_dh);
+            ph, nb + 1, (size_t)B * H, 1.0f / (float)(nb + 1), dh, q->s_dhh, q->s_dh,
+            T ? q->trunk[T - 1] : NULL, T ? q->s_trunk[T - 1] : 0);
         VX_CUDA_LAUNCH_CHECK(s);
     }
     for (int l = T - 1; l >= 0 && !st; l--) {
         size_t n = (size_t)B * c->trunk[l];
-        relu_mask_kernel<<<grid_for(q, n), 256, 0, s>>>(dh, q->s_dh, q->trunk[l], q->s_trunk[l], n);
-        VX_CUDA_LAUNCH_CHECK(s);
+        if (l < T - 1) { /* the top layer's mask came with the sum */
+            relu_mask_kernel<<<grid_for(q, n), 256, 0, s>>>(dh, q->s_dh, q->trunk[l], q->s_trunk[l],
+                                                            n);
+            VX_CUDA_LAUNCH_CHECK(s);
+        }
         const float *in = l ? q->trunk[l - 1] : x;
         size_t s_in = l ? q->s_trunk[l - 1] : q->S.x;
         st = bwd(q, q->main, &L->trunk[l], P, in, s_in, B, dh, q->s_dh, g, l ? dh2 : NULL, q->s_dh,
