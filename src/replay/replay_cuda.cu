@@ -362,21 +362,23 @@ __device__ static size_t pick(const pick_args *a, const pick_base *p, unsigned l
     return node;
 }
 
-/* The whole sample in one launch: a block's first SAMPLE_DRAWS threads pick a draw each (slot,
- * weight, small fields), then all 256 copy those draws' two states, coalesced along D (few draws
- * a block: the picks spread over many SMs, and a thread has one or two floats of each state to
- * copy, not a serial loop of dependent loads). The RNG counter: thread 0 of each block reads it
- * and counts its block in; the last block to count in (every block has read it by then) advances
- * it. Each step costs a trip to memory, so what does not depend on the counter is read beside
- * it rather than after. */
+/* The whole sample in one launch: a block's first DRAWS threads pick a draw each (slot, weight,
+ * small fields), then all 256 copy those draws' two states, coalesced along D (few draws a block:
+ * the picks spread over many SMs, and a thread has a few floats of each state to copy, loaded
+ * before they are stored so that they are in flight together). The RNG counter: thread 0 of each
+ * block reads it and counts its block in; the last block to count in (every block has read it by
+ * then) advances it. Each step costs a trip to memory, so what does not depend on the counter is
+ * read beside it rather than after. Draw j is the same whatever DRAWS is: its position in the
+ * batch sets its Philox counter. */
+template <int DRAWS>
 __device__ static void sample_body(size_t B, pick_args a, int D, const float *obs,
                                    const float *next_obs, const vx_slot_meta *meta, dev_state *ds,
                                    vx_replay_batch out)
 {
-    __shared__ uint32_t slot[SAMPLE_DRAWS];
+    __shared__ uint32_t slot[DRAWS];
     __shared__ unsigned long long draws;
-    size_t j0 = (size_t)blockIdx.x * SAMPLE_DRAWS;
-    size_t rows = B - j0 < SAMPLE_DRAWS ? B - j0 : SAMPLE_DRAWS;
+    size_t j0 = (size_t)blockIdx.x * DRAWS;
+    size_t rows = B - j0 < DRAWS ? B - j0 : DRAWS;
     pick_base base;
     if (threadIdx.x < rows) base = pick_prepare(&a, ds);
     if (threadIdx.x == 0) {
@@ -407,10 +409,23 @@ __device__ static void sample_body(size_t B, pick_args a, int D, const float *ob
             out.actions[j * VX_ACTION_BRANCHES + b] = m.action[b];
     }
     __syncthreads();
-    for (size_t x = threadIdx.x; x < rows * (size_t)D; x += blockDim.x) {
-        size_t r = x / (size_t)D, d = x % (size_t)D, i = slot[r];
-        out.obs[j0 * D + x] = obs[i * D + d];
-        out.next_obs[j0 * D + x] = next_obs[i * D + d];
+    enum { AHEAD = 4 }; /* a thread's elements of each state in flight at once */
+    size_t all = rows * (size_t)D;
+    for (size_t x0 = threadIdx.x; x0 < all; x0 += AHEAD * (size_t)blockDim.x) {
+        float o[AHEAD], n[AHEAD];
+#pragma unroll
+        for (int u = 0; u < AHEAD; u++) {
+            size_t x = x0 + (size_t)u * blockDim.x;
+            if (x < all) {
+                size_t at = (size_t)slot[x / (size_t)D] * D + x % (size_t)D;
+                o[u] = obs[at], n[u] = next_obs[at];
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < AHEAD; u++) {
+            size_t x = x0 + (size_t)u * blockDim.x;
+            if (x < all) out.obs[j0 * D + x] = o[u], out.next_obs[j0 * D + x] = n[u];
+        }
     }
 }
 
@@ -418,20 +433,22 @@ static __global__ void sample_kernel(size_t B, pick_args a, int D, const float *
                                      const float *next_obs, const vx_slot_meta *meta, dev_state *ds,
                                      vx_replay_batch out)
 {
-    sample_body(B, a, D, obs, next_obs, meta, ds, out);
+    sample_body<SAMPLE_DRAWS>(B, a, D, obs, next_obs, meta, ds, out);
 }
 
 /* A group's samples (vx_replay_group_sample): member blockIdx.y's draws from its own buffer into
  * its own batch, exactly as sample_kernel draws them alone (its blocks count into its own
- * dev_state, so the last of them advances its own RNG counter). The bounds: with its member's
- * arguments read from memory rather than from the launch's constants the kernel took 112
- * registers a thread, so that an SM held 2 of its 256-thread blocks; a group of 64 at batch 256
- * (2,048 blocks) took 76 µs (H100). At 64 registers (40 bytes spilled) an SM holds 4: 44 µs. */
+ * dev_state, so the last of them advances its own RNG counter). Its blocks take GROUP_DRAWS draws
+ * each: a group's K × B draws fill the device with fewer, fuller blocks (64 members at batch 256:
+ * 512 blocks, not 2,048). The bounds: with its member's arguments read from memory rather than
+ * from the launch's constants the kernel took 112 registers a thread, so that an SM held 2 of its
+ * 256-thread blocks; a group of 64 at batch 256 with 8 draws a block took 76 µs (H100), 44 µs at
+ * 64 registers (40 bytes spilled), 4 blocks an SM. */
 static __global__ void __launch_bounds__(256, 4)
     sample_group_kernel(size_t B, int D, const rc_member *m, const vx_replay_batch *out)
 {
     const rc_member *x = &m[blockIdx.y];
-    sample_body(B, x->pick, D, x->obs, x->next_obs, x->meta, x->ds, out[blockIdx.y]);
+    sample_body<GROUP_DRAWS>(B, x->pick, D, x->obs, x->next_obs, x->meta, x->ds, out[blockIdx.y]);
 }
 
 /* The nodes per level that have children (top-level recomputes stop there). */
@@ -981,7 +998,7 @@ extern "C" vx_status vx_replay_group_sample(vx_replay_group *g, cudaStream_t s, 
 {
     vx_status st = group_ready(g, s, "sample", e);
     if (st) return st;
-    dim3 grid = vx_rc_grid(g->B, SAMPLE_DRAWS);
+    dim3 grid = vx_rc_grid(g->B, GROUP_DRAWS);
     grid.y = (unsigned)g->K;
     sample_group_kernel<<<grid, 256, 0, s>>>(g->B, g->D, g->members, g->out);
     cudaError_t rc = cudaGetLastError();

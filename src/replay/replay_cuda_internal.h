@@ -25,6 +25,7 @@
 #define UPDATE_ENTRIES 64  /* entries a block of the update: few each, spread over many SMs */
 #define TOP_NODES 256      /* tree levels this small are recomputed whole by one block */
 #define SAMPLE_DRAWS 8     /* draws a block of the sample: 8 threads pick, the block gathers */
+#define GROUP_DRAWS 32     /* the same for a group's samples (replay_cuda.cu) */
 #define BLOCK 256
 #define IO_CHUNK ((size_t)8 << 20) /* bytes per pinned staging half for save and load */
 
