@@ -289,8 +289,8 @@ static __global__ void sum_parts_kernel(parts_t parts, int n, size_t len, float 
     if (i >= len) return;
     size_t at = blockIdx.y * s_in + i;
     float s = parts.p[0][at];
-#pragma unroll /* constant indices: the pointers stay in the launch's constants, not a local copy  \
-                */
+    /* constant indices: the pointers stay in the launch's constants, not in a local copy */
+#pragma unroll
     for (int j = 1; j < HEADS; j++)
         if (j < n) s += parts.p[j][at];
     if (y && y[blockIdx.y * sy + i] <= 0.0f) s = 0.0f;
