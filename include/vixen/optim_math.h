@@ -30,6 +30,23 @@ VX_HD static inline vx_adam_step_k vx_adam_constants(double lr, double beta1, do
     return k;
 }
 
+/* The global-norm clip (every backend's): when a positive max_norm is exceeded, the gradient is
+ * scaled by max_norm / norm, rounded to float once; returns whether it clips, *scale 1 if not. */
+VX_HD static inline int vx_clip_scale(double max_norm, double norm, float *scale)
+{
+    int clip = max_norm > 0 && norm > max_norm;
+    *scale = clip ? (float)(max_norm / norm) : 1.0f;
+    return clip;
+}
+
+/* A step's constants and its clip, as a GPU step's kernels hand them on (taken once a member by
+ * the launch that has the norm, read by the launch that steps). */
+typedef struct {
+    vx_adam_step_k k;
+    int clip;    /* the norm exceeds the clip */
+    float scale; /* the clip's factor, when clip */
+} vx_step_consts;
+
 VX_HD static inline void vx_adam_elem(const vx_adam_step_k *k, float *p, float *m, float *v,
                                       float g)
 {

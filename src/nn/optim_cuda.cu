@@ -40,26 +40,19 @@ enum { /* a member's settings, in device memory (vx_optim_view's order) */
 #define SCRATCH (NORM_BLOCKS + 1) /* a member's partial sums, then its arrival counter */
 #define ADAM_PER_THREAD 4         /* elements a thread of the adam launch */
 
-/* A member's step, as sumsq takes it for the adam launch. */
-typedef struct {
-    vx_adam_step_k k;
-    int clip;    /* the norm exceeds the clip */
-    float scale; /* the clip's factor, when clip */
-} step_k;
-
 typedef struct {
     vx_device *dev;
     int K;
     size_t n, stride;
     vx_mem mem;
     float *m, *v;
-    double *hyper;    /* K × N_HYPER */
-    double *norm;     /* K: the last step's norm before clipping */
-    long long *t;     /* K: steps taken */
-    double *scratch;  /* K × SCRATCH (zeroed once) */
-    step_k *sk;       /* K: the step's constants, from sumsq */
-    const double *lr; /* vx_optim_set_controls: K rates in device memory, or NULL */
-    const int *skip;  /* K flags, or NULL */
+    double *hyper;      /* K × N_HYPER */
+    double *norm;       /* K: the last step's norm before clipping */
+    long long *t;       /* K: steps taken */
+    double *scratch;    /* K × SCRATCH (zeroed once) */
+    vx_step_consts *sk; /* K: the step's constants, from sumsq */
+    const double *lr;   /* vx_optim_set_controls: K rates in device memory, or NULL */
+    const int *skip;    /* K flags, or NULL */
 } optim_cuda;
 
 /* The sum of squares' blocks for one member of n elements: about 2,048 elements a block (8 a
@@ -74,7 +67,7 @@ static unsigned norm_blocks(size_t n)
 
 static __global__ void sumsq_kernel(const float *g, size_t n, size_t stride, double *scratch,
                                     double *norm, const long long *tp, const double *hyper,
-                                    const double *lr_dev, step_k *sk, const int *skip)
+                                    const double *lr_dev, vx_step_consts *sk, const int *skip)
 {
     __shared__ double sh[256];
     __shared__ int last;
@@ -124,8 +117,7 @@ static __global__ void sumsq_kernel(const float *g, size_t n, size_t stride, dou
     if (threadIdx.x == 0) {
         double nv = sqrt(sh[0]), max_norm = hyper[(size_t)k * N_HYPER + H_CLIP];
         norm[k] = nv;
-        sk[k].clip = max_norm > 0 && nv > max_norm;
-        sk[k].scale = sk[k].clip ? (float)(max_norm / nv) : 1.0f;
+        sk[k].clip = vx_clip_scale(max_norm, nv, &sk[k].scale);
         *arrived = 0; /* ready for the next launch */
     }
 }
@@ -143,8 +135,8 @@ static unsigned adam_blocks(size_t n)
  * had one element's at a time: the next loads may not pass the stores before them). */
 static __global__ void __launch_bounds__(256)
     adam_kernel(float *__restrict__ p, float *__restrict__ g, float *__restrict__ m,
-                float *__restrict__ v, size_t n, size_t stride, long long *tp, const step_k *sk,
-                const int *skip)
+                float *__restrict__ v, size_t n, size_t stride, long long *tp,
+                const vx_step_consts *sk, const int *skip)
 {
     unsigned k = blockIdx.y;
     if (skip && skip[k]) return;
@@ -157,7 +149,7 @@ static __global__ void __launch_bounds__(256)
         size_t i = i0 + (size_t)u * 256;
         if (i < n) gv[u] = g[i], pv[u] = p[i], mv[u] = m[i], vv[u] = v[i];
     }
-    const step_k c = sk[k];
+    const vx_step_consts c = sk[k];
 #pragma unroll
     for (int u = 0; u < ADAM_PER_THREAD; u++) {
         size_t i = i0 + (size_t)u * 256;
@@ -206,7 +198,7 @@ static vx_status oc_create(const vx_adam_cfg *cfg, const double *max_norm, size_
     if (!st) st = vx_mem_alloc(&o->mem, kk * sizeof(double), &o->norm, e);
     if (!st) st = vx_mem_alloc(&o->mem, kk * sizeof(long long), &o->t, e);
     if (!st) st = vx_mem_alloc(&o->mem, kk * SCRATCH * sizeof(double), &o->scratch, e);
-    if (!st) st = vx_mem_alloc(&o->mem, kk * sizeof(step_k), &o->sk, e);
+    if (!st) st = vx_mem_alloc(&o->mem, kk * sizeof(vx_step_consts), &o->sk, e);
     if (!st) st = vx_cuda_stream_create(dev, &s, e);
     if (st) goto fail;
     VX_CUDA_CHECK(cudaMemsetAsync(o->m, 0, all * sizeof(float), s));

@@ -88,10 +88,9 @@ double vx_grad_clip(float *g, size_t n, double max_norm)
     double s = 0;
     for (size_t i = 0; i < n; i++) s += (double)g[i] * g[i];
     double norm = sqrt(s);
-    if (max_norm > 0 && norm > max_norm) {
-        float k = (float)(max_norm / norm);
+    float k;
+    if (vx_clip_scale(max_norm, norm, &k))
         for (size_t i = 0; i < n; i++) g[i] *= k;
-    }
     return norm;
 }
 

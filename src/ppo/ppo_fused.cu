@@ -50,11 +50,7 @@
 typedef vx_pf_net net;
 
 /* The optimizer step's constants, from the slices' sum (which has the norm) to the step. */
-typedef struct {
-    vx_adam_step_k k;
-    float scale; /* the clip's factor, when clip */
-    int clip;
-} step_consts;
+typedef vx_step_consts step_consts;
 
 /* What the kernels below take for granted of the two overridable sizes. */
 static_assert(THREADS >= 128 && THREADS % 32 == 0,
@@ -452,8 +448,7 @@ static __global__ void __launch_bounds__(SUM_THREADS)
         *o.norm = norm;
         c->k = vx_adam_constants(o.lr ? *o.lr : h[VX_OPTIM_H_LR], h[VX_OPTIM_H_B1],
                                  h[VX_OPTIM_H_B2], h[VX_OPTIM_H_EPS], h[VX_OPTIM_H_WD], *o.t + 1);
-        c->clip = max_norm > 0 && norm > max_norm;
-        c->scale = c->clip ? (float)(max_norm / norm) : 1.0f;
+        c->clip = vx_clip_scale(max_norm, norm, &c->scale);
         *arrived = 0; /* ready for the next launch */
     }
 }
