@@ -193,23 +193,23 @@ static vx_status bwd(const qnet_cuda *q, vx_dense_ctx *c, const vx_dense *d, con
     return vx_dense_backward_group(c, d, &G, P, x, B, dy, g, dx, 0, s, e);
 }
 
-/* One thread per (row, atom) of a branch: the mean over actions, then Q. */
+/* One thread per (row, action, atom) of a branch: the mean over the row's actions (each thread
+ * takes it, in the CPU's order: action 0, 1, …), then its Q. A thread per (row, atom) writing all
+ * of the row's actions had too few threads for a batch of 256 rows (a group's 22 µs, H100). */
 static __global__ void dueling_kernel(const float *v, size_t sv, const float *a, size_t sa,
                                       float *q, size_t sq, int B, int n, int Z, int out_dim,
                                       int offset)
 {
-    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (size_t)B * Z) return;
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nz = (size_t)n * Z;
+    if (t >= (size_t)B * nz) return;
     v += blockIdx.y * sv, a += blockIdx.y * sa, q += blockIdx.y * sq;
-    size_t r = t / (size_t)Z;
-    int z = (int)(t % (size_t)Z);
-    const float *ar = a + r * (size_t)n * Z;
+    size_t r = t / nz;
+    int k = (int)(t % nz) / Z, z = (int)(t % nz) % Z;
+    const float *ar = a + r * nz;
     float mean = 0;
-    for (int k = 0; k < n; k++) mean += ar[k * Z + z]; /* the CPU's order: action 0, 1, … */
+    for (int j = 0; j < n; j++) mean += ar[j * Z + z];
     mean /= (float)n;
-    float vz = v[r * Z + z];
-    float *qr = q + r * (size_t)out_dim + offset;
-    for (int k = 0; k < n; k++) qr[k * Z + z] = vz + ar[k * Z + z] - mean;
+    q[r * (size_t)out_dim + offset + k * Z + z] = v[r * Z + z] + ar[k * Z + z] - mean;
 }
 
 static vx_status qc_forward(void *impl, const float *P, const float *x, int B, vx_stream vs,
@@ -245,9 +245,9 @@ static vx_status qc_forward(void *impl, const float *P, const float *x, int B, v
                      hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->done[0], 0));
-        dueling_kernel<<<grid_for(q, n), 256, 0, hs>>>(q->v, q->s_v, q->a[d], q->s_a[d], q->q,
-                                                       q->S.q, B, c->branch[d], Z, L->out_dim,
-                                                       L->out_offset[d]);
+        dueling_kernel<<<grid_for(q, n * c->branch[d]), 256, 0, hs>>>(
+            q->v, q->s_v, q->a[d], q->s_a[d], q->q, q->S.q, B, c->branch[d], Z, L->out_dim,
+            L->out_offset[d]);
         VX_CUDA_LAUNCH_CHECK(hs);
         VX_CUDA_CHECK(cudaEventRecord(q->done[1 + d], hs));
     }
@@ -256,23 +256,23 @@ fail:
     return st;
 }
 
-/* dueling backward for branch d, one thread per (row, atom): dA = dQ − mean_a dQ; this branch's
- * part of dV is Σ_a dQ (the parts are added in branch order afterwards, like the CPU's sum) */
+/* dueling backward for branch d, one thread per (row, action, atom): dA = dQ − mean_a dQ; this
+ * branch's part of dV is Σ_a dQ (action 0's thread writes it; the parts are added in branch order
+ * afterwards, like the CPU's sum). Every thread of a row takes the sum in the same order. */
 static __global__ void dueling_bwd_kernel(const float *dq, size_t sq, float *dv, size_t sv,
                                           float *da, size_t sa, int B, int n, int Z, int out_dim,
                                           int offset)
 {
-    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= (size_t)B * Z) return;
+    size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nz = (size_t)n * Z;
+    if (t >= (size_t)B * nz) return;
     dq += blockIdx.y * sq, dv += blockIdx.y * sv, da += blockIdx.y * sa;
-    size_t r = t / (size_t)Z;
-    int z = (int)(t % (size_t)Z);
+    size_t r = t / nz;
+    int k = (int)(t % nz) / Z, z = (int)(t % nz) % Z;
     const float *g = dq + r * (size_t)out_dim + offset;
     float sum = 0;
-    for (int k = 0; k < n; k++) sum += g[k * Z + z];
-    dv[r * Z + z] = sum;
-    float *ga = da + r * (size_t)n * Z;
-    for (int k = 0; k < n; k++) ga[k * Z + z] = g[k * Z + z] - sum / (float)n;
+    for (int j = 0; j < n; j++) sum += g[j * Z + z];
+    if (k == 0) dv[r * Z + z] = sum;
+    da[r * nz + k * Z + z] = g[k * Z + z] - sum / (float)n;
 }
 
 /* out = (parts[0] + parts[1] + … + parts[n−1]) · k, added in that order; the parts of a member
@@ -325,9 +325,9 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         cudaStream_t hs = q->hs[1 + d];
         size_t n = (size_t)B * Z;
         VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->fork, 0));
-        dueling_bwd_kernel<<<grid_for(q, n), 256, 0, hs>>>(dq, q->S.q, q->dv_b[d], q->s_dv,
-                                                           q->da_b[d], q->s_da, B, c->branch[d], Z,
-                                                           L->out_dim, L->out_offset[d]);
+        dueling_bwd_kernel<<<grid_for(q, n * c->branch[d]), 256, 0, hs>>>(
+            dq, q->S.q, q->dv_b[d], q->s_dv, q->da_b[d], q->s_da, B, c->branch[d], Z, L->out_dim,
+            L->out_offset[d]);
         VX_CUDA_LAUNCH_CHECK(hs);
         VX_CUDA_CHECK(cudaEventRecord(q->dv_done[d], hs));
         st = bwd(q, q->hd[1 + d], &L->adv2[d], P, q->a1[d], q->s_v1, B, q->da_b[d], q->s_da, g,

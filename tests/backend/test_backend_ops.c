@@ -470,6 +470,15 @@ static const test_case cases[] = {
     {"dense 51x256 B=1024", 1e-5, 51, 256, 1024, run_dense_case},
     {"dense 256x15 B=37", 1e-5, 256, 15, 37, run_dense_case},
     {"dense 64x765 B=1", 1e-5, 64, 765, 1, run_dense_case},
+    /* outputs ≤ 16 and inputs ≤ 256: dense_cuda.cu's own kernels (one output; a head's; at the
+     * limit; tiles of 16 rows past 128 inputs, several of them); 300 inputs: cuBLASLt again */
+    {"dense 160x3 B=300", 1e-5, 160, 3, 300, run_dense_case},
+    {"dense 300x9 B=20", 1e-5, 300, 9, 20, run_dense_case},
+    {"dense 64x1 B=300", 1e-5, 64, 1, 300, run_dense_case},
+    {"dense 64x9 B=1024", 1e-5, 64, 9, 1024, run_dense_case},
+    {"dense 37x16 B=5", 1e-5, 37, 16, 5, run_dense_case},
+    {"dense group 5 x 64x9 B=37", 1e-5, 64, 9, 37, run_dense_group},
+    {"dense group 64x3 unaligned", 1e-5, 64, 3, 33, run_dense_group_unaligned},
     {"dense group 5 x 45x160 B=64", 1e-5, 45, 160, 64, run_dense_group},
     {"dense group 5 x 160x27 B=37", 1e-5, 160, 27, 37, run_dense_group},
     {"dense group 45x160 unaligned", 1e-5, 45, 160, 64, run_dense_group_unaligned},
