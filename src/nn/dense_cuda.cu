@@ -533,6 +533,7 @@ static vx_status small_dgrad(const vx_dense *d, const vx_dense_group *G, const f
     vx_status st = VX_OK;
     int R = SMALL_TILE(d->in);
     size_t shm = ((size_t)d->in * SMALL_WS(d->out) + (size_t)R * d->out) * sizeof(float);
+    if (B == 0) return VX_OK; /* no rows of dx; a grid of no blocks is a launch error */
     small_dgrad_kernel<<<dim3((unsigned)((B + R - 1) / R), (unsigned)G->K), SMALL_THREADS, shm,
                          s>>>(P, d->w, G->p, dy, G->dy, dx, G->dx, d->in, d->out, B, accumulate);
     VX_CUDA_LAUNCH_CHECK(s);
