@@ -130,7 +130,8 @@ static void run_dense_case(vx_device *dev, uint64_t seed, int a, int b, int c, r
  * at strides of their own). The floats between members hold a sentinel that must survive; the
  * context first runs member 0 alone, so a plan kept for the layer alone and taken for the group
  * computes one member only. With `pad` 2 the members' parameters are 8 bytes apart from 16-byte
- * alignment, which takes cuBLASLt's plain GEMM and the bias kernels of dense_cuda.cu. */
+ * alignment, which takes cuBLASLt's plain GEMM and the bias kernels of dense_cuda.cu (a layer of
+ * more than 16 outputs; smaller ones take dense_cuda.cu's own kernels at any alignment). */
 
 #define GROUP_SENTINEL 4242.0f
 
@@ -470,9 +471,13 @@ static const test_case cases[] = {
     {"dense 51x256 B=1024", 1e-5, 51, 256, 1024, run_dense_case},
     {"dense 256x15 B=37", 1e-5, 256, 15, 37, run_dense_case},
     {"dense 64x765 B=1", 1e-5, 64, 765, 1, run_dense_case},
-    /* outputs ≤ 16 and inputs ≤ 256: dense_cuda.cu's own kernels (one output; a head's; at the
-     * limit; tiles of 16 rows past 128 inputs, several of them); 300 inputs: cuBLASLt again */
+    /* outputs ≤ 16 and inputs ≤ 256: dense_cuda.cu's own kernels, every tile (64 rows up to 64
+     * inputs, 32 up to 128, 16 past it; a partial tile; one row at the most shared memory); one
+     * output, a head's, 16 at the limit; 300 inputs: cuBLASLt again */
     {"dense 160x3 B=300", 1e-5, 160, 3, 300, run_dense_case},
+    {"dense 100x16 B=33", 1e-5, 100, 16, 33, run_dense_case},
+    {"dense 128x5 B=65", 1e-5, 128, 5, 65, run_dense_case},
+    {"dense 256x16 B=1", 1e-5, 256, 16, 1, run_dense_case},
     {"dense 300x9 B=20", 1e-5, 300, 9, 20, run_dense_case},
     {"dense 64x1 B=300", 1e-5, 64, 1, 300, run_dense_case},
     {"dense 64x9 B=1024", 1e-5, 64, 9, 1024, run_dense_case},

@@ -330,16 +330,21 @@ static int mem_record(const vx_epoch_report *r, void *ctx)
 {
     mem_trace *m = ctx;
     if (r->epoch == 20 || r->epoch == 200) {
-        int k = r->epoch == 200, dev;
+        int k = r->epoch == 200, dev, pools = 0;
         size_t f, t;
         unsigned long long pool_used = 0, graph_used = 0;
         cudaMemPool_t pool;
         vx_device_mem dm;
         vx_device_memory(g_dev, &dm);
         assert_int_equal(cudaGetDevice(&dev), cudaSuccess);
-        assert_int_equal(cudaDeviceGetDefaultMemPool(&pool, dev), cudaSuccess);
-        assert_int_equal(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &pool_used),
+        assert_int_equal(cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, dev),
                          cudaSuccess);
+        if (pools) { /* without pools the context takes cudaMalloc (device_cuda.cu) */
+            assert_int_equal(cudaDeviceGetDefaultMemPool(&pool, dev), cudaSuccess);
+            assert_int_equal(
+                cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &pool_used),
+                cudaSuccess);
+        }
         assert_int_equal(
             cudaDeviceGetGraphMemAttribute(dev, cudaGraphMemAttrUsedMemCurrent, &graph_used),
             cudaSuccess);
@@ -379,7 +384,7 @@ static void test_200_epochs_do_not_grow(void **state)
            m.reserved[0] / 1e6, m.reserved[1] / 1e6, m.pool[0] / 1e6, m.pool[1] / 1e6,
            m.graph[0] / 1e6, m.graph[1] / 1e6, m.rss[0], m.rss[1], m.device[0] / 1e6,
            m.device[1] / 1e6);
-    assert_true(m.reserved[0] > 0 && m.pool[0] > 0);
+    assert_true(m.reserved[0] > 0);
     assert_true(m.reserved[1] <= m.reserved[0]);
     assert_true(m.pool[1] <= m.pool[0]);
     assert_true(m.graph[1] <= m.graph[0]);
