@@ -75,6 +75,10 @@ typedef struct {
     double collect_s;                   /* time spent collecting (device time on a GPU) */
     double metric[VX_ALGO_MAX_METRICS]; /* the algorithm's metrics, in its table's order; NaN:
                                          * none this epoch */
+    /* Non-empty: this run's learning produced numbers that are not finite (a loss, a gradient
+     * norm) and can only go on from garbage; the run stops with this message (VX_ERR_DIVERGED).
+     * It is one run's alone: a group's other members go on. */
+    char diverged[256];
 } vx_epoch_out;
 
 /* A greedy policy for evaluation: actions (n × VX_ACTION_BRANCHES) for n observations (n × D),

@@ -25,7 +25,8 @@ typedef enum {
     VX_ERR_NOMEM,
     VX_ERR_NOT_FOUND,
     VX_ERR_CUDA,
-    VX_ERR_STOPPED, /* stopped on request (an interrupt) before the work was done */
+    VX_ERR_STOPPED,  /* stopped on request (an interrupt) before the work was done */
+    VX_ERR_DIVERGED, /* a training's numbers (its loss, its gradients) are no longer finite */
 } vx_status;
 
 const char *vx_status_name(vx_status s);

@@ -372,6 +372,13 @@ static void result_out(const dqn_algo *a, const dqn_plan *p, const dqn_result *r
     m[M_EPSILON] = p->eps;
     m[M_BETA] = p->beta;
     m[M_UPDATES_PER_S] = done && r.learn_s > 0 ? r.updates / r.learn_s : 0;
+    if (done && !(isfinite(r.loss) && isfinite(r.grad_norm)))
+        snprintf(out->diverged, sizeof out->diverged,
+                 "dqn: the learning diverged: over this epoch's %lld updates the mean loss is %g "
+                 "and the gradient norm %g. Lower dqn.lr, use dqn.loss=huber, or scale the "
+                 "rewards down (env.reward_scale)",
+                 (long long)r.updates, isnan(r.loss) ? NAN : r.loss,
+                 isnan(r.grad_norm) ? NAN : r.grad_norm); /* "nan", not glibc's "-nan" */
 }
 
 static vx_status epoch(vx_algo *a0, const vx_epoch_in *in, vx_epoch_out *out, vx_err *e)

@@ -283,6 +283,15 @@ static vx_status epoch(vx_algo *a0, const vx_epoch_in *in, vx_epoch_out *out, vx
     m[M_GRAD_NORM] = r.grad_norm;
     m[M_LR] = p.lr;
     m[M_UPDATES_PER_S] = r.learn_s > 0 ? r.updates / r.learn_s : 0;
+    if (r.updates > 0 && !(isfinite(r.pg_loss) && isfinite(r.v_loss) && isfinite(r.grad_norm)))
+        snprintf(
+            out->diverged, sizeof out->diverged,
+            "ppo: the learning diverged: over this epoch's %lld updates the policy loss is %g, "
+            "the value loss %g and the gradient norm %g. Lower ppo.lr or scale the rewards "
+            "down (env.reward_scale)",
+            (long long)r.updates, isnan(r.pg_loss) ? NAN : r.pg_loss,
+            isnan(r.v_loss) ? NAN : r.v_loss, /* "nan", not glibc's "-nan" */
+            isnan(r.grad_norm) ? NAN : r.grad_norm);
     return VX_OK;
 }
 

@@ -393,6 +393,9 @@ static vx_status train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx
         for (int i = 0; i < VX_ALGO_MAX_METRICS; i++) out.metric[i] = NAN;
         if (!st && r->group) st = vx_train_group_epoch(r->group, r->member, &in, &out, e);
         else if (!st) st = r->ops->epoch(r->algo, &in, &out, e);
+        if (!st && out.diverged[0]) /* before this epoch's weights are validated or saved */
+            st = vx_err_set(e, VX_ERR_DIVERGED, "train: epoch %d of %d: %s", r->epoch + 1,
+                            c->epochs, out.diverged);
         if (st) break;
         r->epoch++;
         r->env_steps += out.env_steps;

@@ -22,6 +22,7 @@ const char *vx_status_name(vx_status s)
     case VX_ERR_NOT_FOUND: return "not found";
     case VX_ERR_CUDA: return "cuda error";
     case VX_ERR_STOPPED: return "stopped";
+    case VX_ERR_DIVERGED: return "diverged";
     }
     return "unknown status";
 }

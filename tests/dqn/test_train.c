@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static vx_dqn_settings *dqn_of(vx_train_cfg *c) { return vx_train_algo_settings(c, "dqn"); }
 
@@ -446,6 +447,57 @@ static void test_patience_and_warnings(void **state)
     assert_int_equal(atoi(vx_safetensors_meta(&s, "epoch")), last);
     vx_safetensors_free(&s);
     vx_eval_report_free(&r);
+    th_rmtree(dir);
+}
+
+/* A run whose learning stops being finite stops there, with an error that names the epoch and the
+ * numbers, before that epoch's weights are validated or saved. Rewards scaled up by 1e30 (each
+ * reward past 1e30 in float32): under MSE the squared TD errors overflow to inf in the first
+ * epoch with updates; under Huber (linear past kappa) the same run's loss stays finite (about
+ * 1e29 on the CLI) and must not be taken for a divergence. PPO with rewards past the double
+ * range gets NaN advantages. */
+static void test_diverging_runs_stop_with_their_numbers(void **state)
+{
+    (void)state;
+    char dir[64], p[128];
+    vx_err e;
+    vx_train_cfg c;
+    th_tmpdir(dir, sizeof dir);
+    tiny(&c, dir);
+    c.env.reward_scale = 1e-30;
+    dqn_of(&c)->learner.loss = VX_LOSS_MSE;
+    assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, NULL, &e), VX_ERR_DIVERGED);
+    printf("dqn, MSE: %s\n", e.msg);
+    assert_non_null(strstr(e.msg, "epoch 1 of 4"));
+    assert_non_null(strstr(e.msg, "mean loss is inf"));
+    assert_non_null(strstr(e.msg, "dqn.lr"));
+    snprintf(p, sizeof p, "%s/checkpoint/latest.safetensors", dir);
+    assert_int_not_equal(access(p, F_OK), 0); /* nothing saved from the diverged epoch */
+    th_rmtree(dir);
+
+    th_tmpdir(dir, sizeof dir);
+    tiny(&c, dir);
+    c.env.reward_scale = 1e-30;
+    dqn_of(&c)->learner.loss = VX_LOSS_HUBER;
+    vx_eval_report r;
+    assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, &r, &e), VX_OK);
+    vx_eval_report_free(&r);
+    th_rmtree(dir);
+
+    th_tmpdir(dir, sizeof dir);
+    vx_train_cfg_default(&c);
+    c.algo = 1; /* ppo */
+    assert_ptr_equal(vx_train_algo(&c), &vx_algo_ppo);
+    vx_ppo_settings *s = vx_train_algo_settings(&c, "ppo");
+    c.synth_days = 12, c.env.episode_len = 60, c.envs = 16, c.steps_per_epoch = 40;
+    c.epochs = 3, c.eval_every = 1, c.checkpoint_every = 1;
+    s->minibatches = 4, s->update_epochs = 2, s->trunk[0] = s->trunk[1] = 32;
+    snprintf(c.run_dir, sizeof c.run_dir, "%s", dir);
+    c.env.reward_scale = 1e-300;
+    assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, NULL, &e), VX_ERR_DIVERGED);
+    printf("ppo, rewards past the double range: %s\n", e.msg);
+    assert_non_null(strstr(e.msg, "epoch 1 of 3"));
+    assert_non_null(strstr(e.msg, "ppo.lr"));
     th_rmtree(dir);
 }
 
@@ -1858,6 +1910,7 @@ int main(void)
         cmocka_unit_test(test_best_checkpoint_protects_a_long_run),
         cmocka_unit_test(test_planned_length_does_not_change_early_epochs),
         cmocka_unit_test(test_patience_and_warnings),
+        cmocka_unit_test(test_diverging_runs_stop_with_their_numbers),
         cmocka_unit_test(test_validation_and_checkpoint_cadence),
         cmocka_unit_test(test_patience_counted_from_the_best_and_across_resume),
         cmocka_unit_test(test_a_tie_is_not_a_better_validation),
