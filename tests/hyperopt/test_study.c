@@ -345,6 +345,52 @@ static void test_pruning_median_of_best_so_far(void **state)
     th_rmtree(dir);
 }
 
+/* A trial whose learning diverges fails with its run's message, alone: the study goes on with
+ * the others. Rewards scaled up by 1e30 under MSE give an inf loss in the first epoch with
+ * updates (test_train's divergence test); the space chooses that scale or the data's (0) per
+ * trial, so exactly the trials with 1.0e-30 must fail. */
+static void test_a_diverging_trial_fails_alone(void **state)
+{
+    (void)state;
+    char dir[64];
+    th_tmpdir(dir, sizeof dir);
+    const char *space = "env.reward_scale: {type: categorical, values: [1.0e-30, 0]}\n"
+                        "dqn.lr: {type: logfloat, low: 1.0e-4, high: 3.0e-3}\n";
+    vx_study_cfg c;
+    small_cfg(&c, 4, 1, 2);
+    vx_train_cfg *base = small_base();
+    vx_err e;
+    if (vx_train_cfg_set(base, "dqn.loss", "mse", "test", &e)) fail_msg("%s", e.msg);
+    vx_study *s;
+    vx_status st = vx_study_create(dir, &c, space, strlen(space), base, &s, &e);
+    free(base);
+    if (st) fail_msg("%s", e.msg);
+    st = vx_study_run(s, NULL, NULL, NULL, NULL, &e);
+    vx_study_close(s);
+    if (st) fail_msg("%s", e.msg);
+    size_t n;
+    vx_trial *t = trials_of(dir, &n);
+    int failed = 0, done = 0;
+    for (size_t i = 0; i < n; i++) {
+        int scaled = strstr(t[i].params, "env.reward_scale=1.0e-30") != NULL;
+        printf("trial %zu: %s, %s\n", i, vx_trial_status_name(t[i].status),
+               scaled ? "rewards scaled by 1e30" : "the data's scale");
+        if (scaled) {
+            assert_int_equal(t[i].status, VX_TRIAL_FAILED);
+            assert_non_null(strstr(t[i].error, "dqn: the learning diverged"));
+            assert_true(isnan(t[i].objective));
+            failed++;
+        } else {
+            assert_int_equal(t[i].status, VX_TRIAL_DONE);
+            assert_true(isfinite(t[i].objective));
+            done++;
+        }
+    }
+    free(t);
+    assert_true(failed >= 1 && done >= 1);
+    th_rmtree(dir);
+}
+
 /* ---- a study killed at a spread of points, then resumed ----------------------------------------
  */
 
@@ -1754,6 +1800,7 @@ int main(void)
         cmocka_unit_test(test_outputs_and_a_stop),
         cmocka_unit_test(test_kill_and_resume),
         cmocka_unit_test(test_command_errors),
+        cmocka_unit_test(test_a_diverging_trial_fails_alone),
         cmocka_unit_test(test_rank_cpu_share),
         cmocka_unit_test(test_halved_batch),
         cmocka_unit_test(test_store_without_the_rank_column),
