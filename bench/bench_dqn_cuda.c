@@ -17,6 +17,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The median of n timings (sorted in place). */
+static float median(float *t, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && t[j] < t[j - 1]; j--) {
+            float x = t[j];
+            t[j] = t[j - 1], t[j - 1] = x;
+        }
+    return t[n / 2];
+}
+
 int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
 {
     if (max < 1) return 0;
@@ -87,17 +98,13 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
                 cudaEventElapsedTime(&ms[i], e0, e1);
             }
             if (ok) {
-                for (int i = 1; i < 200; i++)
-                    for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
-                        float x = ms[j];
-                        ms[j] = ms[j - 1], ms[j - 1] = x;
-                    }
+                float mid = median(ms, 200);
                 vx_bench_result *x = &out[n++];
                 memset(x, 0, sizeof *x);
                 snprintf(x->name, sizeof x->name, "gpu_dqn_update_b%d%s", batches[k],
                          dc.tf32 ? "_tf32" : "");
                 snprintf(x->unit, sizeof x->unit, "us");
-                x->items = batches[k], x->seconds = ms[100] * 1e-3, x->value = ms[100] * 1e3;
+                x->items = batches[k], x->seconds = mid * 1e-3, x->value = mid * 1e3;
                 x->target = batches[k] == 1024 ? 50 : 0;
                 x->lower_is_better = 1;
             } else if (log) {
@@ -112,19 +119,15 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
                     cudaEventSynchronize(e1);
                     cudaEventElapsedTime(&lm[i], e0, e1);
                 }
-                for (int i = 1; ok && i < 5; i++)
-                    for (int j = i; j > 0 && lm[j] < lm[j - 1]; j--) {
-                        float x = lm[j];
-                        lm[j] = lm[j - 1], lm[j - 1] = x;
-                    }
                 if (ok) {
+                    float mid = median(lm, 5);
                     vx_bench_result *x = &out[n++];
                     memset(x, 0, sizeof *x);
                     snprintf(x->name, sizeof x->name, "gpu_dqn_update_b%d%s_in_loop", batches[k],
                              dc.tf32 ? "_tf32" : "");
                     snprintf(x->unit, sizeof x->unit, "us");
-                    x->items = (double)batches[k] * LOOP, x->seconds = lm[2] * 1e-3;
-                    x->value = lm[2] * 1e3 / LOOP;
+                    x->items = (double)batches[k] * LOOP, x->seconds = mid * 1e-3;
+                    x->value = mid * 1e3 / LOOP;
                     x->lower_is_better = 1;
                 } else if (log) {
                     fprintf(log, "bench: %s\n", e.msg);
