@@ -2,8 +2,9 @@
  * Adam) from the same weights and batch as vx_dqn_update on the CPU: loss, priorities, gradients
  * and new weights agree to 1e-4 relative (float32 both, TF32 off), for Huber and C51; two updates
  * of the CUDA learner itself on a fixed batch against the float64 reference (dqn_ref64.c) the
- * CPU learner's test uses; the captured graph against the eager kernels. Skipped (77) without a
- * GPU. */
+ * CPU learner's test uses; the learner's updates against the CPU learner's on the default network,
+ * in float32 and in TF32; the captured graph against the eager kernels, in float32 and TF32.
+ * Skipped (77) without a GPU. */
 #include "helpers.h"
 #include "dqn_ref64.h"
 #include "vixen/cuda_util.h"
@@ -252,18 +253,115 @@ static void test_learner_by_hand_one_step_unclipped(void **state)
     learner_by_hand(0);
 }
 
+/* The CUDA learner's own updates (dqn_learner_update_batch) against the CPU learner's
+ * (vx_dqn_update) from the same weights and batches, on the default network (the by-hand test's
+ * is a tiny one), two updates of 128 samples. In float32 (TF32 off) each update's mean loss,
+ * gradient norm and priorities, and the weights after it, within 1e-4 relative (one_update's
+ * bar); the rate is 1e-3, so that the second update starts from weights about 1e-3 away from the
+ * first's. With TF32 learning (dqn.tf32 = 1) the losses, norms and priorities move off the CPU's
+ * by more than float32 rounding (the switch took effect) and less than 1e-2. */
+static void learner_against_cpu(int tf32)
+{
+    vx_dqn_cfg dc;
+    vx_dqn_cfg_default(&dc);
+    dc.batch = 128;
+    dc.adam.lr = 1e-3;
+    vx_qnet_cfg qc;
+    vx_qnet_cfg_default(&qc);
+    vx_dqn d;
+    vx_err e;
+    assert_int_equal(vx_dqn_create(&dc, &qc, 6, &d, &e), VX_OK);
+    const int B = 128, D = VX_OBS_DIM, A = VX_ACTION_BRANCHES;
+    size_t np = d.L.n_params;
+    vx_rng g = vx_rng_make(21, 0, 0);
+    for (size_t i = 0; i < np; i++) d.target[i] += 0.01f * (float)vx_rng_normal(&g); /* ≠ online */
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    dqn_learner *gl;
+    dc.tf32 = tf32;
+    if (dqn_learner_create(&dc, &d.L, &d.shape, d.online, NULL, g_dev, s, &gl, &e))
+        fail_msg("learner: %s", e.msg);
+    float *zero = calloc(np, 4);
+    int64_t t0 = 0;
+    assert_int_equal(dqn_learner_load_state(gl, d.online, d.target, zero, zero, &t0, 0, &e), VX_OK);
+    float *obs = malloc((size_t)B * D * 4), *nx = malloc((size_t)B * D * 4), *rw = malloc(B * 4);
+    float *w = malloc(B * 4), *on = malloc(np * 4), *tg = malloc(np * 4), *m = malloc(np * 4);
+    float *v = malloc(np * 4), *pr = malloc(B * 4), *d_pr;
+    int32_t *a = malloc((size_t)B * A * 4);
+    uint8_t *te = malloc(B), *tu = malloc(B), *sp = malloc(B);
+    CK(cudaMalloc((void **)&d_pr, B * 4));
+    for (int u = 0; u < 2; u++) {
+        for (int i = 0; i < B * D; i++)
+            obs[i] = (float)vx_rng_normal(&g), nx[i] = (float)vx_rng_normal(&g);
+        for (int i = 0; i < B; i++) {
+            rw[i] = (float)vx_rng_normal(&g), w[i] = 0.2f + 0.8f * vx_rng_uniform(&g);
+            a[i * A] = (int32_t)vx_rng_below(&g, 9), a[i * A + 1] = (int32_t)vx_rng_below(&g, 3);
+            a[i * A + 2] = (int32_t)vx_rng_below(&g, 3);
+            te[i] = i % 11 == 0, tu[i] = i % 7 == 0, sp[i] = (uint8_t)(1 + i % 3);
+        }
+        vx_replay_batch db = {dup_dev(obs, (size_t)B * D * 4),
+                              dup_dev(nx, (size_t)B * D * 4),
+                              dup_dev(a, (size_t)B * A * 4),
+                              dup_dev(rw, B * 4),
+                              dup_dev(te, B),
+                              dup_dev(tu, B),
+                              dup_dev(sp, B),
+                              dup_dev(w, B * 4),
+                              NULL,
+                              NULL};
+        vx_replay_batch hb = {obs, nx, a, rw, te, tu, sp, w, NULL, NULL};
+        vx_dqn_update_stats cs;
+        vx_dqn_update(&d, &hb, B, &cs);
+        vx_status st = dqn_learner_update_batch(gl, &db, d_pr, &e);
+        if (st) fail_msg("update %d: %s", u, e.msg);
+        assert_int_equal(dqn_learner_stats_fetch(gl, &e), VX_OK);
+        int64_t t = 0;
+        assert_int_equal(dqn_learner_copy_state(gl, on, tg, m, v, &t, &e), VX_OK);
+        CK(cudaMemcpyAsync(pr, d_pr, B * 4, cudaMemcpyDeviceToHost, s));
+        CK(cudaStreamSynchronize(s));
+        dqn_learner_acc acc;
+        assert_int_equal(dqn_learner_stats_read(gl, &acc, &e), VX_OK);
+        double el = fabs(acc.loss - cs.loss) / fabs(cs.loss);
+        double en = fabs(acc.grad_norm - cs.grad_norm) / cs.grad_norm;
+        double ep = rel_l2(pr, d.priority, (size_t)B), ew = rel_l2(on, d.online, np);
+        printf("learner against the CPU, %s, update %d: loss %.9g vs %.9g (%.2g), norm %.2g, "
+               "priorities %.2g, weights %.2g\n",
+               tf32 ? "TF32" : "float32", u + 1, acc.loss, cs.loss, el, en, ep, ew);
+        if (!tf32) {
+            assert_true(el < 1e-4 && en < 1e-4 && ep < 1e-4 && ew < 1e-4);
+        } else {
+            assert_true(el > 1e-7 && el < 1e-2 && en < 1e-2 && ep < 1e-2);
+        }
+        cudaFree(db.obs), cudaFree(db.next_obs), cudaFree(db.actions), cudaFree(db.rewards);
+        cudaFree(db.terminated), cudaFree(db.truncated), cudaFree(db.steps), cudaFree(db.weights);
+    }
+    cudaFree(d_pr);
+    free(obs), free(nx), free(rw), free(w), free(on), free(tg), free(m), free(v), free(pr);
+    free(a), free(te), free(tu), free(sp), free(zero);
+    dqn_learner_free(gl);
+    cudaStreamDestroy(s);
+    vx_dqn_free(&d);
+}
+
+static void test_learner_against_cpu(void **state)
+{
+    (void)state;
+    learner_against_cpu(0);
+    learner_against_cpu(1);
+}
+
 /* Two learners from the same weights over two identically filled device buffers: one runs the
  * captured loop, the other issues the same kernels one by one. 60 updates (target copies every
  * 25, the host's in the eager learner, the loop's own in the graph) in launches of 1, 20, 10 and
  * 29 updates, so both copies (after updates 25 and 50) fall inside launches: the weights are
  * bit-identical (a copy skipped, made one update early or late, or a launch making one update too
  * many or too few, would not be). */
-static void test_graph_equals_eager(void **state)
+static void graph_equals_eager(int tf32)
 {
-    (void)state;
     vx_dqn_cfg dc;
     vx_dqn_cfg_default(&dc);
     dc.batch = 256;
+    dc.tf32 = tf32;
     dc.target_every = 25;
     vx_qnet_cfg qc;
     vx_qnet_cfg_default(&qc);
@@ -326,9 +424,9 @@ static void test_graph_equals_eager(void **state)
     assert_int_equal(vx_replay_stats_get(r1, &st1, NULL, &e), VX_OK);
     assert_int_equal(vx_replay_stats_get(r2, &st2, NULL, &e), VX_OK);
     assert_true(st1.total == st2.total && st1.max_priority == st2.max_priority);
-    printf("60 updates, graph (launches of 1, 20, 10, 29) vs eager: weights bit-identical; replay "
-           "totals %.17g and %.17g\n",
-           st1.total, st2.total);
+    printf("60 updates%s, graph (launches of 1, 20, 10, 29) vs eager: weights bit-identical; "
+           "replay totals %.17g and %.17g\n",
+           tf32 ? " in TF32" : "", st1.total, st2.total);
     dqn_learner_free(g1), dqn_learner_free(g2);
     vx_replay_free(r1), vx_replay_free(r2);
     cudaStreamDestroy(s1), cudaStreamDestroy(s2);
@@ -336,6 +434,13 @@ static void test_graph_equals_eager(void **state)
     cudaFree((void *)t.rewards), cudaFree((void *)t.terminated), cudaFree((void *)t.truncated);
     free(o), free(r), free(a), free(f), free(w1), free(w2);
     vx_dqn_free(&cpu);
+}
+
+static void test_graph_equals_eager(void **state)
+{
+    (void)state;
+    graph_equals_eager(0);
+    graph_equals_eager(1);
 }
 
 int main(void)
@@ -356,6 +461,7 @@ int main(void)
         cmocka_unit_test(test_update_matches_cpu),
         cmocka_unit_test(test_learner_by_hand_multi_step_clipped),
         cmocka_unit_test(test_learner_by_hand_one_step_unclipped),
+        cmocka_unit_test(test_learner_against_cpu),
         cmocka_unit_test(test_graph_equals_eager),
     };
     int failed = cmocka_run_group_tests_name("dqn_cuda", tests, NULL, NULL);

