@@ -43,6 +43,67 @@ static double rel_l2(const float *a, const float *b, size_t n)
     return den > 0 ? sqrt(num / den) : sqrt(num);
 }
 
+/* B random transitions of D-float observations in host memory, drawn from g: normal
+ * observations and rewards, IS weights in [0.2, 1), uniform actions, every 11th row terminated,
+ * every 7th truncated, 1–3 steps. */
+static vx_replay_batch random_batch(vx_rng *g, int B, int D)
+{
+    const int A = VX_ACTION_BRANCHES;
+    vx_replay_batch b = {malloc((size_t)B * D * 4),
+                         malloc((size_t)B * D * 4),
+                         malloc((size_t)B * A * 4),
+                         malloc((size_t)B * 4),
+                         malloc((size_t)B),
+                         malloc((size_t)B),
+                         malloc((size_t)B),
+                         malloc((size_t)B * 4),
+                         NULL,
+                         NULL};
+    float *obs = (float *)b.obs, *nx = (float *)b.next_obs, *rw = (float *)b.rewards;
+    float *w = (float *)b.weights;
+    int32_t *a = (int32_t *)b.actions;
+    uint8_t *te = (uint8_t *)b.terminated, *tu = (uint8_t *)b.truncated, *sp = (uint8_t *)b.steps;
+    for (int i = 0; i < B * D; i++)
+        obs[i] = (float)vx_rng_normal(g), nx[i] = (float)vx_rng_normal(g);
+    for (int i = 0; i < B; i++) {
+        rw[i] = (float)vx_rng_normal(g), w[i] = 0.2f + 0.8f * vx_rng_uniform(g);
+        a[i * A] = (int32_t)vx_rng_below(g, 9), a[i * A + 1] = (int32_t)vx_rng_below(g, 3);
+        a[i * A + 2] = (int32_t)vx_rng_below(g, 3);
+        te[i] = i % 11 == 0, tu[i] = i % 7 == 0, sp[i] = (uint8_t)(1 + i % 3);
+    }
+    return b;
+}
+
+/* h's B rows (D-float observations) copied into device memory (index and gen left NULL). */
+static vx_replay_batch device_batch(const vx_replay_batch *h, int B, int D)
+{
+    vx_replay_batch b = {dup_dev(h->obs, (size_t)B * D * 4),
+                         dup_dev(h->next_obs, (size_t)B * D * 4),
+                         dup_dev(h->actions, (size_t)B * VX_ACTION_BRANCHES * 4),
+                         dup_dev(h->rewards, (size_t)B * 4),
+                         dup_dev(h->terminated, (size_t)B),
+                         dup_dev(h->truncated, (size_t)B),
+                         dup_dev(h->steps, (size_t)B),
+                         dup_dev(h->weights, (size_t)B * 4),
+                         NULL,
+                         NULL};
+    return b;
+}
+
+static void free_device_batch(vx_replay_batch *b)
+{
+    cudaFree((void *)b->obs), cudaFree((void *)b->next_obs), cudaFree((void *)b->actions);
+    cudaFree((void *)b->rewards), cudaFree((void *)b->terminated), cudaFree((void *)b->truncated);
+    cudaFree((void *)b->steps), cudaFree((void *)b->weights);
+}
+
+static void free_host_batch(vx_replay_batch *b)
+{
+    free((void *)b->obs), free((void *)b->next_obs), free((void *)b->actions);
+    free((void *)b->rewards), free((void *)b->terminated), free((void *)b->truncated);
+    free((void *)b->steps), free((void *)b->weights);
+}
+
 static void one_update(int loss)
 {
     vx_dqn_cfg dc;
@@ -60,35 +121,13 @@ static void one_update(int loss)
     size_t np = d.L.n_params;
     vx_rng g = vx_rng_make(10, 0, 0);
     for (size_t i = 0; i < np; i++) d.target[i] += 0.01f * (float)vx_rng_normal(&g); /* ≠ online */
-    float *obs = malloc((size_t)B * D * 4), *nx = malloc((size_t)B * D * 4), *rw = malloc(B * 4);
-    float *w = malloc(B * 4);
-    int32_t *a = malloc((size_t)B * 12);
-    uint8_t *te = malloc(B), *tu = malloc(B), *sp = malloc(B);
-    for (int i = 0; i < B * D; i++)
-        obs[i] = (float)vx_rng_normal(&g), nx[i] = (float)vx_rng_normal(&g);
-    for (int i = 0; i < B; i++) {
-        rw[i] = (float)vx_rng_normal(&g), w[i] = 0.2f + 0.8f * vx_rng_uniform(&g);
-        a[i * VX_ACTION_BRANCHES] = (int32_t)vx_rng_below(&g, 9),
-              a[i * VX_ACTION_BRANCHES + 1] = (int32_t)vx_rng_below(&g, 3);
-        a[i * VX_ACTION_BRANCHES + 2] = (int32_t)vx_rng_below(&g, 3);
-        te[i] = i % 11 == 0, tu[i] = i % 7 == 0, sp[i] = (uint8_t)(1 + i % 3);
-    }
+    vx_replay_batch hb = random_batch(&g, B, D);
     /* the device copies, before the CPU update changes the weights */
     float *d_on = dup_dev(d.online, np * 4), *d_tg = dup_dev(d.target, np * 4);
     float *old = malloc(np * 4);
     memcpy(old, d.online, np * 4);
-    vx_replay_batch db = {dup_dev(obs, (size_t)B * D * 4),
-                          dup_dev(nx, (size_t)B * D * 4),
-                          dup_dev(a, (size_t)B * 12),
-                          dup_dev(rw, B * 4),
-                          dup_dev(te, B),
-                          dup_dev(tu, B),
-                          dup_dev(sp, B),
-                          dup_dev(w, B * 4),
-                          NULL,
-                          NULL};
+    vx_replay_batch db = device_batch(&hb, B, D);
     /* CPU */
-    vx_replay_batch hb = {obs, nx, a, rw, te, tu, sp, w, NULL, NULL};
     vx_dqn_update_stats cs;
     vx_dqn_update(&d, &hb, B, &cs);
     /* GPU: the same pieces the learner's graph chains, on one stream */
@@ -151,9 +190,9 @@ static void one_update(int loss)
     vx_qnet_free(qs), vx_qnet_free(qn), vx_qnet_free(qt);
     cudaStreamDestroy(s);
     free(hm), free(hv);
-    cudaFree(db.obs), cudaFree(db.next_obs), cudaFree(db.actions), cudaFree(db.rewards);
-    cudaFree(db.terminated), cudaFree(db.truncated), cudaFree(db.steps), cudaFree(db.weights);
-    free(obs), free(nx), free(rw), free(w), free(a), free(te), free(tu), free(sp), free(old);
+    free_device_batch(&db);
+    free_host_batch(&hb);
+    free(old);
     free(gl), free(gp), free(gg), free(gw), free(dcpu), free(dgpu);
     vx_dqn_free(&d);
 }
@@ -186,7 +225,7 @@ static void learner_by_hand(int multi_step_clip)
     assert_int_equal(vx_dqn_create(&c, &q, 11, &cpu, &e), VX_OK);
     ref64_target(&cpu.L, cpu.target);
     size_t np = cpu.L.n_params;
-    const int B = REF64_B, D = REF64_D, A = VX_ACTION_BRANCHES;
+    const int B = REF64_B, D = REF64_D;
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     dqn_learner *gl;
@@ -196,21 +235,11 @@ static void learner_by_hand(int multi_step_clip)
     int64_t t0 = 0;
     assert_int_equal(dqn_learner_load_state(gl, cpu.online, cpu.target, zero, zero, &t0, 0, &e),
                      VX_OK);
-    vx_replay_batch db = {dup_dev(bb.obs, (size_t)B * D * 4),
-                          dup_dev(bb.next_obs, (size_t)B * D * 4),
-                          dup_dev(bb.actions, (size_t)B * A * 4),
-                          dup_dev(bb.rewards, B * 4),
-                          dup_dev(bb.terminated, B),
-                          dup_dev(bb.truncated, B),
-                          dup_dev(bb.steps, B),
-                          dup_dev(bb.weights, B * 4),
-                          NULL,
-                          NULL};
+    vx_replay_batch hb = ref64_view(&bb), db = device_batch(&hb, B, D);
     float *d_pr;
     CK(cudaMalloc((void **)&d_pr, B * 4));
     ref64 r;
     assert_int_equal(ref64_init(&r, &cpu.L, &c, cpu.online, cpu.target), 0);
-    vx_replay_batch hb = ref64_view(&bb);
     float *on = malloc(np * 4), *tg = malloc(np * 4), *m = malloc(np * 4), *v = malloc(np * 4);
     float pr[REF64_B];
     for (int u = 0; u < 2; u++) {
@@ -233,8 +262,7 @@ static void learner_by_hand(int multi_step_clip)
     assert_int_equal(dqn_learner_updates(gl), 2);
     ref64_free(&r);
     free(on), free(tg), free(m), free(v), free(zero);
-    cudaFree(db.obs), cudaFree(db.next_obs), cudaFree(db.actions), cudaFree(db.rewards);
-    cudaFree(db.terminated), cudaFree(db.truncated), cudaFree(db.steps), cudaFree(db.weights);
+    free_device_batch(&db);
     cudaFree(d_pr);
     dqn_learner_free(gl);
     cudaStreamDestroy(s);
@@ -271,7 +299,7 @@ static void learner_against_cpu(int tf32)
     vx_dqn d;
     vx_err e;
     assert_int_equal(vx_dqn_create(&dc, &qc, 6, &d, &e), VX_OK);
-    const int B = 128, D = VX_OBS_DIM, A = VX_ACTION_BRANCHES;
+    const int B = 128, D = VX_OBS_DIM;
     size_t np = d.L.n_params;
     vx_rng g = vx_rng_make(21, 0, 0);
     for (size_t i = 0; i < np; i++) d.target[i] += 0.01f * (float)vx_rng_normal(&g); /* ≠ online */
@@ -284,32 +312,11 @@ static void learner_against_cpu(int tf32)
     float *zero = calloc(np, 4);
     int64_t t0 = 0;
     assert_int_equal(dqn_learner_load_state(gl, d.online, d.target, zero, zero, &t0, 0, &e), VX_OK);
-    float *obs = malloc((size_t)B * D * 4), *nx = malloc((size_t)B * D * 4), *rw = malloc(B * 4);
-    float *w = malloc(B * 4), *on = malloc(np * 4), *tg = malloc(np * 4), *m = malloc(np * 4);
-    float *v = malloc(np * 4), *pr = malloc(B * 4), *d_pr;
-    int32_t *a = malloc((size_t)B * A * 4);
-    uint8_t *te = malloc(B), *tu = malloc(B), *sp = malloc(B);
+    float *on = malloc(np * 4), *tg = malloc(np * 4), *m = malloc(np * 4), *v = malloc(np * 4);
+    float *pr = malloc(B * 4), *d_pr;
     CK(cudaMalloc((void **)&d_pr, B * 4));
     for (int u = 0; u < 2; u++) {
-        for (int i = 0; i < B * D; i++)
-            obs[i] = (float)vx_rng_normal(&g), nx[i] = (float)vx_rng_normal(&g);
-        for (int i = 0; i < B; i++) {
-            rw[i] = (float)vx_rng_normal(&g), w[i] = 0.2f + 0.8f * vx_rng_uniform(&g);
-            a[i * A] = (int32_t)vx_rng_below(&g, 9), a[i * A + 1] = (int32_t)vx_rng_below(&g, 3);
-            a[i * A + 2] = (int32_t)vx_rng_below(&g, 3);
-            te[i] = i % 11 == 0, tu[i] = i % 7 == 0, sp[i] = (uint8_t)(1 + i % 3);
-        }
-        vx_replay_batch db = {dup_dev(obs, (size_t)B * D * 4),
-                              dup_dev(nx, (size_t)B * D * 4),
-                              dup_dev(a, (size_t)B * A * 4),
-                              dup_dev(rw, B * 4),
-                              dup_dev(te, B),
-                              dup_dev(tu, B),
-                              dup_dev(sp, B),
-                              dup_dev(w, B * 4),
-                              NULL,
-                              NULL};
-        vx_replay_batch hb = {obs, nx, a, rw, te, tu, sp, w, NULL, NULL};
+        vx_replay_batch hb = random_batch(&g, B, D), db = device_batch(&hb, B, D);
         vx_dqn_update_stats cs;
         vx_dqn_update(&d, &hb, B, &cs);
         vx_status st = dqn_learner_update_batch(gl, &db, d_pr, &e);
@@ -332,12 +339,11 @@ static void learner_against_cpu(int tf32)
         } else {
             assert_true(el > 1e-7 && el < 1e-2 && en < 1e-2 && ep < 1e-2);
         }
-        cudaFree(db.obs), cudaFree(db.next_obs), cudaFree(db.actions), cudaFree(db.rewards);
-        cudaFree(db.terminated), cudaFree(db.truncated), cudaFree(db.steps), cudaFree(db.weights);
+        free_device_batch(&db);
+        free_host_batch(&hb);
     }
     cudaFree(d_pr);
-    free(obs), free(nx), free(rw), free(w), free(on), free(tg), free(m), free(v), free(pr);
-    free(a), free(te), free(tu), free(sp), free(zero);
+    free(on), free(tg), free(m), free(v), free(pr), free(zero);
     dqn_learner_free(gl);
     cudaStreamDestroy(s);
     vx_dqn_free(&d);
