@@ -44,12 +44,19 @@ size_t vx_dense_reserved(const vx_dense_ctx *c);
 
 vx_status vx_dense_forward(vx_dense_ctx *c, const vx_dense *d, const float *P, const float *x,
                            int B, float *y, int relu, vx_stream s, vx_err *e);
+/* vx_dense_backward's flags. */
+enum {
+    VX_DENSE_ACCUMULATE = 1, /* dx += dy·Wᵀ, not dx = dy·Wᵀ */
+    /* x is the output of a ReLU: dx (after any accumulation) is zeroed where x ≤ 0 — the gradient
+     * before that ReLU, in the same launch as the product where the layer is small (on a GPU) */
+    VX_DENSE_RELU_IN = 2
+};
+
 /* From dy (B × out, the ReLU already applied to it by the caller): dW into g + d->w and db into
- * g + d->b (overwritten), and, when dx is not NULL, dx = dy·Wᵀ (B × in) — or dx += dy·Wᵀ when
- * accumulate. */
+ * g + d->b (overwritten), and, when dx is not NULL, dx = dy·Wᵀ (B × in), as `flags` (above) say. */
 vx_status vx_dense_backward(vx_dense_ctx *c, const vx_dense *d, const float *P, const float *x,
-                            int B, const float *dy, float *g, float *dx, int accumulate,
-                            vx_stream s, vx_err *e);
+                            int B, const float *dy, float *g, float *dx, int flags, vx_stream s,
+                            vx_err *e);
 
 /* A group of K layers of the same shape, each on its own data: member k's parameters at
  * P + k·p (and its gradients at g + k·p), its input at x + k·x, its output at y + k·y, and in the
@@ -69,7 +76,7 @@ vx_status vx_dense_forward_group(vx_dense_ctx *c, const vx_dense *d, const vx_de
                                  vx_stream s, vx_err *e);
 vx_status vx_dense_backward_group(vx_dense_ctx *c, const vx_dense *d, const vx_dense_group *G,
                                   const float *P, const float *x, int B, const float *dy, float *g,
-                                  float *dx, int accumulate, vx_stream s, vx_err *e);
+                                  float *dx, int flags, vx_stream s, vx_err *e);
 
 #ifdef __cplusplus
 }

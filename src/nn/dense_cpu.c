@@ -36,13 +36,17 @@ static vx_status dc_forward(void *impl, const vx_dense *d, const vx_dense_group 
 }
 
 static vx_status dc_backward(void *impl, const vx_dense *d, const vx_dense_group *G, const float *P,
-                             const float *x, int B, const float *dy, float *g, float *dx,
-                             int accumulate, vx_stream s, vx_err *e)
+                             const float *x, int B, const float *dy, float *g, float *dx, int flags,
+                             vx_stream s, vx_err *e)
 {
     (void)impl, (void)s, (void)e;
-    for (int k = 0; k < G->K; k++)
-        dense32_dense_bwd(d, P + k * G->p, x + k * G->x, B, dy + k * G->dy, g + k * G->p,
-                          dx ? dx + k * G->dx : NULL, accumulate);
+    for (int k = 0; k < G->K; k++) {
+        float *dxk = dx ? dx + k * G->dx : NULL;
+        dense32_dense_bwd(d, P + k * G->p, x + k * G->x, B, dy + k * G->dy, g + k * G->p, dxk,
+                          flags & VX_DENSE_ACCUMULATE);
+        if (dxk && (flags & VX_DENSE_RELU_IN))
+            dense32_relu_mask(dxk, x + k * G->x, (size_t)B * (size_t)d->in);
+    }
     return VX_OK;
 }
 

@@ -4,7 +4,8 @@
  * Layouts, in cuBLAS's column-major terms (a row-major B × n matrix is a column-major n × B one):
  *   forward  Y (out × B) = W (out × in, as stored) · X (in × B),  epilogue RELU_BIAS or BIAS;
  *   wgrad    dW (out × in) = dY (out × B) · Xᵀ (B × in),          epilogue BGRADA: db = Σ_k dY;
- *   dgrad    dX (in × B) = Wᵀ (in × out) · dY (out × B),           beta 1 to accumulate.
+ *   dgrad    dX (in × B) = Wᵀ (in × out) · dY (out × B),           beta 1 to accumulate;
+ *            through the ReLU that made X (VX_DENSE_RELU_IN), relu_in_kernel after it.
  * Where cuBLASLt has no fused kernel for a shape, the plain GEMM and a small kernel (bias+ReLU,
  * or a column sum for db) do the same. A layer of at most SMALL_OUT outputs and SMALL_IN inputs
  * (the Q-network's and the policy's output layers) takes kernels of its own for all three, each
@@ -322,6 +323,13 @@ static __global__ void bias_relu_kernel(float *y, size_t y_stride, const float *
     y[i] = relu ? (v > 0.0f ? v : 0.0f) : v;
 }
 
+/* dx = 0 where x ≤ 0 (x the output of a ReLU: dx the gradient before it), n floats a member */
+static __global__ void relu_in_kernel(float *dx, size_t sdx, const float *x, size_t sx, size_t n)
+{
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n && x[blockIdx.y * sx + i] <= 0.0f) dx[blockIdx.y * sdx + i] = 0.0f;
+}
+
 /* db[j] = Σ_r dy[r][j], rows in order: one thread per column, the same bits every run */
 static __global__ void bias_grad_kernel(const float *dy, size_t y_stride, int B, int cols,
                                         float *db, size_t p_stride)
@@ -412,12 +420,15 @@ static __global__ void __launch_bounds__(SMALL_THREADS)
 }
 
 /* Input gradient: dx = Σ_o W[o][i] dy[o] in output order, added to dx (as cuBLASLt's beta of 1
- * adds it) when accumulating; a thread per (row, input) of the tile, at most SMALL_DX of them a
- * thread (tile × in ≤ 4,096), whose old dx are all loaded before the first sum. */
+ * adds it) when accumulating, and with xm (the layer's input, a ReLU's output) zeroed where
+ * xm ≤ 0 (relu_in_kernel's rule, in the same pass: the Q-network's heads had run it as a kernel
+ * of its own on the update's path); a thread per (row, input) of the tile, at most SMALL_DX of
+ * them a thread (tile × in ≤ 4,096), whose old dx and xm are all loaded before the first sum. */
 #define SMALL_DX (4096 / SMALL_THREADS)
 static __global__ void __launch_bounds__(SMALL_THREADS)
     small_dgrad_kernel(const float *P, size_t w, size_t sp, const float *dy, size_t sdy, float *dx,
-                       size_t sdx, int in, int out, int B, int accumulate)
+                       size_t sdx, const float *xm, size_t sx, int in, int out, int B,
+                       int accumulate)
 {
     extern __shared__ float sm[];
     int ws = SMALL_WS(out), R = SMALL_TILE(in);
@@ -427,11 +438,14 @@ static __global__ void __launch_bounds__(SMALL_THREADS)
     small_stage(Ws, ws, P + w, in * out, out);
     small_stage(gs, out, dy + (size_t)r0 * out, rows * out, out);
     dx += (size_t)r0 * in;
+    if (xm) xm += blockIdx.y * sx + (size_t)r0 * in;
     float old[SMALL_DX];
+    bool keep[SMALL_DX];
 #pragma unroll
     for (int j = 0; j < SMALL_DX; j++) {
         int t = threadIdx.x + j * SMALL_THREADS;
         old[j] = accumulate && t < n ? dx[t] : 0.0f;
+        keep[j] = !xm || (t < n && xm[t] > 0.0f);
     }
     __syncthreads();
 #pragma unroll
@@ -442,7 +456,8 @@ static __global__ void __launch_bounds__(SMALL_THREADS)
         const float *Wi = Ws + i * ws, *g = gs + r * out;
         float acc = 0;
         for (int o = 0; o < out; o++) acc += Wi[o] * g[o];
-        dx[t] = accumulate ? acc + old[j] : acc;
+        acc = accumulate ? acc + old[j] : acc;
+        dx[t] = keep[j] ? acc : 0.0f;
     }
 }
 
@@ -530,15 +545,18 @@ fail:
     return st;
 }
 
-static vx_status small_dgrad(const vx_dense *d, const vx_dense_group *G, const float *P, int B,
-                             const float *dy, float *dx, int accumulate, cudaStream_t s, vx_err *e)
+static vx_status small_dgrad(const vx_dense *d, const vx_dense_group *G, const float *P,
+                             const float *x, int B, const float *dy, float *dx, int flags,
+                             cudaStream_t s, vx_err *e)
 {
     vx_status st = VX_OK;
     int R = SMALL_TILE(d->in);
     size_t shm = ((size_t)d->in * SMALL_WS(d->out) + (size_t)R * d->out) * sizeof(float);
     if (B == 0) return VX_OK; /* no rows of dx; a grid of no blocks is a launch error */
     small_dgrad_kernel<<<dim3((unsigned)((B + R - 1) / R), (unsigned)G->K), SMALL_THREADS, shm,
-                         s>>>(P, d->w, G->p, dy, G->dy, dx, G->dx, d->in, d->out, B, accumulate);
+                         s>>>(P, d->w, G->p, dy, G->dy, dx, G->dx,
+                              flags & VX_DENSE_RELU_IN ? x : NULL, G->x, d->in, d->out, B,
+                              flags & VX_DENSE_ACCUMULATE);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -571,8 +589,8 @@ fail:
 }
 
 static vx_status dg_backward(void *impl, const vx_dense *d, const vx_dense_group *G, const float *P,
-                             const float *x, int B, const float *dy, float *g, float *dx,
-                             int accumulate, vx_stream vs, vx_err *e)
+                             const float *x, int B, const float *dy, float *g, float *dx, int flags,
+                             vx_stream vs, vx_err *e)
 {
     dense_cuda *c = (dense_cuda *)impl;
     cudaStream_t s = (cudaStream_t)vs;
@@ -580,7 +598,7 @@ static vx_status dg_backward(void *impl, const vx_dense *d, const vx_dense_group
     if (small_layer(d)) {
         st = small_wgrad(d, G, x, B, dy, g, s, e);
         if (st || !dx) return st;
-        return small_dgrad(d, G, P, B, dy, dx, accumulate, s, e);
+        return small_dgrad(d, G, P, x, B, dy, dx, flags, s, e);
     }
     plan *p = align_in_group(g + d->b, G->p, G->K) == 16
                   ? get_plan(c, d, G, B, K_WGRAD, dy, G->dy, x, G->x, g + d->w, G->p)
@@ -599,7 +617,14 @@ static vx_status dg_backward(void *impl, const vx_dense *d, const vx_dense_group
     if (st || !dx) return st;
     p = get_plan(c, d, G, B, K_DGRAD, P + d->w, G->p, dy, G->dy, dx, G->dx);
     if (!p || !p->ok) return plain_missing(c, d, B, e);
-    st = run(c, p, NULL, P + d->w, dy, dx, accumulate ? 1.0f : 0.0f, s, e);
+    st = run(c, p, NULL, P + d->w, dy, dx, flags & VX_DENSE_ACCUMULATE ? 1.0f : 0.0f, s, e);
+    if (st || !(flags & VX_DENSE_RELU_IN) || B == 0) return st;
+    {
+        size_t n = (size_t)B * d->in;
+        relu_in_kernel<<<dim3((unsigned)((n + 255) / 256), (unsigned)G->K), 256, 0, s>>>(
+            dx, G->dx, x, G->x, n);
+        VX_CUDA_LAUNCH_CHECK(s);
+    }
 fail:
     return st;
 }

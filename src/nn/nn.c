@@ -205,10 +205,10 @@ vx_status vx_dense_forward(vx_dense_ctx *c, const vx_dense *d, const float *P, c
 }
 
 vx_status vx_dense_backward(vx_dense_ctx *c, const vx_dense *d, const float *P, const float *x,
-                            int B, const float *dy, float *g, float *dx, int accumulate,
-                            vx_stream s, vx_err *e)
+                            int B, const float *dy, float *g, float *dx, int flags, vx_stream s,
+                            vx_err *e)
 {
-    return c->ops->backward(c->impl, d, &g_alone, P, x, B, dy, g, dx, accumulate, s, e);
+    return c->ops->backward(c->impl, d, &g_alone, P, x, B, dy, g, dx, flags, s, e);
 }
 
 /* The group with its dx and dy strides filled in; members that would overlap their neighbours'
@@ -241,11 +241,11 @@ vx_status vx_dense_forward_group(vx_dense_ctx *c, const vx_dense *d, const vx_de
 
 vx_status vx_dense_backward_group(vx_dense_ctx *c, const vx_dense *d, const vx_dense_group *G0,
                                   const float *P, const float *x, int B, const float *dy, float *g,
-                                  float *dx, int accumulate, vx_stream s, vx_err *e)
+                                  float *dx, int flags, vx_stream s, vx_err *e)
 {
     vx_dense_group G;
     vx_status st = group_check(d, G0, B, &G, e);
-    return st ? st : c->ops->backward(c->impl, d, &G, P, x, B, dy, g, dx, accumulate, s, e);
+    return st ? st : c->ops->backward(c->impl, d, &G, P, x, B, dy, g, dx, flags, s, e);
 }
 
 /* ---- the network

@@ -21,8 +21,8 @@ typedef struct {
     vx_status (*forward)(void *impl, const vx_dense *d, const vx_dense_group *G, const float *P,
                          const float *x, int B, float *y, int relu, vx_stream s, vx_err *e);
     vx_status (*backward)(void *impl, const vx_dense *d, const vx_dense_group *G, const float *P,
-                          const float *x, int B, const float *dy, float *g, float *dx,
-                          int accumulate, vx_stream s, vx_err *e);
+                          const float *x, int B, const float *dy, float *g, float *dx, int flags,
+                          vx_stream s, vx_err *e); /* VX_DENSE_* flags */
 } vx_dense_ops;
 
 typedef struct {

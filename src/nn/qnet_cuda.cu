@@ -184,13 +184,14 @@ static vx_status fwd(const qnet_cuda *q, vx_dense_ctx *c, const vx_dense *d, con
     return vx_dense_forward_group(c, d, &G, P, x, B, y, relu, s, e);
 }
 
+/* flags: VX_DENSE_RELU_IN where x is a ReLU's output (dx then the gradient before it) */
 static vx_status bwd(const qnet_cuda *q, vx_dense_ctx *c, const vx_dense *d, const float *P,
                      const float *x, size_t sx, int B, const float *dy, size_t sdy, float *g,
-                     float *dx, size_t sdx, cudaStream_t s, vx_err *e)
+                     float *dx, size_t sdx, int flags, cudaStream_t s, vx_err *e)
 {
-    if (q->K == 1) return vx_dense_backward(c, d, P, x, B, dy, g, dx, 0, s, e);
+    if (q->K == 1) return vx_dense_backward(c, d, P, x, B, dy, g, dx, flags, s, e);
     vx_dense_group G = {q->K, q->S.params, sx, sdy, dx ? sdx : sx, sdy};
-    return vx_dense_backward_group(c, d, &G, P, x, B, dy, g, dx, 0, s, e);
+    return vx_dense_backward_group(c, d, &G, P, x, B, dy, g, dx, flags, s, e);
 }
 
 /* One thread per (row, action, atom) of a branch: the mean over the row's actions (each thread
@@ -277,7 +278,7 @@ static __global__ void dueling_bwd_kernel(const float *dq, size_t sq, float *dv,
 
 /* out = (parts[0] + parts[1] + … + parts[n−1]) · k, added in that order; the parts of a member
  * at s_in times it, its out at s_out times it. With y (a ReLU layer's output, the member's at sy
- * times it): 0 where y ≤ 0, relu_mask_kernel's rule, in the same pass. */
+ * times it): 0 where y ≤ 0 (the gradient before that ReLU), in the same pass. */
 typedef struct {
     const float *p[HEADS];
 } parts_t;
@@ -297,13 +298,6 @@ static __global__ void sum_parts_kernel(parts_t parts, int n, size_t len, float 
     out[blockIdx.y * s_out + i] = k == 1.0f ? s : s * k;
 }
 
-/* dy *= (y > 0), from the layer's output (the members' dy at sdy, y at sy) */
-static __global__ void relu_mask_kernel(float *dy, size_t sdy, const float *y, size_t sy, size_t n)
-{
-    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n && y[blockIdx.y * sy + i] <= 0.0f) dy[blockIdx.y * sdy + i] = 0.0f;
-}
-
 static vx_status qc_backward(void *impl, const float *P, const float *x, int B, const float *dq,
                              float *g, vx_stream vs, vx_err *e)
 {
@@ -313,7 +307,7 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
     if (st) return st;
     const vx_qnet_layout *L = &q->L;
     const vx_qnet_cfg *c = &L->cfg;
-    int Z = c->atoms, Hh = c->head_hidden, nb = c->n_branches, T = c->n_trunk;
+    int Z = c->atoms, nb = c->n_branches, T = c->n_trunk;
     const float *top = T ? q->trunk[T - 1] : x;
     size_t s_top = T ? q->s_trunk[T - 1] : q->S.x;
     int H = T ? c->trunk[T - 1] : c->in_dim;
@@ -331,13 +325,10 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         VX_CUDA_LAUNCH_CHECK(hs);
         VX_CUDA_CHECK(cudaEventRecord(q->dv_done[d], hs));
         st = bwd(q, q->hd[1 + d], &L->adv2[d], P, q->a1[d], q->s_v1, B, q->da_b[d], q->s_da, g,
-                 q->dhid_h[1 + d], q->s_dhid, hs, e);
+                 q->dhid_h[1 + d], q->s_dhid, VX_DENSE_RELU_IN, hs, e);
         if (st) goto fail;
-        relu_mask_kernel<<<grid_for(q, (size_t)B * Hh), 256, 0, hs>>>(
-            q->dhid_h[1 + d], q->s_dhid, q->a1[d], q->s_v1, (size_t)B * Hh);
-        VX_CUDA_LAUNCH_CHECK(hs);
         st = bwd(q, q->hd[1 + d], &L->adv1[d], P, top, s_top, B, q->dhid_h[1 + d], q->s_dhid, g,
-                 q->dh_h[1 + d], q->s_dhh, hs, e);
+                 q->dh_h[1 + d], q->s_dhh, 0, hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaEventRecord(q->done[1 + d], hs));
     }
@@ -355,13 +346,10 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
             pv, nb, (size_t)B * Z, 1.0f, q->dv, q->s_dv, q->s_dv, NULL, 0);
         VX_CUDA_LAUNCH_CHECK(hs);
         st = bwd(q, q->hd[0], &L->value2, P, q->v1, q->s_v1, B, q->dv, q->s_dv, g, q->dhid_h[0],
-                 q->s_dhid, hs, e);
+                 q->s_dhid, VX_DENSE_RELU_IN, hs, e);
         if (st) goto fail;
-        relu_mask_kernel<<<grid_for(q, (size_t)B * Hh), 256, 0, hs>>>(
-            q->dhid_h[0], q->s_dhid, q->v1, q->s_v1, (size_t)B * Hh);
-        VX_CUDA_LAUNCH_CHECK(hs);
         st = bwd(q, q->hd[0], &L->value1, P, top, s_top, B, q->dhid_h[0], q->s_dhid, g, q->dh_h[0],
-                 q->s_dhh, hs, e);
+                 q->s_dhh, 0, hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaEventRecord(q->done[0], hs));
     }
@@ -378,17 +366,13 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
             T ? q->trunk[T - 1] : NULL, T ? q->s_trunk[T - 1] : 0);
         VX_CUDA_LAUNCH_CHECK(s);
     }
+    /* the top layer's mask came with the sum; each lower one's with the input gradient of the
+     * layer above it (its input: the lower layer's ReLU output) */
     for (int l = T - 1; l >= 0 && !st; l--) {
-        size_t n = (size_t)B * c->trunk[l];
-        if (l < T - 1) { /* the top layer's mask came with the sum */
-            relu_mask_kernel<<<grid_for(q, n), 256, 0, s>>>(dh, q->s_dh, q->trunk[l], q->s_trunk[l],
-                                                            n);
-            VX_CUDA_LAUNCH_CHECK(s);
-        }
         const float *in = l ? q->trunk[l - 1] : x;
         size_t s_in = l ? q->s_trunk[l - 1] : q->S.x;
         st = bwd(q, q->main, &L->trunk[l], P, in, s_in, B, dh, q->s_dh, g, l ? dh2 : NULL, q->s_dh,
-                 s, e);
+                 l ? VX_DENSE_RELU_IN : 0, s, e);
         float *t = dh;
         dh = dh2;
         dh2 = t;

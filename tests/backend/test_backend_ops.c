@@ -19,17 +19,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Outputs of one run of a case, in host memory: up to 4 float arrays and 2 raw byte arrays. */
+/* Outputs of one run of a case, in host memory: up to 5 float arrays and 2 raw byte arrays. */
+#define N_F 5
 typedef struct {
-    float *f[4];
-    size_t nf[4];
+    float *f[N_F];
+    size_t nf[N_F];
     uint8_t *raw[2];
     size_t nraw[2];
 } result;
 
 static void result_free(result *r)
 {
-    for (int i = 0; i < 4; i++) free(r->f[i]);
+    for (int i = 0; i < N_F; i++) free(r->f[i]);
     for (int i = 0; i < 2; i++) free(r->raw[i]);
     memset(r, 0, sizeof *r);
 }
@@ -87,6 +88,22 @@ static vx_dense dense_of(int in, int out, size_t *np)
 
 /* ---- dense: a = in, b = out, c = batch; forward with and without ReLU ------------------------ */
 
+/* dx through the ReLU that made x (VX_DENSE_RELU_IN) against the same call without it: where
+ * x > 0 the same bits, elsewhere 0 — on every backend, before the backends are compared. */
+static void check_relu_in(const char *what, const float *x, const float *dx, const float *masked,
+                          size_t n)
+{
+    size_t wrong = 0, zeroed = 0;
+    for (size_t i = 0; i < n; i++) {
+        float want = x[i] > 0.0f ? dx[i] : 0.0f;
+        wrong += memcmp(&want, &masked[i], 4) != 0;
+        zeroed += x[i] <= 0.0f;
+    }
+    if (wrong || zeroed == 0 || zeroed == n)
+        fail_msg("%s: dx through the input's ReLU: %zu of %zu values wrong (%zu inputs ≤ 0)", what,
+                 wrong, n, zeroed);
+}
+
 static void run_dense(vx_device *dev, uint64_t seed, int in, int out, int B, result *r)
 {
     size_t np;
@@ -99,14 +116,17 @@ static void run_dense(vx_device *dev, uint64_t seed, int in, int out, int B, res
     float *dyr = dev_copy(&m, NULL, (size_t)B * out * 4),
           *dyl = dev_copy(&m, NULL, (size_t)B * out * 4);
     float *ddy = dev_copy(&m, dy, (size_t)B * out * 4), *dg = dev_copy(&m, NULL, np * 4);
-    float *ddx = dev_copy(&m, dx0, (size_t)B * in * 4);
+    float *ddx = dev_copy(&m, dx0, (size_t)B * in * 4),
+          *ddxm = dev_copy(&m, dx0, (size_t)B * in * 4);
     vx_dense_ctx *c;
     vx_err e;
     vx_stream s = g_s;
+    const int through_relu = VX_DENSE_ACCUMULATE | VX_DENSE_RELU_IN;
     if (vx_dense_ctx_create(dev, 0, &c, &e)) fail_msg("%s", e.msg);
     if (vx_dense_forward(c, &d, dP, dxx, B, dyr, 1, s, &e) ||
         vx_dense_forward(c, &d, dP, dxx, B, dyl, 0, s, &e) ||
-        vx_dense_backward(c, &d, dP, dxx, B, ddy, dg, ddx, 1, s, &e))
+        vx_dense_backward(c, &d, dP, dxx, B, ddy, dg, ddxm, through_relu, s, &e) ||
+        vx_dense_backward(c, &d, dP, dxx, B, ddy, dg, ddx, VX_DENSE_ACCUMULATE, s, &e))
         fail_msg("%s", e.msg);
     r->f[0] = host_copy(dev, dyr, r->nf[0] = (size_t)B * out);
     r->f[1] = host_copy(dev, dyl, r->nf[1] = (size_t)B * out);
@@ -115,7 +135,9 @@ static void run_dense(vx_device *dev, uint64_t seed, int in, int out, int B, res
     memcpy(r->f[2], g, (size_t)in * out * 4); /* dW and db, not the padding between them */
     memcpy(r->f[2] + (size_t)in * out, g + d.b, (size_t)out * 4);
     free(g);
-    r->f[3] = host_copy(dev, ddx, r->nf[3] = (size_t)B * in); /* dx0 + dy·Wᵀ */
+    r->f[3] = host_copy(dev, ddx, r->nf[3] = (size_t)B * in);  /* dx0 + dy·Wᵀ */
+    r->f[4] = host_copy(dev, ddxm, r->nf[4] = (size_t)B * in); /* the same through x's ReLU */
+    check_relu_in("dense", x, r->f[3], r->f[4], (size_t)B * in);
     vx_dense_ctx_free(c);
     vx_mem_release(&m);
     free(P), free(x), free(dy), free(dx0);
@@ -178,19 +200,25 @@ static void dense_group(vx_device *dev, uint64_t seed, int in, int out, int B, s
     float *dyr = dev_copy(&m, ys, G.y * K * 4), *dyl = dev_copy(&m, ys, G.y * K * 4);
     float *ddy = dev_copy(&m, dy, G.dy * K * 4), *dg = dev_copy(&m, gs, G.p * K * 4);
     float *ddx = dev_copy(&m, dx0, G.dx * K * 4), *alone = dev_copy(&m, NULL, ny * 4);
+    float *ddxm = dev_copy(&m, dx0, G.dx * K * 4);
     vx_dense_ctx *c;
     vx_err e;
     if (vx_dense_ctx_create(dev, 0, &c, &e)) fail_msg("%s", e.msg);
     if (vx_dense_forward(c, &d, dP, dxx, B, alone, 1, g_s, &e) ||
         vx_dense_forward_group(c, &d, &G, dP, dxx, B, dyr, 1, g_s, &e) ||
         vx_dense_forward_group(c, &d, &G, dP, dxx, B, dyl, 0, g_s, &e) ||
-        vx_dense_backward_group(c, &d, &G, dP, dxx, B, ddy, dg, ddx, 1, g_s, &e))
+        vx_dense_backward_group(c, &d, &G, dP, dxx, B, ddy, dg, ddx, VX_DENSE_ACCUMULATE, g_s,
+                                &e) ||
+        vx_dense_backward_group(c, &d, &G, dP, dxx, B, ddy, dg, ddxm,
+                                VX_DENSE_ACCUMULATE | VX_DENSE_RELU_IN, g_s, &e))
         fail_msg("%s", e.msg);
     float *yr = host_copy(dev, dyr, G.y * K), *yl = host_copy(dev, dyl, G.y * K);
     float *g = host_copy(dev, dg, G.p * K), *gx = host_copy(dev, ddx, G.dx * K);
+    float *gxm = host_copy(dev, ddxm, G.dx * K);
     size_t changed = padding_changed(yr, G.y, ny, 0, 0, K) + padding_changed(yl, G.y, ny, 0, 0, K) +
                      padding_changed(g, G.p, d.b + (size_t)out, nw, d.b, K) +
-                     padding_changed(gx, G.dx, nx, 0, 0, K);
+                     padding_changed(gx, G.dx, nx, 0, 0, K) +
+                     padding_changed(gxm, G.dx, nx, 0, 0, K);
     if (changed) fail_msg("dense group: %zu floats between members were written", changed);
     for (int i = 0; i < 4; i++) r->nf[i] = K * (i == 2 ? nw + out : i == 3 ? nx : ny);
     for (int i = 0; i < 4; i++) r->f[i] = malloc(r->nf[i] * 4);
@@ -201,7 +229,12 @@ static void dense_group(vx_device *dev, uint64_t seed, int in, int out, int B, s
         memcpy(r->f[2] + k * (nw + out) + nw, g + k * G.p + d.b, (size_t)out * 4);
         memcpy(r->f[3] + k * nx, gx + k * G.dx, nx * 4); /* dx0 + dy·Wᵀ */
     }
-    free(yr), free(yl), free(g), free(gx);
+    r->f[4] = malloc(K * nx * 4), r->nf[4] = K * nx; /* the same through x's ReLU */
+    for (int k = 0; k < K; k++) {
+        memcpy(r->f[4] + k * nx, gxm + k * G.dx, nx * 4);
+        check_relu_in("dense group", x + k * G.x, r->f[3] + k * nx, r->f[4] + k * nx, nx);
+    }
+    free(yr), free(yl), free(g), free(gx), free(gxm);
     vx_dense_ctx_free(c);
     vx_mem_release(&m);
     free(P), free(x), free(dy), free(dx0r), free(dx0), free(ys), free(gs);
@@ -527,7 +560,7 @@ static void compare_on(vx_device *dev, const char *label)
         c->run(dev, seed, c->a, c->b, c->c, &got);
         vx_stream_destroy(dev, g_s);
         double worst = 0;
-        for (int i = 0; i < 4 && ref.f[i]; i++) {
+        for (int i = 0; i < N_F && ref.f[i]; i++) {
             assert_int_equal(ref.nf[i], got.nf[i]);
             double d = rel_l2(got.f[i], ref.f[i], ref.nf[i]);
             worst = d > worst ? d : worst;
