@@ -425,16 +425,15 @@ static __global__ void __launch_bounds__(SMALL_THREADS)
  * of its own on the update's path); a thread per (row, input) of the tile, at most SMALL_DX of
  * them a thread (tile × in ≤ 4,096), whose old dx and xm are all loaded before the first sum. */
 #define SMALL_DX (4096 / SMALL_THREADS)
-static __global__ void __launch_bounds__(SMALL_THREADS)
-    small_dgrad_kernel(const float *P, size_t w, size_t sp, const float *dy, size_t sdy, float *dx,
-                       size_t sdx, const float *xm, size_t sx, int in, int out, int B,
-                       int accumulate)
+static __device__ void small_dgrad_block(int tile, float *sm, const float *P, size_t w, size_t sp,
+                                         const float *dy, size_t sdy, float *dx, size_t sdx,
+                                         const float *xm, size_t sx, int in, int out, int B,
+                                         int accumulate)
 {
-    extern __shared__ float sm[];
     int ws = SMALL_WS(out), R = SMALL_TILE(in);
     float *Ws = sm, *gs = sm + (size_t)in * ws;
     P += blockIdx.y * sp, dy += blockIdx.y * sdy, dx += blockIdx.y * sdx;
-    int r0 = blockIdx.x * R, rows = min(R, B - r0), n = rows * in;
+    int r0 = tile * R, rows = min(R, B - r0), n = rows * in;
     small_stage(Ws, ws, P + w, in * out, out);
     small_stage(gs, out, dy + (size_t)r0 * out, rows * out, out);
     dx += (size_t)r0 * in;
@@ -470,14 +469,22 @@ static __global__ void __launch_bounds__(SMALL_THREADS)
 #define SMALL_COLS 8
 #define SMALL_LANES (SMALL_THREADS / SMALL_COLS)
 #define SMALL_SLAB SMALL_THREADS
-static __global__ void __launch_bounds__(SMALL_THREADS)
-    small_wgrad_kernel(const float *x, size_t sx, const float *dy, size_t sdy, float *g, size_t w,
-                       size_t b, size_t sp, int in, int out, int B)
+/* Rows up to which a small layer's weight and input gradients run as one launch: measured on an
+ * H100 (docs/benchmarks.md, 2026-12-06), one launch took a DQN update at batch 1,024 from 149.2–
+ * 149.8 to 141.4–142.0 µs (TF32), at batch 4,096 from 262.5–262.6 to 279.1–285.2: there each
+ * weight-gradient block walks 4,096 rows beside the input gradient's 64 tiles and four heads' such
+ * launches, where alone it had SMs to itself. */
+#define SMALL_MERGE_ROWS 2048
+/* its shared memory: part[SMALL_OUT][SMALL_LANES][SMALL_COLS], then a slab of dy */
+#define SMALL_WGRAD_FLOATS (SMALL_OUT * SMALL_LANES * SMALL_COLS + SMALL_SLAB * SMALL_OUT)
+static __device__ void small_wgrad_block(int chunk, float *sm, const float *x, size_t sx,
+                                         const float *dy, size_t sdy, float *g, size_t w, size_t b,
+                                         size_t sp, int in, int out, int B)
 {
-    __shared__ float part[SMALL_OUT][SMALL_LANES][SMALL_COLS];
-    __shared__ float gs[SMALL_SLAB * SMALL_OUT];
+    float(*part)[SMALL_LANES][SMALL_COLS] = (float(*)[SMALL_LANES][SMALL_COLS])sm;
+    float *gs = sm + SMALL_OUT * SMALL_LANES * SMALL_COLS;
     int col = threadIdx.x % SMALL_COLS, lane = threadIdx.x / SMALL_COLS;
-    int c = blockIdx.x * SMALL_COLS + col;
+    int c = chunk * SMALL_COLS + col;
     x += blockIdx.y * sx, dy += blockIdx.y * sdy, g += blockIdx.y * sp;
     float acc[SMALL_OUT];
 #pragma unroll
@@ -509,7 +516,7 @@ static __global__ void __launch_bounds__(SMALL_THREADS)
         if (o < out) part[o][lane][col] = acc[o];
     __syncthreads();
     for (int t = threadIdx.x; t < out * SMALL_COLS; t += SMALL_THREADS) {
-        int o = t / SMALL_COLS, k = t % SMALL_COLS, cc = blockIdx.x * SMALL_COLS + k;
+        int o = t / SMALL_COLS, k = t % SMALL_COLS, cc = chunk * SMALL_COLS + k;
         if (cc > in) continue;
         float sum = part[o][0][k];
         for (int l = 1; l < SMALL_LANES; l++) sum += part[o][l][k];
@@ -518,15 +525,49 @@ static __global__ void __launch_bounds__(SMALL_THREADS)
     }
 }
 
+/* The backward pass of a small layer: blocks 0..tiles−1 the input gradient's row tiles (first:
+ * the update's path goes on from them), the rest the weight gradient's column chunks. The two
+ * read the same dy and write apart, so they need not wait for each other: as two launches on one
+ * stream the input gradient had waited for the weight gradient. A weight-gradient block walks
+ * every row, so past SMALL_MERGE_ROWS rows they are two launches again (small_backward). */
+static __global__ void __launch_bounds__(SMALL_THREADS)
+    small_backward_kernel(const float *P, size_t w, size_t b, size_t sp, const float *x, size_t sx,
+                          const float *dy, size_t sdy, float *g, float *dx, size_t sdx, int relu_in,
+                          int in, int out, int B, int tiles, int accumulate)
+{
+    extern __shared__ float sm[];
+    if ((int)blockIdx.x < tiles)
+        small_dgrad_block(blockIdx.x, sm, P, w, sp, dy, sdy, dx, sdx, relu_in ? x : NULL, sx, in,
+                          out, B, accumulate);
+    else small_wgrad_block(blockIdx.x - tiles, sm, x, sx, dy, sdy, g, w, b, sp, in, out, B);
+}
+
 static int small_layer(const vx_dense *d) { return d->out <= SMALL_OUT && d->in <= SMALL_IN; }
 
-static vx_status small_wgrad(const vx_dense *d, const vx_dense_group *G, const float *x, int B,
-                             const float *dy, float *g, cudaStream_t s, vx_err *e)
+/* dW and db, and dx when dx is not NULL (flags: vx_dense_backward's) */
+static vx_status small_backward(const vx_dense *d, const vx_dense_group *G, const float *P,
+                                const float *x, int B, const float *dy, float *g, float *dx,
+                                int flags, cudaStream_t s, vx_err *e)
 {
     vx_status st = VX_OK;
-    unsigned chunks = (unsigned)(d->in + SMALL_COLS) / SMALL_COLS; /* columns 0..in */
-    small_wgrad_kernel<<<dim3(chunks, (unsigned)G->K), SMALL_THREADS, 0, s>>>(
-        x, G->x, dy, G->dy, g, d->w, d->b, G->p, d->in, d->out, B);
+    int R = SMALL_TILE(d->in);
+    int chunks = (d->in + SMALL_COLS) / SMALL_COLS; /* columns 0..in */
+    int tiles = dx ? (B + R - 1) / R : 0, relu_in = (flags & VX_DENSE_RELU_IN) != 0;
+    int acc = flags & VX_DENSE_ACCUMULATE;
+    size_t dgrad = (size_t)d->in * SMALL_WS(d->out) + (size_t)R * d->out;
+    size_t shm = (dgrad > SMALL_WGRAD_FLOATS ? dgrad : SMALL_WGRAD_FLOATS) * sizeof(float);
+    dim3 grid((unsigned)(tiles + chunks), (unsigned)G->K);
+    if (B > SMALL_MERGE_ROWS && tiles) { /* the weight gradient, then the input gradient */
+        small_backward_kernel<<<dim3((unsigned)chunks, (unsigned)G->K), SMALL_THREADS,
+                                SMALL_WGRAD_FLOATS * sizeof(float), s>>>(
+            P, d->w, d->b, G->p, x, G->x, dy, G->dy, g, dx, G->dx, relu_in, d->in, d->out, B, 0,
+            acc);
+        VX_CUDA_LAUNCH_CHECK(s);
+        grid.x = (unsigned)tiles, shm = dgrad * sizeof(float);
+    }
+    small_backward_kernel<<<grid, SMALL_THREADS, shm, s>>>(P, d->w, d->b, G->p, x, G->x, dy, G->dy,
+                                                           g, dx, G->dx, relu_in, d->in, d->out, B,
+                                                           tiles, acc);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -540,23 +581,6 @@ static vx_status small_forward(const vx_dense *d, const vx_dense_group *G, const
     size_t shm = ((size_t)d->in * d->out + (size_t)R * SMALL_XS(d->in)) * sizeof(float);
     small_forward_kernel<<<dim3((unsigned)((B + R - 1) / R), (unsigned)G->K), SMALL_THREADS, shm,
                            s>>>(P, d->w, d->b, G->p, x, G->x, y, G->y, d->in, d->out, B, relu);
-    VX_CUDA_LAUNCH_CHECK(s);
-fail:
-    return st;
-}
-
-static vx_status small_dgrad(const vx_dense *d, const vx_dense_group *G, const float *P,
-                             const float *x, int B, const float *dy, float *dx, int flags,
-                             cudaStream_t s, vx_err *e)
-{
-    vx_status st = VX_OK;
-    int R = SMALL_TILE(d->in);
-    size_t shm = ((size_t)d->in * SMALL_WS(d->out) + (size_t)R * d->out) * sizeof(float);
-    if (B == 0) return VX_OK; /* no rows of dx; a grid of no blocks is a launch error */
-    small_dgrad_kernel<<<dim3((unsigned)((B + R - 1) / R), (unsigned)G->K), SMALL_THREADS, shm,
-                         s>>>(P, d->w, G->p, dy, G->dy, dx, G->dx,
-                              flags & VX_DENSE_RELU_IN ? x : NULL, G->x, d->in, d->out, B,
-                              flags & VX_DENSE_ACCUMULATE);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -595,11 +619,7 @@ static vx_status dg_backward(void *impl, const vx_dense *d, const vx_dense_group
     dense_cuda *c = (dense_cuda *)impl;
     cudaStream_t s = (cudaStream_t)vs;
     vx_status st = VX_OK;
-    if (small_layer(d)) {
-        st = small_wgrad(d, G, x, B, dy, g, s, e);
-        if (st || !dx) return st;
-        return small_dgrad(d, G, P, x, B, dy, dx, flags, s, e);
-    }
+    if (small_layer(d)) return small_backward(d, G, P, x, B, dy, g, dx, flags, s, e);
     plan *p = align_in_group(g + d->b, G->p, G->K) == 16
                   ? get_plan(c, d, G, B, K_WGRAD, dy, G->dy, x, G->x, g + d->w, G->p)
                   : NULL;

@@ -515,7 +515,9 @@ static const test_case cases[] = {
     {"dense 64x1 B=300", 1e-5, 64, 1, 300, run_dense_case},
     {"dense 64x9 B=1024", 1e-5, 64, 9, 1024, run_dense_case},
     {"dense 37x16 B=5", 1e-5, 37, 16, 5, run_dense_case},
+    {"dense 64x9 B=2500", 1e-5, 64, 9, 2500, run_dense_case}, /* two launches (SMALL_MERGE_ROWS) */
     {"dense group 5 x 64x9 B=37", 1e-5, 64, 9, 37, run_dense_group},
+    {"dense group 5 x 100x3 B=2049", 1e-5, 100, 3, 2049, run_dense_group},
     {"dense group 64x3 unaligned", 1e-5, 64, 3, 33, run_dense_group_unaligned},
     {"dense group 5 x 45x160 B=64", 1e-5, 45, 160, 64, run_dense_group},
     {"dense group 5 x 160x27 B=37", 1e-5, 160, 27, 37, run_dense_group},
