@@ -4,9 +4,11 @@
  * kernels (rollout_cuda.cu) call the same code, so both collect the same transitions.
  *
  * ε-greedy: each branch of each environment explores on its own with probability ε; environment
- * i's draws at acting step t come from Philox stream (seed, VX_ACT_STREAM + i), counter t — one
- * uniform and one bounded integer per branch, whether it explores or not, so the greedy choice
- * never shifts the random sequence.
+ * i's draws for branch k at acting step t come from Philox stream (seed, VX_ACT_STREAM + i), from
+ * counter vx_rng_part_first(t, VX_LOSS_MAX_BRANCHES, k) on — one uniform and one bounded integer,
+ * whether it explores or not, so the greedy choice never shifts the random sequence, and no
+ * branch or step reads another's words. (One reader from counter t for a step's six words reads
+ * counter t + 1 too: the next step's first branch's draws. docs/algorithms.md.)
  *
  * n-step (Sutton & Barto 7.1; each environment keeps its last n (state, action, reward)): when n
  * are pending the oldest leaves as a transition with R = Σ_{k<n} γ^k r_k, the observation after
@@ -23,19 +25,38 @@
 
 #define VX_ACT_STREAM (1ull << 40) /* Philox stream ids of the acting draws: this + env id */
 
+/* The reader of branch k's draws of environment `env` at acting step `step`, and the first
+ * block it reads (which a GPU thread may make ahead of the step: vx_rng_with_first). */
+VX_HD static inline uint64_t vx_act_first_block(uint64_t step, int k)
+{
+    return vx_rng_part_first(step, VX_LOSS_MAX_BRANCHES, k);
+}
+
+VX_HD static inline vx_rng vx_act_rng(uint64_t seed, uint64_t env, uint64_t step, int k)
+{
+    return vx_rng_make(seed, VX_ACT_STREAM + env, vx_act_first_block(step, k));
+}
+
+/* A branch's ε-greedy action from its reader: a uniform u, then a bounded integer over its n
+ * actions, both drawn whether it explores or not; the integer if u < ε, else `greedy`. */
+VX_HD static inline int32_t vx_act_branch(vx_rng *g, double eps, int n, int greedy)
+{
+    float u = vx_rng_uniform(g);
+    uint32_t ra = vx_rng_below(g, (uint32_t)n);
+    return u < eps ? (int32_t)ra : (int32_t)greedy;
+}
+
 /* Actions (VX_ACTION_BRANCHES of them) of environment `env` at acting step `step` from its
  * output row `q`. Each branch's greedy Q is added to *q_greedy_sum (may be NULL). */
 VX_HD static inline void vx_act_egreedy(const vx_loss_shape *s, const float *q, uint64_t seed,
                                         uint64_t env, uint64_t step, double eps, int32_t *actions,
                                         double *q_greedy_sum)
 {
-    vx_rng g = vx_rng_make(seed, VX_ACT_STREAM + env, step);
     for (int k = 0; k < s->n_branches; k++) {
         int greedy = vx_loss_argmax(s, q, k);
         if (q_greedy_sum) *q_greedy_sum += vx_loss_q(s, q, k, greedy);
-        float u = vx_rng_uniform(&g);
-        uint32_t ra = vx_rng_below(&g, (uint32_t)s->branch[k]);
-        actions[k] = u < eps ? (int32_t)ra : greedy;
+        vx_rng g = vx_act_rng(seed, env, step, k);
+        actions[k] = vx_act_branch(&g, eps, s->branch[k], greedy);
     }
 }
 

@@ -90,6 +90,34 @@ VX_HD static inline vx_rng vx_rng_make(uint64_t seed, uint64_t stream, uint64_t 
     return r;
 }
 
+/* The reader of part `part` (0 ≤ part < parts) of draw `index` of a stream (an acting step's
+ * branch, say): the parts of every draw own disjoint counter ranges of VX_RNG_PART_BLOCKS blocks
+ * each, so one part's words are never another's, nor the next draw's — whatever a part reads,
+ * rejections of a bounded integer included. (A draw that reads more than one block from counter
+ * `index` would read the next index's first words.) Distinct up to index · parts < 2^48. */
+#define VX_RNG_PART_BLOCKS 65536u
+VX_HD static inline uint64_t vx_rng_part_first(uint64_t index, int parts, int part)
+{
+    return (index * (uint64_t)parts + (uint64_t)part) * VX_RNG_PART_BLOCKS;
+}
+
+VX_HD static inline vx_rng vx_rng_part(uint64_t seed, uint64_t stream, uint64_t index, int parts,
+                                       int part)
+{
+    return vx_rng_make(seed, stream, vx_rng_part_first(index, parts, part));
+}
+
+/* The same reader with its first block already made (vx_philox_block at its first counter, by
+ * a thread that had time for it earlier): the same words follow. */
+VX_HD static inline vx_rng vx_rng_with_first(uint64_t seed, uint64_t stream, uint64_t first_block,
+                                             vx_u32x4 first)
+{
+    vx_rng r = vx_rng_make(seed, stream, first_block + 1);
+    r.buf = first;
+    r.used = 0;
+    return r;
+}
+
 VX_HD static inline uint32_t vx_rng_u32(vx_rng *r)
 {
     if (r->used == 4) {

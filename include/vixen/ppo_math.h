@@ -58,16 +58,24 @@ VX_HD static inline void vx_ppo_log_softmax(const double *z, int n, double *out,
         for (int k = 0; k < n; k++) prob[k] = e[k] / s;
 }
 
+/* The reader of branch b's draw of environment `env` at step `step`: each branch of each step
+ * its own counters (vx_rng_part), so no draw is another's. (One reader from counter `step` had
+ * read counter step + 1 for the third branch: the next step's first.) */
+VX_HD static inline vx_rng vx_ppo_rng(uint64_t seed, uint64_t env, uint64_t step, int b)
+{
+    return vx_rng_part(seed, VX_PPO_ACT_STREAM + env, step, VX_ACTION_BRANCHES, b);
+}
+
 /* Samples the three branches for environment `env` at step `step` from its logits (15 floats);
  * returns log π(a|s), the sum over the branches. */
 VX_HD static inline double vx_ppo_sample(const double *logits, uint64_t seed, uint64_t env,
                                          uint64_t step, int32_t *actions)
 {
-    vx_rng g = vx_rng_make(seed, VX_PPO_ACT_STREAM + env, step);
     double logp = 0, lp[VX_EXPOSURE_LEVELS], p[VX_EXPOSURE_LEVELS];
     for (int b = 0; b < VX_ACTION_BRANCHES; b++) {
         int n = vx_ppo_branch_n(b);
         vx_ppo_log_softmax(logits + vx_ppo_branch_off(b), n, lp, p);
+        vx_rng g = vx_ppo_rng(seed, env, step, b);
         double u = vx_rng_uniform_double(&g), c = 0;
         int a = n - 1; /* the last category takes what rounding leaves above the sum */
         for (int k = 0; k < n; k++) {

@@ -57,8 +57,7 @@ static __device__ inline void lanes_log_softmax(double z, int off, int n, double
 }
 
 /* vx_ppo_sample over the row's lanes, z the lane's logit: every lane gets the three actions and
- * returns log π(a|s). Branch b's draw is the stream's (b+1)-th uniform: the lane skips the b
- * before it. */
+ * returns log π(a|s). A lane draws its branch's uniform (vx_ppo_rng). */
 static __device__ inline double lanes_sample(double z, uint64_t seed, uint64_t env, uint64_t step,
                                              int32_t *actions)
 {
@@ -66,8 +65,7 @@ static __device__ inline double lanes_sample(double z, uint64_t seed, uint64_t e
     lane_branch(k, &b, &off, &n);
     double lp, p;
     lanes_log_softmax(z, off, n, &lp, &p);
-    vx_rng g = vx_rng_make(seed, VX_PPO_ACT_STREAM + env, step);
-    for (int j = 0; j < b; j++) vx_rng_uniform_double(&g);
+    vx_rng g = vx_ppo_rng(seed, env, step, b);
     double u = vx_rng_uniform_double(&g), c = 0;
     /* the cumulative sum up to this lane's logit, in the one-thread order */
     for (int j = 0; j < VX_EXPOSURE_LEVELS; j++) {

@@ -686,14 +686,15 @@ static void test_act_chunks_weights_and_greedy_q(void **state)
     vx_dqn_act(&d, params, &small, obs, N, 0.0, 31, 6, a, &qm);
     assert_memory_equal(a, greedy, sizeof a);
     assert_near(qm, qmax_sum / (N * K), 1e-6 * (1 + fabs(qmax_sum / (N * K))));
-    /* ε = 0.5: environment i's draws are Philox stream VX_ACT_STREAM + i's at counter `step`,
-     * whichever chunk it falls in: one uniform and one bounded integer per branch, drawn whether
-     * the branch explores or not (dqn_act.h), written out here */
+    /* ε = 0.5: environment i's draws for branch k at step t are Philox stream
+     * VX_ACT_STREAM + i's from counter (4t + k) · 2^16 on, whichever chunk it falls in: one
+     * uniform and one bounded integer, drawn whether the branch explores or not (dqn_act.h),
+     * written out here */
     vx_dqn_act(&d, params, &small, obs, N, 0.5, 31, 6, a, NULL);
     int explored = 0;
     for (int i = 0; i < N; i++) {
-        vx_rng r = vx_rng_make(31, VX_ACT_STREAM + (uint64_t)i, 6);
         for (int k = 0; k < K; k++) {
+            vx_rng r = vx_rng_make(31, VX_ACT_STREAM + (uint64_t)i, (6 * 4 + (uint64_t)k) << 16);
             float u = vx_rng_uniform(&r);
             int32_t ra = (int32_t)vx_rng_below(&r, (uint32_t)d.shape.branch[k]);
             assert_int_equal(a[i * 3 + k], u < 0.5 ? ra : greedy[i * 3 + k]);
@@ -705,6 +706,31 @@ static void test_act_chunks_weights_and_greedy_q(void **state)
     vx_qnet_ws_free(&small);
     vx_qnet_ws_free(&all);
     vx_dqn_free(&d);
+}
+
+/* Consecutive steps draw independently. With ε = 1 every branch takes its random action; when
+ * a step's draws ran on into the next step's counter, the last branch's word at step t was the
+ * first branch's at t + 1, and Lemire's map made the urgency (3 levels) the exposure (9) divided
+ * by 3 at every step. Independent draws agree so with probability 1/3: 666 ± 21 of 2,000 steps;
+ * the limit 900 is 11 sd above that, and the shared words give about 2,000. */
+static void test_act_draws_independent_across_steps(void **state)
+{
+    (void)state;
+    vx_loss_shape s = {0};
+    s.n_branches = 3, s.atoms = 1;
+    s.branch[0] = 9, s.branch[1] = 3, s.branch[2] = 3;
+    s.offset[0] = 0, s.offset[1] = 9, s.offset[2] = 12;
+    float q[15] = {0};
+    int32_t prev[3], cur[3];
+    int agree = 0;
+    vx_act_egreedy(&s, q, 5, 0, 0, 1.0, prev, NULL);
+    for (uint64_t t = 1; t <= 2000; t++) {
+        vx_act_egreedy(&s, q, 5, 0, t, 1.0, cur, NULL);
+        agree += prev[2] == cur[0] / 3;
+        memcpy(prev, cur, sizeof prev);
+    }
+    printf("urgency at t = exposure at t + 1 over 3: %d of 2000 steps (666 expected)\n", agree);
+    assert_true(agree < 900);
 }
 
 static void test_polyak_and_act(void **state)
@@ -1467,6 +1493,7 @@ int main(void)
         cmocka_unit_test(test_update_by_hand_one_step_unclipped),
         cmocka_unit_test(test_c51_update_by_hand),
         cmocka_unit_test(test_act_chunks_weights_and_greedy_q),
+        cmocka_unit_test(test_act_draws_independent_across_steps),
         cmocka_unit_test(test_polyak_and_act),
         cmocka_unit_test(test_create_refuses_overflowing_sizes),
         cmocka_unit_test(test_resume_refuses_damaged_checkpoint),

@@ -310,8 +310,9 @@ static void test_sampling_streams_per_environment(void **state)
         for (int si = 0; si < 2; si++) {
             int32_t a[3];
             vx_ppo_sample(z, 7, envs[ei], steps[si], a);
-            vx_rng g = vx_rng_make(7, VX_PPO_ACT_STREAM + envs[ei], steps[si]);
             for (int b = 0; b < 3; b++) {
+                /* branch b's uniform: counter (3t + b) · 2^16 of the environment's stream */
+                vx_rng g = vx_rng_make(7, VX_PPO_ACT_STREAM + envs[ei], (steps[si] * 3 + b) << 16);
                 const double *zb = z + vx_ppo_branch_off(b);
                 int n = vx_ppo_branch_n(b), want = n - 1;
                 double s = 0, c = 0, u = vx_rng_uniform_double(&g);
@@ -336,6 +337,20 @@ static void test_sampling_streams_per_environment(void **state)
     }
     printf("environments 0 and 1: %d identical actions in 2000 steps (24.7 expected)\n", same);
     assert_true(same < 60);
+    /* and consecutive steps: under uniform logits the urgency (3 levels) at t equals the exposure
+     * (9) at t + 1 divided by 3 with probability 1/3 (666 ± 21 of 2,000); a step whose third
+     * draw ran on into the next step's counter shared that uniform, and they agreed almost
+     * always. The limit 900 is 11 sd above the mean. */
+    int agree = 0;
+    int32_t prev[3], cur[3];
+    vx_ppo_sample(zero, 7, 0, 0, prev);
+    for (uint64_t t = 1; t <= 2000; t++) {
+        vx_ppo_sample(zero, 7, 0, t, cur);
+        agree += prev[2] == cur[0] / 3;
+        memcpy(prev, cur, sizeof prev);
+    }
+    printf("urgency at t = exposure at t + 1 over 3: %d of 2000 steps (666 expected)\n", agree);
+    assert_true(agree < 900);
 }
 
 /* The greedy action breaks ties toward the lowest index, as ppo_math.h documents: all-zero
