@@ -16,8 +16,10 @@
  *   act  R × (r16(H_l) + pad) a trunk layer: its activations after the ReLU
  *   h1   R × (r16(G·Hh) + pad): the heads' first layers, after the ReLU; after the products,
  *        each warp's 3 ints for the emit (row 0 onwards)
- *   out  R × (W2 + 4): the heads' second layers, before their biases
+ *   out  R × (W2 + 4): the heads' second layers, with their biases
  *   qs   R × r8(out_dim): the Q-network's output rows, which acting reads
+ *   pick R × VX_AF_PICK words: each row's greedy actions (from the dueling aggregation, one
+ *        atom) and its branches' first blocks of draws (from the last warp, beside it)
  * In BF16 a product whose K is not a multiple of 16 reads A's columns up to K rounded to 16
  * against zero rows of B: the activation buffers' padding, zeroed once at the start, and, for a
  * head's second layer, the next head's first 8 activations — or, past the last head, the
@@ -56,11 +58,32 @@ static __device__ inline int r8(int n) { return (n + 7) & ~7; }
 using tc::frag;
 using tc::row_major;
 
+extern __shared__ __align__(128) float smem[]; /* the block's buffers (carve) */
+
+/* p, a pointer into the block's buffers, as one the compiler knows is in shared memory
+ * (derived from the shared array itself). Through the trunk's loop-carried input pointer, and the
+ * layer pointers read back from the buffers' table, that knowledge was lost whatever the
+ * __builtin_assume said: two in three of the products' loads of A were generic loads (PTX ld, not
+ * ld.shared), which wait in the queue of the global ones — in a profile, most of the products'
+ * long-scoreboard waits. */
+static __device__ inline float *in_smem(const float *p) { return smem + (p - smem); }
+
 /* A block's shared-memory buffers (the top comment), as vx_af_smem sizes them. */
 typedef struct {
     float *xs, *act[VX_QNET_MAX_TRUNK], *h1, *out, *qs;
     int ldx, ld[VX_QNET_MAX_TRUNK], ldh, ldo, ldq;
+    int *pick; /* R × VX_AF_PICK: a row's greedy actions, then its first blocks of draws */
 } smem_bufs;
+
+/* Row r's greedy actions (one a branch), and its branches' first blocks of draws. */
+static __device__ inline int *row_greedy(const smem_bufs &m, int r)
+{
+    return m.pick + r * VX_AF_PICK;
+}
+static __device__ inline vx_u32x4 *row_draws(const smem_bufs &m, int r)
+{
+    return (vx_u32x4 *)(row_greedy(m, r) + VX_QNET_MAX_BRANCHES);
+}
 
 static __device__ inline smem_bufs carve(const net &t, float *p)
 {
@@ -77,11 +100,13 @@ static __device__ inline smem_bufs carve(const net &t, float *p)
     m.out = p, m.ldo = t.W2 + 4;
     p += R * m.ldo;
     m.qs = p, m.ldq = r8(t.out_dim);
+    p += R * m.ldq;
+    m.pick = (int *)p;
     return m;
 }
 
 /* The block's R observations (rows row0… of obs; zeros past N) into m.xs, unless they are there
- * already (load 0), then the network's products: the heads' outputs, before their biases, in
+ * already (load 0), then the network's products: the heads' outputs, with their biases, in
  * m.out. Every thread calls it; it ends with them complete. */
 template <int P>
 static __device__ void products(const net &t, const float *wp, const float *wf, const float *obs,
@@ -91,7 +116,6 @@ static __device__ void products(const net &t, const float *wp, const float *wf, 
     /* shared memory, as the compiler would not know through the pointers: ld.shared and
      * st.shared, not generic accesses */
     __builtin_assume(__isShared(m.xs) && __isShared(m.h1) && __isShared(m.out) && __isShared(m.qs));
-    for (int l = 0; l < t.n; l++) __builtin_assume(__isShared(m.act[l]));
     for (int x = threadIdx.x; load && x < R * t.Dp; x += THREADS) {
         int r = x / t.Dp, d = x % t.Dp, i = row0 + r;
         m.xs[r * m.ldx + d] = i < N && d < t.in ? obs[(size_t)i * t.in + d] : 0.0f;
@@ -102,44 +126,53 @@ static __device__ void products(const net &t, const float *wp, const float *wf, 
     int ldh_in = m.ldx, K = t.Dp;
     for (int l = 0; l < t.n; l++) {
         int H = t.H[l];
-        tc::gemm<P, tc::RELU, row_major, frag>(1, R, H, K, h, ldh_in, 0, wf + t.fw[l], H / 8, 0,
-                                               m.act[l], m.ld[l], 0, wp + t.b[l]);
+        float *act = in_smem(m.act[l]);
+        tc::gemm<P, tc::RELU, row_major, frag>(1, R, H, K, in_smem(h), ldh_in, 0, wf + t.fw[l],
+                                               H / 8, 0, act, m.ld[l], 0, wp + t.b[l]);
         __syncthreads();
-        h = m.act[l], ldh_in = m.ld[l], K = H;
+        h = act, ldh_in = m.ld[l], K = H;
     }
     /* the heads' first layers, side by side */
     int W1 = t.G * t.Hh;
-    tc::gemm<P, tc::RELU, row_major, frag>(1, R, W1, K, h, ldh_in, 0, wf + t.fh1, W1 / 8, 0, m.h1,
-                                           m.ldh, 0, wp + t.bh1);
+    tc::gemm<P, tc::RELU, row_major, frag>(1, R, W1, K, in_smem(h), ldh_in, 0, wf + t.fh1, W1 / 8,
+                                           0, m.h1, m.ldh, 0, wp + t.bh1);
     __syncthreads();
     /* each head's second layer: independent products, one barrier after them all, each head's
      * strips on warps of their own (w0: the first) */
     for (int g = 0, w0 = 0; g < t.G; w0 += t.P2[g] / 8, g++)
-        tc::gemm<P, tc::STORE, row_major, frag>(1, R, t.P2[g], t.Hh, m.h1 + g * t.Hh, m.ldh, 0,
-                                                wf + t.fh2[g], t.P2[g] / 8, 0, m.out + t.o2[g],
-                                                m.ldo, 0, 0, w0);
+        tc::gemm<P, tc::BIAS, row_major, frag>(1, R, t.P2[g], t.Hh, m.h1 + g * t.Hh, m.ldh, 0,
+                                               wf + t.fh2[g], t.P2[g] / 8, 0, m.out + t.o2[g],
+                                               m.ldo, 0, wp + t.bh2 + t.o2[g], w0);
     __syncthreads();
 }
 
 /* The dueling aggregation into m.qs, in the CPU's order (qnet_impl.h): each head's output with
- * its bias, the mean of a branch's advantages over its actions, Q = (V + A) − mean. Ends with
- * the rows complete. */
-static __device__ void dueling(const net &t, const float *wp, const smem_bufs &m)
+ * its bias (added by the product, as the CPU adds it), the mean of a branch's advantages over its
+ * actions, Q = (V + A) − mean; with one atom also each branch's greedy action into the row's picks,
+ * as vx_loss_argmax finds it in the row (the first largest), by the thread that made the branch's
+ * values (the acting thread's scan of the row had been a chain of dependent loads). Ends with the
+ * rows complete. */
+static __device__ void dueling(const net &t, const smem_bufs &m)
 {
     const int R = ROWS;
-    const float *b2 = wp + t.bh2;
+    __builtin_assume(__isShared(m.out) && __isShared(m.qs) && __isShared(m.pick));
     int per = t.nb * t.Z;
     for (int x = threadIdx.x; x < R * per; x += THREADS) {
         int r = x / per, d = (x % per) / t.Z, z = x % t.Z;
-        const float *o = m.out + r * m.ldo;
-        float v = o[t.o2[0] + z] + b2[t.o2[0] + z];
+        const float *o = m.out + r * m.ldo; /* the outputs with their biases */
+        float v = o[t.o2[0] + z];
         int n = t.branch[d], c = t.o2[1 + d];
         float mean = 0;
-        for (int k = 0; k < n; k++) mean += o[c + k * t.Z + z] + b2[c + k * t.Z + z];
+        for (int k = 0; k < n; k++) mean += o[c + k * t.Z + z];
         mean /= n;
-        float *q = m.qs + r * m.ldq + t.out_off[d];
-        for (int k = 0; k < n; k++)
-            q[k * t.Z + z] = v + (o[c + k * t.Z + z] + b2[c + k * t.Z + z]) - mean;
+        float *q = m.qs + r * m.ldq + t.out_off[d], best = 0;
+        int greedy = 0;
+        for (int k = 0; k < n; k++) {
+            float x = v + o[c + k * t.Z + z] - mean;
+            q[k * t.Z + z] = x;
+            if (k == 0 || x > best) best = x, greedy = k;
+        }
+        if (t.Z == 1) row_greedy(m, r)[d] = greedy;
     }
     __syncthreads();
 }
@@ -175,7 +208,7 @@ template <int P>
 static __global__ void __launch_bounds__(THREADS)
     act_kernel(net t, const float *wp, const float *wf, dqn_act_fused_args a)
 {
-    extern __shared__ __align__(128) float base[];
+    float *base = smem;
     const int R = ROWS;
     const smem_bufs m = carve(t, base);
     int row0 = blockIdx.x * R;
@@ -185,7 +218,7 @@ static __global__ void __launch_bounds__(THREADS)
     }
     if (!a.actions) {
         products<P>(t, wp, wf, a.obs, a.N, row0, m, 1);
-        dueling(t, wp, m);
+        dueling(t, m);
         for (int x = threadIdx.x; a.q && x < R * t.out_dim; x += THREADS) {
             int r = x / t.out_dim, c = x % t.out_dim, i = row0 + r;
             if (i < a.N) a.q[(size_t)i * t.out_dim + c] = m.qs[r * m.ldq + c];
@@ -197,14 +230,24 @@ static __global__ void __launch_bounds__(THREADS)
     double eps = *a.eps;
     for (int k = 0; k < a.steps; k++) {
         products<P>(t, wp, wf, a.obs, a.N, row0, m, k == 0);
-        /* the last warp has no share of the dueling aggregation's R · branches · atoms items */
-        int r = threadIdx.x - (THREADS - 32);
-        if (r >= 0 && r < R && row0 + r < a.N && t.nb * t.Z * R <= THREADS - 32)
-            prefetch_step(a, row0 + r);
-        dueling(t, wp, m);
+        /* beside the dueling aggregation (its R · branches · atoms items on the first threads),
+         * the warps after them make each row's branches' first blocks of draws, a thread a block
+         * (the row's acting thread would make them one after another), and the last warp fetches
+         * the step's first loads into L1 */
+        int p0 = (R * t.nb * t.Z + 31) & ~31, j = threadIdx.x - p0;
+        int idle = p0 + R * t.nb <= THREADS - 32;
+        if (idle && j >= 0 && j < R * t.nb && row0 + j / t.nb < a.N)
+            row_draws(m, j / t.nb)[j % t.nb] =
+                vx_philox_block(a.seed, VX_ACT_STREAM + (uint64_t)(row0 + j / t.nb),
+                                vx_act_first_block(step0 + k, j % t.nb));
+        int last = threadIdx.x - (THREADS - 32);
+        if (idle && last >= 0 && last < R && row0 + last < a.N) prefetch_step(a, row0 + last);
+        dueling(t, m);
         if (threadIdx.x < R && i < a.N)
             act_and_step(a.shape, m.qs + threadIdx.x * m.ldq, i, eps, a.seed, step0 + k, a.actions,
-                         a.envp, a.states, a.next, a.rew, a.te, a.tr, a.final_obs);
+                         a.envp, a.states, a.next, a.rew, a.te, a.tr, a.final_obs,
+                         t.Z == 1 ? row_greedy(m, threadIdx.x) : NULL,
+                         idle ? row_draws(m, threadIdx.x) : NULL);
         __syncthreads();                    /* the block's environments stepped */
         int *meta = (int *)m.h1 + 3 * warp; /* h1: free until the next step's products */
         for (int r = warp; r < R; r += THREADS / 32)

@@ -128,9 +128,9 @@ void vx_af_layout(const vx_qnet_layout *L, int acting, vx_af_net *t, int *map)
 }
 
 /* A block's buffers (floats), each on 8 floats: the input rows, each trunk layer's activations,
- * the heads' first layers', the heads' outputs, the rows' Q-values (each activation row pad
- * floats past a multiple of 16: row-major loads of A free of bank conflicts — TF32's single
- * floats at 4, BF16's pairs at 8). */
+ * the heads' first layers', the heads' outputs, the rows' Q-values, the rows' acting picks (each
+ * activation row pad floats past a multiple of 16: row-major loads of A free of bank conflicts —
+ * TF32's single floats at 4, BF16's pairs at 8). */
 size_t vx_af_smem(const vx_af_net *t)
 {
     size_t R = VX_AF_ROWS, pad = (size_t)t->pad;
@@ -139,6 +139,7 @@ size_t vx_af_smem(const vx_af_net *t)
     f += R * (size_t)(round16(t->G * t->Hh) + pad);
     f += R * (size_t)(t->W2 + 4);
     f += R * (size_t)round8(t->out_dim);
+    f += R * (size_t)VX_AF_PICK;
     return f * 4;
 }
 

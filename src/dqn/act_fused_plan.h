@@ -34,6 +34,9 @@ extern "C" {
 #define VX_AF_THREADS 512 /* a block's threads: 16 warps */
 #define VX_AF_ROWS 16     /* rows a block: 2,048 environments in 128 blocks */
 #define VX_AF_HEADS (1 + VX_QNET_MAX_BRANCHES)
+/* 32-bit words a row for acting: each branch's greedy action, then each branch's first block of
+ * draws (4 words) */
+#define VX_AF_PICK (VX_QNET_MAX_BRANCHES * 5)
 
 /* The network as the kernel sees it: widths, and offsets (floats) into the two copies. */
 typedef struct {

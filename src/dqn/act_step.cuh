@@ -13,15 +13,24 @@
 
 /* Environment i: actions from q (its output row), then its step into next, rew, te, tr and
  * final_obs (the pre-reset observation of an episode that ended). The actions are in range by
- * construction (the shape's branches are the environment's: checked at the rollout's creation). */
+ * construction (the shape's branches are the environment's: checked at the rollout's creation).
+ * greedy (each branch's argmax of q) and first (each branch's first block of draws), where not
+ * NULL, were made ahead by other threads; vx_act_egreedy's arithmetic either way. */
 static __device__ inline void act_and_step(const vx_loss_shape &shape, const float *q, int i,
                                            double eps, uint64_t seed, uint64_t step,
                                            int32_t *actions, const vx_env_params &p,
                                            vx_env_state *states, float *next, float *rew,
-                                           uint8_t *te, uint8_t *tr, float *final_obs)
+                                           uint8_t *te, uint8_t *tr, float *final_obs,
+                                           const int *greedy = 0, const vx_u32x4 *first = 0)
 {
     int32_t a[VX_ACTION_BRANCHES];
-    vx_act_egreedy(&shape, q, seed, (uint64_t)i, step, eps, a, NULL);
+    for (int k = 0; k < shape.n_branches; k++) {
+        int g = greedy ? greedy[k] : vx_loss_argmax(&shape, q, k);
+        vx_rng r = first ? vx_rng_with_first(seed, VX_ACT_STREAM + (uint64_t)i,
+                                             vx_act_first_block(step, k), first[k])
+                         : vx_act_rng(seed, (uint64_t)i, step, k);
+        a[k] = vx_act_branch(&r, eps, shape.branch[k], g);
+    }
     for (int b = 0; b < VX_ACTION_BRANCHES; b++) actions[(size_t)i * VX_ACTION_BRANCHES + b] = a[b];
     vx_env_state st = states[i];
     vx_env_step_one(&p, &st, (uint64_t)i, a[0], a[1], a[2], next + (size_t)i * VX_OBS_DIM, &rew[i],
@@ -33,7 +42,8 @@ static __device__ inline void act_and_step(const vx_loss_shape &shape, const flo
  * it; m: 3 ints of shared memory the warp owns): the CPU collection's episode accounting and
  * vx_nstep_push for step t into the fixed slots of (t, i) — lane 0 the scalars
  * (vx_nstep_push_meta), every lane its share of the observations' copies — then the
- * environment's next observation over its current one in obs (and into xs, if not NULL).
+ * environment's next observation over its current one in obs (and into xs, if not NULL: the
+ * current one's copy, read in its place).
  * next_obs, rew, te, tr and final_obs are the step's, written before by act_and_step (visible to
  * the warp: the caller synchronises between). A thread per environment copying its 45-float rows alone wrote 32
  * scattered rows a store and took 50 µs a step for 2,048 environments. */
@@ -63,7 +73,10 @@ static __device__ inline void emit_one(const dqn_emit_args &a, int N, int t, int
     }
     __syncwarp();
     int p = m[0], first = m[1], emit = m[2];
-    const float *x = obs + (size_t)i * D, *nx = (ended ? final_obs : next_obs) + (size_t)i * D;
+    /* the current observation: the fused kernel's own copy in shared memory (xs, the row its
+     * products read; the global row was written a step ago and is a round trip to L2 away) */
+    const float *x = xs ? xs : obs + (size_t)i * D;
+    const float *nx = (ended ? final_obs : next_obs) + (size_t)i * D;
     for (int k = lane; k < D; k += 32) ring.obs[p * D + k] = x[k];
     for (int j = 0; j < emit; j++) {
         const float *from = ring.obs + (size_t)((first + j) % n) * D; /* this lane's own writes */

@@ -7,7 +7,8 @@
  * A and B each are row-major (element (i, k) at p[i·ld + k]) or column-major (at p[i + k·ld]) —
  * the transposes of the backward pass are column-major views of the same buffers, nothing is
  * copied. Each finished strip goes from the accumulators straight to C (shared or global
- * memory): as it is (STORE), plus a bias and through a ReLU (RELU: a forward layer), or as the
+ * memory): as it is (STORE), plus a bias (BIAS: an output layer), plus a bias and through a ReLU
+ * (RELU: a forward layer), or as the
  * gradient through the ReLU whose activations C already holds (MASK: kept where the activation is
  * positive, else 0). gemm_splitk, for the 16-column heads, splits K among the warps and hands its
  * elements to an epilogue.
@@ -47,7 +48,7 @@
  * of 16 (past a product's real K, B's rows are zero and A's columns finite); rows of A best 8
  * floats past a multiple of 16 wide (float2 loads then free of bank conflicts).
  *
- * Memory: A, a row- or column-major B, and C but for STORE are in shared memory (the compiler
+ * Memory: A, a row- or column-major B, and C but for STORE and BIAS are in shared memory (the compiler
  * is told so); a frag B is in global memory, read through the read-only path.
  *
  * Shapes: M a multiple of 16, N of 8·NT, K of 8 (the caller pads with zeros); ld even and every
@@ -290,11 +291,11 @@ __device__ inline void strip_bf16(float (&d)[NT][4], const float *a, int lda, co
 }
 
 /* What block_gemm does with each finished strip of C. */
-enum { STORE, RELU, MASK };
+enum { STORE, RELU, MASK, BIAS };
 
 /* The G products C_g = A_g · B_g (M × N, inner dimension K) with A_g = A + g·a_step,
- * B_g = B + g·b_step, C_g = C + g·c_step (in floats; C row-major, ldc) and, for RELU, the bias
- * of C_g's columns at bias + g·c_step. Strip s goes to warp (w0 + s) mod warps: independent
+ * B_g = B + g·b_step, C_g = C + g·c_step (in floats; C row-major, ldc) and, for RELU and BIAS
+ * (the bias added, no ReLU), the bias of C_g's columns at bias + g·c_step. Strip s goes to warp (w0 + s) mod warps: independent
  * products of a few strips each, issued one after another, start on different warps. Synchronises
  * nothing: the caller puts __syncthreads() between dependent products. */
 template <int NT, int PASSES, int MODE, typename LA, typename LB>
@@ -309,7 +310,7 @@ __device__ void block_gemm(int G, int M, int N, int K, const float *A, int lda, 
     for (int s = warp; s < G * per_g; s += warps) {
         int g = s / per_g, r = s % per_g, mi = r / cols, nj = r % cols;
         int r0 = 16 * mi, n0 = 8 * NT * nj;
-        if (MODE != STORE) __builtin_assume(__isShared(C));
+        if (MODE == RELU || MODE == MASK) __builtin_assume(__isShared(C));
         float d[NT][4];
 #pragma unroll
         for (int j = 0; j < NT; j++) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0;
@@ -331,6 +332,9 @@ __device__ void block_gemm(int G, int M, int N, int K, const float *A, int lda, 
                 float2 b = *(const float2 *)(bias + g * c_step + n0 + 8 * j + t2);
                 lo.x = fmaxf(lo.x + b.x, 0.0f), lo.y = fmaxf(lo.y + b.y, 0.0f);
                 hi.x = fmaxf(hi.x + b.x, 0.0f), hi.y = fmaxf(hi.y + b.y, 0.0f);
+            } else if (MODE == BIAS) {
+                float2 b = *(const float2 *)(bias + g * c_step + n0 + 8 * j + t2);
+                lo.x += b.x, lo.y += b.y, hi.x += b.x, hi.y += b.y;
             } else if (MODE == MASK) {
                 float2 ylo = *plo, yhi = *phi;
                 lo.x = ylo.x > 0 ? lo.x : 0.0f, lo.y = ylo.y > 0 ? lo.y : 0.0f;

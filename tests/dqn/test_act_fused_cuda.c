@@ -432,6 +432,23 @@ static void test_rollout_acts_as_the_per_layer_path(void **state)
         CK(cudaFree(d_pc));
         free(pc);
     }
+    { /* ties: with every weight 0 every Q is 0, and the greedy action of each branch is its
+       * first (vx_loss_argmax's rule, which the fused kernel's dueling pass keeps; taking the last
+       * of equal values, or another branch's, shows here) */
+        float *d_zero = NULL;
+        CK(cudaMalloc((void **)&d_zero, L.n_params * 4));
+        CK(cudaMemset(d_zero, 0, L.n_params * 4));
+        CK(cudaDeviceSynchronize()); /* before the rollouts' own streams read it */
+        staged xz = rollout(&L, &shape, d_zero, &m, 64, 2, 1, 0, 0.0, 0, 0, 1);
+        for (size_t k = 0; k < xz.n * A; k++) assert_int_equal(xz.act[k], 0);
+        for (int k = 0; k < 3; k++) {
+            staged yz = rollout(&L, &shape, d_zero, &m, 64, 2, 1, 0, 0.0, precisions[k], 0, 1);
+            assert_staged_equal(&xz, &yz);
+            staged_free(&yz);
+        }
+        staged_free(&xz);
+        CK(cudaFree(d_zero));
+    }
     /* ε = 0: greedy, three steps of the default episodes, then six of episodes of two steps
      * (the observations the kernel keeps after an episode's end are the new episode's) */
     int followed[2], differ[2];

@@ -255,10 +255,11 @@ void test_act_fused_copies(void **state)
 
 /* The shared memory a block is launched with, against the buffers act_fused.cu's carve() lays
  * out (its top comment): R = 16 rows of xs (Dp + pad), each trunk layer's activations
- * (r16(H) + pad), the heads' first layers (r16(G·Hh) + pad), the heads' outputs (W2 + 4) and the
- * Q rows (r8(out_dim)), in floats. Too few bytes and the kernel reads and writes past its shared
- * memory; the sums here are done by hand for a net whose widths are not multiples of 16 (40, 24,
- * 56; G·Hh = 24; out_dim 12), so a missing rounding or pad shows. */
+ * (r16(H) + pad), the heads' first layers (r16(G·Hh) + pad), the heads' outputs (W2 + 4), the
+ * Q rows (r8(out_dim)) and the acting picks (20 words), in floats. Too few bytes and the kernel
+ * reads and writes past its shared memory; the sums here are done by hand for a net whose widths
+ * are not multiples of 16 (40, 24, 56; G·Hh = 24; out_dim 12), so a missing rounding or pad shows.
+ */
 void test_act_fused_smem(void **state)
 {
     (void)state;
@@ -275,9 +276,10 @@ void test_act_fused_smem(void **state)
                             + 16 * (48 + 4) + 16 * (32 + 4) + 16 * (64 + 4) /* trunk */
                             + 16 * (32 + 4)                                 /* h1: r16(24) */
                             + 16 * (32 + 4)                                 /* out */
-                            + 16 * 16;                                      /* qs: r8(12) */
+                            + 16 * 16                                       /* qs: r8(12) */
+                            + 16 * 20; /* picks: 4 greedy actions, 4 blocks of 4 draws */
     const int floats_bf16 = 16 * (64 + 8) + 16 * (48 + 8) + 16 * (32 + 8) + 16 * (64 + 8) +
-                            16 * (32 + 8) + 16 * (32 + 4) + 16 * 16;
+                            16 * (32 + 8) + 16 * (32 + 4) + 16 * 16 + 16 * 20;
     const int acting[] = {VX_ACTING_TF32, VX_ACTING_TF32X3, VX_ACTING_BF16};
     const int floats[] = {floats_tf32, floats_tf32, floats_bf16};
     char why[96];
