@@ -62,7 +62,7 @@
 #include <stdint.h>
 
 #ifndef TC_BF16_U
-#define TC_BF16_U 8 /* BF16 k16 steps loaded ahead in a narrow strip (strip_bf16) */
+#define TC_BF16_U 4 /* BF16 k16 steps loaded ahead in a narrow strip (strip_bf16) */
 #endif
 #ifndef TC_U_WIDE
 #define TC_U_WIDE 2 /* steps loaded ahead in a wide strip (NT > 2; see strip) */
@@ -239,10 +239,10 @@ __device__ inline void strip(float (&d)[NT][4], const float *a, int lda, const f
 
 /* strip in BF16: d[j] += A (16 × K from a, row-major, float32 in shared memory) · B (K × 8
  * columns of frag tile column j), K a multiple of 16. U k16 steps' operands are loaded before any
- * is multiplied: a step covers twice a TF32 step's K with half its loads of B, and 8 steps ahead
- * (twice TF32's K again) still fit the registers, so a strip waits on a quarter as many round
- * trips to L2 for the same K (8 against 4 ahead: 2.022 against 2.038–2.049 ms a collection on
- * an H200). */
+ * is multiplied: a step covers twice a TF32 step's K with half its loads of B. 4 ahead, since
+ * the acting kernel's loads of A are ld.shared (1.814–1.819 ms a collection against 1.835–1.838
+ * with 8, H100; while they were generic loads, 8 had been the faster: 2.022 against
+ * 2.038–2.049 ms on an H200). The products are added in the same order whatever U. */
 template <int NT>
 __device__ inline void strip_bf16(float (&d)[NT][4], const float *a, int lda, const float *b,
                                   int ldb, int K)
