@@ -37,6 +37,14 @@ VX_HD static inline vx_rng vx_act_rng(uint64_t seed, uint64_t env, uint64_t step
     return vx_rng_make(seed, VX_ACT_STREAM + env, vx_act_first_block(step, k));
 }
 
+/* vx_act_rng's reader with its first block made ahead (vx_philox_block of stream
+ * VX_ACT_STREAM + env at vx_act_first_block(step, k)): the same words, that block's and on. */
+VX_HD static inline vx_rng vx_act_rng_with_first(uint64_t seed, uint64_t env, uint64_t step, int k,
+                                                 vx_u32x4 first)
+{
+    return vx_rng_with_first(seed, VX_ACT_STREAM + env, vx_act_first_block(step, k), first);
+}
+
 /* A branch's ε-greedy action from its reader: a uniform u, then a bounded integer over its n
  * actions, both drawn whether it explores or not; the integer if u < ε, else `greedy`. */
 VX_HD static inline int32_t vx_act_branch(vx_rng *g, double eps, int n, int greedy)

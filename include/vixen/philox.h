@@ -94,7 +94,7 @@ VX_HD static inline vx_rng vx_rng_make(uint64_t seed, uint64_t stream, uint64_t 
  * branch, say): the parts of every draw own disjoint counter ranges of VX_RNG_PART_BLOCKS blocks
  * each, so one part's words are never another's, nor the next draw's — whatever a part reads,
  * rejections of a bounded integer included. (A draw that reads more than one block from counter
- * `index` would read the next index's first words.) Distinct up to index · parts < 2^48. */
+ * `index` would read the next index's first words.) Distinct while index · parts + part < 2^48. */
 #define VX_RNG_PART_BLOCKS 65536u
 VX_HD static inline uint64_t vx_rng_part_first(uint64_t index, int parts, int part)
 {

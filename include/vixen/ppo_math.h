@@ -7,8 +7,9 @@
  * categoricals over their own logits, so log π(a|s) = Σ_b log π_b(a_b|s) and the entropy is the
  * sum of the branches' entropies.
  *
- * Sampling draws one uniform per branch from Philox stream (seed, VX_PPO_ACT_STREAM + env) at
- * counter `step` and inverts the branch's CDF, computed in double: a float and a double softmax
+ * Sampling draws one uniform per branch from Philox stream (seed, VX_PPO_ACT_STREAM + env), branch
+ * b at step t from counter (3t + b) · 2^16 (vx_ppo_rng), and inverts the branch's CDF, computed in
+ * double: a float and a double softmax
  * of the same logits agree far beyond a draw's resolution, so the CPU and a GPU pick the same
  * action from the same logits (a tie at a CDF boundary has probability of order 1e-15).
  *

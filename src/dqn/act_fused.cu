@@ -19,7 +19,8 @@
  *   out  R × (W2 + 4): the heads' second layers, with their biases
  *   qs   R × r8(out_dim): the Q-network's output rows, which acting reads
  *   pick R × VX_AF_PICK words: each row's greedy actions (from the dueling aggregation, one
- *        atom) and its branches' first blocks of draws (from the last warp, beside it)
+ *        atom) and its branches' first blocks of draws (from the warps after the dueling
+ *        aggregation's, beside it)
  * In BF16 a product whose K is not a multiple of 16 reads A's columns up to K rounded to 16
  * against zero rows of B: the activation buffers' padding, zeroed once at the start, and, for a
  * head's second layer, the next head's first 8 activations — or, past the last head, the
@@ -376,12 +377,12 @@ extern "C" vx_status dqn_act_fused_step(dqn_act_fused *f, const dqn_act_fused_ar
         return vx_err_set(e, VX_ERR_ARG, "dqn: fused acting steps a network of %d inputs, not %d",
                           f->t.in, VX_OBS_DIM);
     const float *wp = f->copies, *wf = f->copies + f->t.packed;
-    const size_t smem = (size_t)f->smem;
+    const size_t bytes = (size_t)f->smem;
     if (f->acting == VX_ACTING_BF16)
-        act_kernel<tc::BF16><<<blocks, THREADS, smem, s>>>(f->t, wp, wf, *a);
+        act_kernel<tc::BF16><<<blocks, THREADS, bytes, s>>>(f->t, wp, wf, *a);
     else if (f->acting == VX_ACTING_TF32X3)
-        act_kernel<3><<<blocks, THREADS, smem, s>>>(f->t, wp, wf, *a);
-    else act_kernel<1><<<blocks, THREADS, smem, s>>>(f->t, wp, wf, *a);
+        act_kernel<3><<<blocks, THREADS, bytes, s>>>(f->t, wp, wf, *a);
+    else act_kernel<1><<<blocks, THREADS, bytes, s>>>(f->t, wp, wf, *a);
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;

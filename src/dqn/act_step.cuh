@@ -26,8 +26,7 @@ static __device__ inline void act_and_step(const vx_loss_shape &shape, const flo
     int32_t a[VX_ACTION_BRANCHES];
     for (int k = 0; k < shape.n_branches; k++) {
         int g = greedy ? greedy[k] : vx_loss_argmax(&shape, q, k);
-        vx_rng r = first ? vx_rng_with_first(seed, VX_ACT_STREAM + (uint64_t)i,
-                                             vx_act_first_block(step, k), first[k])
+        vx_rng r = first ? vx_act_rng_with_first(seed, (uint64_t)i, step, k, first[k])
                          : vx_act_rng(seed, (uint64_t)i, step, k);
         a[k] = vx_act_branch(&r, eps, shape.branch[k], g);
     }

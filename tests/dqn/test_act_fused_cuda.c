@@ -429,6 +429,21 @@ static void test_rollout_acts_as_the_per_layer_path(void **state)
         staged yc = rollout(&Lc, &sc, d_pc, &m, 4100, 5, 3, 3, 1.0, VX_ACTING_TF32, 0, 2);
         assert_staged_equal(&xc, &yc);
         staged_free(&xc), staged_free(&yc);
+        /* greedy C51 (its actions from the expected values over atoms, the acting thread's own
+         * scan: the dueling pass finds greedy actions for one atom only), one step from the same
+         * observations, the float32 path against 3×TF32 fused: every action the same but at a
+         * near-tie, and the actions not all one */
+        xc = rollout(&Lc, &sc, d_pc, &m, 4100, 1, 1, 0, 0.0, 0, 0, 1);
+        yc = rollout(&Lc, &sc, d_pc, &m, 4100, 1, 1, 0, 0.0, VX_ACTING_TF32X3, 0, 1);
+        int agree = 0, spread = 0;
+        for (size_t k = 0; k < xc.n * A; k++) {
+            agree += xc.act[k] == yc.act[k];
+            spread |= 1 << xc.act[k];
+        }
+        print_message("C51, greedy: %d of %zu actions the same on both paths\n", agree, xc.n * A);
+        assert_true(agree >= 0.99 * (double)(xc.n * A));
+        assert_true(__builtin_popcount((unsigned)spread) >= 2);
+        staged_free(&xc), staged_free(&yc);
         CK(cudaFree(d_pc));
         free(pc);
     }

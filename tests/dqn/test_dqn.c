@@ -733,6 +733,25 @@ static void test_act_draws_independent_across_steps(void **state)
     assert_true(agree < 900);
 }
 
+/* The GPU's acting thread reads each branch's draws through vx_act_rng_with_first, its first
+ * block made by another thread: the words must be vx_act_rng's, the first block's and past it
+ * (12 words: three blocks; a reader that made its first block again, or took another branch's
+ * or step's counter for the blocks after, differs from the fifth word on). */
+static void test_act_reader_with_first_block(void **state)
+{
+    (void)state;
+    const uint64_t envs[2] = {0, 7}, steps[3] = {0, 5, 1u << 20};
+    for (int e = 0; e < 2; e++)
+        for (int s = 0; s < 3; s++)
+            for (int k = 0; k < VX_LOSS_MAX_BRANCHES; k++) {
+                vx_rng a = vx_act_rng(9, envs[e], steps[s], k);
+                vx_u32x4 first =
+                    vx_philox_block(9, VX_ACT_STREAM + envs[e], vx_act_first_block(steps[s], k));
+                vx_rng b = vx_act_rng_with_first(9, envs[e], steps[s], k, first);
+                for (int w = 0; w < 12; w++) assert_int_equal(vx_rng_u32(&a), vx_rng_u32(&b));
+            }
+}
+
 static void test_polyak_and_act(void **state)
 {
     (void)state;
@@ -1494,6 +1513,7 @@ int main(void)
         cmocka_unit_test(test_c51_update_by_hand),
         cmocka_unit_test(test_act_chunks_weights_and_greedy_q),
         cmocka_unit_test(test_act_draws_independent_across_steps),
+        cmocka_unit_test(test_act_reader_with_first_block),
         cmocka_unit_test(test_polyak_and_act),
         cmocka_unit_test(test_create_refuses_overflowing_sizes),
         cmocka_unit_test(test_resume_refuses_damaged_checkpoint),

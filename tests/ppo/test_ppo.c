@@ -295,8 +295,8 @@ static void test_logp_entropy_by_hand(void **state)
 }
 
 /* Each environment samples from its own Philox stream, as ppo_math.h documents (a GPU twin must
- * draw the same): environment e at step t inverts each branch's CDF at the uniforms of stream
- * (seed, VX_PPO_ACT_STREAM + e), counter t, in branch order — checked exactly for a few (e, t).
+ * draw the same): environment e at step t inverts branch b's CDF at the uniform of stream
+ * (seed, VX_PPO_ACT_STREAM + e) at counter (3t + b) · 2^16 — checked exactly for a few (e, t).
  * And the environments' draws are independent: under uniform logits two environments pick the
  * same action triple with probability 1/81, so over 2,000 steps 24.7 coincidences are expected
  * (sd 4.9); a sampler sharing one stream among environments gives 2,000. The limit 60 is 7 sd
