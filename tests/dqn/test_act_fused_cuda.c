@@ -397,6 +397,18 @@ static void test_rollout_acts_as_the_per_layer_path(void **state)
         staged_free(&y);
     }
     staged_free(&x);
+    { /* ε = 0.5, one step from the same observations, 3×TF32 fused: each branch's uniform decides
+       * whether it explores, so a uniform from the wrong word (not the one vx_act_branch draws
+       * first) changes about a third of the actions; the paths may part only at a near-tie of
+       * the greedy choice (at least 99 % the same) */
+        staged xe = rollout(&L, &shape, d_params, &m, N, 1, 1, 0, 0.5, 0, 0, 1);
+        staged ye = rollout(&L, &shape, d_params, &m, N, 1, 1, 0, 0.5, VX_ACTING_TF32X3, 0, 1);
+        int agree = 0;
+        for (size_t k = 0; k < xe.n * A; k++) agree += xe.act[k] == ye.act[k];
+        print_message("ε = 0.5: %d of %zu actions the same on both paths\n", agree, xe.n * A);
+        assert_true(agree >= 0.99 * (double)(xe.n * A));
+        staged_free(&xe), staged_free(&ye);
+    }
     /* … and with 3-step returns over episodes of 4 steps, the second rollout of 9 steps: the
      * emit's rings, its flushes at an episode's end, its flags and packing, the episode sums
      * (every environment ends two episodes or more), and the counters the first rollout left
