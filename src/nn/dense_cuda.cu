@@ -544,6 +544,13 @@ static __global__ void __launch_bounds__(SMALL_THREADS)
 
 static int small_layer(const vx_dense *d) { return d->out <= SMALL_OUT && d->in <= SMALL_IN; }
 
+/* Rows past which a small layer's backward pass goes to cuBLASLt: each weight-gradient block
+ * walks every row (in + 1 columns / SMALL_COLS blocks a member: 21 for 160 inputs), which PPO's
+ * per-layer update at 8,192-row minibatches pays on its critical path (its iteration 60.5 ms
+ * with the small kernels at every batch, 49.8 with this limit: docs/benchmarks.md). DQN's
+ * backward passes, at its batch (≤ 4,096 in the benchmarks), stay on the small kernels. */
+#define SMALL_BACKWARD_ROWS 4096
+
 /* dW and db, and dx when dx is not NULL (flags: vx_dense_backward's) */
 static vx_status small_backward(const vx_dense *d, const vx_dense_group *G, const float *P,
                                 const float *x, int B, const float *dy, float *g, float *dx,
@@ -619,7 +626,8 @@ static vx_status dg_backward(void *impl, const vx_dense *d, const vx_dense_group
     dense_cuda *c = (dense_cuda *)impl;
     cudaStream_t s = (cudaStream_t)vs;
     vx_status st = VX_OK;
-    if (small_layer(d)) return small_backward(d, G, P, x, B, dy, g, dx, flags, s, e);
+    if (small_layer(d) && B <= SMALL_BACKWARD_ROWS)
+        return small_backward(d, G, P, x, B, dy, g, dx, flags, s, e);
     plan *p = align_in_group(g + d->b, G->p, G->K) == 16
                   ? get_plan(c, d, G, B, K_WGRAD, dy, G->dy, x, G->x, g + d->w, G->p)
                   : NULL;

@@ -52,9 +52,11 @@
  * is told so); a frag B is in global memory, read through the read-only path.
  *
  * Shapes: M a multiple of 16, N of 8·NT, K of 8 (the caller pads with zeros); ld even and every
- * matrix 8-byte aligned (C's pairs are stored as float2). Rows 4 floats past a multiple of 16
- * wide (the callers' layout) keep row-major loads of A from shared memory free of bank
- * conflicts; the column-major views of the backward pass have 2-way conflicts. */
+ * matrix 8-byte aligned (C's pairs are stored as float2). Bank conflicts of the scalar loads
+ * from shared memory depend on the rows' width: 4 floats past a multiple of 16 (the acting
+ * kernels' layout) keeps row-major loads of A free of them and gives the column-major views of
+ * the backward pass 2-way conflicts; 8 past (PPO's minibatch kernel, VX_PF_PAD) the other way
+ * round. */
 #ifndef VIXEN_TC_TILE_CUH
 #define VIXEN_TC_TILE_CUH
 

@@ -11,9 +11,9 @@
  * Shared memory of a block of R rows (floats, each buffer 32-byte aligned):
  *   red    a double a thread: block sums (and the observation statistics while normalising)
  *   stage  256 a warp: the tiles on their way to an epilogue (tc_tile.cuh)
- *   out    R × 20: the heads' outputs (15 logits, the value), then their gradients
- *   xs     R × (Dp + 4): the input rows, zero beyond in_dim
- *   act_l  R × (G·H_l + 4) per layer: the activations after the ReLU, overwritten in the backward
+ *   out    R × 24: the heads' outputs (15 logits, the value), then their gradients
+ *   xs     R × (Dp + 8): the input rows, zero beyond in_dim
+ *   act_l  R × (G·H_l + 8) per layer: the activations after the ReLU, overwritten in the backward
  *          pass by the gradients with respect to the layer's output (ReLU mask applied)
  *   rowq   R ints: each row's sample in the rollout (−1: past the minibatch's end)
  * The backward pass of layer l first writes its weight gradient (act_{l−1}ᵀ · δ_l) and bias
@@ -100,10 +100,10 @@ static __device__ smem carve(const net &t, int R, float *base)
     float *p = base + 2 * THREADS;
     s.stage = p, p += WARPS * 256;
     s.out = p, p += R * OUT_LD;
-    s.ldx = t.Dp + 4;
+    s.ldx = t.Dp + VX_PF_PAD;
     s.xs = p, p += R * s.ldx;
     for (int l = 0; l < t.n; l++) {
-        s.ld[l] = t.G * t.H[l] + 4;
+        s.ld[l] = t.G * t.H[l] + VX_PF_PAD;
         s.act[l] = p, p += R * s.ld[l];
     }
     s.rowq = (int *)p;

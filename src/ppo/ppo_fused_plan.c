@@ -121,9 +121,10 @@ size_t vx_pf_smem(const vx_pf_net *t, int rows)
 {
     size_t R = (size_t)rows;
     /* a double a thread for block sums, the warps' staging, the heads' outputs, the input rows,
-     * every layer's activations (each row 4 floats past its width), the rows' samples */
-    size_t f = 2 * VX_PF_THREADS + VX_PF_WARPS * 256 + R * VX_PF_OUT_LD + R * (size_t)(t->Dp + 4);
-    for (int l = 0; l < t->n; l++) f += R * (size_t)(t->G * t->H[l] + 4);
+     * every layer's activations (each row VX_PF_PAD floats past its width), the rows' samples */
+    size_t f =
+        2 * VX_PF_THREADS + VX_PF_WARPS * 256 + R * VX_PF_OUT_LD + R * (size_t)(t->Dp + VX_PF_PAD);
+    for (int l = 0; l < t->n; l++) f += R * (size_t)(t->G * t->H[l] + VX_PF_PAD);
     return (f + (size_t)round8(rows)) * 4;
 }
 

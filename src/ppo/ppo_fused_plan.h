@@ -31,7 +31,11 @@ extern "C" {
 #define VX_PF_ACT_ROWS 16 /* a rollout step's rows a block: 2,048 environments fill 128 SMs */
 #endif
 #define VX_PF_HEAD 16 /* the heads' columns: 15 logits, then the value */
-#define VX_PF_OUT_LD (VX_PF_HEAD + 4)
+/* Shared rows this many floats past their width (a multiple of 16). With 8 the weight gradients'
+ * column-major loads fall in 32 different banks and the forward pass's row loads in 16 (2-way
+ * conflicts); with 4 it is the other way round. 8 measured faster in TF32 (docs/benchmarks.md). */
+#define VX_PF_PAD 8
+#define VX_PF_OUT_LD (VX_PF_HEAD + VX_PF_PAD)
 #define VX_PF_MAX_IN 128 /* the input's width at most (its statistics are staged per block) */
 /* The shared memory a block may have on the GPUs the memory estimate assumes (Hopper's 227 KB). */
 #define VX_PF_SMEM_HOPPER 232448

@@ -516,6 +516,8 @@ static const test_case cases[] = {
     {"dense 64x9 B=1024", 1e-5, 64, 9, 1024, run_dense_case},
     {"dense 37x16 B=5", 1e-5, 37, 16, 5, run_dense_case},
     {"dense 64x9 B=2500", 1e-5, 64, 9, 2500, run_dense_case}, /* two launches (SMALL_MERGE_ROWS) */
+    /* past SMALL_BACKWARD_ROWS: the small forward kernel, the backward pass on cuBLASLt */
+    {"dense 160x16 B=4200", 1e-5, 160, 16, 4200, run_dense_case},
     {"dense group 5 x 64x9 B=37", 1e-5, 64, 9, 37, run_dense_group},
     {"dense group 5 x 100x3 B=2049", 1e-5, 100, 3, 2049, run_dense_group},
     {"dense group 64x3 unaligned", 1e-5, 64, 3, 33, run_dense_group_unaligned},

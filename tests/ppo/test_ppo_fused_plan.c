@@ -139,7 +139,7 @@ void test_fused_fragment_copies(void **state)
 
 /* The shared memory of a block of R rows, against the buffers ppo_fused.cu's carve() lays out
  * (its top comment), in floats: a double a thread (2 · 512), 256 a warp (16 warps), the heads'
- * outputs R × 20, the input rows R × (Dp + 4), each layer's activations R × (G·H + 4), then R
+ * outputs R × 24, the input rows R × (Dp + 8), each layer's activations R × (G·H + 8), then R
  * ints rounded to 8 — summed by hand for in_dim 51 (Dp 64) and trunks 48, 32, 64, separate
  * (G = 2) and shared (G = 1). Then which configurations the kernels take: the update's rows are
  * the most of 64 and 32 that fit, and none when 32 do not. */
@@ -150,9 +150,9 @@ void test_fused_smem_and_rows(void **state)
     vx_ac_cfg_default(&cfg);
     cfg.in_dim = 51, cfg.n_trunk = 3, cfg.trunk[0] = 48, cfg.trunk[1] = 32, cfg.trunk[2] = 64;
     const size_t fixed = 2 * 512 + 16 * 256;
-    /* per row: 20 + 68 + (2·48 + 4) + (2·32 + 4) + (2·64 + 4) = 388; shared: 20 + 68 + 52 + 36 +
-     * 68 = 244 */
-    const size_t per_row[2] = {388, 244};
+    /* per row: 24 + 72 + (2·48 + 8) + (2·32 + 8) + (2·64 + 8) = 408; shared: 24 + 72 + 56 + 40 +
+     * 72 = 264 */
+    const size_t per_row[2] = {408, 264};
     char why[96];
     for (int shared = 0; shared <= 1; shared++) {
         cfg.shared = shared;
