@@ -20,6 +20,7 @@
 #include "vixen/optim_math.h"
 #include "../util/cuda_check.h"
 #include "../util/device_cuda.h"
+#include "../util/pdl.cuh"
 #include "learner_cuda.h"
 #include "../replay/replay_group_cuda.h"
 
@@ -93,6 +94,7 @@ static __global__ void loss_kernel(vx_loss_shape shape, int kind, const member_c
                                    vx_replay_batch b, int B, float *dq_all, float *loss,
                                    float *prio, float2 *qstat)
 {
+    vx_pdl_wait();
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     unsigned k = blockIdx.y;
     if (i >= B) return;
@@ -130,9 +132,10 @@ extern "C" vx_status dqn_loss_cuda(const vx_loss_shape *shape, int kind, double 
 {
     vx_status st = VX_OK;
     member_cfg one = {gamma, (float)kappa, 0.0f, 1};
-    loss_kernel<<<(B + LOSS_THREADS - 1) / LOSS_THREADS, LOSS_THREADS, 0, s>>>(
-        *shape, kind, NULL, one, q_s, q_next_online, 0, q_next_target, 0, out_dim, *b, B, dq, loss,
-        priority, NULL);
+    VX_CUDA_CHECK(vx_pdl_launch(loss_kernel, dim3((B + LOSS_THREADS - 1) / LOSS_THREADS),
+                                dim3(LOSS_THREADS), 0, s, *shape, kind, (const member_cfg *)NULL,
+                                one, q_s, q_next_online, (size_t)0, q_next_target, (size_t)0,
+                                out_dim, *b, B, dq, loss, priority, (float2 *)NULL));
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -145,6 +148,7 @@ static __global__ void stats_kernel(const float *loss_all, const float2 *qstat_a
 {
     __shared__ double sl[256], sq[256];
     __shared__ float sm[256];
+    vx_pdl_wait();
     unsigned k = blockIdx.x;
     const float *loss = loss_all + (size_t)k * B;
     const float2 *qstat = qstat_all + (size_t)k * B;
@@ -179,6 +183,7 @@ static __global__ void stats_kernel(const float *loss_all, const float2 *qstat_a
 static __global__ void polyak_kernel(float *target, const float *online, size_t n, size_t stride,
                                      const member_cfg *mc)
 {
+    vx_pdl_wait();
     unsigned k = blockIdx.y;
     float tau = mc[k].tau;
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
@@ -203,6 +208,7 @@ static __global__ void target_due_kernel(float *target, const float *online, siz
                                          size_t stride, const long long *count,
                                          const member_cfg *mc)
 {
+    vx_pdl_wait();
     unsigned k = blockIdx.y;
     if (mc[k].tau > 0 || (count[0] + 1) % mc[k].target_every != 0) return;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
@@ -213,6 +219,7 @@ static __global__ void target_due_kernel(float *target, const float *online, siz
 /* Then: one update more made, one fewer left; the loop goes on while some are left. */
 static __global__ void loop_tick_kernel(long long *count, cudaGraphConditionalHandle loop)
 {
+    vx_pdl_wait();
     count[0] += 1;
     count[1] -= 1;
     cudaGraphSetConditional(loop, count[1] > 0);
@@ -295,10 +302,11 @@ static vx_status update_body(dqn_learner *d, const vx_replay_batch *fixed, vx_er
     {
         const float *qs = vx_qnet_output(d->qs);
         member_cfg none = {0, 0, 0, 1};
-        loss_kernel<<<dim3((unsigned)(B + LOSS_THREADS - 1) / LOSS_THREADS, (unsigned)K),
-                      LOSS_THREADS, 0, d->s>>>(
-            d->shape, d->cfg.loss, d->mc, none, qs, qs + (size_t)B * O, d->sq,
-            vx_qnet_output(d->qt), d->sqt, O, d->b[0], B, d->dq, d->loss, d->prio, d->qstat);
+        VX_CUDA_CHECK(vx_pdl_launch(
+            loss_kernel, dim3((unsigned)(B + LOSS_THREADS - 1) / LOSS_THREADS, (unsigned)K),
+            dim3(LOSS_THREADS), 0, d->s, d->shape, d->cfg.loss, d->mc, none, qs, qs + (size_t)B * O,
+            d->sq, vx_qnet_output(d->qt), d->sqt, O, d->b[0], B, d->dq, d->loss, d->prio,
+            d->qstat));
         VX_CUDA_LAUNCH_CHECK(d->s);
     }
     if (!fixed) { /* the new priorities beside the backward pass and Adam (the top comment) */
@@ -317,12 +325,12 @@ static vx_status update_body(dqn_learner *d, const vx_replay_batch *fixed, vx_er
             if (d->replay[k]) vx_replay_follow(d->replay[k], d->s);
     }
     if (st) goto fail;
-    stats_kernel<<<(unsigned)K, 256, 0, d->s>>>(d->loss, d->qstat, B, d->shape.n_branches,
-                                                vx_optim_norm(d->opt), d->acc);
+    VX_CUDA_CHECK(vx_pdl_launch(stats_kernel, dim3((unsigned)K), dim3(256), 0, d->s, d->loss,
+                                d->qstat, B, d->shape.n_branches, vx_optim_norm(d->opt), d->acc));
     VX_CUDA_LAUNCH_CHECK(d->s);
     if (d->any_tau) {
-        polyak_kernel<<<dim3(blocks_for(np), (unsigned)K), 256, 0, d->s>>>(d->target, d->online, np,
-                                                                           d->sp, d->mc);
+        VX_CUDA_CHECK(vx_pdl_launch(polyak_kernel, dim3(blocks_for(np), (unsigned)K), dim3(256), 0,
+                                    d->s, d->target, d->online, np, d->sp, d->mc));
         VX_CUDA_LAUNCH_CHECK(d->s);
     }
 fail:
@@ -550,11 +558,13 @@ static vx_status build_loop(dqn_learner *d, vx_err *e)
     vx_status st = vx_cuda_loop_begin(d->s, &d->graph, &d->loop, e);
     if (st) return st;
     st = update_body(d, NULL, e);
+    rc = cudaSuccess;
     if (!st && d->any_hard)
-        target_due_kernel<<<dim3(TARGET_DUE_BLOCKS, (unsigned)d->K), 256, 0, d->s>>>(
-            d->target, d->online, np, d->sp, d->count, d->mc);
-    if (!st) loop_tick_kernel<<<1, 1, 0, d->s>>>(d->count, d->loop);
-    rc = st ? cudaSuccess : cudaGetLastError();
+        rc = vx_pdl_launch(target_due_kernel, dim3(TARGET_DUE_BLOCKS, (unsigned)d->K), dim3(256), 0,
+                           d->s, d->target, d->online, np, d->sp, (const long long *)d->count,
+                           (const member_cfg *)d->mc);
+    if (!st && rc == cudaSuccess)
+        rc = vx_pdl_launch(loop_tick_kernel, dim3(1), dim3(1), 0, d->s, d->count, d->loop);
     {
         cudaError_t end = cudaStreamEndCapture(d->s, &captured); /* always ends the capture */
         if (rc == cudaSuccess) rc = end;

@@ -21,6 +21,7 @@
 #include "../util/block_sum.cuh"
 #include "../util/cuda_check.h"
 #include "../util/device_cuda.h"
+#include "../util/pdl.cuh"
 #include "act_fused.h"
 #include "act_step.cuh"
 #include "rollout_cuda.h"
@@ -99,6 +100,7 @@ static __global__ void act_step_kernel(vx_loss_shape shape, const float *q, int 
                                        float *rew, uint8_t *te, uint8_t *tr, float *final_obs,
                                        int *tcount, int in_loop, cudaGraphConditionalHandle loop)
 {
+    vx_pdl_wait();
     int i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i == 0) count_step(tcount, in_loop, loop);
     if (i >= N) return;
@@ -127,6 +129,7 @@ static __global__ void emit_kernel(int N, const int *tcount, dqn_emit_args a, fl
                                    unsigned long long *step)
 {
     __shared__ int meta[EMIT_ENVS][3]; /* the ring slot of the step, the first start, emitted */
+    vx_pdl_wait();
     int i = blockIdx.x * EMIT_ENVS + threadIdx.x / 32;
     if (blockIdx.x == 0 && threadIdx.x == 0) *step += 1;
     if (i >= N) return; /* the whole warp */
@@ -360,12 +363,16 @@ static vx_status step_body(dqn_rollout *r, int in_loop, vx_err *e)
     float *cur = r->obs[0], *next = r->obs[1];
     st = vx_qnet_forward(r->net, r->cfg.act_params, cur, N, r->s, e);
     if (st) goto fail;
-    act_step_kernel<<<blocks, 32, 0, r->s>>>(
-        r->shape, vx_qnet_output(r->net), O, N, r->eps, r->cfg.seed, r->step, r->act, r->envp,
-        r->env_states, next, r->rew, r->te, r->tr, r->final_obs, r->tcount, in_loop, r->loop);
+    VX_CUDA_CHECK(vx_pdl_launch(
+        act_step_kernel, dim3(blocks), dim3(32), 0, r->s, r->shape, vx_qnet_output(r->net), O, N,
+        (const double *)r->eps, r->cfg.seed, (const unsigned long long *)r->step, r->act, r->envp,
+        r->env_states, next, r->rew, r->te, r->tr, r->final_obs, r->tcount, in_loop, r->loop));
     VX_CUDA_LAUNCH_CHECK(r->s);
-    emit_kernel<<<(unsigned)((N + EMIT_ENVS - 1) / EMIT_ENVS), 32 * EMIT_ENVS, 0, r->s>>>(
-        N, r->tcount, r->emit, cur, r->act, r->rew, r->te, r->tr, next, r->final_obs, r->step);
+    VX_CUDA_CHECK(vx_pdl_launch(emit_kernel, dim3((unsigned)((N + EMIT_ENVS - 1) / EMIT_ENVS)),
+                                dim3(32 * EMIT_ENVS), 0, r->s, N, (const int *)r->tcount, r->emit,
+                                cur, (const int32_t *)r->act, (const float *)r->rew,
+                                (const uint8_t *)r->te, (const uint8_t *)r->tr, (const float *)next,
+                                (const float *)r->final_obs, r->step));
     VX_CUDA_LAUNCH_CHECK(r->s);
 fail:
     return st;

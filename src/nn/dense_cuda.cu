@@ -21,6 +21,7 @@
  * the same shape runs the same kernel. */
 #include "../util/cuda_check.h"
 #include "../util/device_cuda.h"
+#include "../util/pdl.cuh"
 #include "nn_internal.h"
 
 #include <pthread.h>
@@ -316,6 +317,7 @@ static vx_status plain_missing(const dense_cuda *c, const vx_dense *d, int B, vx
 static __global__ void bias_relu_kernel(float *y, size_t y_stride, const float *bias,
                                         size_t p_stride, size_t rows, int cols, int relu)
 {
+    vx_pdl_wait();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= rows * (size_t)cols) return;
     y += blockIdx.y * y_stride, bias += blockIdx.y * p_stride;
@@ -326,6 +328,7 @@ static __global__ void bias_relu_kernel(float *y, size_t y_stride, const float *
 /* dx = 0 where x ≤ 0 (x the output of a ReLU: dx the gradient before it), n floats a member */
 static __global__ void relu_in_kernel(float *dx, size_t sdx, const float *x, size_t sx, size_t n)
 {
+    vx_pdl_wait();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n && x[blockIdx.y * sx + i] <= 0.0f) dx[blockIdx.y * sdx + i] = 0.0f;
 }
@@ -334,6 +337,7 @@ static __global__ void relu_in_kernel(float *dx, size_t sdx, const float *x, siz
 static __global__ void bias_grad_kernel(const float *dy, size_t y_stride, int B, int cols,
                                         float *db, size_t p_stride)
 {
+    vx_pdl_wait();
     int j = blockIdx.x * blockDim.x + threadIdx.x;
     if (j >= cols) return;
     dy += blockIdx.y * y_stride, db += blockIdx.y * p_stride;
@@ -388,6 +392,7 @@ static __global__ void __launch_bounds__(SMALL_THREADS)
                          float *y, size_t sy, int in, int out, int B, int relu)
 {
     extern __shared__ float sm[];
+    vx_pdl_wait();
     int R = SMALL_TILE(in), Q = SMALL_THREADS / R, ld = SMALL_XS(in);
     float *Ws = sm, *xs = sm + (size_t)in * out;
     P += blockIdx.y * sp, x += blockIdx.y * sx, y += blockIdx.y * sy;
@@ -536,6 +541,7 @@ static __global__ void __launch_bounds__(SMALL_THREADS)
                           int in, int out, int B, int tiles, int accumulate)
 {
     extern __shared__ float sm[];
+    vx_pdl_wait();
     if ((int)blockIdx.x < tiles)
         small_dgrad_block(blockIdx.x, sm, P, w, sp, dy, sdy, dx, sdx, relu_in ? x : NULL, sx, in,
                           out, B, accumulate);
@@ -565,16 +571,16 @@ static vx_status small_backward(const vx_dense *d, const vx_dense_group *G, cons
     size_t shm = (dgrad > SMALL_WGRAD_FLOATS ? dgrad : SMALL_WGRAD_FLOATS) * sizeof(float);
     dim3 grid((unsigned)(tiles + chunks), (unsigned)G->K);
     if (B > SMALL_MERGE_ROWS && tiles) { /* the weight gradient, then the input gradient */
-        small_backward_kernel<<<dim3((unsigned)chunks, (unsigned)G->K), SMALL_THREADS,
-                                SMALL_WGRAD_FLOATS * sizeof(float), s>>>(
-            P, d->w, d->b, G->p, x, G->x, dy, G->dy, g, dx, G->dx, relu_in, d->in, d->out, B, 0,
-            acc);
+        VX_CUDA_CHECK(vx_pdl_launch(small_backward_kernel, dim3((unsigned)chunks, (unsigned)G->K),
+                                    dim3(SMALL_THREADS), SMALL_WGRAD_FLOATS * sizeof(float), s, P,
+                                    d->w, d->b, G->p, x, G->x, dy, G->dy, g, dx, G->dx, relu_in,
+                                    d->in, d->out, B, 0, acc));
         VX_CUDA_LAUNCH_CHECK(s);
         grid.x = (unsigned)tiles, shm = dgrad * sizeof(float);
     }
-    small_backward_kernel<<<grid, SMALL_THREADS, shm, s>>>(P, d->w, d->b, G->p, x, G->x, dy, G->dy,
-                                                           g, dx, G->dx, relu_in, d->in, d->out, B,
-                                                           tiles, acc);
+    VX_CUDA_CHECK(vx_pdl_launch(small_backward_kernel, grid, dim3(SMALL_THREADS), shm, s, P, d->w,
+                                d->b, G->p, x, G->x, dy, G->dy, g, dx, G->dx, relu_in, d->in,
+                                d->out, B, tiles, acc));
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -586,8 +592,10 @@ static vx_status small_forward(const vx_dense *d, const vx_dense_group *G, const
     vx_status st = VX_OK;
     int R = SMALL_TILE(d->in);
     size_t shm = ((size_t)d->in * d->out + (size_t)R * SMALL_XS(d->in)) * sizeof(float);
-    small_forward_kernel<<<dim3((unsigned)((B + R - 1) / R), (unsigned)G->K), SMALL_THREADS, shm,
-                           s>>>(P, d->w, d->b, G->p, x, G->x, y, G->y, d->in, d->out, B, relu);
+    VX_CUDA_CHECK(vx_pdl_launch(small_forward_kernel,
+                                dim3((unsigned)((B + R - 1) / R), (unsigned)G->K),
+                                dim3(SMALL_THREADS), shm, s, P, d->w, d->b, G->p, x, G->x, y, G->y,
+                                d->in, d->out, B, relu));
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -612,8 +620,8 @@ static vx_status dg_forward(void *impl, const vx_dense *d, const vx_dense_group 
     if (!p || !p->ok) return plain_missing(c, d, B, e);
     st = run(c, p, NULL, P + d->w, x, y, 0.0f, s, e);
     if (st) return st;
-    bias_relu_kernel<<<dim3((unsigned)((n + 255) / 256), (unsigned)G->K), 256, 0, s>>>(
-        y, G->y, P + d->b, G->p, (size_t)B, d->out, relu);
+    VX_CUDA_CHECK(vx_pdl_launch(bias_relu_kernel, dim3((unsigned)((n + 255) / 256), (unsigned)G->K),
+                                dim3(256), 0, s, y, G->y, P + d->b, G->p, (size_t)B, d->out, relu));
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -638,8 +646,9 @@ static vx_status dg_backward(void *impl, const vx_dense *d, const vx_dense_group
         if (!p || !p->ok) return plain_missing(c, d, B, e);
         st = run(c, p, NULL, dy, x, g + d->w, 0.0f, s, e);
         if (st) return st;
-        bias_grad_kernel<<<dim3((unsigned)((d->out + 127) / 128), (unsigned)G->K), 128, 0, s>>>(
-            dy, G->dy, B, d->out, g + d->b, G->p);
+        VX_CUDA_CHECK(vx_pdl_launch(bias_grad_kernel,
+                                    dim3((unsigned)((d->out + 127) / 128), (unsigned)G->K),
+                                    dim3(128), 0, s, dy, G->dy, B, d->out, g + d->b, G->p));
         VX_CUDA_LAUNCH_CHECK(s);
     }
     if (st || !dx) return st;
@@ -649,8 +658,9 @@ static vx_status dg_backward(void *impl, const vx_dense *d, const vx_dense_group
     if (st || !(flags & VX_DENSE_RELU_IN) || B == 0) return st;
     {
         size_t n = (size_t)B * d->in;
-        relu_in_kernel<<<dim3((unsigned)((n + 255) / 256), (unsigned)G->K), 256, 0, s>>>(
-            dx, G->dx, x, G->x, n);
+        VX_CUDA_CHECK(vx_pdl_launch(relu_in_kernel,
+                                    dim3((unsigned)((n + 255) / 256), (unsigned)G->K), dim3(256), 0,
+                                    s, dx, G->dx, x, G->x, n));
         VX_CUDA_LAUNCH_CHECK(s);
     }
 fail:

@@ -17,6 +17,7 @@
 #include "vixen/optim_math.h"
 #include "../util/cuda_check.h"
 #include "../util/device_cuda.h"
+#include "../util/pdl.cuh"
 #include "nn_internal.h"
 
 #include <stdlib.h>
@@ -71,6 +72,7 @@ static __global__ void sumsq_kernel(const float *g, size_t n, size_t stride, dou
 {
     __shared__ double sh[256];
     __shared__ int last;
+    vx_pdl_wait();
     unsigned k = blockIdx.y;
     if (skip && skip[k]) return; /* every block returns: the arrival counter stays 0 */
     g += k * stride;
@@ -138,6 +140,7 @@ static __global__ void __launch_bounds__(256)
                 float *__restrict__ v, size_t n, size_t stride, long long *tp,
                 const vx_step_consts *sk, const int *skip)
 {
+    vx_pdl_wait();
     unsigned k = blockIdx.y;
     if (skip && skip[k]) return;
     if (blockIdx.x == 0 && threadIdx.x == 0) tp[k] += 1; /* sumsq took this step's from it */
@@ -226,11 +229,14 @@ static vx_status oc_step(void *impl, float *params, float *grads, vx_stream vs, 
     optim_cuda *o = (optim_cuda *)impl;
     cudaStream_t s = (cudaStream_t)vs;
     vx_status st = VX_OK;
-    sumsq_kernel<<<dim3(norm_blocks(o->n), (unsigned)o->K), 256, 0, s>>>(
-        grads, o->n, o->stride, o->scratch, o->norm, o->t, o->hyper, o->lr, o->sk, o->skip);
+    VX_CUDA_CHECK(vx_pdl_launch(sumsq_kernel, dim3(norm_blocks(o->n), (unsigned)o->K), dim3(256), 0,
+                                s, (const float *)grads, o->n, o->stride, o->scratch, o->norm,
+                                (const long long *)o->t, (const double *)o->hyper,
+                                (const double *)o->lr, o->sk, (const int *)o->skip));
     VX_CUDA_LAUNCH_CHECK(s);
-    adam_kernel<<<dim3(adam_blocks(o->n), (unsigned)o->K), 256, 0, s>>>(
-        params, grads, o->m, o->v, o->n, o->stride, o->t, o->sk, o->skip);
+    VX_CUDA_CHECK(vx_pdl_launch(adam_kernel, dim3(adam_blocks(o->n), (unsigned)o->K), dim3(256), 0,
+                                s, params, grads, o->m, o->v, o->n, o->stride, o->t,
+                                (const vx_step_consts *)o->sk, (const int *)o->skip));
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;

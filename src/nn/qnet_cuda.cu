@@ -17,6 +17,7 @@
  * blockIdx.y. A group of one is the network alone, call for call. */
 #include "../util/cuda_check.h"
 #include "../util/device_cuda.h"
+#include "../util/pdl.cuh"
 #include "nn_internal.h"
 
 #include <stdlib.h>
@@ -201,6 +202,7 @@ static __global__ void dueling_kernel(const float *v, size_t sv, const float *a,
                                       float *q, size_t sq, int B, int n, int Z, int out_dim,
                                       int offset)
 {
+    vx_pdl_wait();
     size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nz = (size_t)n * Z;
     if (t >= (size_t)B * nz) return;
     v += blockIdx.y * sv, a += blockIdx.y * sa, q += blockIdx.y * sq;
@@ -246,9 +248,10 @@ static vx_status qc_forward(void *impl, const float *P, const float *x, int B, v
                      hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->done[0], 0));
-        dueling_kernel<<<grid_for(q, n * c->branch[d]), 256, 0, hs>>>(
-            q->v, q->s_v, q->a[d], q->s_a[d], q->q, q->S.q, B, c->branch[d], Z, L->out_dim,
-            L->out_offset[d]);
+        VX_CUDA_CHECK(vx_pdl_launch(dueling_kernel, grid_for(q, n * c->branch[d]), dim3(256), 0, hs,
+                                    (const float *)q->v, q->s_v, (const float *)q->a[d], q->s_a[d],
+                                    q->q, q->S.q, B, c->branch[d], Z, L->out_dim,
+                                    L->out_offset[d]));
         VX_CUDA_LAUNCH_CHECK(hs);
         VX_CUDA_CHECK(cudaEventRecord(q->done[1 + d], hs));
     }
@@ -264,6 +267,7 @@ static __global__ void dueling_bwd_kernel(const float *dq, size_t sq, float *dv,
                                           float *da, size_t sa, int B, int n, int Z, int out_dim,
                                           int offset)
 {
+    vx_pdl_wait();
     size_t t = (size_t)blockIdx.x * blockDim.x + threadIdx.x, nz = (size_t)n * Z;
     if (t >= (size_t)B * nz) return;
     dq += blockIdx.y * sq, dv += blockIdx.y * sv, da += blockIdx.y * sa;
@@ -286,6 +290,7 @@ typedef struct {
 static __global__ void sum_parts_kernel(parts_t parts, int n, size_t len, float k, float *out,
                                         size_t s_in, size_t s_out, const float *y, size_t sy)
 {
+    vx_pdl_wait();
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= len) return;
     size_t at = blockIdx.y * s_in + i;
@@ -319,9 +324,9 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         cudaStream_t hs = q->hs[1 + d];
         size_t n = (size_t)B * Z;
         VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->fork, 0));
-        dueling_bwd_kernel<<<grid_for(q, n * c->branch[d]), 256, 0, hs>>>(
-            dq, q->S.q, q->dv_b[d], q->s_dv, q->da_b[d], q->s_da, B, c->branch[d], Z, L->out_dim,
-            L->out_offset[d]);
+        VX_CUDA_CHECK(vx_pdl_launch(dueling_bwd_kernel, grid_for(q, n * c->branch[d]), dim3(256), 0,
+                                    hs, dq, q->S.q, q->dv_b[d], q->s_dv, q->da_b[d], q->s_da, B,
+                                    c->branch[d], Z, L->out_dim, L->out_offset[d]));
         VX_CUDA_LAUNCH_CHECK(hs);
         VX_CUDA_CHECK(cudaEventRecord(q->dv_done[d], hs));
         st = bwd(q, q->hd[1 + d], &L->adv2[d], P, q->a1[d], q->s_v1, B, q->da_b[d], q->s_da, g,
@@ -342,8 +347,9 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
             VX_CUDA_CHECK(cudaStreamWaitEvent(hs, q->dv_done[d], 0));
             pv.p[d] = q->dv_b[d];
         }
-        sum_parts_kernel<<<grid_for(q, (size_t)B * Z), 256, 0, hs>>>(
-            pv, nb, (size_t)B * Z, 1.0f, q->dv, q->s_dv, q->s_dv, NULL, 0);
+        VX_CUDA_CHECK(vx_pdl_launch(sum_parts_kernel, grid_for(q, (size_t)B * Z), dim3(256), 0, hs,
+                                    pv, nb, (size_t)B * Z, 1.0f, q->dv, q->s_dv, q->s_dv,
+                                    (const float *)NULL, (size_t)0));
         VX_CUDA_LAUNCH_CHECK(hs);
         st = bwd(q, q->hd[0], &L->value2, P, q->v1, q->s_v1, B, q->dv, q->s_dv, g, q->dhid_h[0],
                  q->s_dhid, VX_DENSE_RELU_IN, hs, e);
@@ -361,9 +367,10 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         for (int k = 0; k <= nb; k++) VX_CUDA_CHECK(cudaStreamWaitEvent(s, q->done[k], 0));
         for (int d = 0; d < nb; d++) ph.p[d] = q->dh_h[1 + d];
         ph.p[nb] = q->dh_h[0];
-        sum_parts_kernel<<<grid_for(q, (size_t)B * H), 256, 0, s>>>(
-            ph, nb + 1, (size_t)B * H, 1.0f / (float)(nb + 1), dh, q->s_dhh, q->s_dh,
-            T ? q->trunk[T - 1] : NULL, T ? q->s_trunk[T - 1] : 0);
+        VX_CUDA_CHECK(vx_pdl_launch(sum_parts_kernel, grid_for(q, (size_t)B * H), dim3(256), 0, s,
+                                    ph, nb + 1, (size_t)B * H, 1.0f / (float)(nb + 1), dh, q->s_dhh,
+                                    q->s_dh, (const float *)(T ? q->trunk[T - 1] : NULL),
+                                    (size_t)(T ? q->s_trunk[T - 1] : 0)));
         VX_CUDA_LAUNCH_CHECK(s);
     }
     /* the top layer's mask came with the sum; each lower one's with the input gradient of the

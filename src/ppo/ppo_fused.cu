@@ -22,6 +22,7 @@
 #include "../nn/tc_tile.cuh"
 #include "../util/cuda_check.h"
 #include "../util/device_cuda.h"
+#include "../util/pdl.cuh"
 #include "ppo_backend.h"
 #include "ppo_fused.h"
 #include "ppo_fused_plan.h"
@@ -236,6 +237,7 @@ static __global__ void __launch_bounds__(THREADS)
     act_kernel(net t, const float *wp, const float *wf, ppo_fused_act_args a, unsigned *arrived)
 {
     extern __shared__ __align__(128) float base[];
+    vx_pdl_wait();
     const int R = ACT_ROWS;
     smem s = carve(t, 2 * R, base);
     int row0 = blockIdx.x * R, r = threadIdx.x, i = row0 + r;
@@ -329,6 +331,7 @@ static __global__ void __launch_bounds__(THREADS)
                 float *partial, size_t packed)
 {
     extern __shared__ __align__(128) float base[];
+    vx_pdl_wait();
     smem s = carve(t, R, base);
     int row0 = blockIdx.x * R, cursor = a.cursor ? *a.cursor : 0;
     if (threadIdx.x < R) {
@@ -418,6 +421,7 @@ static __global__ void __launch_bounds__(SUM_THREADS)
 {
     __shared__ double sh[SUM_THREADS / 32];
     __shared__ int last;
+    vx_pdl_wait();
     size_t p = (size_t)blockIdx.x * SUM_THREADS + threadIdx.x;
     double sq = 0;
     if (p < packed && src[p] >= 0) {
@@ -464,6 +468,7 @@ static __global__ void __launch_bounds__(SUM_THREADS)
                 const int *inv, int E, float *wp, float *wf, int has_end, ppo_fused_end end,
                 unsigned *arrived)
 {
+    vx_pdl_wait();
     size_t i = (size_t)blockIdx.x * SUM_THREADS + threadIdx.x;
     int skip = o.skip && *o.skip;
     if (!skip && i == 0) *o.t += 1; /* this launch's constants were taken from it before */
@@ -656,9 +661,9 @@ extern "C" vx_status ppo_fused_act(ppo_fused *f, const ppo_fused_act_args *a, cu
     if (a->N < 1) return VX_OK;
     unsigned blocks = (unsigned)ppo_fused_act_blocks(a->N);
     size_t bytes = vx_pf_smem(&f->nt, 2 * ACT_ROWS);
-    if (f->passes == 1)
-        act_kernel<1><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, *a, f->arrived + 2);
-    else act_kernel<3><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, *a, f->arrived + 2);
+    VX_CUDA_CHECK(vx_pdl_launch(f->passes == 1 ? act_kernel<1> : act_kernel<3>, dim3(blocks),
+                                dim3(THREADS), bytes, s, f->nt, (const float *)f->wp,
+                                (const float *)f->wf, *a, f->arrived + 2));
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
@@ -673,19 +678,17 @@ extern "C" vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, 
     if (a->M < 1 || blocks > f->max_blocks)
         return vx_err_set(e, VX_ERR_ARG, "ppo: a minibatch of %d rows (at most %d)", a->M,
                           f->max_blocks * f->rows);
-    if (f->passes == 1)
-        grad_kernel<1><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, f->rows, *a, f->partial,
-                                                      f->packed);
-    else
-        grad_kernel<3><<<blocks, THREADS, bytes, s>>>(f->nt, f->wp, f->wf, f->rows, *a, f->partial,
-                                                      f->packed);
+    VX_CUDA_CHECK(vx_pdl_launch(f->passes == 1 ? grad_kernel<1> : grad_kernel<3>, dim3(blocks),
+                                dim3(THREADS), bytes, s, f->nt, (const float *)f->wp,
+                                (const float *)f->wf, f->rows, *a, f->partial, f->packed));
     VX_CUDA_LAUNCH_CHECK(s);
     {
         vx_optim_view none;
         memset(&none, 0, sizeof none);
-        sum_kernel<<<(unsigned)vx_pf_sum_blocks(f->packed), SUM_THREADS, 0, s>>>(
-            f->partial, blocks, f->src, f->packed, grads, o != NULL, o ? *o : none, f->nparts,
-            f->arrived, f->consts);
+        VX_CUDA_CHECK(vx_pdl_launch(sum_kernel, dim3((unsigned)vx_pf_sum_blocks(f->packed)),
+                                    dim3(SUM_THREADS), 0, s, (const float *)f->partial, blocks,
+                                    (const int *)f->src, f->packed, grads, (int)(o != NULL),
+                                    o ? *o : none, f->nparts, f->arrived, f->consts));
         VX_CUDA_LAUNCH_CHECK(s);
     }
 fail:
@@ -700,9 +703,10 @@ extern "C" vx_status ppo_fused_step(ppo_fused *f, float *params, float *grads,
     size_t n = f->L.n_params;
     ppo_fused_end none;
     memset(&none, 0, sizeof none);
-    step_kernel<<<(unsigned)((n + SUM_THREADS - 1) / SUM_THREADS), SUM_THREADS, 0, s>>>(
-        params, grads, n, *o, f->consts, f->inv, f->nt.E, f->wp, f->wf, end != NULL,
-        end ? *end : none, f->arrived + 1);
+    VX_CUDA_CHECK(vx_pdl_launch(step_kernel, dim3((unsigned)((n + SUM_THREADS - 1) / SUM_THREADS)),
+                                dim3(SUM_THREADS), 0, s, params, grads, n, *o,
+                                (const step_consts *)f->consts, (const int *)f->inv, f->nt.E, f->wp,
+                                f->wf, (int)(end != NULL), end ? *end : none, f->arrived + 1));
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;

@@ -31,6 +31,7 @@
  * member in blockIdx.y; a failed group launch is an error (its caller stops the group). */
 #include "replay_cuda_internal.h"
 #include "replay_group_cuda.h"
+#include "../util/pdl.cuh"
 
 #include <cooperative_groups.h>
 #include <cub/cub.cuh>
@@ -433,6 +434,7 @@ static __global__ void sample_kernel(size_t B, pick_args a, int D, const float *
                                      const float *next_obs, const vx_slot_meta *meta, dev_state *ds,
                                      vx_replay_batch out)
 {
+    vx_pdl_wait();
     sample_body<SAMPLE_DRAWS>(B, a, D, obs, next_obs, meta, ds, out);
 }
 
@@ -447,6 +449,7 @@ static __global__ void sample_kernel(size_t B, pick_args a, int D, const float *
 static __global__ void __launch_bounds__(256, 4)
     sample_group_kernel(size_t B, int D, const rc_member *m, const vx_replay_batch *out)
 {
+    vx_pdl_wait();
     const rc_member *x = &m[blockIdx.y];
     sample_body<GROUP_DRAWS>(B, x->pick, D, x->obs, x->next_obs, x->meta, x->ds, out[blockIdx.y]);
 }
@@ -810,9 +813,9 @@ vx_status vx_rc_sample(vx_replay *r, size_t B, vx_replay_batch *out, vx_stream v
     }
     if (!rc) {
         pick_args a = {(int)r->cfg.kind, r->cfg.alpha, r->cfg.seed, b->tree, b->cdf, b->order};
-        sample_kernel<<<vx_rc_grid(B, SAMPLE_DRAWS), 256, 0, s>>>(
-            B, a, r->cfg.obs_dim, b->obs, b->next_obs, b->meta, b->ds, *out);
-        rc = cudaGetLastError();
+        rc = vx_pdl_launch(sample_kernel, vx_rc_grid(B, SAMPLE_DRAWS), dim3(256), 0, s, B, a,
+                           r->cfg.obs_dim, (const float *)b->obs, (const float *)b->next_obs,
+                           (const vx_slot_meta *)b->meta, b->ds, *out);
     }
     if (rc) {
         st = launch_failed(r, "sample", rc, e);
@@ -1000,8 +1003,8 @@ extern "C" vx_status vx_replay_group_sample(vx_replay_group *g, cudaStream_t s, 
     if (st) return st;
     dim3 grid = vx_rc_grid(g->B, GROUP_DRAWS);
     grid.y = (unsigned)g->K;
-    sample_group_kernel<<<grid, 256, 0, s>>>(g->B, g->D, g->members, g->out);
-    cudaError_t rc = cudaGetLastError();
+    cudaError_t rc = vx_pdl_launch(sample_group_kernel, grid, dim3(256), 0, s, g->B, g->D,
+                                   (const rc_member *)g->members, (const vx_replay_batch *)g->out);
     if (rc)
         return vx_err_set(e, VX_ERR_CUDA, "replay: a group's sample launch failed (%s)",
                           cudaGetErrorString(rc));
