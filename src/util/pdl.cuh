@@ -34,7 +34,8 @@ static __device__ __forceinline__ void vx_pdl_wait(void)
 }
 
 /* kernel<<<grid, block, smem, s>>>(args...), started as the previous kernel in s ends (the kernel
- * calls vx_pdl_wait first). Returns the launch's error. */
+ * calls vx_pdl_wait first). Returns the launch's error, which it also clears from the runtime's
+ * last error, as VX_CUDA_LAUNCH_CHECK's cudaGetLastError would: a later check must not see it. */
 template <typename... P, typename... A>
 static inline cudaError_t vx_pdl_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
                                         cudaStream_t s, A &&...args)
@@ -45,7 +46,9 @@ static inline cudaError_t vx_pdl_launch(void (*kernel)(P...), dim3 grid, dim3 bl
     cudaLaunchConfig_t c = {};
     c.gridDim = grid, c.blockDim = block, c.dynamicSmemBytes = smem, c.stream = s;
     c.attrs = at, c.numAttrs = 1;
-    return cudaLaunchKernelEx(&c, kernel, std::forward<A>(args)...);
+    cudaError_t rc = cudaLaunchKernelEx(&c, kernel, std::forward<A>(args)...);
+    if (rc != cudaSuccess) (void)cudaGetLastError();
+    return rc;
 }
 
 #endif
