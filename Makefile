@@ -9,7 +9,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RUN_DIR ?= run
 
-.PHONY: all deps test-deps build run test test-asan fuzz format-check bench clean
+.PHONY: all deps test-deps build run test test-asan fuzz format-check pdl-check bench clean
 
 all: build
 
@@ -26,7 +26,7 @@ build: deps
 run: build
 	@scripts/run-demo.sh $(BUILD)/vixen $(RUN_DIR)
 
-test: test-deps format-check build
+test: test-deps format-check pdl-check build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=30
@@ -44,6 +44,10 @@ test-asan: deps
 
 format-check: test-deps
 	@scripts/format-check
+
+# every kernel launched to start early waits for the one before it (src/util/pdl.cuh)
+pdl-check:
+	@scripts/pdl-check
 
 bench: build
 	@$(BUILD)/vixen bench

@@ -7,9 +7,9 @@
  * has finished and its writes are visible: part of the gap is paid while the first one drains.
  *
  * The rule: a kernel launched with vx_pdl_launch calls vx_pdl_wait() before anything else — it
- * must not read or write memory before it. Kernels launched the usual way may call it too: it
- * then returns at once. The arithmetic does not change, only when blocks are placed: the same
- * inputs give the same bits.
+ * must not read or write memory before it (scripts/pdl-check, run by `make test`, fails a kernel
+ * that does not). Kernels launched the usual way may call it too: it then returns at once. The
+ * arithmetic does not change, only when blocks are placed: the same inputs give the same bits.
  *
  * No kernel signals its dependents early (griddepcontrol.launch_dependents at its start, which
  * would place the next kernel's blocks beside its own): measured on an H100, that made PPO's TF32
