@@ -49,11 +49,16 @@ enum {
     VX_DENSE_ACCUMULATE = 1, /* dx += dy·Wᵀ, not dx = dy·Wᵀ */
     /* x is the output of a ReLU: dx (after any accumulation) is zeroed where x ≤ 0 — the gradient
      * before that ReLU, in the same launch as the product where the layer is small (on a GPU) */
-    VX_DENSE_RELU_IN = 2
+    VX_DENSE_RELU_IN = 2,
+    /* dx only: g is left alone. With a call for dW and db alone (dx NULL) on another stream, the
+     * two halves of a backward pass run side by side, each giving the bits the one call gives;
+     * on a GPU the dx half then uses no cuBLASLt workspace, so the halves may share a context. */
+    VX_DENSE_DX_ONLY = 4
 };
 
 /* From dy (B × out, the ReLU already applied to it by the caller): dW into g + d->w and db into
- * g + d->b (overwritten), and, when dx is not NULL, dx = dy·Wᵀ (B × in), as `flags` (above) say. */
+ * g + d->b (overwritten; with VX_DENSE_DX_ONLY not at all, and g may be NULL), and, when dx is not
+ * NULL, dx = dy·Wᵀ (B × in), as `flags` (above) say. */
 vx_status vx_dense_backward(vx_dense_ctx *c, const vx_dense *d, const float *P, const float *x,
                             int B, const float *dy, float *g, float *dx, int flags, vx_stream s,
                             vx_err *e);

@@ -32,7 +32,8 @@ static size_t market_bytes(const vx_train_cfg *c)
 }
 
 /* One Q-network object (qnet_cuda.cu): activations of max_batch rows forward, bwd rows backward,
- * its GEMM workspaces. */
+ * its GEMM workspaces (a training network's trunk of two layers or more has two: its weight
+ * gradients' side stream has its own). */
 static size_t qnet_bytes(const vx_qnet_layout *L, size_t rows, size_t bwd_rows)
 {
     const vx_qnet_cfg *c = &L->cfg;
@@ -48,8 +49,8 @@ static size_t qnet_bytes(const vx_qnet_layout *L, size_t rows, size_t bwd_rows)
     if (bwd_rows)
         bwd =
             (size_t)c->atoms + 2 * hmax + heads * ((size_t)c->atoms + amax + c->head_hidden + htop);
-    size_t ws = bwd_rows ? clampz(bwd_rows * (8 << 10), 4 * MB, 32 * MB) + heads * MB
-                         : MB + heads * (256 << 10);
+    size_t trunk_ws = (c->n_trunk >= 2 ? 2 : 1) * clampz(bwd_rows * (8 << 10), 4 * MB, 32 * MB);
+    size_t ws = bwd_rows ? trunk_ws + heads * MB : MB + heads * (256 << 10);
     return (rows * fwd + bwd_rows * bwd) * 4 + ws;
 }
 

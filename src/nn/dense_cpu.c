@@ -42,7 +42,8 @@ static vx_status dc_backward(void *impl, const vx_dense *d, const vx_dense_group
     (void)impl, (void)s, (void)e;
     for (int k = 0; k < G->K; k++) {
         float *dxk = dx ? dx + k * G->dx : NULL;
-        dense32_dense_bwd(d, P + k * G->p, x + k * G->x, B, dy + k * G->dy, g + k * G->p, dxk,
+        float *gk = flags & VX_DENSE_DX_ONLY ? NULL : g + k * G->p;
+        dense32_dense_bwd(d, P + k * G->p, x + k * G->x, B, dy + k * G->dy, gk, dxk,
                           flags & VX_DENSE_ACCUMULATE);
         if (dxk && (flags & VX_DENSE_RELU_IN))
             dense32_relu_mask(dxk, x + k * G->x, (size_t)B * (size_t)d->in);

@@ -7,7 +7,9 @@
  *   dgrad    dX (in × B) = Wᵀ (in × out) · dY (out × B),           beta 1 to accumulate;
  *            through the ReLU that made X (VX_DENSE_RELU_IN), relu_in_kernel after it.
  * Where cuBLASLt has no fused kernel for a shape, the plain GEMM and a small kernel (bias+ReLU,
- * or a column sum for db) do the same. A layer of at most SMALL_OUT outputs and SMALL_IN inputs
+ * or a column sum for db) do the same. The input gradient's GEMM uses no workspace (plan_ws), so
+ * a caller may run it and the weight gradient on two streams (VX_DENSE_DX_ONLY).
+ * A layer of at most SMALL_OUT outputs and SMALL_IN inputs
  * (the Q-network's and the policy's output layers) takes kernels of its own for all three, each
  * output in a fixed order: cuBLASLt ran them as float32 GEMMs of 18–27 µs for a group of 64 at
  * batch 256 (H100), for almost no arithmetic.
@@ -195,6 +197,12 @@ static int set_batch(cublasLtMatrixLayout_t l, const vx_dense_group *G, size_t s
                                             sizeof off) == 0;
 }
 
+/* The workspace a kind's GEMM may use: none for the input gradient (its product sums over the
+ * layer's outputs, too short a sum for split-K: cuBLASLt's first pick did not split it at any of
+ * the Q-network's shapes, H100), so that a layer's input gradient and weight gradient may run
+ * side by side on two streams through one context (VX_DENSE_DX_ONLY). */
+static size_t plan_ws(const dense_cuda *c, int kind) { return kind == K_DGRAD ? 0 : c->ws_n; }
+
 /* Finds or makes the plan; a shape cuBLASLt cannot do gets a plan with ok = 0. NULL when the
  * table is full or the heuristic's call failed (the caller then takes the unfused path, or fails
  * for plain kinds). A, Bp and C
@@ -254,8 +262,9 @@ static plan *get_plan(dense_cuda *c, const vx_dense *d, const vx_dense_group *G,
     }
     cublasLtMatmulPreference_t pref = NULL;
     ok = ok && cublasLtMatmulPreferenceCreate(&pref) == 0;
+    size_t ws_n = plan_ws(c, kind);
     ok = ok && cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                    &c->ws_n, sizeof c->ws_n) == 0;
+                                                    &ws_n, sizeof ws_n) == 0;
     ok = ok && cublasLtMatmulPreferenceSetAttribute(
                    pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, &aa, sizeof aa) == 0;
     ok = ok && cublasLtMatmulPreferenceSetAttribute(
@@ -267,7 +276,7 @@ static plan *get_plan(dense_cuda *c, const vx_dense *d, const vx_dense_group *G,
     answer q;
     memset(&q, 0, sizeof q);
     q.device = vx_device_index(c->dev), q.in = d->in, q.out = d->out, q.B = B, q.kind = kind;
-    q.tf32 = c->tf32, q.align = align, q.ws_n = c->ws_n, q.G = *G;
+    q.tf32 = c->tf32, q.align = align, q.ws_n = ws_n, q.G = *G;
     if (ok && !answer_get(c, p, pref, &q)) { /* no plan kept: the next call asks again */
         if (pref) cublasLtMatmulPreferenceDestroy(pref);
         plan_free(p);
@@ -296,7 +305,7 @@ static vx_status run(dense_cuda *c, plan *p, const void *bias, const float *A, c
                                             sizeof bias);
     if (bs == CUBLAS_STATUS_SUCCESS)
         bs = cublasLtMatmul(c->lt, p->op, &one, A, p->a, Bm, p->b, &beta, C, p->c, C, p->c,
-                            &p->algo, c->ws, c->ws_n, s);
+                            &p->algo, plan_ws(c, p->kind) ? c->ws : NULL, plan_ws(c, p->kind), s);
     if (bs != CUBLAS_STATUS_SUCCESS)
         return vx_err_set(e, VX_ERR_CUDA, "dense: cublasLtMatmul failed: status %d", (int)bs);
     return VX_OK;
@@ -557,7 +566,7 @@ static int small_layer(const vx_dense *d) { return d->out <= SMALL_OUT && d->in 
  * backward passes, at its batch (≤ 4,096 in the benchmarks), stay on the small kernels. */
 #define SMALL_BACKWARD_ROWS 4096
 
-/* dW and db, and dx when dx is not NULL (flags: vx_dense_backward's) */
+/* dW and db (not with VX_DENSE_DX_ONLY), and dx when dx is not NULL (flags: vx_dense_backward's) */
 static vx_status small_backward(const vx_dense *d, const vx_dense_group *G, const float *P,
                                 const float *x, int B, const float *dy, float *g, float *dx,
                                 int flags, cudaStream_t s, vx_err *e)
@@ -569,8 +578,12 @@ static vx_status small_backward(const vx_dense *d, const vx_dense_group *G, cons
     int acc = flags & VX_DENSE_ACCUMULATE;
     size_t dgrad = (size_t)d->in * SMALL_WS(d->out) + (size_t)R * d->out;
     size_t shm = (dgrad > SMALL_WGRAD_FLOATS ? dgrad : SMALL_WGRAD_FLOATS) * sizeof(float);
+    if (flags & VX_DENSE_DX_ONLY) { /* the input gradient's tiles alone */
+        chunks = 0, shm = dgrad * sizeof(float);
+        if (tiles == 0) return VX_OK; /* no rows */
+    }
     dim3 grid((unsigned)(tiles + chunks), (unsigned)G->K);
-    if (B > SMALL_MERGE_ROWS && tiles) { /* the weight gradient, then the input gradient */
+    if (B > SMALL_MERGE_ROWS && tiles && chunks) { /* the weight gradient, then the input's */
         VX_CUDA_CHECK(vx_pdl_launch(small_backward_kernel, dim3((unsigned)chunks, (unsigned)G->K),
                                     dim3(SMALL_THREADS), SMALL_WGRAD_FLOATS * sizeof(float), s, P,
                                     d->w, d->b, G->p, x, G->x, dy, G->dy, g, dx, G->dx, relu_in,
@@ -627,6 +640,29 @@ fail:
     return st;
 }
 
+/* dW and db: one GEMM with the bias gradient as its epilogue where cuBLASLt has it, else the
+ * plain GEMM and bias_grad_kernel */
+static vx_status weight_gradient(dense_cuda *c, const vx_dense *d, const vx_dense_group *G,
+                                 const float *x, int B, const float *dy, float *g, cudaStream_t s,
+                                 vx_err *e)
+{
+    vx_status st = VX_OK;
+    plan *p = align_in_group(g + d->b, G->p, G->K) == 16
+                  ? get_plan(c, d, G, B, K_WGRAD, dy, G->dy, x, G->x, g + d->w, G->p)
+                  : NULL;
+    if (p && p->ok) return run(c, p, g + d->b, dy, x, g + d->w, 0.0f, s, e);
+    p = get_plan(c, d, G, B, K_WGRAD_PLAIN, dy, G->dy, x, G->x, g + d->w, G->p);
+    if (!p || !p->ok) return plain_missing(c, d, B, e);
+    st = run(c, p, NULL, dy, x, g + d->w, 0.0f, s, e);
+    if (st) return st;
+    VX_CUDA_CHECK(vx_pdl_launch(bias_grad_kernel,
+                                dim3((unsigned)((d->out + 127) / 128), (unsigned)G->K), dim3(128),
+                                0, s, dy, G->dy, B, d->out, g + d->b, G->p));
+    VX_CUDA_LAUNCH_CHECK(s);
+fail:
+    return st;
+}
+
 static vx_status dg_backward(void *impl, const vx_dense *d, const vx_dense_group *G, const float *P,
                              const float *x, int B, const float *dy, float *g, float *dx, int flags,
                              vx_stream vs, vx_err *e)
@@ -636,23 +672,11 @@ static vx_status dg_backward(void *impl, const vx_dense *d, const vx_dense_group
     vx_status st = VX_OK;
     if (small_layer(d) && B <= SMALL_BACKWARD_ROWS)
         return small_backward(d, G, P, x, B, dy, g, dx, flags, s, e);
-    plan *p = align_in_group(g + d->b, G->p, G->K) == 16
-                  ? get_plan(c, d, G, B, K_WGRAD, dy, G->dy, x, G->x, g + d->w, G->p)
-                  : NULL;
-    if (p && p->ok) {
-        st = run(c, p, g + d->b, dy, x, g + d->w, 0.0f, s, e);
-    } else {
-        p = get_plan(c, d, G, B, K_WGRAD_PLAIN, dy, G->dy, x, G->x, g + d->w, G->p);
-        if (!p || !p->ok) return plain_missing(c, d, B, e);
-        st = run(c, p, NULL, dy, x, g + d->w, 0.0f, s, e);
-        if (st) return st;
-        VX_CUDA_CHECK(vx_pdl_launch(bias_grad_kernel,
-                                    dim3((unsigned)((d->out + 127) / 128), (unsigned)G->K),
-                                    dim3(128), 0, s, dy, G->dy, B, d->out, g + d->b, G->p));
-        VX_CUDA_LAUNCH_CHECK(s);
+    if (!(flags & VX_DENSE_DX_ONLY)) {
+        st = weight_gradient(c, d, G, x, B, dy, g, s, e);
+        if (st || !dx) return st;
     }
-    if (st || !dx) return st;
-    p = get_plan(c, d, G, B, K_DGRAD, P + d->w, G->p, dy, G->dy, dx, G->dx);
+    plan *p = get_plan(c, d, G, B, K_DGRAD, P + d->w, G->p, dy, G->dy, dx, G->dx);
     if (!p || !p->ok) return plain_missing(c, d, B, e);
     st = run(c, p, NULL, P + d->w, dy, dx, flags & VX_DENSE_ACCUMULATE ? 1.0f : 0.0f, s, e);
     if (st || !(flags & VX_DENSE_RELU_IN) || B == 0) return st;

@@ -26,17 +26,19 @@ static inline void VX_NAME(dense_fwd)(const vx_dense *d, const VX_T *p, const VX
     }
 }
 
-/* Given dy (B × out, already masked by the ReLU derivative): dW = xᵀ dy, db = Σ_rows dy, and,
- * when dx is not NULL, dx (+)= dy Wᵀ (accumulating if accumulate). */
+/* Given dy (B × out, already masked by the ReLU derivative): when g is not NULL, dW = xᵀ dy and
+ * db = Σ_rows dy; when dx is not NULL, dx (+)= dy Wᵀ (accumulating if accumulate). */
 static inline void VX_NAME(dense_bwd)(const vx_dense *d, const VX_T *p, const VX_T *x, int B,
                                       const VX_T *dy, VX_T *g, VX_T *dx, int accumulate)
 {
-    VX_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, d->in, d->out, B, 1, x, d->in, dy, d->out, 0,
-            g + d->w, d->out);
-    VX_T *db = g + d->b;
-    for (int j = 0; j < d->out; j++) db[j] = 0;
-    for (int r = 0; r < B; r++)
-        for (int j = 0; j < d->out; j++) db[j] += dy[(size_t)r * d->out + j];
+    if (g) {
+        VX_GEMM(CblasRowMajor, CblasTrans, CblasNoTrans, d->in, d->out, B, 1, x, d->in, dy, d->out,
+                0, g + d->w, d->out);
+        VX_T *db = g + d->b;
+        for (int j = 0; j < d->out; j++) db[j] = 0;
+        for (int r = 0; r < B; r++)
+            for (int j = 0; j < d->out; j++) db[j] += dy[(size_t)r * d->out + j];
+    }
     if (dx)
         VX_GEMM(CblasRowMajor, CblasNoTrans, CblasTrans, B, d->in, d->out, 1, dy, d->out, p + d->w,
                 d->out, accumulate ? 1 : 0, dx, d->in);

@@ -208,6 +208,8 @@ vx_status vx_dense_backward(vx_dense_ctx *c, const vx_dense *d, const float *P, 
                             int B, const float *dy, float *g, float *dx, int flags, vx_stream s,
                             vx_err *e)
 {
+    if ((flags & VX_DENSE_DX_ONLY) && !dx)
+        return vx_err_set(e, VX_ERR_ARG, "dense backward: dx only, and no dx");
     return c->ops->backward(c->impl, d, &g_alone, P, x, B, dy, g, dx, flags, s, e);
 }
 
@@ -243,6 +245,8 @@ vx_status vx_dense_backward_group(vx_dense_ctx *c, const vx_dense *d, const vx_d
                                   const float *P, const float *x, int B, const float *dy, float *g,
                                   float *dx, int flags, vx_stream s, vx_err *e)
 {
+    if ((flags & VX_DENSE_DX_ONLY) && !dx)
+        return vx_err_set(e, VX_ERR_ARG, "dense backward: dx only, and no dx");
     vx_dense_group G;
     vx_status st = group_check(d, G0, B, &G, e);
     return st ? st : c->ops->backward(c->impl, d, &G, P, x, B, dy, g, dx, flags, s, e);

@@ -8,6 +8,16 @@
  * backward pass each head writes its own dV and trunk-gradient parts, summed afterwards in a
  * fixed order — the same bits every run, whichever head finishes first.
  *
+ * A hidden layer's backward pass is two calls (VX_DENSE_DX_ONLY): its input gradient on the
+ * head's (or the trunk's) stream, where the pass goes on to the layer below, and its weight
+ * gradient on a side stream of its own, which only the optimizer waits for (joined back at the
+ * end of the pass). On one stream the input gradient had waited for the weight gradient, the
+ * longer of the two (its sum runs over the batch). An input gradient uses no cuBLASLt workspace,
+ * so a head's side may share the head's context (after the fork its stream runs input gradients
+ * alone); the trunk's may not — the bottom layer's weight gradient, on the trunk's stream, runs
+ * beside the layer above's on the side — so the trunk's side has a context (a workspace) of its
+ * own.
+ *
  * Memory: the forward activations for max_batch rows; the backward pass's buffers only for
  * backward_batch rows, and none for a forward-only network (a target or acting network).
  *
@@ -51,10 +61,16 @@ typedef struct {
     float *dv, *dh, *dh2;                                           /* backward, trunk level */
     float *dv_b[HEADS], *da_b[HEADS], *dhid_h[HEADS], *dh_h[HEADS]; /* backward, per head */
     vx_dense_ctx *main;      /* the trunk's GEMMs, on the caller's stream */
+    vx_dense_ctx *main_side; /* the trunk's weight gradients on its side stream (training only) */
     vx_dense_ctx *hd[HEADS]; /* head h (0: value, 1 + d: branch d) */
     cudaStream_t hs[HEADS];
     cudaEvent_t fork, done[HEADS], dv_done[HEADS];
+    /* a training network's side streams for weight gradients: one a head, then the trunk's */
+    cudaStream_t side[HEADS + 1];
+    cudaEvent_t side_fork[HEADS + 1], side_done[HEADS + 1];
 } qnet_cuda;
+
+#define TRUNK_SIDE HEADS
 
 static void qc_free(void *impl)
 {
@@ -66,8 +82,14 @@ static void qc_free(void *impl)
         vx_cuda_event_destroy(q->dev, q->done[h], 0);
         vx_cuda_event_destroy(q->dev, q->dv_done[h], 0);
     }
+    for (int k = 0; k <= HEADS; k++) {
+        vx_cuda_stream_destroy(q->dev, q->side[k]);
+        vx_cuda_event_destroy(q->dev, q->side_fork[k], 0);
+        vx_cuda_event_destroy(q->dev, q->side_done[k], 0);
+    }
     vx_cuda_event_destroy(q->dev, q->fork, 0);
     vx_dense_ctx_free(q->main);
+    vx_dense_ctx_free(q->main_side);
     vx_mem_release(&q->mem);
     free(q);
 }
@@ -113,6 +135,8 @@ static vx_status qc_create(const vx_qnet_layout *L, int K, int max_batch, int bw
     if (ws_main < WS_TRAIN_MAIN_MIN) ws_main = WS_TRAIN_MAIN_MIN;
     if (ws_main > WS_TRAIN_MAIN_MAX) ws_main = WS_TRAIN_MAIN_MAX;
     if (!st) st = vx_dense_ctx_create(dev, train ? ws_main : WS_FORWARD, &q->main, e);
+    if (!st && train && c->n_trunk >= 2) /* a trunk layer with an input gradient */
+        st = vx_dense_ctx_create(dev, ws_main, &q->main_side, e);
     for (int h = 0; h < q->heads && !st; h++) {
         st = vx_dense_ctx_create(dev, train ? WS_TRAIN_HEAD : WS_FORWARD_HEAD, &q->hd[h], e);
         if (!st) st = vx_cuda_stream_create(dev, &q->hs[h], e);
@@ -120,6 +144,11 @@ static vx_status qc_create(const vx_qnet_layout *L, int K, int max_batch, int bw
         if (!st) st = vx_cuda_event_create(dev, &q->dv_done[h], 0, e);
     }
     if (!st) st = vx_cuda_event_create(dev, &q->fork, 0, e);
+    for (int k = 0; k <= HEADS && train && !st; k++) {
+        st = vx_cuda_stream_create(dev, &q->side[k], e);
+        if (!st) st = vx_cuda_event_create(dev, &q->side_fork[k], 0, e);
+        if (!st) st = vx_cuda_event_create(dev, &q->side_done[k], 0, e);
+    }
     if (st) goto fail;
     {
         size_t k = (size_t)K; /* each buffer holds its K members one after another */
@@ -155,6 +184,7 @@ static vx_status qc_set_tf32(void *impl, int on, vx_err *e)
     (void)e;
     qnet_cuda *q = (qnet_cuda *)impl;
     vx_dense_set_tf32(q->main, on);
+    if (q->main_side) vx_dense_set_tf32(q->main_side, on);
     for (int h = 0; h < q->heads; h++) vx_dense_set_tf32(q->hd[h], on);
     return VX_OK;
 }
@@ -165,6 +195,7 @@ static size_t qc_reserved(const void *impl)
 {
     const qnet_cuda *q = (const qnet_cuda *)impl;
     size_t n = q->mem.bytes + vx_dense_reserved(q->main);
+    if (q->main_side) n += vx_dense_reserved(q->main_side);
     for (int h = 0; h < q->heads; h++) n += vx_dense_reserved(q->hd[h]);
     return n;
 }
@@ -193,6 +224,37 @@ static vx_status bwd(const qnet_cuda *q, vx_dense_ctx *c, const vx_dense *d, con
     if (q->K == 1) return vx_dense_backward(c, d, P, x, B, dy, g, dx, flags, s, e);
     vx_dense_group G = {q->K, q->S.params, sx, sdy, dx ? sdx : sx, sdy};
     return vx_dense_backward_group(c, d, &G, P, x, B, dy, g, dx, flags, s, e);
+}
+
+/* A layer's backward pass with its input gradient, in two halves (the top comment): dW and db on
+ * side stream k through context side_c once dy is ready on s, dx on s through c. The side is
+ * marked used, for join_sides. */
+static vx_status bwd_split(qnet_cuda *q, int k, unsigned *used, vx_dense_ctx *side_c,
+                           vx_dense_ctx *c, const vx_dense *d, const float *P, const float *x,
+                           size_t sx, int B, const float *dy, size_t sdy, float *g, float *dx,
+                           size_t sdx, int flags, cudaStream_t s, vx_err *e)
+{
+    vx_status st = VX_OK;
+    VX_CUDA_CHECK(cudaEventRecord(q->side_fork[k], s));
+    VX_CUDA_CHECK(cudaStreamWaitEvent(q->side[k], q->side_fork[k], 0));
+    *used |= 1u << k;
+    st = bwd(q, side_c, d, P, x, sx, B, dy, sdy, g, NULL, 0, 0, q->side[k], e);
+    if (!st) st = bwd(q, c, d, P, x, sx, B, dy, sdy, g, dx, sdx, flags | VX_DENSE_DX_ONLY, s, e);
+fail:
+    return st;
+}
+
+/* s waits for the weight gradients on the used side streams. */
+static vx_status join_sides(qnet_cuda *q, unsigned used, cudaStream_t s, vx_err *e)
+{
+    vx_status st = VX_OK;
+    for (int k = 0; k <= HEADS; k++) {
+        if (!(used & 1u << k)) continue;
+        VX_CUDA_CHECK(cudaEventRecord(q->side_done[k], q->side[k]));
+        VX_CUDA_CHECK(cudaStreamWaitEvent(s, q->side_done[k], 0));
+    }
+fail:
+    return st;
 }
 
 /* One thread per (row, action, atom) of a branch: the mean over the row's actions (each thread
@@ -317,6 +379,7 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
     size_t s_top = T ? q->s_trunk[T - 1] : q->S.x;
     int H = T ? c->trunk[T - 1] : c->in_dim;
     float *dh = q->dh, *dh2 = q->dh2;
+    unsigned used = 0; /* the side streams given weight gradients */
     VX_CUDA_CHECK(cudaEventRecord(q->fork, s));
     /* branch d on stream 1 + d: its dV part first (the value head waits for those), then its two
      * layers, ending in its own part of the trunk gradient */
@@ -332,8 +395,8 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         st = bwd(q, q->hd[1 + d], &L->adv2[d], P, q->a1[d], q->s_v1, B, q->da_b[d], q->s_da, g,
                  q->dhid_h[1 + d], q->s_dhid, VX_DENSE_RELU_IN, hs, e);
         if (st) goto fail;
-        st = bwd(q, q->hd[1 + d], &L->adv1[d], P, top, s_top, B, q->dhid_h[1 + d], q->s_dhid, g,
-                 q->dh_h[1 + d], q->s_dhh, 0, hs, e);
+        st = bwd_split(q, 1 + d, &used, q->hd[1 + d], q->hd[1 + d], &L->adv1[d], P, top, s_top, B,
+                       q->dhid_h[1 + d], q->s_dhid, g, q->dh_h[1 + d], q->s_dhh, 0, hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaEventRecord(q->done[1 + d], hs));
     }
@@ -354,8 +417,8 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         st = bwd(q, q->hd[0], &L->value2, P, q->v1, q->s_v1, B, q->dv, q->s_dv, g, q->dhid_h[0],
                  q->s_dhid, VX_DENSE_RELU_IN, hs, e);
         if (st) goto fail;
-        st = bwd(q, q->hd[0], &L->value1, P, top, s_top, B, q->dhid_h[0], q->s_dhid, g, q->dh_h[0],
-                 q->s_dhh, 0, hs, e);
+        st = bwd_split(q, 0, &used, q->hd[0], q->hd[0], &L->value1, P, top, s_top, B, q->dhid_h[0],
+                       q->s_dhid, g, q->dh_h[0], q->s_dhh, 0, hs, e);
         if (st) goto fail;
         VX_CUDA_CHECK(cudaEventRecord(q->done[0], hs));
     }
@@ -374,16 +437,25 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
         VX_CUDA_LAUNCH_CHECK(s);
     }
     /* the top layer's mask came with the sum; each lower one's with the input gradient of the
-     * layer above it (its input: the lower layer's ReLU output) */
+     * layer above it (its input: the lower layer's ReLU output). Layer l's input gradient goes
+     * into the buffer the weight gradient of layer l + 1 reads: below the second layer from the
+     * top it waits for that one (a trunk of three or more layers overlaps less). */
     for (int l = T - 1; l >= 0 && !st; l--) {
         const float *in = l ? q->trunk[l - 1] : x;
         size_t s_in = l ? q->s_trunk[l - 1] : q->S.x;
-        st = bwd(q, q->main, &L->trunk[l], P, in, s_in, B, dh, q->s_dh, g, l ? dh2 : NULL, q->s_dh,
-                 l ? VX_DENSE_RELU_IN : 0, s, e);
+        if (l == 0) {
+            st = bwd(q, q->main, &L->trunk[l], P, in, s_in, B, dh, q->s_dh, g, NULL, 0, 0, s, e);
+        } else {
+            if (l < T - 1) st = join_sides(q, used & 1u << TRUNK_SIDE, s, e);
+            if (!st)
+                st = bwd_split(q, TRUNK_SIDE, &used, q->main_side, q->main, &L->trunk[l], P, in,
+                               s_in, B, dh, q->s_dh, g, dh2, q->s_dh, VX_DENSE_RELU_IN, s, e);
+        }
         float *t = dh;
         dh = dh2;
         dh2 = t;
     }
+    if (!st) st = join_sides(q, used, s, e);
 fail:
     return st;
 }

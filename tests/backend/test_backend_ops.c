@@ -104,6 +104,51 @@ static void check_relu_in(const char *what, const float *x, const float *dx, con
                  wrong, n, zeroed);
 }
 
+#define SPLIT_SENTINEL 4243.0f
+
+/* The backward pass as two calls, dW and db alone (dx NULL) and dx alone (VX_DENSE_DX_ONLY), on
+ * one stream of the backend, for each set of flags the Q-network passes and accumulation: the
+ * same bits as the one call, and the dx half leaves g alone (a sentinel in every float). */
+static void check_split(vx_device *dev, vx_dense_ctx *c, const vx_dense *d, const float *dP,
+                        const float *dxx, int B, const float *ddy, size_t np, const float *dx0)
+{
+    static const int flag_sets[] = {0, VX_DENSE_RELU_IN, VX_DENSE_ACCUMULATE | VX_DENSE_RELU_IN};
+    size_t nx = (size_t)B * d->in;
+    float *sent = malloc(np * sizeof(float));
+    for (size_t i = 0; i < np; i++) sent[i] = SPLIT_SENTINEL;
+    for (size_t f = 0; f < sizeof flag_sets / sizeof *flag_sets; f++) {
+        int flags = flag_sets[f];
+        vx_mem m;
+        vx_mem_init(&m, dev, "test");
+        float *dg_w = dev_copy(&m, sent, np * 4), *dg_x = dev_copy(&m, sent, np * 4);
+        float *dg1 = dev_copy(&m, sent, np * 4);
+        float *ddx = dev_copy(&m, dx0, nx * 4), *ddx1 = dev_copy(&m, dx0, nx * 4);
+        vx_err e;
+        if (vx_dense_backward(c, d, dP, dxx, B, ddy, dg_w, NULL, 0, g_s, &e) ||
+            vx_dense_backward(c, d, dP, dxx, B, ddy, dg_x, ddx, flags | VX_DENSE_DX_ONLY, g_s,
+                              &e) ||
+            vx_dense_backward(c, d, dP, dxx, B, ddy, dg1, ddx1, flags, g_s, &e))
+            fail_msg("%s", e.msg);
+        float *gw = host_copy(dev, dg_w, np), *gx = host_copy(dev, dg_x, np),
+              *g1 = host_copy(dev, dg1, np);
+        float *dx = host_copy(dev, ddx, nx), *dx1 = host_copy(dev, ddx1, nx);
+        size_t g_diff = 0, g_touched = 0, dx_diff = 0;
+        for (size_t i = 0; i < np; i++) {
+            g_diff += memcmp(&gw[i], &g1[i], 4) != 0;
+            g_touched += gx[i] != SPLIT_SENTINEL;
+        }
+        for (size_t i = 0; i < nx; i++) dx_diff += memcmp(&dx[i], &dx1[i], 4) != 0;
+        if (g_diff || g_touched || dx_diff)
+            fail_msg("dense %dx%d B=%d in two halves (flags %d): %zu of %zu gradient floats differ "
+                     "from the one call's, the dx half wrote %zu of them, %zu of %zu dx floats "
+                     "differ",
+                     d->in, d->out, B, flags, g_diff, np, g_touched, dx_diff, nx);
+        vx_mem_release(&m);
+        free(gw), free(gx), free(g1), free(dx), free(dx1);
+    }
+    free(sent);
+}
+
 static void run_dense(vx_device *dev, uint64_t seed, int in, int out, int B, result *r)
 {
     size_t np;
@@ -138,6 +183,7 @@ static void run_dense(vx_device *dev, uint64_t seed, int in, int out, int B, res
     r->f[3] = host_copy(dev, ddx, r->nf[3] = (size_t)B * in);  /* dx0 + dy·Wᵀ */
     r->f[4] = host_copy(dev, ddxm, r->nf[4] = (size_t)B * in); /* the same through x's ReLU */
     check_relu_in("dense", x, r->f[3], r->f[4], (size_t)B * in);
+    check_split(dev, c, &d, dP, dxx, B, ddy, np, dx0);
     vx_dense_ctx_free(c);
     vx_mem_release(&m);
     free(P), free(x), free(dy), free(dx0);
@@ -256,13 +302,17 @@ static void run_dense_group_unaligned(vx_device *dev, uint64_t seed, int in, int
  * are sized 3 rows past the batch run, so a member stride taken from the batch instead reads a
  * neighbour. */
 
-static void run_qnet(vx_device *dev, uint64_t seed, int atoms, int B, int members, result *r)
+static void qnet_case(vx_device *dev, uint64_t seed, int atoms, int B, int members, int n_trunk,
+                      result *r)
 {
     int K = members > 0 ? members : 1, maxB = members > 0 ? B + 3 : B;
     vx_qnet_cfg qc;
     vx_qnet_cfg_default(&qc);
     qc.atoms = atoms;
-    qc.trunk[0] = 64, qc.trunk[1] = 48, qc.head_hidden = 32;
+    qc.n_trunk = n_trunk;
+    const int widths[] = {64, 48, 40, 56};
+    for (int l = 0; l < n_trunk; l++) qc.trunk[l] = widths[l % 4];
+    qc.head_hidden = 32;
     vx_qnet_layout L;
     vx_err e;
     if (vx_qnet_layout_make(&qc, &L, &e)) fail_msg("%s", e.msg);
@@ -301,6 +351,19 @@ static void run_qnet(vx_device *dev, uint64_t seed, int atoms, int B, int member
     vx_qnet_free(q);
     vx_mem_release(&m);
     free(P), free(x), free(dq), free(zero);
+}
+
+static void run_qnet(vx_device *dev, uint64_t seed, int atoms, int B, int members, result *r)
+{
+    qnet_case(dev, seed, atoms, B, members, 2, r);
+}
+
+/* c = trunk layers, a network alone: the GPU's backward pass runs each hidden layer's weight
+ * gradient on a side stream, and past two trunk layers an input gradient waits for the weight
+ * gradient above it (qnet_cuda.cu) */
+static void run_qnet_depth(vx_device *dev, uint64_t seed, int atoms, int B, int n_trunk, result *r)
+{
+    qnet_case(dev, seed, atoms, B, 0, n_trunk, r);
 }
 
 /* ---- the optimizer: a = clip on (norm above max_norm), b = weight decay on; 3 steps ---------- */
@@ -528,6 +591,10 @@ static const test_case cases[] = {
     {"qnet Z=11 B=33", 1e-5, 11, 33, 0, run_qnet},
     {"qnet group of 4, Z=1 B=64", 1e-5, 1, 64, 4, run_qnet},
     {"qnet group of 3, Z=11 B=33", 1e-5, 11, 33, 3, run_qnet},
+    {"qnet no trunk, Z=1 B=64", 1e-5, 1, 64, 0, run_qnet_depth},
+    {"qnet trunk of 1, Z=1 B=64", 1e-5, 1, 64, 1, run_qnet_depth},
+    {"qnet trunk of 3, Z=1 B=300", 1e-5, 1, 300, 3, run_qnet_depth},
+    {"qnet trunk of 4, Z=11 B=33", 1e-5, 11, 33, 4, run_qnet_depth},
     {"optim clip, no decay", 1e-6, 1, 0, 0, run_optim},
     {"optim no clip, decay", 1e-6, 0, 1, 0, run_optim},
     {"optim group of 4", 1e-6, 0, 0, 0, run_optim_group},

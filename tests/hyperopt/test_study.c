@@ -597,7 +597,8 @@ static void test_estimate_moves_with_settings(void **state)
             fail_msg("n = %d: an environment more adds %.0f bytes, by hand %.0f", n,
                      (double)b.envs - (double)a.envs, per_env);
     }
-    /* the GPU learner's networks, whole, at batch 32 and 64 (both workspaces at their 4 MB) */
+    /* the GPU learner's networks, whole, at batch 32 and 64 (the trunk's two workspaces at their
+     * 4 MB: its own and its weight gradients' side stream's) */
     size_t hmax, amax;
     vx_qnet_widths(&L, &hmax, &amax);
     const double htop = net.n_trunk ? net.trunk[net.n_trunk - 1] : net.in_dim;
@@ -608,7 +609,7 @@ static void test_estimate_moves_with_settings(void **state)
         *t = *base;
         assert_int_equal(vx_train_cfg_set(t, "dqn.batch", bv, "t", &e), VX_OK);
         assert_int_equal(vx_trial_memory_of(t, VX_DEVICE_CUDA, &a, &e), VX_OK);
-        double online = (2 * B * fwd + B * bwd) * 4 + 4 * MB + heads * MB;
+        double online = (2 * B * fwd + B * bwd) * 4 + 2 * 4 * MB + heads * MB;
         double target = B * fwd * 4 + MB + heads * MB / 4;
         double want = online + target + B * (O * 4 + 2 * D * 4 + A * 4 + 40);
         if ((double)a.activations != want)
