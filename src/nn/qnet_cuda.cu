@@ -457,6 +457,10 @@ static vx_status qc_backward(void *impl, const float *P, const float *x, int B, 
     }
     if (!st) st = join_sides(q, used, s, e);
 fail:
+    if (st) { /* the sides joined all the same: a graph being captured must end joined */
+        vx_err ignored;
+        join_sides(q, used, s, &ignored);
+    }
     return st;
 }
 
