@@ -52,7 +52,8 @@
  * is told so); a frag B is in global memory, read through the read-only path.
  *
  * Shapes: M a multiple of 16, N of 8·NT, K of 8 (the caller pads with zeros); ld even and every
- * matrix 8-byte aligned (C's pairs are stored as float2). Bank conflicts of the scalar loads
+ * matrix 8-byte aligned (C's pairs are stored as float2), a row-major A 16-byte aligned with ld
+ * a multiple of 4 (its rows are read 16 bytes at a time by ldmatrix: ldsm_a). Bank conflicts of the scalar loads
  * from shared memory depend on the rows' width: 4 floats past a multiple of 16 (the acting
  * kernels' layout) keeps row-major loads of A free of them and gives the column-major views of
  * the backward pass 2-way conflicts; 8 past (PPO's minibatch kernel, VX_PF_PAD) the other way
@@ -65,6 +66,9 @@
 
 #ifndef TC_BF16_U
 #define TC_BF16_U 4 /* BF16 k16 steps loaded ahead in a narrow strip (strip_bf16) */
+#endif
+#ifndef TC_LDSM
+#define TC_LDSM 2 /* a row-major A by ldmatrix: 0 never, 1 always, 2 but in TF32's wide strips */
 #endif
 #ifndef TC_U_WIDE
 #define TC_U_WIDE 2 /* steps loaded ahead in a wide strip (NT > 2; see strip) */
@@ -182,12 +186,37 @@ __device__ inline void step(float (&d)[NT][4], const float (&fa)[4], const float
     }
 }
 
-/* This lane's share of one step's operands: A's 16 × 8 at pa, B's 8 × 8 tiles at pb + j·bn. */
-template <int NT, int PASSES, bool FRAG>
-__device__ inline void load_step(float (&fa)[4], float (&fb)[NT][4], const float *pa, size_t a8,
-                                 size_t a4, const float *pb, size_t b4, size_t bn)
+/* This lane's share of a row-major A's 16 × 8 in shared memory, in one instruction where four
+ * scalar loads took four: ldmatrix's four 8 × 8 matrices of 16-bit elements are, read as 32-bit
+ * ones, four 8 × 4 blocks — rows 0–7 and 8–15 of columns 0–3, the same of columns 4–7 — and a
+ * lane's element of each is (lane / 4, lane % 4), which is the fragment's (g, t), (g + 8, t),
+ * (g, t + 4), (g + 8, t + 4). addr: this lane's row of them (lda_rows below), 16-byte aligned. */
+__device__ inline void ldsm_a(float (&fa)[4], uint32_t addr)
 {
-    fa[0] = pa[0], fa[1] = pa[a8], fa[2] = pa[a4], fa[3] = pa[a8 + a4];
+    uint32_t r[4];
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+#pragma unroll
+    for (int q = 0; q < 4; q++) fa[q] = __uint_as_float(r[q]);
+}
+
+/* The shared-memory address whose 16 bytes lane gives ldsm_a: lanes 0–7 rows 0–7 and lanes 8–15
+ * rows 8–15 of columns 0–3, lanes 16–31 the same rows of columns 4–7. */
+__device__ inline uint32_t lda_rows(const float *a, int lda, int lane)
+{
+    return (uint32_t)__cvta_generic_to_shared(a + (size_t)((lane & 7) + (lane & 8)) * lda +
+                                              ((lane >> 4) << 2));
+}
+
+/* This lane's share of one step's operands: A's 16 × 8 at pa (or, with LDSM, from the
+ * shared-memory address sa), B's 8 × 8 tiles at pb + j·bn. */
+template <int NT, int PASSES, bool FRAG, bool LDSM>
+__device__ inline void load_step(float (&fa)[4], float (&fb)[NT][4], const float *pa, size_t a8,
+                                 size_t a4, uint32_t sa, const float *pb, size_t b4, size_t bn)
+{
+    if (LDSM) ldsm_a(fa, sa);
+    else fa[0] = pa[0], fa[1] = pa[a8], fa[2] = pa[a4], fa[3] = pa[a8 + a4];
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         if (FRAG && PASSES == 3) {
@@ -213,6 +242,10 @@ __device__ inline void strip(float (&d)[NT][4], const float *a, int lda, const f
 {
     const int U = NT > 2 ? TC_U_WIDE : 4;
     const bool F = is_frag<LB>::value;
+    /* A's share by ldmatrix (ldsm_a) where it measured faster: everywhere in 3×TF32 and in
+     * TF32's narrow strips; in TF32's wide ones it made PPO's update 19 % slower (TC_LDSM) */
+    const bool LDSM =
+        is_row<LA>::value && (TC_LDSM == 1 || (TC_LDSM == 2 && (PASSES == 3 || NT <= 2)));
     /* said to the compiler, which cannot see it through the callers' pointers: it then loads
      * with ld.shared, not with generic loads (which queue with the global ones) */
     __builtin_assume(__isShared(a));
@@ -223,18 +256,20 @@ __device__ inline void strip(float (&d)[NT][4], const float *a, int lda, const f
     const size_t a8 = at<LA>(8, 0, lda), a4 = at<LA>(0, 4, lda), ak = at<LA>(0, 8, lda);
     const size_t b4 = at<LB>(4, 0, ldb), bn = at_b<LB, PASSES>(0, 8, ldb);
     const size_t bk = at_b<LB, PASSES>(8, 0, ldb);
+    uint32_t sa = LDSM ? lda_rows(a, lda, lane) : 0, sk = (uint32_t)(ak * sizeof(float));
     int k = 0;
-    for (; k + 8 * U <= K; k += 8 * U, pa += U * ak, pb += U * bk) {
+    for (; k + 8 * U <= K; k += 8 * U, pa += U * ak, sa += U * sk, pb += U * bk) {
         float fa[U][4], fb[U][NT][4];
 #pragma unroll
         for (int u = 0; u < U; u++)
-            load_step<NT, PASSES, F>(fa[u], fb[u], pa + u * ak, a8, a4, pb + u * bk, b4, bn);
+            load_step<NT, PASSES, F, LDSM>(fa[u], fb[u], pa + u * ak, a8, a4, sa + u * sk,
+                                           pb + u * bk, b4, bn);
 #pragma unroll
         for (int u = 0; u < U; u++) step<NT, PASSES, F>(d, fa[u], fb[u]);
     }
-    for (; k < K; k += 8, pa += ak, pb += bk) { /* the steps left */
+    for (; k < K; k += 8, pa += ak, sa += sk, pb += bk) { /* the steps left */
         float fa[4], fb[NT][4];
-        load_step<NT, PASSES, F>(fa, fb, pa, a8, a4, pb, b4, bn);
+        load_step<NT, PASSES, F, LDSM>(fa, fb, pa, a8, a4, sa, pb, b4, bn);
         step<NT, PASSES, F>(d, fa, fb);
     }
 }

@@ -389,8 +389,9 @@ static unsigned norm_blocks(const ppo_backend *b)
                     : (unsigned)((b->N + NORM_ROWS - 1) / NORM_ROWS);
 }
 
-/* Rollout step t (or, with t = T, the values after the rollout) through the fused kernel. */
-static vx_status fused_step(ppo_backend *b, int t, vx_err *e)
+/* Rollout steps t..t + steps − 1 (or, with t = T, the values after the rollout) through the
+ * fused kernel, in one launch. */
+static vx_status fused_steps(ppo_backend *b, int t, int steps, vx_err *e)
 {
     size_t N = b->N, o = (size_t)t * N;
     int last = t == (int)b->T;
@@ -399,6 +400,7 @@ static vx_status fused_step(ppo_backend *b, int t, vx_err *e)
     a.N = (int)N, a.obs = b->obs, a.mean = b->obs_mean, a.var = b->obs_var;
     a.clip = b->s.obs_clip, a.norm = b->s.norm_obs;
     if (!last) {
+        a.steps = steps, a.boot_own = b->r_boot + o;
         a.store = b->r_obs + o * D, a.part = b->raw_part;
         a.seed = b->run.seed, a.step = b->act_step;
         a.act = b->r_act + o * A, a.logp = b->r_logp + o, a.val = b->r_val + o;
@@ -447,13 +449,12 @@ static vx_status rollout_body(ppo_backend *b, vx_err *e)
     if (b->fused) st = ppo_fused_pack(b->fused, b->params, s, e); /* the weights as loaded */
     if (st) goto fail;
     VX_CUDA_CHECK(cudaMemsetAsync(b->raw_part, 0, nb * 2 * D * 8, s));
-    for (int t = 0; t < T; t++) {
+    if (b->fused) { /* one launch: every step's acting, environments' step and accounting */
+        st = fused_steps(b, 0, T, e);
+        if (st) goto fail;
+    }
+    for (int t = 0; t < T && !b->fused; t++) {
         size_t o = (size_t)t * N;
-        if (b->fused) { /* one launch: the acting, the environments' step, the accounting */
-            st = fused_step(b, t, e);
-            if (st) goto fail;
-            continue;
-        }
         st = layered_step(b, t, e);
         if (!st)
             st = vx_env_step(b->env, b->r_act + o * A, b->obs, b->r_rew + o, b->r_te + o,
@@ -467,7 +468,7 @@ static vx_status rollout_body(ppo_backend *b, vx_err *e)
     VX_CUDA_LAUNCH_CHECK(s);
     /* the values after the rollout: the last observations and the last step's pre-reset ones */
     if (b->fused) {
-        st = fused_step(b, T, e);
+        st = fused_steps(b, T, 1, e);
         values = b->last_val;
     } else {
         norm_kernel<<<nb, RB, 0, s>>>(N, b->obs, b->fin, b->obs_mean, b->obs_var, b->s.obs_clip,

@@ -1,8 +1,8 @@
-/* ppo_fused.cu — PPO's fused kernels (ppo_fused.h): a rollout step's normalisation, forward pass,
- * sampling and environment step in one launch (act_kernel); a minibatch's gather, forward pass,
- * loss and backward pass in another (grad_kernel), then the fixed-order sum of its blocks'
- * gradients with the norm (sum_kernel) and the optimizer's step, which also writes the kernels'
- * copies of the weights and ends the minibatch (step_kernel).
+/* ppo_fused.cu — PPO's fused kernels (ppo_fused.h): a rollout's normalisation, forward pass,
+ * sampling and environment step, step after step, in one launch (act_kernel); a minibatch's
+ * gather, forward pass, loss and backward pass in another (grad_kernel), then the fixed-order
+ * sum of its blocks' gradients with the norm (sum_kernel) and the optimizer's step, which also
+ * writes the kernels' copies of the weights and ends the minibatch (step_kernel).
  *
  * Compiled with --fmad=false (CMakeLists.txt), as the environments' own kernel is: the rollout
  * step runs vx_env_step_one, whose results must match the CPU's bit for bit; the products are
@@ -226,12 +226,20 @@ static __device__ void load_rows(const net &t, int R, int row0, int N, const flo
 
 /* ---- kernels ------------------------------------------------------------------------------- */
 
-/* ACT_ROWS rows a block: normalise (and store, and add the raw column sums to the block's own
- * partial sums, rows in order: the same bits every run), the forward pass, the sample of each
- * row with the CPU's draws, its value. When a row's episode was truncated at the step before,
- * its bootstrap needs the value of its pre-reset observation: a block that has such a row puts
- * its rows' pre-reset observations below the current ones (rows R..2R) and runs one forward
- * pass over both — more rows, but no second pass to wait for. */
+/* ACT_ROWS rows a block, for each of the launch's steps: normalise (and store, and add the raw
+ * column sums to the block's own partial sums, rows in order: the same bits every run), the
+ * forward pass, the sample of each row with the CPU's draws, its value, the environment's step.
+ * When a row's episode was truncated at the step before, its bootstrap needs the value of its
+ * pre-reset observation: a block that has such a row puts its rows' pre-reset observations below
+ * the current ones (rows R..2R) and runs one forward pass over both — more rows, but no second
+ * pass to wait for.
+ *
+ * A rollout's steps need nothing of another block's rows (the statistics are frozen for the
+ * rollout, the weights too, and a row's draws depend on its index and the step alone), so a block
+ * runs all of them in turn: one launch a rollout instead of one a step, and no block waits at a
+ * step's end for the slowest. Step k's arrays are the first step's, k · N rows further on; its
+ * bootstrap reads step k − 1's flags and pre-reset rows, written by this block's own threads
+ * (the barrier at the top of the loop makes them visible to the others). */
 template <int P>
 static __global__ void __launch_bounds__(THREADS)
     act_kernel(net t, const float *wp, const float *wf, ppo_fused_act_args a, unsigned *arrived)
@@ -241,67 +249,80 @@ static __global__ void __launch_bounds__(THREADS)
     const int R = ACT_ROWS;
     smem s = carve(t, 2 * R, base);
     int row0 = blockIdx.x * R, r = threadIdx.x, i = row0 + r;
-    int flag = a.boot && r < R && i < a.N && a.fin_flag[i];
-    for (int d = threadIdx.x; d < t.in && a.norm; d += THREADS)
-        s.red[d] = a.mean[d], s.red[MAX_IN + d] = a.var[d];
-    int fin = __syncthreads_or(flag);     /* the whole block, or none of it */
-    float *raw = a.part ? s.stage : NULL; /* the stage is free until the forward pass */
-    load_rows(t, R, row0, a.N, a.obs, a, s, 0, a.store, raw);
-    if (fin) load_rows(t, R, row0, a.N, a.fin, a, s, R, NULL, NULL);
-    __syncthreads();
-    if (raw && threadIdx.x < t.in) {
-        int d = threadIdx.x, rows = a.N - row0 < R ? a.N - row0 : R;
-        double sum = 0, sum2 = 0;
-        for (int q = 0; q < rows; q++) {
-            double o = raw[q * t.in + d];
-            sum += o, sum2 += o * o;
-        }
-        double *p = a.part + (size_t)blockIdx.x * 2 * t.in;
-        p[d] += sum, p[t.in + d] += sum2;
-    }
-    __syncthreads();
-    forward<P>(t, wp, wf, fin ? 2 * R : R, s);
-    if (a.act) { /* each row's sample (ppo_lanes.cuh: 16 lanes a row, two rows a warp) */
-        int warp = threadIdx.x >> 5, k = threadIdx.x % PPO_LANES;
-        if (2 * warp < R) { /* the whole warp (R is even) */
-            int rr = 2 * warp + (threadIdx.x & 31) / PPO_LANES, ii = row0 + rr;
-            int live = ii < a.N;
-            double z = live ? s.out[rr * OUT_LD + k] : 0.0;
-            int32_t ac[VX_ACTION_BRANCHES];
-            double lp = lanes_sample(z, a.seed, (uint64_t)(live ? ii : 0), *a.step, ac);
-            if (live && k == 0) {
-                for (int b = 0; b < VX_ACTION_BRANCHES; b++)
-                    a.act[(size_t)ii * VX_ACTION_BRANCHES + b] = ac[b];
-                a.logp[ii] = (float)lp;
+    int steps = a.steps > 1 ? a.steps : 1;
+    /* the acting counter at the launch (the last block moves it on, once every block has read it
+     * here) */
+    unsigned long long step0 = a.act ? *a.step : 0;
+    for (int k = 0; k < steps; k++) {
+        size_t o = (size_t)k * a.N; /* step k's rows in the per-step arrays */
+        const uint8_t *fin_flag = k ? a.tr + o - a.N : a.fin_flag;
+        float *boot = !k ? a.boot : a.boot_own ? a.boot_own + o - a.N : NULL;
+        const float *fin_rows = k ? a.fin_out : a.fin;
+        __syncthreads(); /* step k − 1's rows written, its reads of shared memory done */
+        int flag = boot && r < R && i < a.N && fin_flag[i];
+        for (int d = threadIdx.x; d < t.in && a.norm; d += THREADS)
+            s.red[d] = a.mean[d], s.red[MAX_IN + d] = a.var[d];
+        int fin = __syncthreads_or(flag);     /* the whole block, or none of it */
+        float *raw = a.part ? s.stage : NULL; /* the stage is free until the forward pass */
+        load_rows(t, R, row0, a.N, a.obs, a, s, 0, a.store ? a.store + o * t.in : NULL, raw);
+        if (fin) load_rows(t, R, row0, a.N, fin_rows, a, s, R, NULL, NULL);
+        __syncthreads();
+        if (raw && threadIdx.x < t.in) {
+            int d = threadIdx.x, rows = a.N - row0 < R ? a.N - row0 : R;
+            double sum = 0, sum2 = 0;
+            for (int q = 0; q < rows; q++) {
+                double v = raw[q * t.in + d];
+                sum += v, sum2 += v * v;
             }
+            double *p = a.part + (size_t)blockIdx.x * 2 * t.in;
+            p[d] += sum, p[t.in + d] += sum2;
         }
-        __syncthreads(); /* the actions, for the environment's step below */
-    }
-    if (r < R && i < a.N) {
-        const float *o = s.out + r * OUT_LD;
-        if (a.act) a.val[i] = o[VX_PPO_LOGITS];
-        if (a.logits)
-            for (int k = 0; k < VX_PPO_LOGITS; k++) a.logits[(size_t)i * VX_PPO_LOGITS + k] = o[k];
-        if (a.values) a.values[i] = o[VX_PPO_LOGITS];
-        if (a.boot) a.boot[i] = flag ? s.out[(R + r) * OUT_LD + VX_PPO_LOGITS] : 0.0f;
-        if (a.act && a.states) { /* the environment's step: one launch less a rollout step
-                                  * (next_obs, fin_out and rew given with states: ppo_fused.h) */
-            const int32_t *ac = a.act + (size_t)i * VX_ACTION_BRANCHES;
-            vx_env_state st = a.states[i];
-            float rew;
-            uint8_t te, tr;
-            vx_env_step_one(&a.envp, &st, (uint64_t)i, ac[0], ac[1], ac[2],
-                            a.next_obs + (size_t)i * VX_OBS_DIM, &rew, &te, &tr,
-                            a.fin_out + (size_t)i * VX_OBS_DIM);
-            a.states[i] = st;
-            a.rew[i] = rew, a.te[i] = te, a.tr[i] = tr;
-            double ep = a.ep_ret[i] + rew;
-            if (te || tr) {
-                a.ret_sum[i] += ep;
-                a.ep_count[i] += 1;
-                ep = 0;
+        __syncthreads();
+        forward<P>(t, wp, wf, fin ? 2 * R : R, s);
+        int32_t *act = a.act ? a.act + o * VX_ACTION_BRANCHES : NULL;
+        if (act) { /* each row's sample (ppo_lanes.cuh: 16 lanes a row, two rows a warp) */
+            int warp = threadIdx.x >> 5, q = threadIdx.x % PPO_LANES;
+            if (2 * warp < R) { /* the whole warp (R is even) */
+                int rr = 2 * warp + (threadIdx.x & 31) / PPO_LANES, ii = row0 + rr;
+                int live = ii < a.N;
+                double z = live ? s.out[rr * OUT_LD + q] : 0.0;
+                int32_t ac[VX_ACTION_BRANCHES];
+                double lp = lanes_sample(z, a.seed, (uint64_t)(live ? ii : 0), step0 + k, ac);
+                if (live && q == 0) {
+                    for (int b = 0; b < VX_ACTION_BRANCHES; b++)
+                        act[(size_t)ii * VX_ACTION_BRANCHES + b] = ac[b];
+                    a.logp[o + ii] = (float)lp;
+                }
             }
-            a.ep_ret[i] = ep;
+            __syncthreads(); /* the actions, for the environment's step below */
+        }
+        if (r < R && i < a.N) {
+            const float *out = s.out + r * OUT_LD;
+            if (act) a.val[o + i] = out[VX_PPO_LOGITS];
+            if (a.logits)
+                for (int q = 0; q < VX_PPO_LOGITS; q++)
+                    a.logits[(size_t)i * VX_PPO_LOGITS + q] = out[q];
+            if (a.values) a.values[i] = out[VX_PPO_LOGITS];
+            if (boot) boot[i] = flag ? s.out[(R + r) * OUT_LD + VX_PPO_LOGITS] : 0.0f;
+            if (act && a.states) { /* the environment's step: one launch less a rollout step
+                                    * (next_obs, fin_out and rew given with states: ppo_fused.h) */
+                const int32_t *ac = act + (size_t)i * VX_ACTION_BRANCHES;
+                vx_env_state st = a.states[i];
+                float rew;
+                uint8_t te, tr;
+                vx_env_step_one(&a.envp, &st, (uint64_t)i, ac[0], ac[1], ac[2],
+                                a.next_obs + (size_t)i * VX_OBS_DIM, &rew, &te, &tr,
+                                a.fin_out + (size_t)i * VX_OBS_DIM);
+                a.states[i] = st;
+                a.rew[o + i] = rew, a.te[o + i] = te, a.tr[o + i] = tr;
+                double ep = a.ep_ret[i] + rew;
+                if (te || tr) {
+                    a.ret_sum[i] += ep;
+                    a.ep_count[i] += 1;
+                    ep = 0;
+                }
+                a.ep_ret[i] = ep;
+            }
         }
     }
     if (a.act && a.states) { /* the acting counter, once every block has read it */
@@ -316,7 +337,7 @@ static __global__ void __launch_bounds__(THREADS)
         __syncthreads();
         if (*last && threadIdx.x == 0) {
             __threadfence();
-            *a.step += 1;
+            *a.step += steps;
             *arrived = 0; /* ready for the next launch */
         }
     }
@@ -659,6 +680,11 @@ extern "C" vx_status ppo_fused_act(ppo_fused *f, const ppo_fused_act_args *a, cu
 {
     vx_status st = VX_OK;
     if (a->N < 1) return VX_OK;
+    if (a->steps > 1 && !(a->act && a->states))
+        return vx_err_set(e, VX_ERR_ARG,
+                          "ppo: %d rollout steps in a launch without the sampling "
+                          "and the environments' step",
+                          a->steps);
     unsigned blocks = (unsigned)ppo_fused_act_blocks(a->N);
     size_t bytes = vx_pf_smem(&f->nt, 2 * ACT_ROWS);
     VX_CUDA_CHECK(vx_pdl_launch(f->passes == 1 ? act_kernel<1> : act_kernel<3>, dim3(blocks),

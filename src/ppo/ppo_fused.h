@@ -1,7 +1,8 @@
 /* ppo_fused.h — PPO's fused kernels on a CUDA device (internal): the actor-critic's whole forward
- * pass, the sampling, the observation normalisation and the environments' step of a rollout step
- * in one launch, and a minibatch's gather, forward pass, loss and backward pass in another, with
- * the activations in shared memory and every product on tensor cores (src/nn/tc_tile.cuh).
+ * pass, the sampling, the observation normalisation and the environments' step of every step of
+ * a rollout in one launch, and a minibatch's gather, forward pass, loss and backward pass in
+ * another, with the activations in shared memory and every product on tensor cores
+ * (src/nn/tc_tile.cuh).
  *
  * Why: the per-layer path (ac_cuda.h, cuBLASLt) spends an update in about thirty launches of
  * small GEMMs and helper kernels; here a minibatch is the update kernel, one reduction of its
@@ -56,10 +57,18 @@ size_t ppo_fused_reserved(const ppo_fused *f);
  * after that. */
 vx_status ppo_fused_pack(ppo_fused *f, const float *params, cudaStream_t s, vx_err *e);
 
-/* One rollout step (or the values after the rollout), N rows; pointers are device memory and
- * NULL leaves a part out. */
+/* One rollout step (or the values after the rollout), N rows, or `steps` rollout steps in one
+ * launch; pointers are device memory and NULL leaves a part out. */
 typedef struct {
     int N;
+    /* Steps in this launch (0 or 1: one). More than one needs the sampling and the environments'
+     * step: then the per-step arrays (store, act, logp, val, rew, te, tr) are the launch's first
+     * step's, step k's k · N rows further on; the first step's bootstrap is fin, fin_flag and
+     * boot (the step before the launch), a later step's its predecessor's — fin_out, tr and
+     * boot_own (the launch's first step's own bootstrap row, N floats a step, written by the
+     * step after it: the last one's by the next launch). */
+    int steps;
+    float *boot_own;
     const float *obs;         /* N × in_dim, raw */
     const double *mean, *var; /* the observation statistics (read when norm) */
     double clip;              /* obs_clip */
