@@ -144,7 +144,8 @@ static vx_status qc_create(const vx_qnet_layout *L, int K, int max_batch, int bw
         if (!st) st = vx_cuda_event_create(dev, &q->dv_done[h], 0, e);
     }
     if (!st) st = vx_cuda_event_create(dev, &q->fork, 0, e);
-    for (int k = 0; k <= HEADS && train && !st; k++) {
+    for (int k = 0; k <= HEADS && train && !st; k++) { /* the heads' sides, the trunk's if used */
+        if (k == TRUNK_SIDE ? c->n_trunk < 2 : k >= q->heads) continue;
         st = vx_cuda_stream_create(dev, &q->side[k], e);
         if (!st) st = vx_cuda_event_create(dev, &q->side_fork[k], 0, e);
         if (!st) st = vx_cuda_event_create(dev, &q->side_done[k], 0, e);
