@@ -20,11 +20,11 @@
  *                  into pinned memory behind an event, the iteration's one wait
  *
  * Two ways to run the network. The fused kernels (ppo_fused.h, the default where the network
- * fits them): a rollout step's normalisation, forward pass, sampling and environment step are
- * one launch, and a minibatch three (its gradient; the fixed-order sum with the norm; the
- * optimizer's step, which writes the kernels' copies of the weights and ends the minibatch).
- * The per-layer path (ppo.fused = 0, or a network the fused kernels do not take):
- * ac_cuda.h's cuBLASLt GEMMs with small kernels between them.
+ * fits them): a rollout's normalisation, forward passes, sampling and environment steps are one
+ * launch (each block takes its environments through every step), and a minibatch three (its
+ * gradient; the fixed-order sum with the norm; the optimizer's step, which writes the kernels'
+ * copies of the weights and ends the minibatch). The per-layer path (ppo.fused = 0, or a network
+ * the fused kernels do not take): ac_cuda.h's cuBLASLt GEMMs with small kernels between them.
  *
  * A truncated episode's bootstrap needs the value of its pre-reset observation. The CPU runs the
  * value network on that one row. The per-layer path values all N pre-reset rows beside the N

@@ -60,6 +60,8 @@ static_assert(ACT_ROWS % 16 == 0 && 2 * ACT_ROWS <= 64 && ACT_ROWS * MAX_IN <= W
               "whole tiles of rows; raw rows staged in the warps' staging");
 static_assert(WARPS >= 4 * HEAD_CHUNKS, "the heads' split: 4 strips (64 rows) × HEAD_CHUNKS");
 static_assert(ACT_ROWS <= 2 * WARPS, "a rollout step's samples in one pass of the lanes");
+static_assert(VX_PF_PAD % 4 == 0 && OUT_LD % 4 == 0,
+              "rows of whole 16-byte units: ldmatrix reads them (tc_tile.cuh's ldsm_a)");
 static_assert(WARPS >= N_STATS && N_STATS * 64 <= THREADS,
               "a warp a statistic; each row's statistics (64 rows) in the block sums' doubles");
 
@@ -81,7 +83,7 @@ struct ppo_fused {
     int *inv;          /* a parameter's floats: its packed one, its forward and backward fragment
                           slots (the big part's; −1: none), 3 ints a parameter */
     double *nparts;    /* the slices' sum: each block's Σ g² */
-    unsigned *arrived; /* the blocks done: of the slices' sum, of the step, of a rollout step */
+    unsigned *arrived; /* the blocks done: of the slices' sum, of the step, of a rollout */
     step_consts *consts;
 };
 
@@ -304,7 +306,7 @@ static __global__ void __launch_bounds__(THREADS)
                     a.logits[(size_t)i * VX_PPO_LOGITS + q] = out[q];
             if (a.values) a.values[i] = out[VX_PPO_LOGITS];
             if (boot) boot[i] = flag ? s.out[(R + r) * OUT_LD + VX_PPO_LOGITS] : 0.0f;
-            if (act && a.states) { /* the environment's step: one launch less a rollout step
+            if (act && a.states) { /* the environment's step, in the same launch
                                     * (next_obs, fin_out and rew given with states: ppo_fused.h) */
                 const int32_t *ac = act + (size_t)i * VX_ACTION_BRANCHES;
                 vx_env_state st = a.states[i];
@@ -680,10 +682,13 @@ extern "C" vx_status ppo_fused_act(ppo_fused *f, const ppo_fused_act_args *a, cu
 {
     vx_status st = VX_OK;
     if (a->N < 1) return VX_OK;
-    if (a->steps > 1 && !(a->act && a->states))
+    /* several steps: each reads the observations the one before wrote, and bootstraps from it */
+    if (a->steps > 1 && !(a->act && a->states && a->next_obs == a->obs && a->tr && a->fin_out &&
+                          a->boot_own && !a->logits && !a->values))
         return vx_err_set(e, VX_ERR_ARG,
-                          "ppo: %d rollout steps in a launch without the sampling "
-                          "and the environments' step",
+                          "ppo: %d rollout steps in a launch need the sampling, the "
+                          "environments' step into obs, its flags, pre-reset rows and bootstrap "
+                          "rows, and no logits or values",
                           a->steps);
     unsigned blocks = (unsigned)ppo_fused_act_blocks(a->N);
     size_t bytes = vx_pf_smem(&f->nt, 2 * ACT_ROWS);

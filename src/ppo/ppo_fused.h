@@ -62,11 +62,12 @@ vx_status ppo_fused_pack(ppo_fused *f, const float *params, cudaStream_t s, vx_e
 typedef struct {
     int N;
     /* Steps in this launch (0 or 1: one). More than one needs the sampling and the environments'
-     * step: then the per-step arrays (store, act, logp, val, rew, te, tr) are the launch's first
-     * step's, step k's k · N rows further on; the first step's bootstrap is fin, fin_flag and
-     * boot (the step before the launch), a later step's its predecessor's — fin_out, tr and
-     * boot_own (the launch's first step's own bootstrap row, N floats a step, written by the
-     * step after it: the last one's by the next launch). */
+     * step with next_obs = obs (a step reads what the one before wrote), tr, fin_out and
+     * boot_own, and takes no logits or values. Then the per-step arrays (store, act, logp, val,
+     * rew, te, tr) are the launch's first step's, step k's k · N rows further on; the first
+     * step's bootstrap is fin, fin_flag and boot (the step before the launch), a later step's its
+     * predecessor's — fin_out, tr and boot_own (the launch's first step's own bootstrap row, N
+     * floats a step, written by the step after it: the last one's by the next launch). */
     int steps;
     float *boot_own;
     const float *obs;         /* N × in_dim, raw */
@@ -77,7 +78,8 @@ typedef struct {
     double *part;             /* ppo_fused_act_blocks(N) × 2 in_dim: each block's raw column
                                * sums and sums of squares are added to its own */
     uint64_t seed;            /* sampling: act, logp, val and step all given, or none */
-    unsigned long long *step; /* the acting counter (advanced here when the step is too) */
+    unsigned long long *step; /* the acting counter (advanced by the launch's steps when the
+                               * environments' step is here too) */
     int32_t *act;             /* N × 3 */
     float *logp, *val;        /* N */
     const float *fin;         /* N × in_dim: pre-reset observations */

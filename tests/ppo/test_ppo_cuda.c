@@ -197,6 +197,10 @@ static void fused_case(int shared, int n, const int *width, int tf32, double tol
     ppo_fused_act_args a;
     memset(&a, 0, sizeof a);
     a.N = BV, a.obs = d_x, a.logits = d_logits, a.values = d_values;
+    a.steps = 2; /* several steps need the sampling and the environments: refused, not run */
+    assert_int_equal(ppo_fused_act(f, &a, NULL, &e), VX_ERR_ARG);
+    printf("a launch of 2 steps without them: %s\n", e.msg);
+    a.steps = 0;
     assert_int_equal(ppo_fused_act(f, &a, NULL, &e), VX_OK);
     ppo_fused_grad_args ga;
     memset(&ga, 0, sizeof ga);
