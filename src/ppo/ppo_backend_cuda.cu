@@ -452,17 +452,19 @@ static vx_status rollout_body(ppo_backend *b, vx_err *e)
     if (b->fused) { /* one launch: every step's acting, environments' step and accounting */
         st = fused_steps(b, 0, T, e);
         if (st) goto fail;
-    }
-    for (int t = 0; t < T && !b->fused; t++) {
-        size_t o = (size_t)t * N;
-        st = layered_step(b, t, e);
-        if (!st)
-            st = vx_env_step(b->env, b->r_act + o * A, b->obs, b->r_rew + o, b->r_te + o,
-                             b->r_tr + o, b->fin, s, e);
-        if (st) goto fail;
-        episode_kernel<<<blocks(N), 128, 0, s>>>(N, b->r_rew + o, b->r_te + o, b->r_tr + o,
-                                                 b->ep_ret, b->ret_sum, b->ep_count, b->act_step);
-        VX_CUDA_LAUNCH_CHECK(s);
+    } else { /* a step at a time: acting, the environments' step, the accounting */
+        for (int t = 0; t < T; t++) {
+            size_t o = (size_t)t * N;
+            st = layered_step(b, t, e);
+            if (!st)
+                st = vx_env_step(b->env, b->r_act + o * A, b->obs, b->r_rew + o, b->r_te + o,
+                                 b->r_tr + o, b->fin, s, e);
+            if (st) goto fail;
+            episode_kernel<<<blocks(N), 128, 0, s>>>(N, b->r_rew + o, b->r_te + o, b->r_tr + o,
+                                                     b->ep_ret, b->ret_sum, b->ep_count,
+                                                     b->act_step);
+            VX_CUDA_LAUNCH_CHECK(s);
+        }
     }
     raw_sums_kernel<<<1, 64, 0, s>>>((int)nb, b->raw_part, b->raw_sum, b->raw_sum2);
     VX_CUDA_LAUNCH_CHECK(s);
