@@ -505,8 +505,9 @@ fail:
     return st;
 }
 
-/* A minibatch's gradient through the fused kernels; its statistics' blocks. */
-static vx_status fused_grad(ppo_backend *b, int *parts_n, vx_err *e)
+/* A minibatch through the fused kernels: its gradient, the optimizer's step, the minibatch's
+ * end. */
+static vx_status fused_minibatch(ppo_backend *b, vx_err *e)
 {
     ppo_fused_grad_args a;
     memset(&a, 0, sizeof a);
@@ -515,8 +516,14 @@ static vx_status fused_grad(ppo_backend *b, int *parts_n, vx_err *e)
     a.ret = b->r_ret, a.adv_stat = b->adv_tab;
     a.lc = (vx_ppo_loss_cfg){b->s.clip, b->s.clip_value, b->s.vf_coef, b->s.ent_coef};
     a.norm_adv = b->s.norm_adv, a.parts = b->mb_parts;
-    *parts_n = ppo_fused_grad_blocks(b->fused, a.M);
-    return ppo_fused_grad(b->fused, &a, b->grads, &b->ov, b->st, e);
+    ppo_fused_end end = {a.M,
+                         ppo_fused_grad_blocks(b->fused, a.M),
+                         b->s.minibatches,
+                         b->mb_parts,
+                         b->s.target_kl,
+                         b->stats,
+                         b->ctl};
+    return ppo_fused_grad(b->fused, &a, b->grads, b->params, &b->ov, &end, b->st, e);
 }
 
 /* A minibatch's gradient through the per-layer path: gather, forward, loss, backward. */
@@ -552,14 +559,8 @@ static vx_status minibatch_body(ppo_backend *b, vx_err *e)
     cudaStream_t s = b->st;
     /* the fused kernels take the norm in the gradient's sum and do the optimizer's step
      * themselves, writing their copies of the weights as they go, and end the minibatch in the
-     * step's last block (ppo_fused.h) */
-    if (b->fused) {
-        st = fused_grad(b, &parts_n, e);
-        ppo_fused_end end = {(int)b->M, parts_n, b->s.minibatches, b->mb_parts, b->s.target_kl,
-                             b->stats,  b->ctl};
-        if (!st) st = ppo_fused_step(b->fused, b->params, b->grads, &b->ov, &end, s, e);
-        return st;
-    }
+     * last block (ppo_fused.h) */
+    if (b->fused) return fused_minibatch(b, e);
     st = layered_grad(b, &parts_n, e);
     if (!st) st = vx_optim_step(b->opt, b->params, b->grads, s, e);
     if (st) goto fail;

@@ -30,6 +30,7 @@
 #include "ppo_mb_end.cuh"
 #include "vixen/optim_math.h"
 
+#include <cooperative_groups.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,8 +50,9 @@
 #define SUM_THREADS 256 /* the slices' sum and the optimizer's step: threads a block */
 
 typedef vx_pf_net net;
+namespace cg = cooperative_groups;
 
-/* The optimizer step's constants, from the slices' sum (which has the norm) to the step. */
+/* The optimizer step's constants, taken by each block of the update from the norm. */
 typedef vx_step_consts step_consts;
 
 /* What the kernels below take for granted of the two overridable sizes. */
@@ -82,9 +84,9 @@ struct ppo_fused {
     float *partial;    /* max_blocks × packed: each block's gradient, laid out as wp */
     int *inv;          /* a parameter's floats: its packed one, its forward and backward fragment
                           slots (the big part's; −1: none), 3 ints a parameter */
-    double *nparts;    /* the slices' sum: each block's Σ g² */
-    unsigned *arrived; /* the blocks done: of the slices' sum, of the step, of a rollout */
-    step_consts *consts;
+    double *nparts;    /* the update: each block's Σ g² */
+    unsigned *arrived; /* the blocks done: of the update, of a rollout */
+    unsigned update_blocks; /* the update's grid: a thread a packed float, or what is resident */
 };
 
 /* ---- shared memory ----------------------------------------------------------------------- */
@@ -431,90 +433,86 @@ static __device__ double block_sum(double v, double *sh)
     return sum;
 }
 
-/* The gradient: the blocks' slices added in block order (in double), each packed float that is
- * a parameter's into its place in the flat vector (whose padding is left alone). With an
- * optimizer (with_o), also its norm: each block's Σ g² (g as stored, squared in double, as the
- * optimizer's own sum does) in a fixed tree, the last block to finish adding the blocks' in a
- * fixed order (the same bits every run) and taking the step's constants — the optimizer's
- * sum-of-squares launch folded into this one. A skipped step (the controls' flag) leaves the
- * norm alone. */
+/* The gradient, then the optimizer's step, in one launch (a minibatch's second and last).
+ *
+ * The gradient: the blocks' slices added in block order (in double), each packed float that is
+ * a parameter's into its place in the flat vector (whose padding is left alone). Without an
+ * optimizer (with_o 0) that is all.
+ *
+ * With one, its norm: each block's Σ g² (g as stored, squared in double, as the optimizer's own
+ * sum does) in a fixed tree, then, past the grid's barrier (a cooperative launch: every block is
+ * resident), every block adds the blocks' sums itself in the same fixed order — the same bits in
+ * each, so no block waits for another's constants. Then the step, a thread a parameter: the clip
+ * (the clipped gradient written back, as the optimizer's own step leaves it) and Adam
+ * (optim_math.h), and the new value straight into the packed copy and the fragment copies (split
+ * into its big and small parts when E = 4). A skipped step (the controls' flag) leaves the norm,
+ * the moments, the weights and the step count alone. Then, with `has_end`, the last block to
+ * finish does the minibatch's end (ppo_mb_end.cuh): every block has read the stop flag it may set.
+ *
+ * The step's count and the stop flag are read by each block before the barrier, after which
+ * block 0 moves the count on. Whatever the grid (capped at what can be resident), each thread
+ * takes every (grid · SUM_THREADS)-th float; the slices are read once, with 8 loads in flight. */
 static __global__ void __launch_bounds__(SUM_THREADS)
-    sum_kernel(const float *partial, int blocks, const int *src, size_t packed, float *g,
-               int with_o, vx_optim_view o, double *nparts, unsigned *arrived, step_consts *c)
+    update_kernel(const float *partial, int blocks, const int *src, size_t packed, float *g,
+                  int with_o, vx_optim_view o, double *nparts, float *params, size_t n,
+                  const int *inv, int E, float *wp, float *wf, int has_end, ppo_fused_end end,
+                  unsigned *arrived)
 {
     __shared__ double sh[SUM_THREADS / 32];
+    __shared__ step_consts c;
     __shared__ int last;
     vx_pdl_wait();
-    size_t p = (size_t)blockIdx.x * SUM_THREADS + threadIdx.x;
+    int skip = with_o && o.skip && *o.skip;
+    long long t = with_o && !skip ? *o.t : 0;
+    size_t first = (size_t)blockIdx.x * SUM_THREADS + threadIdx.x;
+    size_t stride = (size_t)gridDim.x * SUM_THREADS;
     double sq = 0;
-    if (p < packed && src[p] >= 0) {
+    for (size_t p = first; p < packed; p += stride) {
+        if (src[p] < 0) continue;
         double sum = 0;
-#pragma unroll 8 /* the slices' loads in flight together: this kernel only reads memory */
+#pragma unroll 8 /* the slices' loads in flight together */
         for (int b = 0; b < blocks; b++) sum += partial[(size_t)b * packed + p];
         float gf = (float)sum;
         g[src[p]] = gf;
-        sq = (double)gf * gf;
+        sq += (double)gf * gf;
     }
-    if (!with_o || (o.skip && *o.skip)) return; /* the whole block or none of it */
-    double part = block_sum(sq, sh);
-    if (threadIdx.x == 0) {
-        nparts[blockIdx.x] = part;
-        __threadfence();
-        last = atomicAdd(arrived, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    double v = 0;
-    for (unsigned b = threadIdx.x; b < gridDim.x; b += SUM_THREADS)
-        v += ((volatile double *)nparts)[b];
-    double all = block_sum(v, sh);
-    if (threadIdx.x == 0) {
-        const double *h = o.hyper;
-        double norm = sqrt(all), max_norm = h[VX_OPTIM_H_CLIP];
-        *o.norm = norm;
-        c->k = vx_adam_constants(o.lr ? *o.lr : h[VX_OPTIM_H_LR], h[VX_OPTIM_H_B1],
-                                 h[VX_OPTIM_H_B2], h[VX_OPTIM_H_EPS], h[VX_OPTIM_H_WD], *o.t + 1);
-        c->clip = vx_clip_scale(max_norm, norm, &c->scale);
-        *arrived = 0; /* ready for the next launch */
-    }
-}
-
-/* The optimizer's step, a thread a parameter: the clip (the clipped gradient written back, as
- * the optimizer's own step leaves it) and Adam (optim_math.h), then the new value straight into
- * the packed copy and the fragment copies (split into its big and small parts when E = 4): the
- * separate repacking launch, which read every parameter again, is not needed. Then, with `has_end`,
- * the last block to finish does the minibatch's end (ppo_mb_end.cuh) — a launch of its own
- * before, and safe here: every block has read the stop flag it may set. */
-static __global__ void __launch_bounds__(SUM_THREADS)
-    step_kernel(float *params, float *g, size_t n, vx_optim_view o, const step_consts *c,
-                const int *inv, int E, float *wp, float *wf, int has_end, ppo_fused_end end,
-                unsigned *arrived)
-{
-    vx_pdl_wait();
-    size_t i = (size_t)blockIdx.x * SUM_THREADS + threadIdx.x;
-    int skip = o.skip && *o.skip;
-    if (!skip && i == 0) *o.t += 1; /* this launch's constants were taken from it before */
-    if (!skip && i < n) {
-        vx_adam_step_k k = c->k;
-        float gi = g[i];
-        if (c->clip) {
-            gi *= c->scale;
-            g[i] = gi;
+    if (!with_o) return;
+    if (!skip) {
+        double part = block_sum(sq, sh);
+        if (threadIdx.x == 0) nparts[blockIdx.x] = part;
+        cg::this_grid().sync();
+        double v = 0;
+        for (unsigned b = threadIdx.x; b < gridDim.x; b += SUM_THREADS) v += __ldcg(nparts + b);
+        double all = block_sum(v, sh);
+        if (threadIdx.x == 0) {
+            const double *h = o.hyper;
+            double norm = sqrt(all), max_norm = h[VX_OPTIM_H_CLIP];
+            c.k = vx_adam_constants(o.lr ? *o.lr : h[VX_OPTIM_H_LR], h[VX_OPTIM_H_B1],
+                                    h[VX_OPTIM_H_B2], h[VX_OPTIM_H_EPS], h[VX_OPTIM_H_WD], t + 1);
+            c.clip = vx_clip_scale(max_norm, norm, &c.scale);
+            if (blockIdx.x == 0) *o.norm = norm, *o.t = t + 1;
         }
-        vx_adam_elem(&k, &params[i], &o.m[i], &o.v[i], gi);
-        float x = params[i];
-        const int *q = inv + 3 * i; /* all −1 for the flat vector's padding between tensors */
-        if (q[0] >= 0) wp[q[0]] = x;
-        float big = E == 4 ? __uint_as_float(__float_as_uint(x) & 0xffffe000u) : x;
-        for (int j = 1; j <= 2; j++)
-            if (q[j] >= 0) {
-                wf[q[j]] = big;
-                if (E == 4) wf[q[j] + 2] = x - big;
+        __syncthreads();
+        for (size_t i = first; i < n; i += stride) {
+            vx_adam_step_k k = c.k;
+            float gi = __ldcg(g + i); /* another block's, written before the barrier */
+            if (c.clip) {
+                gi *= c.scale;
+                g[i] = gi;
             }
+            vx_adam_elem(&k, &params[i], &o.m[i], &o.v[i], gi);
+            float x = params[i];
+            const int *q = inv + 3 * i; /* all −1 for the flat vector's padding between tensors */
+            if (q[0] >= 0) wp[q[0]] = x;
+            float big = E == 4 ? __uint_as_float(__float_as_uint(x) & 0xffffe000u) : x;
+            for (int j = 1; j <= 2; j++)
+                if (q[j] >= 0) {
+                    wf[q[j]] = big;
+                    if (E == 4) wf[q[j] + 2] = x - big;
+                }
+        }
     }
     if (!has_end) return;
-    __shared__ int last;
     __syncthreads(); /* the block's reads of the stop flag done */
     if (threadIdx.x == 0) {
         __threadfence();
@@ -631,9 +629,8 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
     if (!st) st = vx_mem_alloc(&f->mem, f->frags * 4, &f->wf, e);
     if (!st) st = vx_mem_alloc(&f->mem, f->frags * sizeof *fsrc, &f->fsrc, e);
     if (!st) st = vx_mem_alloc(&f->mem, np * 3 * sizeof *inv, &f->inv, e);
-    if (!st) st = vx_mem_alloc(&f->mem, vx_pf_sum_blocks(f->packed) * 8, &f->nparts, e);
-    if (!st) st = vx_mem_alloc(&f->mem, 3 * sizeof(unsigned), &f->arrived, e);
-    if (!st) st = vx_mem_alloc(&f->mem, sizeof(step_consts), &f->consts, e);
+    if (!st) st = vx_mem_alloc(&f->mem, vx_pf_sum_blocks(f->packed, np) * 8, &f->nparts, e);
+    if (!st) st = vx_mem_alloc(&f->mem, 2 * sizeof(unsigned), &f->arrived, e);
     if (!st) st = vx_mem_alloc(&f->mem, (size_t)f->max_blocks * f->packed * 4, &f->partial, e);
     if (st) goto fail;
     /* on a stream of the context's, waited for: src is freed below, and the caller's stream (a
@@ -647,11 +644,23 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
         cudaMemcpyAsync(f->fsrc, fsrc, f->frags * sizeof *fsrc, cudaMemcpyHostToDevice, setup));
     VX_CUDA_CHECK(
         cudaMemcpyAsync(f->inv, inv, np * 3 * sizeof *inv, cudaMemcpyHostToDevice, setup));
-    VX_CUDA_CHECK(cudaMemsetAsync(f->arrived, 0, 3 * sizeof(unsigned), setup));
-    VX_CUDA_CHECK(cudaMemsetAsync(f->consts, 0, sizeof(step_consts), setup));
+    VX_CUDA_CHECK(cudaMemsetAsync(f->arrived, 0, 2 * sizeof(unsigned), setup));
     VX_CUDA_CHECK(cudaMemsetAsync(f->partial, 0, (size_t)f->max_blocks * f->packed * 4, setup));
     VX_CUDA_CHECK(cudaStreamSynchronize(setup));
     VX_CUDA_CHECK(f->passes == 1 ? allow_smem<1>(optin) : allow_smem<3>(optin));
+    { /* the update's grid: every block resident at once (its launch is cooperative) */
+        int per_sm = 0, sms = 0;
+        VX_CUDA_CHECK(
+            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, update_kernel, SUM_THREADS, 0));
+        VX_CUDA_CHECK(
+            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, vx_device_index(dev)));
+        size_t want = vx_pf_sum_blocks(f->packed, np), can = (size_t)per_sm * (size_t)sms;
+        f->update_blocks = (unsigned)(want < can ? want : can);
+        if (!f->update_blocks) {
+            st = vx_err_set(e, VX_ERR_CUDA, "ppo: the update kernel cannot be resident");
+            goto fail;
+        }
+    }
     vx_cuda_stream_destroy(dev, setup);
     free(src);
     free(fsrc);
@@ -694,50 +703,36 @@ extern "C" vx_status ppo_fused_act(ppo_fused *f, const ppo_fused_act_args *a, cu
     size_t bytes = vx_pf_smem(&f->nt, 2 * ACT_ROWS);
     VX_CUDA_CHECK(vx_pdl_launch(f->passes == 1 ? act_kernel<1> : act_kernel<3>, dim3(blocks),
                                 dim3(THREADS), bytes, s, f->nt, (const float *)f->wp,
-                                (const float *)f->wf, *a, f->arrived + 2));
+                                (const float *)f->wf, *a, f->arrived + 1));
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;
 }
 
 extern "C" vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, float *grads,
-                                    const vx_optim_view *o, cudaStream_t s, vx_err *e)
+                                    float *params, const vx_optim_view *o, const ppo_fused_end *end,
+                                    cudaStream_t s, vx_err *e)
 {
     vx_status st = VX_OK;
     int blocks = ppo_fused_grad_blocks(f, a->M);
     size_t bytes = vx_pf_smem(&f->nt, f->rows);
+    vx_optim_view none;
+    ppo_fused_end no_end;
+    memset(&none, 0, sizeof none);
+    memset(&no_end, 0, sizeof no_end);
     if (a->M < 1 || blocks > f->max_blocks)
         return vx_err_set(e, VX_ERR_ARG, "ppo: a minibatch of %d rows (at most %d)", a->M,
                           f->max_blocks * f->rows);
+    if (end && !o) return vx_err_set(e, VX_ERR_ARG, "ppo: a minibatch's end without its step");
     VX_CUDA_CHECK(vx_pdl_launch(f->passes == 1 ? grad_kernel<1> : grad_kernel<3>, dim3(blocks),
                                 dim3(THREADS), bytes, s, f->nt, (const float *)f->wp,
                                 (const float *)f->wf, f->rows, *a, f->partial, f->packed));
     VX_CUDA_LAUNCH_CHECK(s);
-    {
-        vx_optim_view none;
-        memset(&none, 0, sizeof none);
-        VX_CUDA_CHECK(vx_pdl_launch(sum_kernel, dim3((unsigned)vx_pf_sum_blocks(f->packed)),
-                                    dim3(SUM_THREADS), 0, s, (const float *)f->partial, blocks,
-                                    (const int *)f->src, f->packed, grads, (int)(o != NULL),
-                                    o ? *o : none, f->nparts, f->arrived, f->consts));
-        VX_CUDA_LAUNCH_CHECK(s);
-    }
-fail:
-    return st;
-}
-
-extern "C" vx_status ppo_fused_step(ppo_fused *f, float *params, float *grads,
-                                    const vx_optim_view *o, const ppo_fused_end *end,
-                                    cudaStream_t s, vx_err *e)
-{
-    vx_status st = VX_OK;
-    size_t n = f->L.n_params;
-    ppo_fused_end none;
-    memset(&none, 0, sizeof none);
-    VX_CUDA_CHECK(vx_pdl_launch(step_kernel, dim3((unsigned)((n + SUM_THREADS - 1) / SUM_THREADS)),
-                                dim3(SUM_THREADS), 0, s, params, grads, n, *o,
-                                (const step_consts *)f->consts, (const int *)f->inv, f->nt.E, f->wp,
-                                f->wf, (int)(end != NULL), end ? *end : none, f->arrived + 1));
+    VX_CUDA_CHECK(vx_pdl_launch_cooperative(
+        update_kernel, dim3(f->update_blocks), dim3(SUM_THREADS), 0, s, o != NULL,
+        (const float *)f->partial, blocks, (const int *)f->src, f->packed, grads, (int)(o != NULL),
+        o ? *o : none, f->nparts, params, f->L.n_params, (const int *)f->inv, f->nt.E, f->wp, f->wf,
+        (int)(end != NULL), end ? *end : no_end, f->arrived));
     VX_CUDA_LAUNCH_CHECK(s);
 fail:
     return st;

@@ -5,9 +5,9 @@
  * (src/nn/tc_tile.cuh).
  *
  * Why: the per-layer path (ac_cuda.h, cuBLASLt) spends an update in about thirty launches of
- * small GEMMs and helper kernels; here a minibatch is the update kernel, one reduction of its
- * blocks' gradients in a fixed order (taking the norm too), and the optimizer's step (writing
- * the kernels' copies of the weights too): three launches.
+ * small GEMMs and helper kernels; here a minibatch is two launches: the gradient kernel, then one
+ * that adds its blocks' gradients in a fixed order, takes the norm and does the optimizer's step
+ * (writing the kernels' copies of the weights too).
  *
  * The network: both trunks side by side as one "wide" network. Layer 0 reads the input once for
  * both trunks (its weights [W_pi | W_v]); deeper layers are one product per trunk (G = 2 groups,
@@ -16,13 +16,13 @@
  * The weights are read from a packed copy (the biases; widths padded to the tensor cores' tiles
  * with zeros, ppo_fused_plan.h) and from fragment copies (every product's B operand in the order
  * a warp's lanes load it), both written by ppo_fused_pack (the weights as loaded) and by
- * ppo_fused_step (after each of its steps). Maps from each packed and fragment float to its
+ * ppo_fused_grad's step (after each of its steps). Maps from each packed and fragment float to its
  * place in the flat parameters (or none: padding) serve the packing and the gradient's scatter,
  * and their inverse the step's writes.
  *
  * Precision: tf32 = 1 multiplies in TF32; tf32 = 0 in 3×TF32 (tc_tile.cuh), float32's accuracy.
  * Gradients: each block of the update kernel writes its rows' gradient (every weight and bias) to
- * a slice of its own, and a second kernel adds the slices in block order — the same bits every
+ * a slice of its own, and the second launch adds the slices in block order — the same bits every
  * run (the only atomics are the arrival counters that elect a launch's last block).
  *
  * Takes: trunks of 1 to 4 layers whose widths are multiples of 16 and fit in shared memory at
@@ -53,8 +53,8 @@ void ppo_fused_free(ppo_fused *f);
 size_t ppo_fused_reserved(const ppo_fused *f);
 
 /* The packed and fragment copies from the flat parameters (device), for the kernels below: at
- * the start of a rollout (the weights as loaded or resumed); ppo_fused_step keeps them current
- * after that. */
+ * the start of a rollout (the weights as loaded or resumed); ppo_fused_grad's step keeps them
+ * current after that. */
 vx_status ppo_fused_pack(ppo_fused *f, const float *params, cudaStream_t s, vx_err *e);
 
 /* One rollout step (or the values after the rollout), N rows, or `steps` rollout steps in one
@@ -120,12 +120,8 @@ typedef struct {
 } ppo_fused_grad_args;
 
 int ppo_fused_grad_blocks(const ppo_fused *f, int M);
-/* With o (an optimizer's state, vx_optim_view_of), the slices' sum also takes the gradient's
- * norm into *o->norm and the step's constants for ppo_fused_step; NULL: the gradient alone. */
-vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, float *grads,
-                         const vx_optim_view *o, cudaStream_t s, vx_err *e);
 /* The minibatch's end (ppo_mb_end.cuh: statistics, the target-KL stop, the cursor), for the
- * step's last block to do. */
+ * update's last block to do. */
 typedef struct {
     int M, blocks, minibatches; /* blocks: of parts (ppo_fused_grad_blocks) */
     const double *parts;
@@ -133,12 +129,15 @@ typedef struct {
     double *stats;
     int *ctl;
 } ppo_fused_end;
-/* The optimizer's step after ppo_fused_grad with o: each parameter clipped and stepped as
- * vx_optim_step does (optim_math.h), and written straight into the packed and fragment copies
- * (no ppo_fused_pack needed); the step count advanced; then, with `end`, the minibatch's end by
- * the last block (every block has read the stop flag by then). */
-vx_status ppo_fused_step(ppo_fused *f, float *params, float *grads, const vx_optim_view *o,
-                         const ppo_fused_end *end, cudaStream_t s, vx_err *e);
+/* With o (an optimizer's state, vx_optim_view_of), also the optimizer's step in the second
+ * launch: the norm into *o->norm, each parameter of params clipped and stepped as vx_optim_step
+ * does (optim_math.h) and written straight into the packed and fragment copies (no
+ * ppo_fused_pack needed), the step count advanced; then, with `end`, the minibatch's end by the
+ * last block (every block has read the stop flag by then). o NULL: the gradient alone (params
+ * and end unused, end must be NULL). */
+vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, float *grads, float *params,
+                         const vx_optim_view *o, const ppo_fused_end *end, cudaStream_t s,
+                         vx_err *e);
 
 #ifdef __cplusplus
 }

@@ -153,7 +153,10 @@ int vx_pf_rows(const vx_ac_layout *L, size_t smem_optin, char *why, size_t why_n
     return no ? 0 : rows;
 }
 
-size_t vx_pf_sum_blocks(size_t packed) { return (packed + 255) / 256; }
+size_t vx_pf_sum_blocks(size_t packed, size_t n_params)
+{
+    return ((packed > n_params ? packed : n_params) + 255) / 256;
+}
 
 size_t vx_pf_bytes(const vx_ac_layout *L, int rows, int max_rows, int tf32)
 {
@@ -162,7 +165,7 @@ size_t vx_pf_bytes(const vx_ac_layout *L, int rows, int max_rows, int tf32)
     size_t frags = vx_pf_frags(&t, tf32 ? 1 : 3, NULL, NULL);
     /* the packed weights and their map, the fragment copies and theirs, the inverse map (3 ints a
      * parameter), each block's gradient slice (laid out as the packed weights), the norm's
-     * partial sums and the step's constants */
+     * partial sums and two counters */
     return packed * 8 + frags * 8 + L->n_params * 12 + slices * packed * 4 +
-           vx_pf_sum_blocks(packed) * 8 + 64;
+           vx_pf_sum_blocks(packed, L->n_params) * 8 + 64;
 }

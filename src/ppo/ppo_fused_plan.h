@@ -72,8 +72,9 @@ size_t vx_pf_smem(const vx_pf_net *t, int rows);
  * rollout step's block of 2 × VX_PF_ACT_ROWS rows must), or 0 when the fused kernels do not take
  * L — and why. */
 int vx_pf_rows(const vx_ac_layout *L, size_t smem_optin, char *why, size_t why_n);
-/* The blocks of the gradient slices' sum (256 threads a block, a packed float a thread). */
-size_t vx_pf_sum_blocks(size_t packed);
+/* The blocks of the update (256 threads a block, a packed float or a parameter a thread, which
+ * ever are more), at most: its launch may take fewer (what can be resident at once). */
+size_t vx_pf_sum_blocks(size_t packed, size_t n_params);
 /* Device bytes of the fused kernels' own buffers for minibatches of up to max_rows rows. */
 size_t vx_pf_bytes(const vx_ac_layout *L, int rows, int max_rows, int tf32);
 

@@ -34,21 +34,35 @@ static __device__ __forceinline__ void vx_pdl_wait(void)
 }
 
 /* kernel<<<grid, block, smem, s>>>(args...), started as the previous kernel in s ends (the kernel
- * calls vx_pdl_wait first). Returns the launch's error, which it also clears from the runtime's
- * last error, as VX_CUDA_LAUNCH_CHECK's cudaGetLastError would: a later check must not see it. */
+ * calls vx_pdl_wait first); with `cooperative`, also a cooperative launch: every block resident
+ * at once, so the grid may wait for itself (cooperative_groups' grid sync) — the grid must not
+ * exceed what the device holds at once (occupancy × SMs), or the launch is refused. Returns the
+ * launch's error, which it also clears from the runtime's last error, as VX_CUDA_LAUNCH_CHECK's
+ * cudaGetLastError would: a later check must not see it. */
+template <typename... P, typename... A>
+static inline cudaError_t vx_pdl_launch_cooperative(void (*kernel)(P...), dim3 grid, dim3 block,
+                                                    size_t smem, cudaStream_t s, int cooperative,
+                                                    A &&...args)
+{
+    cudaLaunchAttribute at[2];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = VX_PDL;
+    at[1].id = cudaLaunchAttributeCooperative;
+    at[1].val.cooperative = 1;
+    cudaLaunchConfig_t c = {};
+    c.gridDim = grid, c.blockDim = block, c.dynamicSmemBytes = smem, c.stream = s;
+    c.attrs = at, c.numAttrs = cooperative ? 2 : 1;
+    cudaError_t rc = cudaLaunchKernelEx(&c, kernel, std::forward<A>(args)...);
+    if (rc != cudaSuccess) (void)cudaGetLastError();
+    return rc;
+}
+
+/* The usual launch, started early as above. */
 template <typename... P, typename... A>
 static inline cudaError_t vx_pdl_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem,
                                         cudaStream_t s, A &&...args)
 {
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = VX_PDL;
-    cudaLaunchConfig_t c = {};
-    c.gridDim = grid, c.blockDim = block, c.dynamicSmemBytes = smem, c.stream = s;
-    c.attrs = at, c.numAttrs = 1;
-    cudaError_t rc = cudaLaunchKernelEx(&c, kernel, std::forward<A>(args)...);
-    if (rc != cudaSuccess) (void)cudaGetLastError();
-    return rc;
+    return vx_pdl_launch_cooperative(kernel, grid, block, smem, s, 0, std::forward<A>(args)...);
 }
 
 #endif

@@ -205,7 +205,7 @@ static void fused_case(int shared, int n, const int *width, int tf32, double tol
     ppo_fused_grad_args ga;
     memset(&ga, 0, sizeof ga);
     ga.M = BP, ga.obs = d_x, ga.dz = d_dz, ga.dv = d_dv;
-    assert_int_equal(ppo_fused_grad(f, &ga, d_g, NULL, NULL, &e), VX_OK);
+    assert_int_equal(ppo_fused_grad(f, &ga, d_g, NULL, NULL, NULL, NULL, &e), VX_OK);
     CK(cudaMemcpy(glogits, d_logits, BV * K * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(gvalues, d_values, BV * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(gg, d_g, np * 4, cudaMemcpyDeviceToHost));
@@ -254,7 +254,7 @@ static void test_fused_actor_critic(void **state)
     fused_case(0, 2, two, 1, 3e-2);
 }
 
-/* The fused optimizer step (ppo_fused_grad taking the norm, ppo_fused_step) against the
+/* The fused optimizer step (ppo_fused_grad with an optimizer: the norm and the step) against the
  * optimizer's own (vx_optim_step) from the same weights and heads' gradients, two steps: with
  * the clip active (max_norm under the gradient's norm) and not, and skipped. The two sum the
  * norm in different fixed orders (double), so a clip's scale may differ in its last bit: the
@@ -317,10 +317,9 @@ static void fused_step_case(double max_norm, int skip)
     assert_int_equal(ppo_fused_pack(fb, d_pb, NULL, &e), VX_OK); /* once: the steps keep it */
     for (int step = 0; step < 2; step++) {
         assert_int_equal(ppo_fused_pack(fa, d_pa, NULL, &e), VX_OK);
-        assert_int_equal(ppo_fused_grad(fa, &ga, d_ga, NULL, NULL, &e), VX_OK);
+        assert_int_equal(ppo_fused_grad(fa, &ga, d_ga, NULL, NULL, NULL, NULL, &e), VX_OK);
         assert_int_equal(vx_optim_step(oa, d_pa, d_ga, NULL, &e), VX_OK);
-        assert_int_equal(ppo_fused_grad(fb, &ga, d_gb, &view, NULL, &e), VX_OK);
-        assert_int_equal(ppo_fused_step(fb, d_pb, d_gb, &view, NULL, NULL, &e), VX_OK);
+        assert_int_equal(ppo_fused_grad(fb, &ga, d_gb, d_pb, &view, NULL, NULL, &e), VX_OK);
     }
     CK(cudaDeviceSynchronize());
     float *h[8];
