@@ -1,8 +1,8 @@
 /* ppo_fused.cu — PPO's fused kernels (ppo_fused.h): a rollout's normalisation, forward pass,
  * sampling and environment step, step after step, in one launch (act_kernel); a minibatch's
- * gather, forward pass, loss and backward pass in another (grad_kernel), then the fixed-order
- * sum of its blocks' gradients with the norm (sum_kernel) and the optimizer's step, which also
- * writes the kernels' copies of the weights and ends the minibatch (step_kernel).
+ * gather, forward pass, loss and backward pass in another (grad_kernel), then, in one cooperative
+ * launch, the fixed-order sum of its blocks' gradients, the norm and the optimizer's step, which
+ * also writes the kernels' copies of the weights and ends the minibatch (sum_step_kernel).
  *
  * Compiled with --fmad=false (CMakeLists.txt), as the environments' own kernel is: the rollout
  * step runs vx_env_step_one, whose results must match the CPU's bit for bit; the products are
@@ -52,7 +52,7 @@
 typedef vx_pf_net net;
 namespace cg = cooperative_groups;
 
-/* The optimizer step's constants, taken by each block of the update from the norm. */
+/* The optimizer step's constants, taken by each block of sum_step_kernel from the norm. */
 typedef vx_step_consts step_consts;
 
 /* What the kernels below take for granted of the two overridable sizes. */
@@ -84,9 +84,9 @@ struct ppo_fused {
     float *partial;    /* max_blocks × packed: each block's gradient, laid out as wp */
     int *inv;          /* a parameter's floats: its packed one, its forward and backward fragment
                           slots (the big part's; −1: none), 3 ints a parameter */
-    double *nparts;    /* the update: each block's Σ g² */
-    unsigned *arrived; /* the blocks done: of the update, of a rollout */
-    unsigned update_blocks; /* the update's grid: a thread a packed float, or what is resident */
+    double *nparts;    /* sum_step_kernel: each block's Σ g² */
+    unsigned *arrived; /* the blocks done: of sum_step_kernel, of a rollout */
+    unsigned sum_step_blocks; /* its grid: a thread a packed float, or what is resident */
 };
 
 /* ---- shared memory ----------------------------------------------------------------------- */
@@ -166,8 +166,9 @@ static __device__ void forward(const net &t, const float *wp, const float *wf, i
 }
 
 /* The backward pass from the heads' gradients in s.out: every weight's and bias's gradient over
- * the block's rows into part, laid out as the packed weights (padding included: sum_kernel
- * takes only what maps to a parameter). Each layer's δ overwrites its activations. */
+ * the block's rows into part, laid out as the packed weights (padding included:
+ * sum_step_kernel takes only what maps to a parameter). Each layer's δ overwrites its activations.
+ */
 template <int P>
 static __device__ void backward(const net &t, const float *wf, int R, smem &s, float *part)
 {
@@ -451,12 +452,15 @@ static __device__ double block_sum(double v, double *sh)
  *
  * The step's count and the stop flag are read by each block before the barrier, after which
  * block 0 moves the count on. Whatever the grid (capped at what can be resident), each thread
- * takes every (grid · SUM_THREADS)-th float; the slices are read once, with 8 loads in flight. */
+ * takes every (grid · SUM_THREADS)-th float; the slices are read once, with 8 loads in flight.
+ * With a thread a packed float (the grid uncapped: networks up to about 660 × 256 packed floats
+ * on a 132-SM Hopper) the norm's sums are the ones the separate sum and step launches took; a
+ * capped grid adds them in another fixed order (the same bits run after run on one device). */
 static __global__ void __launch_bounds__(SUM_THREADS)
-    update_kernel(const float *partial, int blocks, const int *src, size_t packed, float *g,
-                  int with_o, vx_optim_view o, double *nparts, float *params, size_t n,
-                  const int *inv, int E, float *wp, float *wf, int has_end, ppo_fused_end end,
-                  unsigned *arrived)
+    sum_step_kernel(const float *partial, int blocks, const int *src, size_t packed, float *g,
+                    int with_o, vx_optim_view o, double *nparts, float *params, size_t n,
+                    const int *inv, int E, float *wp, float *wf, int has_end, ppo_fused_end end,
+                    unsigned *arrived)
 {
     __shared__ double sh[SUM_THREADS / 32];
     __shared__ step_consts c;
@@ -648,16 +652,15 @@ extern "C" vx_status ppo_fused_create(const vx_ac_layout *L, int max_rows, int t
     VX_CUDA_CHECK(cudaMemsetAsync(f->partial, 0, (size_t)f->max_blocks * f->packed * 4, setup));
     VX_CUDA_CHECK(cudaStreamSynchronize(setup));
     VX_CUDA_CHECK(f->passes == 1 ? allow_smem<1>(optin) : allow_smem<3>(optin));
-    { /* the update's grid: every block resident at once (its launch is cooperative) */
+    { /* sum_step_kernel's grid: every block resident at once (its launch is cooperative) */
         int per_sm = 0, sms = 0;
-        VX_CUDA_CHECK(
-            cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, update_kernel, SUM_THREADS, 0));
-        VX_CUDA_CHECK(
-            cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, vx_device_index(dev)));
+        VX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sum_step_kernel,
+                                                                    SUM_THREADS, 0));
+        sms = vx_cuda_sm_count(dev);
         size_t want = vx_pf_sum_blocks(f->packed, np), can = (size_t)per_sm * (size_t)sms;
-        f->update_blocks = (unsigned)(want < can ? want : can);
-        if (!f->update_blocks) {
-            st = vx_err_set(e, VX_ERR_CUDA, "ppo: the update kernel cannot be resident");
+        f->sum_step_blocks = (unsigned)(want < can ? want : can);
+        if (!f->sum_step_blocks) {
+            st = vx_err_set(e, VX_ERR_CUDA, "ppo: the gradient's sum and step cannot be resident");
             goto fail;
         }
     }
@@ -729,7 +732,7 @@ extern "C" vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, 
                                 (const float *)f->wf, f->rows, *a, f->partial, f->packed));
     VX_CUDA_LAUNCH_CHECK(s);
     VX_CUDA_CHECK(vx_pdl_launch_cooperative(
-        update_kernel, dim3(f->update_blocks), dim3(SUM_THREADS), 0, s, o != NULL,
+        sum_step_kernel, dim3(f->sum_step_blocks), dim3(SUM_THREADS), 0, s, o != NULL,
         (const float *)f->partial, blocks, (const int *)f->src, f->packed, grads, (int)(o != NULL),
         o ? *o : none, f->nparts, params, f->L.n_params, (const int *)f->inv, f->nt.E, f->wp, f->wf,
         (int)(end != NULL), end ? *end : no_end, f->arrived));

@@ -21,9 +21,10 @@
  * and their inverse the step's writes.
  *
  * Precision: tf32 = 1 multiplies in TF32; tf32 = 0 in 3×TF32 (tc_tile.cuh), float32's accuracy.
- * Gradients: each block of the update kernel writes its rows' gradient (every weight and bias) to
- * a slice of its own, and the second launch adds the slices in block order — the same bits every
- * run (the only atomics are the arrival counters that elect a launch's last block).
+ * Gradients: each block of the gradient kernel writes its rows' gradient (every weight and bias)
+ * to a slice of its own, and the second launch adds the slices in block order — the same bits
+ * every run (the only atomics are the arrival counters that elect a launch's last block, and the
+ * second launch's grid-wide barrier).
  *
  * Takes: trunks of 1 to 4 layers whose widths are multiples of 16 and fit in shared memory at
  * 32 rows a block or more (ppo_fused_fits says why not); everything else runs on ac_cuda. */
