@@ -48,6 +48,10 @@
 #define HEAD_CHUNKS 4
 
 #define SUM_THREADS 256 /* the slices' sum and the optimizer's step: threads a block */
+/* The slices' loads a thread has in flight (the sum's order is the same whatever it is): 32
+ * took 3 µs off a minibatch against 8 (H100, TF32 iteration 14.9 → 14.5 ms); 16 about as much;
+ * a float2 or float4 a thread (fewer threads) was slower (docs/benchmarks.md). */
+static constexpr int SUM_AHEAD = 32; /* a constant, not a macro: pragmas do not expand those */
 
 typedef vx_pf_net net;
 namespace cg = cooperative_groups;
@@ -452,7 +456,8 @@ static __device__ double block_sum(double v, double *sh)
  *
  * The step's count and the stop flag are read by each block before the barrier, after which
  * block 0 moves the count on. Whatever the grid (capped at what can be resident), each thread
- * takes every (grid · SUM_THREADS)-th float; the slices are read once, with 8 loads in flight.
+ * takes every (grid · SUM_THREADS)-th float; the slices are read once, with SUM_AHEAD loads in
+ * flight.
  * With a thread a packed float (the grid uncapped: networks up to about 660 × 256 packed floats
  * on a 132-SM Hopper) the norm's sums are the ones the separate sum and step launches took; a
  * capped grid adds them in another fixed order (the same bits run after run on one device). */
@@ -474,7 +479,7 @@ static __global__ void __launch_bounds__(SUM_THREADS)
     for (size_t p = first; p < packed; p += stride) {
         if (src[p] < 0) continue;
         double sum = 0;
-#pragma unroll 8 /* the slices' loads in flight together */
+#pragma unroll(SUM_AHEAD) /* the slices' loads in flight together */
         for (int b = 0; b < blocks; b++) sum += partial[(size_t)b * packed + p];
         float gf = (float)sum;
         g[src[p]] = gf;
@@ -563,6 +568,12 @@ extern "C" int ppo_fused_act_blocks(int N) { return (N + ACT_ROWS - 1) / ACT_ROW
 extern "C" int ppo_fused_grad_blocks(const ppo_fused *f, int M)
 {
     return (M + f->rows - 1) / f->rows;
+}
+
+extern "C" void ppo_fused_step_grid(const ppo_fused *f, size_t *blocks, size_t *wanted)
+{
+    *blocks = f->sum_step_blocks;
+    *wanted = vx_pf_sum_blocks(f->packed, f->L.n_params);
 }
 
 extern "C" void ppo_fused_free(ppo_fused *f)

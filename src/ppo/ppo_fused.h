@@ -121,6 +121,9 @@ typedef struct {
 } ppo_fused_grad_args;
 
 int ppo_fused_grad_blocks(const ppo_fused *f, int M);
+/* The blocks of the second launch (the sum and the step), and how many a thread a float would
+ * take: fewer when not all of those could be resident (tests). */
+void ppo_fused_step_grid(const ppo_fused *f, size_t *blocks, size_t *wanted);
 /* The minibatch's end (ppo_mb_end.cuh: statistics, the target-KL stop, the cursor), for the
  * update's last block to do. */
 typedef struct {

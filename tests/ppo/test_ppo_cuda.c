@@ -263,10 +263,11 @@ static void test_fused_actor_critic(void **state)
  * Then the fused object's copies of the weights, written by the step itself, must give the same
  * logits bit for bit as copies packed from its weights — a parameter written to the wrong copy
  * slot, or not at all, changes them. */
-static void fused_step_case(double max_norm, int skip)
+static void fused_step_case(double max_norm, int skip, int wide)
 {
     vx_ac_cfg cfg;
     vx_ac_cfg_default(&cfg);
+    if (wide) cfg.trunk[0] = cfg.trunk[1] = 256;
     vx_ac_layout L;
     vx_err e;
     assert_int_equal(vx_ac_layout_make(&cfg, &L, &e), VX_OK);
@@ -282,6 +283,8 @@ static void fused_step_case(double max_norm, int skip)
     ppo_fused *fa, *fb;
     if (ppo_fused_create(&L, B, 0, g_dev, &fa, &e)) fail_msg("%s", e.msg);
     if (ppo_fused_create(&L, B, 0, g_dev, &fb, &e)) fail_msg("%s", e.msg);
+    size_t grid, wanted;
+    ppo_fused_step_grid(fb, &grid, &wanted);
     vx_adam_cfg ac = {1e-3, 0.9, 0.999, 1e-8, 0.01};
     vx_optim *oa, *ob;
     assert_int_equal(vx_optim_create(&ac, max_norm, np, g_dev, &oa, &e), VX_OK);
@@ -337,9 +340,11 @@ static void fused_step_case(double max_norm, int skip)
     CK(cudaDeviceSynchronize());
     double ep = rel_l2(h[1], h[0], np), eg = rel_l2(h[3], h[2], np);
     double em = rel_l2(h[6], h[4], np), ev = rel_l2(h[7], h[5], np);
-    printf("fused optimizer step, max norm %g%s: norm %.9g vs %.9g, steps %lld vs %lld; rel L2 "
-           "weights %.2e, clipped gradient %.2e, m %.2e, v %.2e\n",
-           max_norm, skip ? ", skipped" : "", nb, na, (long long)tb, (long long)ta, ep, eg, em, ev);
+    printf(
+        "fused optimizer step, max norm %g%s%s: norm %.9g vs %.9g, steps %lld vs %lld; rel L2 "
+        "weights %.2e, clipped gradient %.2e, m %.2e, v %.2e; the step's grid %zu blocks of %zu\n",
+        max_norm, skip ? ", skipped" : "", wide ? ", trunks 256, 256" : "", nb, na, (long long)tb,
+        (long long)ta, ep, eg, em, ev, grid, wanted);
     assert_int_equal(ta, skip ? 0 : 2);
     assert_int_equal(tb, ta);
     if (skip) {
@@ -374,9 +379,13 @@ static void fused_step_case(double max_norm, int skip)
 static void test_fused_optimizer_step(void **state)
 {
     (void)state;
-    fused_step_case(0.05, 0); /* clipped: the heads' gradients here have a norm far above it */
-    fused_step_case(0, 0);    /* no clip */
-    fused_step_case(0.05, 1); /* skipped */
+    fused_step_case(0.05, 0, 0); /* clipped: the heads' gradients here have a norm far above it */
+    fused_step_case(0, 0, 0);    /* no clip */
+    fused_step_case(0.05, 1, 0); /* skipped */
+    /* two trunks of 256, 256: more packed floats than the step's launch keeps resident threads
+     * (about 660 × 256 on a 132-SM Hopper), so each thread takes several and the norm's parts
+     * are added in the capped grid's order */
+    fused_step_case(0.05, 0, 1);
 }
 
 /* The lanes' loss and sampling (ppo_lanes.cuh: 16 lanes a sample, its sums read by shuffles)
