@@ -4,8 +4,9 @@
  * proportional device buffer of 100 K random transitions; median of 200 graph replays timed with
  * events, after 20 warm-ups. Each replay is one launch of one update, and the events around it
  * count the launch; at batch 1,024 a second row runs LOOP updates as one launch of the captured
- * loop, as a training's epoch does (the median of 5 such launches, divided by LOOP). Built with
- * CUDA only. */
+ * loop, as a training's epoch does (the median of 5 such launches, divided by LOOP). The rows are
+ * a user's path (dqn.fused's default), then the same batches through the fused update
+ * ("_fused", dqn.fused = 2, dqn_fused.h) beside them. Built with CUDA only. */
 #include "bench.h"
 #include "bench_cuda.h"
 #include "vixen/device.h"
@@ -35,8 +36,10 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
     if (!dev) return 0;
     vx_err e;
     const size_t N = 100000, D = 51;
-    const int batches[4] = {1024, 4096, 1024, 4096}; /* float32, then TF32 */
-    enum { LOOP = 341 };                             /* the reference epoch's updates */
+    /* float32, then TF32, as a user's run takes them; then the same through the fused update
+     * (dqn.fused = 2), for the comparison */
+    const int batches[8] = {1024, 4096, 1024, 4096, 1024, 4096, 1024, 4096};
+    enum { LOOP = 341 }; /* the reference epoch's updates */
     float *o = malloc(N * D * 4), *r = malloc(N * 4);
     int32_t *a = malloc(N * 12);
     uint8_t *f = calloc(N, 1);
@@ -63,11 +66,13 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
     free(o), free(r), free(a), free(f);
     if (bad) fprintf(log, "bench: the transitions did not reach the device\n");
     int n = 0;
-    for (int k = 0; k < 4 && n < max && !bad; k++) {
+    for (int k = 0; k < 8 && n < max && !bad; k++) {
         vx_dqn_cfg dc;
         vx_dqn_cfg_default(&dc);
         dc.batch = batches[k];
-        dc.tf32 = k >= 2;
+        dc.tf32 = k % 4 >= 2;
+        if (k >= 4) dc.fused = 2;
+        const char *path = k >= 4 ? "_fused" : "";
         vx_qnet_cfg qc;
         vx_qnet_cfg_default(&qc);
         vx_dqn cpu;
@@ -82,8 +87,8 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
         if (!vx_replay_create(&rc, dev, &rep, &e) && !vx_replay_insert(rep, &t, N, s, &e) &&
             !dqn_learner_create(&dc, &cpu.L, &cpu.shape, cpu.online, rep, dev, s, &d, &e)) {
             if (log)
-                fprintf(log, "bench: GPU DQN update at batch %d%s\n", batches[k],
-                        dc.tf32 ? ", TF32" : "");
+                fprintf(log, "bench: GPU DQN update at batch %d%s%s\n", batches[k],
+                        dc.tf32 ? ", TF32" : "", dqn_learner_fused(d) ? ", fused" : "");
             cudaEvent_t e0, e1;
             cudaEventCreate(&e0);
             cudaEventCreate(&e1);
@@ -101,11 +106,11 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
                 float mid = median(ms, 200);
                 vx_bench_result *x = &out[n++];
                 memset(x, 0, sizeof *x);
-                snprintf(x->name, sizeof x->name, "gpu_dqn_update_b%d%s", batches[k],
-                         dc.tf32 ? "_tf32" : "");
+                snprintf(x->name, sizeof x->name, "gpu_dqn_update_b%d%s%s", batches[k],
+                         dc.tf32 ? "_tf32" : "", path);
                 snprintf(x->unit, sizeof x->unit, "us");
                 x->items = batches[k], x->seconds = mid * 1e-3, x->value = mid * 1e3;
-                x->target = batches[k] == 1024 ? 50 : 0;
+                x->target = batches[k] == 1024 && k < 4 ? 50 : 0;
                 x->lower_is_better = 1;
             } else if (log) {
                 fprintf(log, "bench: %s\n", e.msg);
@@ -123,8 +128,8 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
                     float mid = median(lm, 5);
                     vx_bench_result *x = &out[n++];
                     memset(x, 0, sizeof *x);
-                    snprintf(x->name, sizeof x->name, "gpu_dqn_update_b%d%s_in_loop", batches[k],
-                             dc.tf32 ? "_tf32" : "");
+                    snprintf(x->name, sizeof x->name, "gpu_dqn_update_b%d%s%s_in_loop", batches[k],
+                             dc.tf32 ? "_tf32" : "", path);
                     snprintf(x->unit, sizeof x->unit, "us");
                     x->items = (double)batches[k] * LOOP, x->seconds = mid * 1e-3;
                     x->value = mid * 1e3 / LOOP;

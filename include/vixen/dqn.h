@@ -32,8 +32,16 @@ typedef struct {
     double grad_clip;    /* global-norm clip, 10; 0 = off */
     int batch;           /* 256 */
     int tf32;            /* GPU only: TF32 tensor-core GEMMs (0: float32, as the CPU) */
+    int fused;           /* GPU only, a learner alone: its update in two fused kernels where
+                          * they take its network and loss — 0 never (the default, for now),
+                          * 1 where they measured faster (past VX_DQN_FUSED_BATCH), 2 always */
     vx_adam_cfg adam;
 } vx_dqn_cfg;
+
+/* dqn.fused = 1 takes the fused update past this batch: at 1,024 rows it measured slower than a
+ * GEMM a layer, at 4,096 faster (docs/benchmarks.md, 2026-12-07). It is not the default yet: the
+ * learning tests have not run through it on a device. */
+#define VX_DQN_FUSED_BATCH 2048
 
 void vx_dqn_cfg_default(vx_dqn_cfg *c);
 /* The settings' own checks; the error names the key (dqn.gamma, …). */

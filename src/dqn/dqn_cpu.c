@@ -27,6 +27,7 @@ void vx_dqn_cfg_default(vx_dqn_cfg *c)
     c->tau = 0;
     c->grad_clip = 10;
     c->batch = 256;
+    c->fused = 0; /* until the learning tests have run through it on a device */
     vx_adam_cfg_default(&c->adam);
 }
 

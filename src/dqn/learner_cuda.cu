@@ -21,6 +21,7 @@
 #include "../util/cuda_check.h"
 #include "../util/device_cuda.h"
 #include "../util/pdl.cuh"
+#include "dqn_fused.h"
 #include "learner_cuda.h"
 #include "../replay/replay_group_cuda.h"
 
@@ -47,6 +48,14 @@ struct dqn_learner {
     vx_mem mem;
     vx_qnet *qs, *qt; /* qs: online on [s; s′] (2B rows, one pass); qt: target on s′ */
     vx_optim *opt;
+    /* a learner alone whose network and loss the fused update takes (dqn.fused): its update in
+     * two launches (dqn_fused.h), without qs and qt */
+    dqn_fused *fz;
+    vx_optim_view ov; /* fz's view of opt */
+    /* fz's copies not yet made from the weights (after creation, after a load): the next update
+     * packs them first; the updates keep them current after that (the flat weights have no other
+     * writer) */
+    int fz_stale;
     /* member k's tensors at k × these strides (floats): its weights, target and gradients; its
      * s and s′ rows back to back; its rows of the online and the target outputs (dq as the
      * online's) */
@@ -280,6 +289,31 @@ fail:
     return st;
 }
 
+/* The fused update (a learner alone): the gradient kernel, then the new priorities beside the
+ * slices' sum and the optimizer's step, as update_body runs them beside the backward pass. */
+static vx_status fused_body(dqn_learner *d, const vx_replay_batch *fixed, vx_err *e)
+{
+    vx_status st = VX_OK;
+    dqn_fused_args a;
+    a.b = d->b[0], a.B = d->cfg.batch, a.gamma = d->cfg.gamma, a.kappa = (float)d->cfg.huber_kappa;
+    a.loss = d->loss, a.prio = d->prio, a.qstat = d->qstat;
+    st = dqn_fused_grad(d->fz, &a, d->s, e);
+    if (st) return st;
+    if (!fixed) {
+        VX_CUDA_CHECK(cudaEventRecord(d->pfork, d->s));
+        VX_CUDA_CHECK(cudaStreamWaitEvent(d->side, d->pfork, 0));
+        st = replay_work(d, 0, d->side, e);
+        VX_CUDA_CHECK(cudaEventRecord(d->pjoin, d->side));
+    }
+    if (!st) st = dqn_fused_step(d->fz, a.B, d->grads, d->online, &d->ov, d->s, e);
+    if (!fixed) {
+        VX_CUDA_CHECK(cudaStreamWaitEvent(d->s, d->pjoin, 0));
+        if (d->replay[0]) vx_replay_follow(d->replay[0], d->s);
+    }
+fail:
+    return st;
+}
+
 /* the sequence the graph holds; fixed (tests): learn from those batches instead of samples, and
  * leave the replay buffers alone */
 static vx_status update_body(dqn_learner *d, const vx_replay_batch *fixed, vx_err *e)
@@ -290,6 +324,10 @@ static vx_status update_body(dqn_learner *d, const vx_replay_batch *fixed, vx_er
     if (fixed) st = copy_batch(d, fixed, e);
     else st = replay_work(d, 1, d->s, e);
     if (st) goto fail;
+    if (d->fz) {
+        st = fused_body(d, fixed, e);
+        goto stats;
+    }
     VX_CUDA_CHECK(cudaEventRecord(d->fork, d->s));
     VX_CUDA_CHECK(cudaStreamWaitEvent(d->side, d->fork, 0));
     /* online(s) and online(s′) as one pass over 2B rows: rows 0..B−1 of every activation are
@@ -324,6 +362,7 @@ static vx_status update_body(dqn_learner *d, const vx_replay_batch *fixed, vx_er
         for (int k = 0; k < d->K; k++)
             if (d->replay[k]) vx_replay_follow(d->replay[k], d->s);
     }
+stats:
     if (st) goto fail;
     VX_CUDA_CHECK(vx_pdl_launch(stats_kernel, dim3((unsigned)K), dim3(256), 0, d->s, d->loss,
                                 d->qstat, B, d->shape.n_branches, vx_optim_norm(d->opt), d->acc));
@@ -332,6 +371,7 @@ static vx_status update_body(dqn_learner *d, const vx_replay_batch *fixed, vx_er
         VX_CUDA_CHECK(vx_pdl_launch(polyak_kernel, dim3(blocks_for(np), (unsigned)K), dim3(256), 0,
                                     d->s, d->target, d->online, np, d->sp, d->mc));
         VX_CUDA_LAUNCH_CHECK(d->s);
+        if (d->fz) st = dqn_fused_pack_target(d->fz, d->target, d->s, e);
     }
 fail:
     return st;
@@ -356,6 +396,7 @@ extern "C" void dqn_learner_free(dqn_learner *d)
     vx_replay_group_free(d->rg);
     vx_qnet_free(d->qs);
     vx_qnet_free(d->qt);
+    dqn_fused_free(d->fz);
     vx_optim_free(d->opt);
     vx_mem_release(&d->mem);
     free(d->cfgs);
@@ -427,12 +468,21 @@ extern "C" vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K,
     size_t np = L->n_params, B = (size_t)cfgs[0].batch, O = (size_t)L->out_dim;
     size_t D = (size_t)L->cfg.in_dim, A = VX_ACTION_BRANCHES, kk = (size_t)K;
     vx_mem *m = &d->mem;
+    if (K == 1 && (cfgs[0].fused == 2 || (cfgs[0].fused == 1 && B > VX_DQN_FUSED_BATCH))) {
+        char why[96];
+        if (dqn_fused_rows(L, cfgs[0].loss, (int)B, dev, why, sizeof why) > 0)
+            st = dqn_fused_create(L, shape, cfgs[0].loss, (int)B, cfgs[0].tf32, dev, &d->fz, e);
+        else
+            vx_log(VX_LOG_INFO, "dqn: the update a GEMM a layer (the fused one does not take %s)",
+                   why);
+    }
     /* a group's target network takes the online's max batch too, so that its input stride is
      * the online's: member k's s′ rows are read where the online pass reads them */
-    st = vx_qnet_create_group(L, K, 2 * (int)B, (int)B, dev, &d->qs, e);
-    if (!st) st = vx_qnet_create_group(L, K, K > 1 ? 2 * (int)B : (int)B, 0, dev, &d->qt, e);
-    if (!st) st = vx_qnet_set_tf32(d->qs, cfgs[0].tf32, e);
-    if (!st) st = vx_qnet_set_tf32(d->qt, cfgs[0].tf32, e);
+    if (!st && !d->fz) st = vx_qnet_create_group(L, K, 2 * (int)B, (int)B, dev, &d->qs, e);
+    if (!st && !d->fz)
+        st = vx_qnet_create_group(L, K, K > 1 ? 2 * (int)B : (int)B, 0, dev, &d->qt, e);
+    if (!st && !d->fz) st = vx_qnet_set_tf32(d->qs, cfgs[0].tf32, e);
+    if (!st && !d->fz) st = vx_qnet_set_tf32(d->qt, cfgs[0].tf32, e);
     if (st) goto fail;
     if (K == 1) { /* the strides are never used past member 0: sizes as they are */
         d->sp = np, d->sx = 2 * B * D, d->sq = B * O, d->sqt = B * O;
@@ -445,6 +495,8 @@ extern "C" vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K,
         }
     }
     st = vx_optim_create_group(adam, clip, np, d->sp, K, dev, &d->opt, e);
+    if (!st && d->fz) st = vx_optim_view_of(d->opt, &d->ov, e);
+    d->fz_stale = 1;
     if (!st) st = vx_cuda_stream_create(dev, &d->side, e);
     if (!st) st = vx_mem_alloc(m, kk * d->sp * 4, &d->online, e);
     if (!st) st = vx_mem_alloc(m, kk * d->sp * 4, &d->target, e);
@@ -539,10 +591,12 @@ static vx_status after_update(dqn_learner *d, vx_err *e)
     vx_status st = VX_OK;
     d->updates++;
     for (int k = 0; k < d->K; k++)
-        if (d->cfgs[k].tau == 0 && d->updates % d->cfgs[k].target_every == 0)
+        if (d->cfgs[k].tau == 0 && d->updates % d->cfgs[k].target_every == 0) {
             VX_CUDA_CHECK(cudaMemcpyAsync(d->target + (size_t)k * d->sp,
                                           d->online + (size_t)k * d->sp, d->L.n_params * 4,
                                           cudaMemcpyDeviceToDevice, d->s));
+            if (d->fz) st = dqn_fused_target_due(d->fz, NULL, 0, d->s, e);
+        }
 fail:
     return st;
 }
@@ -563,6 +617,8 @@ static vx_status build_loop(dqn_learner *d, vx_err *e)
         rc = vx_pdl_launch(target_due_kernel, dim3(TARGET_DUE_BLOCKS, (unsigned)d->K), dim3(256), 0,
                            d->s, d->target, d->online, np, d->sp, (const long long *)d->count,
                            (const member_cfg *)d->mc);
+    if (!st && rc == cudaSuccess && d->fz && d->any_hard) /* a learner alone: cfg's period */
+        st = dqn_fused_target_due(d->fz, d->count, d->cfg.target_every, d->s, e);
     if (!st && rc == cudaSuccess)
         rc = vx_pdl_launch(loop_tick_kernel, dim3(1), dim3(1), 0, d->s, d->count, d->loop);
     {
@@ -595,11 +651,22 @@ extern "C" void dqn_learner_forget_graph(dqn_learner *d)
     d->graph = NULL;
 }
 
+/* The fused update's copies made from the weights where they are stale (fz_stale). */
+static vx_status fused_fresh(dqn_learner *d, vx_err *e)
+{
+    if (!d->fz || !d->fz_stale) return VX_OK;
+    vx_status st = dqn_fused_pack(d->fz, d->online, d->target, d->s, e);
+    if (!st) d->fz_stale = 0;
+    return st;
+}
+
 /* n updates in one launch of the loop graph (built here at the first, unless prepared). */
 extern "C" vx_status dqn_learner_update_n(dqn_learner *d, int n, vx_err *e)
 {
     vx_status st = n > 0 ? dqn_learner_prepare(d, e) : VX_OK;
     if (st || n <= 0) return st;
+    st = fused_fresh(d, e);
+    if (st) return st;
     loop_start_kernel<<<1, 1, 0, d->s>>>(d->count, d->updates, n);
     VX_CUDA_LAUNCH_CHECK(d->s);
     st = vx_cuda_graph_launch(d->dev, d->exec, d->s, e);
@@ -612,6 +679,7 @@ extern "C" vx_status dqn_learner_update(dqn_learner *d, int eager, vx_err *e)
 {
     if (!eager) return dqn_learner_update_n(d, 1, e);
     vx_status st = vx_cuda_enter(d->dev, e);
+    if (!st) st = fused_fresh(d, e);
     if (st) return st;
     st = update_body(d, NULL, e);
     return st ? st : after_update(d, e);
@@ -621,6 +689,7 @@ extern "C" vx_status dqn_learner_update_batch(dqn_learner *d, const vx_replay_ba
                                               float *priority, vx_err *e)
 {
     vx_status st = vx_cuda_enter(d->dev, e);
+    if (!st) st = fused_fresh(d, e);
     if (!st) st = update_body(d, b, e);
     if (st) return st;
     if (priority)
@@ -667,6 +736,7 @@ fail:
 extern "C" float *dqn_learner_online(dqn_learner *d) { return d->online; }
 extern "C" long long dqn_learner_updates(const dqn_learner *d) { return d->updates; }
 extern "C" int dqn_learner_members(const dqn_learner *d) { return d->K; }
+extern "C" int dqn_learner_fused(const dqn_learner *d) { return d->fz != NULL; }
 extern "C" size_t dqn_learner_stride(const dqn_learner *d) { return d->sp; }
 
 extern "C" size_t dqn_learner_stride_for(const vx_qnet_layout *L, int batch, int K)
@@ -676,7 +746,8 @@ extern "C" size_t dqn_learner_stride_for(const vx_qnet_layout *L, int batch, int
 
 extern "C" size_t dqn_learner_reserved(const dqn_learner *d)
 {
-    return d->mem.bytes + vx_qnet_reserved(d->qs) + vx_qnet_reserved(d->qt) +
+    return d->mem.bytes + (d->qs ? vx_qnet_reserved(d->qs) : 0) +
+           (d->qt ? vx_qnet_reserved(d->qt) : 0) + (d->fz ? dqn_fused_reserved(d->fz) : 0) +
            vx_optim_reserved(d->opt) + vx_replay_group_reserved(d->rg);
 }
 
@@ -706,6 +777,7 @@ extern "C" vx_status dqn_learner_load_state(dqn_learner *d, const float *online,
     if (st) goto fail;
     VX_CUDA_CHECK(cudaStreamSynchronize(d->s));
     d->updates = updates;
+    d->fz_stale = 1;
 fail:
     return st;
 }

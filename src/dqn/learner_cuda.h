@@ -44,6 +44,8 @@ vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K, const vx_qnet_
                                    vx_replay *const *replays, vx_device *dev, cudaStream_t s,
                                    dqn_learner **out, vx_err *e);
 int dqn_learner_members(const dqn_learner *d);
+/* 1 when the learner updates through the fused kernels (dqn.fused; dqn_fused.h). */
+int dqn_learner_fused(const dqn_learner *d);
 /* A group's members whose runs have stopped (stopped[k] 1, host memory, K flags): from the next
  * update on their optimizer steps are skipped, so their weights stay as they are (they are still
  * sampled and computed: the graph is the group's). Queued on the learner's stream; call it at

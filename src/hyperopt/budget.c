@@ -12,6 +12,7 @@
 #include "vixen/ppo.h"
 #include "vixen/replay.h"
 #include "../dqn/act_fused_plan.h"
+#include "../dqn/dqn_fused_plan.h"
 #include "../ppo/ppo_fused_plan.h"
 
 #include <math.h>
@@ -74,6 +75,16 @@ static vx_status dqn_memory(const vx_train_cfg *c, const vx_dqn_settings *s, int
      * with the learner's batch buffers (observations, targets, weights, indices, flags) */
     m->activations =
         qnet_bytes(&L, 2 * B, B) + qnet_bytes(&L, B, 0) + B * (O * 4 + 2 * D * 4 + A * 4 + 40);
+    /* a learner alone may update through the fused kernels instead (dqn_fused_plan.h: both
+     * networks' weight copies and a gradient slice a block — at the default network more than the
+     * nets above): a trial may run alone or in a group, so the larger of the two */
+    if (kind == VX_DEVICE_CUDA &&
+        (s->learner.fused == 2 || (s->learner.fused == 1 && (int)B > VX_DQN_FUSED_BATCH)) &&
+        vx_df_rows(&L, s->learner.loss, (int)B, VX_PF_SMEM_HOPPER, NULL, 0) > 0) {
+        size_t fused =
+            vx_df_bytes(&L, (int)B, s->learner.tf32) + B * (O * 4 + 2 * D * 4 + A * 4 + 40);
+        m->activations = fused > m->activations ? fused : m->activations;
+    }
     vx_replay_cfg rc;
     vx_replay_cfg_default(&rc, s->replay_kind, (size_t)s->replay_capacity);
     rc.obs_dim = (int)D;

@@ -25,7 +25,10 @@ size_t vx_pf_layout(const vx_ac_layout *L, vx_pf_net *t, int *src)
     memset(t, 0, sizeof *t);
     t->in = c->in_dim, t->Dp = (c->in_dim + 15) & ~15;
     t->n = c->n_trunk, t->G = c->shared ? 1 : 2;
-    for (int l = 0; l < t->n; l++) t->H[l] = c->trunk[l];
+    for (int l = 0; l < t->n; l++) {
+        t->H[l] = c->trunk[l], t->W[l] = t->G * c->trunk[l];
+        t->g[l] = l ? t->G : 1, t->dscale[l] = 1;
+    }
     int G = t->G, off = 0;
     /* layer 0: [W_pi | W_v], the rows past the input zero */
     int H0 = t->H[0], W0 = G * H0;
@@ -90,18 +93,23 @@ static int frag(int *fsrc, const int *src, int off, int K, int N, int E, int bas
     return off + K * N * E / 2; /* 64 elements a tile, 32·E floats */
 }
 
+/* Layer l's product: a group's K (the inputs it reads) and N (the columns it writes). */
+static void layer_kn(const vx_pf_net *t, int l, int *K, int *N)
+{
+    *K = l ? t->H[l - 1] : t->Dp;
+    *N = l ? t->H[l] : t->W[0];
+}
+
 size_t vx_pf_frags(vx_pf_net *t, int passes, const int *src, int *fsrc)
 {
-    int E = passes == 3 ? 4 : 2, G = t->G, off = 0, W0 = G * t->H[0];
+    int E = passes == 3 ? 4 : 2, off = 0, K, N;
     t->E = E;
-    /* forward: B = W (K the layer's inputs) */
-    t->fw[0] = off;
-    off = frag(fsrc, src, off, t->Dp, W0, E, t->w[0], W0, 1);
-    for (int l = 1; l < t->n; l++) {
-        int H = t->H[l], Hp = t->H[l - 1];
-        t->fw[l] = off, t->f_step[l] = Hp * H * E / 2;
-        for (int g = 0; g < G; g++)
-            off = frag(fsrc, src, off, Hp, H, E, t->w[l] + g * t->w_step[l], H, 1);
+    /* forward: B = W (K the layer's inputs), a group's matrix after the other */
+    for (int l = 0; l < t->n; l++) {
+        layer_kn(t, l, &K, &N);
+        t->fw[l] = off, t->f_step[l] = K * N * E / 2;
+        for (int i = 0; i < (l ? t->g[l] : 1); i++)
+            off = frag(fsrc, src, off, K, N, E, t->w[l] + i * t->w_step[l], N, 1);
     }
     t->fwh = off;
     off = frag(fsrc, src, off, t->top, VX_PF_HEAD, E, t->wh, VX_PF_HEAD, 1);
@@ -109,10 +117,10 @@ size_t vx_pf_frags(vx_pf_net *t, int passes, const int *src, int *fsrc)
     t->fbh = off;
     off = frag(fsrc, src, off, VX_PF_HEAD, t->top, E, t->wh, 1, VX_PF_HEAD);
     for (int l = 1; l < t->n; l++) {
-        int H = t->H[l], Hp = t->H[l - 1];
+        layer_kn(t, l, &K, &N);
         t->fb[l] = off;
-        for (int g = 0; g < G; g++)
-            off = frag(fsrc, src, off, H, Hp, E, t->w[l] + g * t->w_step[l], 1, H);
+        for (int i = 0; i < t->g[l]; i++)
+            off = frag(fsrc, src, off, N, K, E, t->w[l] + i * t->w_step[l], 1, N);
     }
     return (size_t)off;
 }
@@ -124,7 +132,7 @@ size_t vx_pf_smem(const vx_pf_net *t, int rows)
      * every layer's activations (each row VX_PF_PAD floats past its width), the rows' samples */
     size_t f =
         2 * VX_PF_THREADS + VX_PF_WARPS * 256 + R * VX_PF_OUT_LD + R * (size_t)(t->Dp + VX_PF_PAD);
-    for (int l = 0; l < t->n; l++) f += R * (size_t)(t->G * t->H[l] + VX_PF_PAD);
+    for (int l = 0; l < t->n; l++) f += R * (size_t)(t->W[l] + VX_PF_PAD);
     return (f + (size_t)round8(rows)) * 4;
 }
 

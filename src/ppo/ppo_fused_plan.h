@@ -40,22 +40,39 @@ extern "C" {
 /* The shared memory a block may have on the GPUs the memory estimate assumes (Hopper's 227 KB). */
 #define VX_PF_SMEM_HOPPER 232448
 
-/* The network as the kernels see it: widths and offsets (floats) into the packed copy. */
+/* The hidden layers a fused network may have: PPO's trunk (VX_AC_MAX_TRUNK), or the DQN's trunk
+ * of up to 3 layers and its heads' hidden layer (dqn_fused_plan.h). Not 5, for a 4-layer DQN
+ * trunk: PPO's kernels keep a table a layer in local memory, and that table one entry longer made
+ * PPO's iteration 1.5 % slower (docs/benchmarks.md). */
+#define VX_PF_MAX_LAYERS 4
+
+/* The network as the kernels see it: widths and offsets (floats) into the packed copy. Layer l's
+ * row of activations is W[l] wide. Layer 0 is one product over the input row; layer l ≥ 1 runs
+ * as g[l] groups side by side, group i reading H[l − 1] columns of the layer below from column
+ * i·H[l − 1] and writing H[l] of its own from i·H[l]: PPO's two separate trunks (g = 2, H the
+ * trunks' widths, W = 2H), or one group reading the whole row below (g = 1, H = W: a shared
+ * trunk, every layer of the DQN's). */
 typedef struct {
-    int in, Dp;                  /* the input's width, and padded to 16 */
-    int n, G;                    /* trunk layers; trunks side by side (2 separate, 1 shared) */
-    int H[VX_AC_MAX_TRUNK];      /* the trunks' widths */
-    int w[VX_AC_MAX_TRUNK];      /* each layer's weights */
-    int w_step[VX_AC_MAX_TRUNK]; /* layers l ≥ 1: from one trunk's block to the next */
-    int b[VX_AC_MAX_TRUNK];      /* each layer's biases */
-    int wh, bh;                  /* the heads' weights and biases */
-    int top;                     /* G·H_{n−1} */
+    int in, Dp;              /* the input's width, and padded to 16 */
+    int n, G;                /* hidden layers; PPO's trunks side by side (2 separate, 1 shared) */
+    int H[VX_PF_MAX_LAYERS]; /* a group's columns (above) */
+    int W[VX_PF_MAX_LAYERS]; /* a layer's row: all its groups' columns */
+    int g[VX_PF_MAX_LAYERS]; /* the groups of its product (layers l ≥ 1) */
+    /* the gradient with respect to layer l's output scaled by this before it goes down to layer
+     * l − 1 (the weight and bias gradients take it unscaled): 1 but for the DQN's heads' hidden
+     * layer, whose gradient reaches the trunk scaled by 1 / (branches + 1) as the reference's */
+    float dscale[VX_PF_MAX_LAYERS];
+    int w[VX_PF_MAX_LAYERS];      /* each layer's weights */
+    int w_step[VX_PF_MAX_LAYERS]; /* layers of g > 1: from one group's block to the next */
+    int b[VX_PF_MAX_LAYERS];      /* each layer's biases */
+    int wh, bh;                   /* the heads' weights and biases */
+    int top;                      /* W[n − 1] */
     /* The fragment copies (vx_pf_frags): each product's B operand read from global memory, in
      * the order a warp's lanes take it (tc_tile.cuh's tc::frag), offsets in floats. */
-    int E;                        /* floats a lane's share of a tile: 4 (3×TF32) or 2 (TF32) */
-    int fw[VX_AC_MAX_TRUNK], fwh; /* forward: each layer's W, the heads' */
-    int fb[VX_AC_MAX_TRUNK], fbh; /* backward: W_lᵀ for l ≥ 1, the heads' */
-    int f_step[VX_AC_MAX_TRUNK];  /* layers l ≥ 1: from one trunk's matrix to the next */
+    int E;                         /* floats a lane's share of a tile: 4 (3×TF32) or 2 (TF32) */
+    int fw[VX_PF_MAX_LAYERS], fwh; /* forward: each layer's W, the heads' */
+    int fb[VX_PF_MAX_LAYERS], fbh; /* backward: W_lᵀ for l ≥ 1, the heads' */
+    int f_step[VX_PF_MAX_LAYERS];  /* layers of g > 1: from one group's matrix to the next */
 } vx_pf_net;
 
 /* The packed layout of L into t; with src (the returned count of ints), each packed float's

@@ -1495,6 +1495,9 @@ static void test_acting_instance_is_greedy(void **state)
 /* test_act_fused_plan.c */
 void test_act_fused_copies(void **state);
 void test_act_fused_smem(void **state);
+/* test_dqn_fused_plan.c */
+void test_dqn_fused_layout(void **state);
+void test_dqn_fused_takes(void **state);
 
 int main(void)
 {
@@ -1524,6 +1527,8 @@ int main(void)
         cmocka_unit_test(test_acting_instance_is_greedy),
         cmocka_unit_test(test_act_fused_copies),
         cmocka_unit_test(test_act_fused_smem),
+        cmocka_unit_test(test_dqn_fused_layout),
+        cmocka_unit_test(test_dqn_fused_takes),
     };
     return cmocka_run_group_tests_name("dqn", tests, NULL, NULL);
 }

@@ -2,8 +2,10 @@
  * Adam) from the same weights and batch as vx_dqn_update on the CPU: loss, priorities, gradients
  * and new weights agree to 1e-4 relative (float32 both, TF32 off), for Huber and C51; two updates
  * of the CUDA learner itself on a fixed batch against the float64 reference (dqn_ref64.c) the
- * CPU learner's test uses; the learner's updates against the CPU learner's on the default network,
- * in float32 and in TF32; the captured graph against the eager kernels, in float32 and TF32.
+ * CPU learner's test uses, a GEMM a layer and fused (dqn_fused.h); the learner's updates against
+ * the CPU learner's on the default network, in float32 and in TF32, fused and not; the fused
+ * learner against the other over target copies and Polyak averaging; the captured graph against
+ * the eager kernels (fused: the default network), in float32 and TF32.
  * Skipped (77) without a GPU. */
 #include "helpers.h"
 #include "dqn_ref64.h"
@@ -11,6 +13,7 @@
 #include "vixen/device.h"
 #include "vixen/dqn.h"
 #include "vixen/philox.h"
+#include "dqn/dqn_fused.h"
 #include "dqn/learner_cuda.h"
 
 #include <cuda_runtime.h>
@@ -21,6 +24,14 @@
 #define CK(x) assert_int_equal((int)(x), (int)cudaSuccess)
 
 static vx_device *g_dev;
+
+/* Whether a learner of this configuration should update through the fused kernels on this
+ * device (asked for — dqn.fused 2, or 1 past VX_DQN_FUSED_BATCH — and taken: dqn_fused_rows). */
+static int fused_expected(const vx_dqn_cfg *c, const vx_qnet_layout *L)
+{
+    int asked = c->fused == 2 || (c->fused == 1 && c->batch > VX_DQN_FUSED_BATCH);
+    return asked && dqn_fused_rows(L, c->loss, c->batch, g_dev, NULL, 0) > 0;
+}
 
 static void *dup_dev(const void *h, size_t n)
 {
@@ -214,12 +225,15 @@ static void test_update_matches_cpu(void **state)
  * Tolerances: loss, norm, priorities and Adam's moments 1e-5 relative; each weight within
  * 1e-6 + 1e-5·|w| (cuBLASLt float32, TF32 off, sums over at most 12 terms; the CPU learner
  * meets a tenth of this). The wrong programs move weights by 1e-5 to 1e-2. */
-static void learner_by_hand(int multi_step_clip)
+static void learner_by_hand(int multi_step_clip, int wide)
 {
     vx_dqn_cfg c;
     vx_qnet_cfg q;
     ref64_batch bb;
     ref64_case(multi_step_clip, &c, &q, &bb);
+    if (wide) /* widths the fused update takes (multiples of 16; the heads' 4 × 4) */
+        q.trunk[0] = q.trunk[1] = 16;
+    c.fused = wide ? 2 : 0;
     vx_dqn cpu; /* for the layout, the loss shape and the starting weights only */
     vx_err e;
     assert_int_equal(vx_dqn_create(&c, &q, 11, &cpu, &e), VX_OK);
@@ -231,6 +245,8 @@ static void learner_by_hand(int multi_step_clip)
     dqn_learner *gl;
     vx_status st = dqn_learner_create(&c, &cpu.L, &cpu.shape, cpu.online, NULL, g_dev, s, &gl, &e);
     if (st) fail_msg("learner: %s", e.msg);
+    assert_int_equal(dqn_learner_fused(gl), fused_expected(&c, &cpu.L));
+    if (wide && !dqn_learner_fused(gl)) printf("the fused update is not taken on this device\n");
     float *zero = calloc(np, 4);
     int64_t t0 = 0;
     assert_int_equal(dqn_learner_load_state(gl, cpu.online, cpu.target, zero, zero, &t0, 0, &e),
@@ -269,16 +285,20 @@ static void learner_by_hand(int multi_step_clip)
     vx_dqn_free(&cpu);
 }
 
+/* On the by-hand network (trunk [8, 8]: a GEMM a layer), then on one of trunk [16, 16], which
+ * the fused update takes (3×TF32: float32's accuracy, the same bars). */
 static void test_learner_by_hand_multi_step_clipped(void **state)
 {
     (void)state;
-    learner_by_hand(1);
+    learner_by_hand(1, 0);
+    learner_by_hand(1, 1);
 }
 
 static void test_learner_by_hand_one_step_unclipped(void **state)
 {
     (void)state;
-    learner_by_hand(0);
+    learner_by_hand(0, 0);
+    learner_by_hand(0, 1);
 }
 
 /* The CUDA learner's own updates (dqn_learner_update_batch) against the CPU learner's
@@ -288,11 +308,12 @@ static void test_learner_by_hand_one_step_unclipped(void **state)
  * bar); the rate is 1e-3, so that the second update starts from weights about 1e-3 away from the
  * first's. With TF32 learning (dqn.tf32 = 1) the losses, norms and priorities move off the CPU's
  * by more than float32 rounding (the switch took effect) and less than 1e-2. */
-static void learner_against_cpu(int tf32)
+static void learner_against_cpu(int tf32, int fused)
 {
     vx_dqn_cfg dc;
     vx_dqn_cfg_default(&dc);
     dc.batch = 128;
+    dc.fused = fused ? 2 : 0;
     dc.adam.lr = 1e-3;
     vx_qnet_cfg qc;
     vx_qnet_cfg_default(&qc);
@@ -309,6 +330,7 @@ static void learner_against_cpu(int tf32)
     dc.tf32 = tf32;
     if (dqn_learner_create(&dc, &d.L, &d.shape, d.online, NULL, g_dev, s, &gl, &e))
         fail_msg("learner: %s", e.msg);
+    assert_int_equal(dqn_learner_fused(gl), fused_expected(&dc, &d.L));
     float *zero = calloc(np, 4);
     int64_t t0 = 0;
     assert_int_equal(dqn_learner_load_state(gl, d.online, d.target, zero, zero, &t0, 0, &e), VX_OK);
@@ -331,9 +353,10 @@ static void learner_against_cpu(int tf32)
         double el = fabs(acc.loss - cs.loss) / fabs(cs.loss);
         double en = fabs(acc.grad_norm - cs.grad_norm) / cs.grad_norm;
         double ep = rel_l2(pr, d.priority, (size_t)B), ew = rel_l2(on, d.online, np);
-        printf("learner against the CPU, %s, update %d: loss %.9g vs %.9g (%.2g), norm %.2g, "
+        printf("learner against the CPU, %s, %s, update %d: loss %.9g vs %.9g (%.2g), norm %.2g, "
                "priorities %.2g, weights %.2g\n",
-               tf32 ? "TF32" : "float32", u + 1, acc.loss, cs.loss, el, en, ep, ew);
+               fused ? "fused" : "a GEMM a layer", tf32 ? "TF32" : "float32", u + 1, acc.loss,
+               cs.loss, el, en, ep, ew);
         if (!tf32) {
             assert_true(el < 1e-4 && en < 1e-4 && ep < 1e-4 && ew < 1e-4);
         } else {
@@ -352,8 +375,122 @@ static void learner_against_cpu(int tf32)
 static void test_learner_against_cpu(void **state)
 {
     (void)state;
-    learner_against_cpu(0);
-    learner_against_cpu(1);
+    learner_against_cpu(0, 1);
+    learner_against_cpu(1, 1);
+    learner_against_cpu(0, 0);
+    learner_against_cpu(1, 0);
+}
+
+/* The fused learner against the one a GEMM a layer, from the same weights over the same 12
+ * random batches (float32: 3×TF32 against cuBLASLt's float32), with hard target copies every 4
+ * updates at batch 200 (13 blocks of 16 rows, the last one of 8), then with Polyak averaging
+ * (τ = 0.05) at batch 2,100 (66 blocks of 32 rows, the last one of 20); after the sixth update
+ * both load the CPU learner's state (another online and target pair: the fused copies must be
+ * made again from them). Each row's new priority within 1e-4 relative but for at most 1 % of an
+ * update's rows, each update's loss within 1e-3, the weights after the last within 2e-4.
+ *
+ * Why rows may differ: the double DQN's argmax over a branch's Q(s′) flips where two actions'
+ * values are tied to within the two paths' rounding (3×TF32 against float32, about 1e-6
+ * relative), and such a row's target and priority move by the tied actions' difference under the
+ * target network. 2,100 rows × 3 branches × 12 updates meet a few such ties: on an H100 the worst
+ * update's priorities were 6.3e-3 apart (relative L2), its loss 3.1e-4, the weights 5.3e-5.
+ *
+ * What it catches: the fused update's copies of the target not following the target (not copied
+ * when due, not repacked after the averaging or after a load) — at the rate 1e-3 the online
+ * weights move by about 4e-3 between two copies, which moves every row's target, priority and
+ * loss by about 1e-2 relative; a row past the batch taken into the loss, or a batch row left
+ * out (every row's priority after it). */
+static void fused_against_layers(double tau, int B)
+{
+    vx_dqn_cfg dc;
+    vx_dqn_cfg_default(&dc);
+    dc.batch = B;
+    dc.adam.lr = 1e-3;
+    dc.target_every = 4;
+    dc.tau = tau;
+    vx_qnet_cfg qc;
+    vx_qnet_cfg_default(&qc);
+    vx_dqn d;
+    vx_err e;
+    assert_int_equal(vx_dqn_create(&dc, &qc, 8, &d, &e), VX_OK);
+    if (!fused_expected(&dc, &d.L)) {
+        printf("fused against a GEMM a layer: the fused update is not taken on this device\n");
+        vx_dqn_free(&d);
+        return;
+    }
+    const int D = VX_OBS_DIM;
+    size_t np = d.L.n_params;
+    vx_rng g = vx_rng_make(31, 0, 0);
+    /* the state both load after the sixth update: the CPU learner's weights, moved */
+    for (size_t i = 0; i < np; i++) {
+        d.online[i] += 0.01f * (float)vx_rng_normal(&g);
+        d.target[i] += 0.01f * (float)vx_rng_normal(&g);
+    }
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    dqn_learner *gl[2];
+    for (int k = 0; k < 2; k++) {
+        dc.fused = k == 0 ? 2 : 0;
+        if (dqn_learner_create(&dc, &d.L, &d.shape, d.online, NULL, g_dev, s, &gl[k], &e))
+            fail_msg("learner: %s", e.msg);
+        assert_int_equal(dqn_learner_fused(gl[k]), k == 0);
+    }
+    float *pr[2], *d_pr[2], *w[2], *zero = calloc(np, 4);
+    for (int k = 0; k < 2; k++) {
+        pr[k] = malloc((size_t)B * 4), w[k] = malloc(np * 4);
+        CK(cudaMalloc((void **)&d_pr[k], (size_t)B * 4));
+    }
+    double worst_l = 0;
+    int worst_rows = 0;
+    for (int u = 0; u < 12; u++) {
+        if (u == 6)
+            for (int k = 0; k < 2; k++) {
+                int64_t t0 = 0;
+                assert_int_equal(
+                    dqn_learner_load_state(gl[k], d.online, d.target, zero, zero, &t0, 6, &e),
+                    VX_OK);
+            }
+        vx_replay_batch hb = random_batch(&g, B, D), db = device_batch(&hb, B, D);
+        dqn_learner_acc acc[2];
+        for (int k = 0; k < 2; k++) {
+            vx_status st = dqn_learner_update_batch(gl[k], &db, d_pr[k], &e);
+            if (st) fail_msg("update %d: %s", u, e.msg);
+            assert_int_equal(dqn_learner_stats_fetch(gl[k], &e), VX_OK);
+            CK(cudaMemcpyAsync(pr[k], d_pr[k], (size_t)B * 4, cudaMemcpyDeviceToHost, s));
+            CK(cudaStreamSynchronize(s));
+            assert_int_equal(dqn_learner_stats_read(gl[k], &acc[k], &e), VX_OK);
+        }
+        double el = fabs(acc[0].loss - acc[1].loss) / fabs(acc[1].loss);
+        int off = 0;
+        for (int i = 0; i < B; i++) off += fabsf(pr[0][i] - pr[1][i]) > 1e-4f * fabsf(pr[1][i]);
+        worst_l = el > worst_l ? el : worst_l, worst_rows = off > worst_rows ? off : worst_rows;
+        free_device_batch(&db);
+        free_host_batch(&hb);
+    }
+    for (int k = 0; k < 2; k++) {
+        CK(cudaMemcpyAsync(w[k], dqn_learner_online(gl[k]), np * 4, cudaMemcpyDeviceToHost, s));
+        CK(cudaStreamSynchronize(s));
+    }
+    double ew = rel_l2(w[0], w[1], np);
+    printf("fused against a GEMM a layer, batch %d, 12 updates (a load after 6), %s: worst loss "
+           "%.2g, at most %d rows' priorities off by 1e-4, weights %.2g\n",
+           B, tau > 0 ? "Polyak" : "hard copies every 4", worst_l, worst_rows, ew);
+    assert_true(worst_l < 1e-3 && worst_rows <= B / 100 && ew < 2e-4);
+    for (int k = 0; k < 2; k++) {
+        free(pr[k]), free(w[k]);
+        cudaFree(d_pr[k]);
+        dqn_learner_free(gl[k]);
+    }
+    free(zero);
+    cudaStreamDestroy(s);
+    vx_dqn_free(&d);
+}
+
+static void test_fused_against_layers(void **state)
+{
+    (void)state;
+    fused_against_layers(0, 200);
+    fused_against_layers(0.05, 2100);
 }
 
 /* Two learners from the same weights over two identically filled device buffers: one runs the
@@ -362,12 +499,13 @@ static void test_learner_against_cpu(void **state)
  * 29 updates, so both copies (after updates 25 and 50) fall inside launches: the weights are
  * bit-identical (a copy skipped, made one update early or late, or a launch making one update too
  * many or too few, would not be). */
-static void graph_equals_eager(int tf32)
+static double graph_equals_eager(int tf32, int fused)
 {
     vx_dqn_cfg dc;
     vx_dqn_cfg_default(&dc);
     dc.batch = 256;
     dc.tf32 = tf32;
+    dc.fused = fused ? 2 : 0;
     dc.target_every = 25;
     vx_qnet_cfg qc;
     vx_qnet_cfg_default(&qc);
@@ -411,6 +549,8 @@ static void graph_equals_eager(int tf32)
                      VX_OK);
     assert_int_equal(dqn_learner_create(&dc, &cpu.L, &cpu.shape, cpu.online, r2, dev, s2, &g2, &e),
                      VX_OK);
+    vx_replay_stats st0;
+    assert_int_equal(vx_replay_stats_get(r1, &st0, NULL, &e), VX_OK);
     const int runs[] = {1, 20, 10, 29};
     for (int k = 0; k < 4; k++) {
         vx_status st = dqn_learner_update_n(g1, runs[k], &e);
@@ -430,9 +570,15 @@ static void graph_equals_eager(int tf32)
     assert_int_equal(vx_replay_stats_get(r1, &st1, NULL, &e), VX_OK);
     assert_int_equal(vx_replay_stats_get(r2, &st2, NULL, &e), VX_OK);
     assert_true(st1.total == st2.total && st1.max_priority == st2.max_priority);
-    printf("60 updates%s, graph (launches of 1, 20, 10, 29) vs eager: weights bit-identical; "
+    /* the updates wrote their priorities (a path that did not would leave the insert's) */
+    printf("replay total: %.9g after the insert, %.9g after 60 updates\n", st0.total, st1.total);
+    assert_true(st1.total != st0.total);
+    assert_int_equal(dqn_learner_fused(g1), fused_expected(&dc, &cpu.L));
+    printf("60 updates%s, %s, graph (launches of 1, 20, 10, 29) vs eager: weights bit-identical; "
            "replay totals %.17g and %.17g\n",
-           tf32 ? " in TF32" : "", st1.total, st2.total);
+           tf32 ? " in TF32" : "", dqn_learner_fused(g1) ? "fused" : "a GEMM a layer", st1.total,
+           st2.total);
+    double total = st1.total;
     dqn_learner_free(g1), dqn_learner_free(g2);
     vx_replay_free(r1), vx_replay_free(r2);
     cudaStreamDestroy(s1), cudaStreamDestroy(s2);
@@ -440,13 +586,22 @@ static void graph_equals_eager(int tf32)
     cudaFree((void *)t.rewards), cudaFree((void *)t.terminated), cudaFree((void *)t.truncated);
     free(o), free(r), free(a), free(f), free(w1), free(w2);
     vx_dqn_free(&cpu);
+    return total;
 }
 
+/* Each path in float32 and TF32, its priorities moved off the insert's; then the fused path's
+ * replay total (the sum of the priorities its 60 updates wrote, from which its later samples were
+ * drawn) against the per-layer path's, in float32: within 1e-3 relative (a fused update that
+ * wrote another row's priorities, or an earlier update's, would not be). */
 static void test_graph_equals_eager(void **state)
 {
     (void)state;
-    graph_equals_eager(0);
-    graph_equals_eager(1);
+    double fused = graph_equals_eager(0, 1), layers = graph_equals_eager(0, 0);
+    graph_equals_eager(1, 1);
+    graph_equals_eager(1, 0);
+    printf("replay totals after 60 updates, float32: fused %.9g, a GEMM a layer %.9g\n", fused,
+           layers);
+    assert_true(fabs(fused - layers) < 1e-3 * layers);
 }
 
 int main(void)
@@ -468,6 +623,7 @@ int main(void)
         cmocka_unit_test(test_learner_by_hand_multi_step_clipped),
         cmocka_unit_test(test_learner_by_hand_one_step_unclipped),
         cmocka_unit_test(test_learner_against_cpu),
+        cmocka_unit_test(test_fused_against_layers),
         cmocka_unit_test(test_graph_equals_eager),
     };
     int failed = cmocka_run_group_tests_name("dqn_cuda", tests, NULL, NULL);
