@@ -30,8 +30,9 @@
  * batch kept as configured) and the same thresholds, then case 1 once more at the batch the GPU
  * chooses; `test_learning cuda tf32-acting` (`bf16-acting`) runs the three cases with the fused
  * acting kernel in TF32 (BF16) (dqn.acting), `test_learning cuda tf32` with TF32 learning
- * (dqn.tf32 = 1: the learner's GEMMs and the per-layer acting GEMMs on tensor cores); without a
- * device they report skipped. */
+ * (dqn.tf32 = 1: the learner's GEMMs and the per-layer acting GEMMs on tensor cores),
+ * `test_learning cuda fused` with the fused update (dqn.fused = 2, float32: 3×TF32 products);
+ * without a device they report skipped. */
 #include "helpers.h"
 #include "vixen/dqn.h"
 #include "vixen/ppo.h"
@@ -45,6 +46,7 @@ static vx_device *g_dev; /* NULL: the CPU */
 static int g_auto_batch; /* cuda only: let the GPU choose the batch (and scale the rate) */
 static int g_acting;     /* cuda only: dqn.acting (VX_ACTING_TF32 or _BF16: the fused kernel) */
 static int g_tf32;       /* cuda only: dqn.tf32, TF32 learning */
+static int g_fused;      /* cuda only: dqn.fused (2: the fused update at every batch) */
 
 static vx_eval_report run(const char *dir, double strength, int epochs, double gamma, uint64_t seed)
 {
@@ -62,6 +64,7 @@ static vx_eval_report run(const char *dir, double strength, int epochs, double g
     d->batch_set = !g_auto_batch; /* the same algorithm on both paths unless asked otherwise */
     d->acting = g_acting;
     d->learner.tf32 = g_tf32;
+    d->learner.fused = g_fused;
     vx_eval_report r;
     vx_err e;
     vx_status st = vx_train_run(&c, g_dev, 0, NULL, NULL, &r, &e);
@@ -71,6 +74,7 @@ static vx_eval_report run(const char *dir, double strength, int epochs, double g
            "turnover %.3f), buy-and-hold %.2f, momentum %.2f, ridge %.2f, oracle %.2f; %s\n",
            g_dev ? "cuda" : "cpu", g_auto_batch ? ", batch chosen by the GPU" : "",
            g_tf32                       ? ", tf32 learning"
+           : g_fused                    ? ", fused update"
            : g_acting == VX_ACTING_TF32 ? ", tf32 acting"
            : g_acting == VX_ACTING_BF16 ? ", bf16 acting"
                                         : "",
@@ -235,12 +239,14 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
         g_tf32 = argc > 2 && strcmp(argv[2], "tf32") == 0;
-        g_acting = argc <= 2 || g_tf32                   ? VX_ACTING_FLOAT32
+        g_fused = argc > 2 && strcmp(argv[2], "fused") == 0 ? 2 : 0;
+        g_acting = argc <= 2 || g_tf32 || g_fused        ? VX_ACTING_FLOAT32
                    : strcmp(argv[2], "tf32-acting") == 0 ? VX_ACTING_TF32
                    : strcmp(argv[2], "bf16-acting") == 0 ? VX_ACTING_BF16
                                                          : -1;
         if (g_acting < 0) {
-            fprintf(stderr, "test_learning: unknown mode '%s' (tf32, tf32-acting, bf16-acting)\n",
+            fprintf(stderr,
+                    "test_learning: unknown mode '%s' (tf32, tf32-acting, bf16-acting, fused)\n",
                     argv[2]);
             return 2;
         }
@@ -263,7 +269,7 @@ int main(int argc, char **argv)
     };
     int failed =
         cmocka_run_group_tests_name(g_dev ? "learning (cuda)" : "learning", tests, NULL, NULL);
-    if (g_dev && !g_acting && !g_tf32)
+    if (g_dev && !g_acting && !g_tf32 && !g_fused)
         failed +=
             cmocka_run_group_tests_name("learning (cuda, chosen batch)", gpu_only, NULL, NULL);
     vx_device_close(g_dev);
