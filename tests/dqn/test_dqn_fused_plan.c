@@ -73,10 +73,14 @@ static void check_network(int t0, int t1, int n_trunk, int head, int nb, const i
     size_t np = L.n_params;
     float *p = calloc(np, 4);
     vx_qnet_init(&L, 5, p);
-    for (size_t i = 0; i < np; i++) /* distinct nonzero biases, and the zero padding too */
-        if (p[i] == 0) p[i] = 0.01f * (float)((i % 97) + 1);
+    /* distinct nonzero biases, and the zero padding too — not rising evenly with the index: the
+     * dueling mean takes an even step out, and two branches' output biases swapped would then
+     * give the same Q */
+    for (size_t i = 0; i < np; i++)
+        if (p[i] == 0) p[i] = 0.01f * (float)((i * i % 97) + 1);
     vx_pf_net t;
     size_t packed = vx_df_layout(&L, &t, NULL);
+    assert_int_equal(t.Dp, (t.in + 15) & ~15); /* layer 0's weight gradient: whole row tiles */
     int *src = malloc(packed * sizeof *src);
     assert_int_equal(vx_df_layout(&L, &t, src), packed);
     /* every trainable parameter mapped once (the padding between tensors never) */
@@ -161,6 +165,16 @@ void test_dqn_fused_takes(void **state)
     assert_non_null(strstr(why, "C51"));
     vx_pf_net t;
     vx_df_layout(&L, &t, NULL);
+    /* the network's buffers and, past them, the kernel's four Q row buffers (target Q(s′),
+     * online Q(s′), Q(s), dq) */
+    for (int R = 16; R <= 64; R *= 2)
+        assert_int_equal(vx_df_smem(&t, R) - vx_pf_smem(&t, R), (size_t)4 * R * VX_DF_QLD * 4);
+    /* the memory estimate: both networks' copies and maps, 3 ints a parameter, a slice a block
+     * (64 at 1,024 rows) */
+    size_t packed = vx_df_layout(&L, &t, NULL), frags = vx_pf_frags(&t, 1, NULL, NULL);
+    assert_int_equal(vx_df_bytes(&L, 1024, 1), packed * 12 + frags * 12 + L.n_params * 12 +
+                                                   64 * packed * 4 +
+                                                   vx_pf_sum_blocks(packed, L.n_params) * 8 + 64);
     size_t need = vx_df_smem(&t, 16);
     assert_int_equal(vx_df_rows(&L, VX_LOSS_HUBER, 1024, need, why, sizeof why), 16);
     assert_int_equal(vx_df_rows(&L, VX_LOSS_HUBER, 1024, need - 1, why, sizeof why), 0);
