@@ -73,6 +73,9 @@
 #ifndef TC_U_WIDE
 #define TC_U_WIDE 2 /* steps loaded ahead in a wide strip (NT > 2; see strip) */
 #endif
+#ifndef TC_U_NARROW
+#define TC_U_NARROW 4 /* steps loaded ahead in a narrow strip (NT ≤ 2; see strip) */
+#endif
 
 namespace tc
 {
@@ -240,7 +243,7 @@ template <int NT, int PASSES, typename LA, typename LB>
 __device__ inline void strip(float (&d)[NT][4], const float *a, int lda, const float *b, int ldb,
                              int K)
 {
-    const int U = NT > 2 ? TC_U_WIDE : 4;
+    const int U = NT > 2 ? TC_U_WIDE : TC_U_NARROW;
     const bool F = is_frag<LB>::value;
     /* A's share by ldmatrix (ldsm_a) where it measured faster: everywhere in 3×TF32 and in
      * TF32's narrow strips; in TF32's wide ones it made PPO's update 19 % slower (TC_LDSM) */
