@@ -12,7 +12,6 @@
 #include "vixen/env_dynamics.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +23,6 @@ struct dqn_fused {
     vx_qnet_layout L;
     vx_loss_shape shape;
     int loss;
-    vx_device *dev;
     vx_mem mem;
     int rows;         /* the update's rows a block */
     copies c;         /* the online network's copies, the slices (fused_net.cuh) */
@@ -196,7 +194,7 @@ extern "C" vx_status dqn_fused_create(const vx_qnet_layout *L, const vx_loss_sha
     if (!rows) return vx_err_set(e, VX_ERR_ARG, "dqn: the fused update does not take %s", why);
     f = (dqn_fused *)calloc(1, sizeof *f);
     if (!f) return vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
-    f->L = *L, f->shape = *shape, f->loss = loss, f->dev = dev, f->rows = rows;
+    f->L = *L, f->shape = *shape, f->loss = loss, f->rows = rows;
     vx_mem_init(&f->mem, dev, "dqn fused update");
     st = copies_create<no_end>(
         &f->c, [&](net *t, int *src) { return vx_df_layout(L, t, src); }, passes, L->n_params,
