@@ -40,7 +40,8 @@ typedef struct {
 
 /* dqn.fused = 1 takes the fused update past this batch: at 1,024 rows it measured slower than a
  * GEMM a layer, at 4,096 faster (docs/benchmarks.md, 2026-12-07). It is not the default yet: the
- * learning tests have not run through it on a device. */
+ * learning tests pass through it, but at 2,100 rows with Polyak averaging its priorities differ
+ * from the per-layer path's in half the rows (test_dqn_cuda), which is not yet explained. */
 #define VX_DQN_FUSED_BATCH 2048
 
 void vx_dqn_cfg_default(vx_dqn_cfg *c);

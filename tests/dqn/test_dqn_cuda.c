@@ -382,18 +382,22 @@ static void test_learner_against_cpu(void **state)
 }
 
 /* The fused learner against the one a GEMM a layer, from the same weights over the same 12
- * random batches (float32: 3×TF32 against cuBLASLt's float32), with hard target copies every 4
- * updates at batch 200 (13 blocks of 16 rows, the last one of 8), then with Polyak averaging
- * (τ = 0.05) at batch 2,100 (66 blocks of 32 rows, the last one of 20); after the sixth update
+ * random batches (float32: 3×TF32 against cuBLASLt's float32), at batch 200 (13 blocks of 16
+ * rows, the last one of 8) and 2,100 (66 blocks of 32 rows, the last one of 20), each with hard
+ * target copies every 4 updates and with Polyak averaging (τ = 0.05); after the sixth update
  * both load the CPU learner's state (another online and target pair: the fused copies must be
  * made again from them). Each row's new priority within 1e-4 relative but for at most 1 % of an
  * update's rows, each update's loss within 1e-3, the weights after the last within 2e-4.
  *
- * Why rows may differ: the double DQN's argmax over a branch's Q(s′) flips where two actions'
- * values are tied to within the two paths' rounding (3×TF32 against float32, about 1e-6
+ * Why a few rows may differ: the double DQN's argmax over a branch's Q(s′) flips where two
+ * actions' values are tied to within the two paths' rounding (3×TF32 against float32, about 1e-6
  * relative), and such a row's target and priority move by the tied actions' difference under the
- * target network. 2,100 rows × 3 branches × 12 updates meet a few such ties: on an H100 the worst
- * update's priorities were 6.3e-3 apart (relative L2), its loss 3.1e-4, the weights 5.3e-5.
+ * target network.
+ *
+ * Open (H200, 2026-12-07): batch 2,100 with Polyak averaging fails — 1,038 of 2,100 rows'
+ * priorities off by more than 1e-4 in the worst update, its loss 3.1e-4, the weights 5.3e-5 —
+ * where batch 200 with hard copies has none (loss 6.1e-6, weights 1.4e-6). Half the rows is not
+ * a few ties: it looks like a target one step behind. The two cases between them had not run.
  *
  * What it catches: the fused update's copies of the target not following the target (not copied
  * when due, not repacked after the averaging or after a load) — at the rate 1e-3 the online
@@ -408,6 +412,7 @@ static void fused_against_layers(double tau, int B)
     dc.adam.lr = 1e-3;
     dc.target_every = 4;
     dc.tau = tau;
+    dc.fused = 2; /* asked for (the gate below); the learners below set their own */
     vx_qnet_cfg qc;
     vx_qnet_cfg_default(&qc);
     vx_dqn d;
@@ -489,7 +494,11 @@ static void fused_against_layers(double tau, int B)
 static void test_fused_against_layers(void **state)
 {
     (void)state;
+    /* batch 200: 16 rows a block; 2,100: 32 (past 2,048) — each with either target rule, so
+     * that a failure names the one that differs */
     fused_against_layers(0, 200);
+    fused_against_layers(0.05, 200);
+    fused_against_layers(0, 2100);
     fused_against_layers(0.05, 2100);
 }
 
