@@ -399,6 +399,11 @@ static void test_learner_against_cpu(void **state)
  * where batch 200 with hard copies has none (loss 6.1e-6, weights 1.4e-6). Half the rows is not
  * a few ties: it looks like a target one step behind. The two cases between them had not run.
  *
+ * Each case also runs a control beside them — the per-layer learner again, from weights one of
+ * which is a float's last bit apart — and prints how far rounding alone carries two learners
+ * apart over the same updates. The control is not asserted: it says whether the bar fits the
+ * setting.
+ *
  * What it catches: the fused update's copies of the target not following the target (not copied
  * when due, not repacked after the averaging or after a load) — at the rate 1e-3 the online
  * weights move by about 4e-3 between two copies, which moves every row's target, priority and
@@ -432,36 +437,45 @@ static int fused_against_layers(double tau, int B)
         d.online[i] += 0.01f * (float)vx_rng_normal(&g);
         d.target[i] += 0.01f * (float)vx_rng_normal(&g);
     }
+    /* the control, learner 2: a GEMM a layer again, from weights one of which is a float's last
+     * bit apart — how far rounding alone carries the two learners apart in these 12 updates
+     * (printed beside the bar, which it calibrates; not asserted) */
+    float *nudged = malloc(np * 4);
+    memcpy(nudged, d.online, np * 4);
+    nudged[d.L.trunk[0].w] = nextafterf(nudged[d.L.trunk[0].w], INFINITY);
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    dqn_learner *gl[2];
-    for (int k = 0; k < 2; k++) {
+    dqn_learner *gl[3];
+    for (int k = 0; k < 3; k++) {
         dc.fused = k == 0 ? 2 : 0;
-        if (dqn_learner_create(&dc, &d.L, &d.shape, d.online, NULL, g_dev, s, &gl[k], &e))
+        if (dqn_learner_create(&dc, &d.L, &d.shape, k == 2 ? nudged : d.online, NULL, g_dev, s,
+                               &gl[k], &e))
             fail_msg("learner: %s", e.msg);
         assert_int_equal(dqn_learner_fused(gl[k]), k == 0);
     }
-    float *pr[2], *d_pr[2], *w[2], *zero = calloc(np, 4);
-    for (int k = 0; k < 2; k++) {
+    float *pr[3], *d_pr[3], *w[3], *zero = calloc(np, 4);
+    for (int k = 0; k < 3; k++) {
         pr[k] = malloc((size_t)B * 4), w[k] = malloc(np * 4);
         CK(cudaMalloc((void **)&d_pr[k], (size_t)B * 4));
     }
     double worst_l = 0;
     int worst_rows = 0, first_u = -1, first_row = -1; /* the first update with a row off, its
                                                        * first such row: where a failure starts */
-    int hi_rows = 0; /* of the worst update's rows off, those of a 32-row span's second 16 (a
-                      * block's second row tile where blocks take 32 rows) */
+    int hi_rows = 0;  /* of the worst update's rows off, those of a 32-row span's second 16 (a
+                       * block's second row tile where blocks take 32 rows) */
+    double ctl_l = 0; /* the control's worst loss and rows off against learner 1 */
+    int ctl_rows = 0;
     for (int u = 0; u < 12; u++) {
         if (u == 6)
-            for (int k = 0; k < 2; k++) {
+            for (int k = 0; k < 3; k++) {
                 int64_t t0 = 0;
-                assert_int_equal(
-                    dqn_learner_load_state(gl[k], d.online, d.target, zero, zero, &t0, 6, &e),
-                    VX_OK);
+                assert_int_equal(dqn_learner_load_state(gl[k], k == 2 ? nudged : d.online, d.target,
+                                                        zero, zero, &t0, 6, &e),
+                                 VX_OK);
             }
         vx_replay_batch hb = random_batch(&g, B, D), db = device_batch(&hb, B, D);
-        dqn_learner_acc acc[2];
-        for (int k = 0; k < 2; k++) {
+        dqn_learner_acc acc[3];
+        for (int k = 0; k < 3; k++) {
             vx_status st = dqn_learner_update_batch(gl[k], &db, d_pr[k], &e);
             if (st) fail_msg("update %d: %s", u, e.msg);
             assert_int_equal(dqn_learner_stats_fetch(gl[k], &e), VX_OK);
@@ -477,26 +491,33 @@ static int fused_against_layers(double tau, int B)
         worst_l = el > worst_l ? el : worst_l;
         for (int i = 0; i < B && first_u < 0; i++)
             if (fabsf(pr[0][i] - pr[1][i]) > 1e-4f * fabsf(pr[1][i])) first_u = u, first_row = i;
+        int coff = 0;
+        for (int i = 0; i < B; i++) coff += fabsf(pr[2][i] - pr[1][i]) > 1e-4f * fabsf(pr[1][i]);
+        double cl = fabs(acc[2].loss - acc[1].loss) / fabs(acc[1].loss);
+        ctl_l = cl > ctl_l ? cl : ctl_l, ctl_rows = coff > ctl_rows ? coff : ctl_rows;
         free_device_batch(&db);
         free_host_batch(&hb);
     }
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         CK(cudaMemcpyAsync(w[k], dqn_learner_online(gl[k]), np * 4, cudaMemcpyDeviceToHost, s));
         CK(cudaStreamSynchronize(s));
     }
-    double ew = rel_l2(w[0], w[1], np);
+    double ew = rel_l2(w[0], w[1], np), cw = rel_l2(w[2], w[1], np);
     printf("fused against a GEMM a layer, batch %d, 12 updates (a load after 6), %s: worst loss "
            "%.2g, at most %d rows' priorities off by 1e-4 (%d of them rows 16-31 of a 32-row span; "
            "the first at update %d, row %d), weights %.2g\n",
            B, tau > 0 ? "Polyak" : "hard copies every 4", worst_l, worst_rows, hi_rows, first_u,
            first_row, ew);
+    printf("  control (a GEMM a layer, one weight a last bit apart): worst loss %.2g, at most %d "
+           "rows' priorities off by 1e-4, weights %.2g\n",
+           ctl_l, ctl_rows, cw);
     int met = worst_l < 1e-3 && worst_rows <= B / 100 && ew < 2e-4;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         free(pr[k]), free(w[k]);
         cudaFree(d_pr[k]);
         dqn_learner_free(gl[k]);
     }
-    free(zero);
+    free(zero), free(nudged);
     cudaStreamDestroy(s);
     vx_dqn_free(&d);
     return met;
