@@ -33,15 +33,13 @@ typedef struct {
     int batch;           /* 256 */
     int tf32;            /* GPU only: TF32 tensor-core GEMMs (0: float32, as the CPU) */
     int fused;           /* GPU only, a learner alone: its update in two fused kernels where
-                          * they take its network and loss — 0 never (the default, for now),
-                          * 1 where they measured faster (past VX_DQN_FUSED_BATCH), 2 always */
+                          * they take its network and loss — 0 never, 1 where they measured
+                          * faster (past VX_DQN_FUSED_BATCH; the default), 2 always */
     vx_adam_cfg adam;
 } vx_dqn_cfg;
 
-/* dqn.fused = 1 takes the fused update past this batch: at 1,024 rows it measured slower than a
- * GEMM a layer, at 4,096 faster (docs/benchmarks.md, 2026-12-07). It is not the default yet: the
- * learning tests pass through it, but at 2,100 rows with Polyak averaging its priorities differ
- * from the per-layer path's in half the rows (test_dqn_cuda), which is not yet explained. */
+/* dqn.fused = 1 (the default) takes the fused update past this batch: at 1,024 rows it measured
+ * slower than a GEMM a layer, at 4,096 faster (docs/benchmarks.md, 2026-12-07). */
 #define VX_DQN_FUSED_BATCH 2048
 
 void vx_dqn_cfg_default(vx_dqn_cfg *c);
