@@ -470,11 +470,19 @@ extern "C" vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K,
     vx_mem *m = &d->mem;
     if (K == 1 && (cfgs[0].fused == 2 || (cfgs[0].fused == 1 && B > VX_DQN_FUSED_BATCH))) {
         char why[96];
-        if (dqn_fused_rows(L, cfgs[0].loss, (int)B, dev, why, sizeof why) > 0)
-            st = dqn_fused_create(L, shape, cfgs[0].loss, (int)B, cfgs[0].tf32, dev, &d->fz, e);
-        else
+        vx_err fe;
+        if (dqn_fused_rows(L, cfgs[0].loss, (int)B, dev, why, sizeof why) <= 0) {
             vx_log(VX_LOG_INFO, "dqn: the update a GEMM a layer (the fused one does not take %s)",
                    why);
+        } else if (dqn_fused_create(L, shape, cfgs[0].loss, (int)B, cfgs[0].tf32, dev, &d->fz,
+                                    &fe)) {
+            /* the per-layer path computes the same update: it takes over (the memory estimate
+             * reserves the larger of the two paths' buffers, budget.c). A CUDA error that does
+             * not stick is cleared here, or the next launch's check would report it. */
+            (void)cudaGetLastError();
+            vx_log(VX_LOG_WARN,
+                   "dqn: the update a GEMM a layer (the fused one could not be made: %s)", fe.msg);
+        }
     }
     /* a group's target network takes the online's max batch too, so that its input stride is
      * the online's: member k's s′ rows are read where the online pass reads them */

@@ -506,6 +506,84 @@ static int fused_against_layers(double tau, int B)
     return met;
 }
 
+/* Refuses the fused update's memory (its owner's every reservation), as a budget too small for it
+ * would; counts the refusals. */
+static int refuse_fused(void *ctx, const vx_device *dev, const char *owner, size_t bytes)
+{
+    (void)dev, (void)bytes;
+    if (strcmp(owner, "dqn fused update") != 0) return 0;
+    ++*(int *)ctx;
+    return VX_FAULT_REFUSE;
+}
+
+/* A learner asked for the fused update (dqn.fused = 2) whose fused kernels cannot be made — their
+ * memory refused — updates a GEMM a layer instead: it is made, says it is not fused, and its
+ * update (loss, every row's priority, the new weights) is the per-layer learner's to the bit. The
+ * wrong program, a learner that fails to be made or that half-makes the fused path, fails here. */
+static void test_fused_falls_back(void **state)
+{
+    (void)state;
+    vx_dqn_cfg dc;
+    vx_dqn_cfg_default(&dc);
+    dc.batch = 200;
+    dc.adam.lr = 1e-3;
+    dc.fused = 2;
+    vx_qnet_cfg qc;
+    vx_qnet_cfg_default(&qc);
+    vx_dqn d;
+    vx_err e;
+    assert_int_equal(vx_dqn_create(&dc, &qc, 8, &d, &e), VX_OK);
+    if (!fused_expected(&dc, &d.L)) {
+        printf("fused falls back: the fused update is not taken on this device\n");
+        vx_dqn_free(&d);
+        return;
+    }
+    const int B = dc.batch, D = VX_OBS_DIM;
+    size_t np = d.L.n_params;
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    dqn_learner *gl[2];
+    int refused = 0;
+    for (int k = 0; k < 2; k++) {
+        dc.fused = k == 0 ? 2 : 0;
+        if (k == 0) vx_mem_set_fault(refuse_fused, &refused);
+        vx_status st =
+            dqn_learner_create(&dc, &d.L, &d.shape, d.online, NULL, g_dev, s, &gl[k], &e);
+        vx_mem_set_fault(NULL, NULL);
+        if (st) fail_msg("learner %d: %s", k, e.msg);
+        assert_int_equal(dqn_learner_fused(gl[k]), 0);
+    }
+    assert_true(refused > 0); /* it did ask for the fused update's memory */
+    vx_rng g = vx_rng_make(37, 0, 0);
+    vx_replay_batch hb = random_batch(&g, B, D), db = device_batch(&hb, B, D);
+    float *pr[2], *d_pr[2], *w[2];
+    dqn_learner_acc acc[2];
+    for (int k = 0; k < 2; k++) {
+        pr[k] = malloc((size_t)B * 4), w[k] = malloc(np * 4);
+        CK(cudaMalloc((void **)&d_pr[k], (size_t)B * 4));
+        assert_int_equal(dqn_learner_update_batch(gl[k], &db, d_pr[k], &e), VX_OK);
+        assert_int_equal(dqn_learner_stats_fetch(gl[k], &e), VX_OK);
+        CK(cudaMemcpyAsync(pr[k], d_pr[k], (size_t)B * 4, cudaMemcpyDeviceToHost, s));
+        CK(cudaMemcpyAsync(w[k], dqn_learner_online(gl[k]), np * 4, cudaMemcpyDeviceToHost, s));
+        CK(cudaStreamSynchronize(s));
+        assert_int_equal(dqn_learner_stats_read(gl[k], &acc[k], &e), VX_OK);
+    }
+    printf("fused falls back: %d reservations refused; loss %.9g and %.9g\n", refused, acc[0].loss,
+           acc[1].loss);
+    assert_true(acc[0].loss == acc[1].loss && isfinite(acc[0].loss));
+    assert_memory_equal(pr[0], pr[1], (size_t)B * 4);
+    assert_memory_equal(w[0], w[1], np * 4);
+    for (int k = 0; k < 2; k++) {
+        free(pr[k]), free(w[k]);
+        cudaFree(d_pr[k]);
+        dqn_learner_free(gl[k]);
+    }
+    free_device_batch(&db);
+    free_host_batch(&hb);
+    cudaStreamDestroy(s);
+    vx_dqn_free(&d);
+}
+
 static void test_fused_against_layers(void **state)
 {
     (void)state;
@@ -649,6 +727,7 @@ int main(void)
         cmocka_unit_test(test_learner_by_hand_one_step_unclipped),
         cmocka_unit_test(test_learner_against_cpu),
         cmocka_unit_test(test_fused_against_layers),
+        cmocka_unit_test(test_fused_falls_back),
         cmocka_unit_test(test_graph_equals_eager),
     };
     int failed = cmocka_run_group_tests_name("dqn_cuda", tests, NULL, NULL);
