@@ -1,6 +1,7 @@
 # vixen — the two promised commands, and a few helpers. CMake does the real work.
 #   make run    installs what is missing, builds, and runs the main job on the bundled data
-#   make test   installs (with the test-only tools), checks the sources' format, builds with
+#   make test   installs (with the test-only tools), checks the sources' format and the fused
+#               kernels' PTX (scripts/pdl-check, scripts/ptx-check), builds with
 #               -Werror, runs every test, then the CPU tests under ASan+UBSan (all but the learning
 #               test, which trains for a minute and would take ten there), then each fuzz target
 #               for 30 s
@@ -9,7 +10,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 RUN_DIR ?= run
 
-.PHONY: all deps test-deps build run test test-asan fuzz format-check pdl-check bench clean
+.PHONY: all deps test-deps build run test test-asan fuzz format-check pdl-check ptx-check bench clean
 
 all: build
 
@@ -26,7 +27,7 @@ build: deps
 run: build
 	@scripts/run-demo.sh $(BUILD)/vixen $(RUN_DIR)
 
-test: test-deps format-check pdl-check build
+test: test-deps format-check pdl-check ptx-check build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 	@$(MAKE) --no-print-directory test-asan
 	@$(MAKE) --no-print-directory fuzz FUZZ_SECONDS=30
@@ -48,6 +49,10 @@ format-check: test-deps
 # every kernel launched to start early waits for the one before it (src/util/pdl.cuh)
 pdl-check:
 	@scripts/pdl-check
+
+# no path of the fused kernels' PTX falls off a function's end (code the compiler dropped)
+ptx-check:
+	@scripts/ptx-check
 
 bench: build
 	@$(BUILD)/vixen bench
