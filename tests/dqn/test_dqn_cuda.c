@@ -381,6 +381,21 @@ static void test_learner_against_cpu(void **state)
     learner_against_cpu(1, 0);
 }
 
+/* The default network's CPU learner d for the settings dc (dqn.fused = 2), when the fused update
+ * would be taken on this device; else says so (naming the test `who`) and returns 0. */
+static int fused_case(vx_dqn_cfg *dc, vx_dqn *d, const char *who)
+{
+    vx_qnet_cfg qc;
+    vx_qnet_cfg_default(&qc);
+    vx_err e;
+    dc->fused = 2; /* asked for (the gate below); a test's learners set their own */
+    assert_int_equal(vx_dqn_create(dc, &qc, 8, d, &e), VX_OK);
+    if (fused_expected(dc, &d->L)) return 1;
+    printf("%s: the fused update is not taken on this device\n", who);
+    vx_dqn_free(d);
+    return 0;
+}
+
 /* The fused learner against the one a GEMM a layer, from the same weights over the same 12
  * random batches (float32: 3×TF32 against cuBLASLt's float32), at batch 200 (13 blocks of 16
  * rows, the last one of 8) and 2,100 (66 blocks of 32 rows, the last one of 20), each with hard
@@ -416,17 +431,9 @@ static int fused_against_layers(double tau, int B)
     dc.adam.lr = 1e-3;
     dc.target_every = 4;
     dc.tau = tau;
-    dc.fused = 2; /* asked for (the gate below); the learners below set their own */
-    vx_qnet_cfg qc;
-    vx_qnet_cfg_default(&qc);
     vx_dqn d;
     vx_err e;
-    assert_int_equal(vx_dqn_create(&dc, &qc, 8, &d, &e), VX_OK);
-    if (!fused_expected(&dc, &d.L)) {
-        printf("fused against a GEMM a layer: the fused update is not taken on this device\n");
-        vx_dqn_free(&d);
-        return 1;
-    }
+    if (!fused_case(&dc, &d, "fused against a GEMM a layer")) return 1;
     const int D = VX_OBS_DIM;
     size_t np = d.L.n_params;
     vx_rng g = vx_rng_make(31, 0, 0);
@@ -527,17 +534,9 @@ static void test_fused_falls_back(void **state)
     vx_dqn_cfg_default(&dc);
     dc.batch = 200;
     dc.adam.lr = 1e-3;
-    dc.fused = 2;
-    vx_qnet_cfg qc;
-    vx_qnet_cfg_default(&qc);
     vx_dqn d;
     vx_err e;
-    assert_int_equal(vx_dqn_create(&dc, &qc, 8, &d, &e), VX_OK);
-    if (!fused_expected(&dc, &d.L)) {
-        printf("fused falls back: the fused update is not taken on this device\n");
-        vx_dqn_free(&d);
-        return;
-    }
+    if (!fused_case(&dc, &d, "fused falls back")) return;
     const int B = dc.batch, D = VX_OBS_DIM;
     size_t np = d.L.n_params;
     cudaStream_t s;
