@@ -110,7 +110,8 @@ __device__ static size_t new_overlap(const new_leaves *w, size_t x0, size_t x1)
  * then summed level by level upwards from shared memory. Writing them level by level with a
  * barrier between had been six round trips to memory (12.9 µs an insert of 2,048 into a
  * million-leaf tree on the H200, of which 4.4 the copy). The ranges are the caller's (in shared
- * memory); v and vmin are set here. n1 + n2 ≤ capacity. Needs a block of at least 64 threads. */
+ * memory); v and vmin are set here. n1 + n2 ≤ capacity. Needs a block of at least 64 threads; all
+ * but warp 0 return before the partial nodes' sums, so nothing after it may need the block. */
 __device__ static void rebuild_new(dev_tree tree, const dev_state *ds, double alpha,
                                    new_leaves *w_shared)
 {
@@ -134,22 +135,28 @@ __device__ static void rebuild_new(dev_tree tree, const dev_state *ds, double al
             F[h] = x;
         }
     }
-    if (threadIdx.x == 0) {
-        for (int l = 0; l < D; l++) {
-            int shift = FAN_SHIFT * (D - l), k = 0;
-            size_t size = (size_t)1 << shift;
-            for (int seg = 0; seg < 2; seg++) {
-                size_t lo = seg ? 0 : w->lo1, n = seg ? w->n2 : w->n1;
-                if (n == 0) continue;
-                size_t ends[2] = {lo >> shift, (lo + n - 1) >> shift};
-                for (int j = 0; j < 2; j++) {
-                    size_t node = ends[j], ov = new_overlap(w, node << shift, (node + 1) << shift);
-                    int seen = 0;
-                    for (int q = 0; q < k; q++) seen |= part[l][q] == node;
-                    if (!seen && ov > 0 && ov < size && k < PARTIAL_MAX) part[l][k++] = node;
-                }
+    /* each level's partial nodes by a thread of its own (warp 0), where one thread had walked
+     * every level in turn on the insert's critical path */
+    if (threadIdx.x < D) { /* D ≤ VX_REPLAY_MAX_LEVELS: within warp 0 */
+        int l = threadIdx.x;
+        int shift = FAN_SHIFT * (D - l), k = 0;
+        size_t size = (size_t)1 << shift;
+        for (int seg = 0; seg < 2; seg++) {
+            size_t lo = seg ? 0 : w->lo1, n = seg ? w->n2 : w->n1;
+            if (n == 0) continue;
+            size_t ends[2] = {lo >> shift, (lo + n - 1) >> shift};
+            for (int j = 0; j < 2; j++) {
+                size_t node = ends[j], ov = new_overlap(w, node << shift, (node + 1) << shift);
+                int seen = 0;
+                for (int q = 0; q < k; q++) seen |= part[l][q] == node;
+                if (!seen && ov > 0 && ov < size && k < PARTIAL_MAX) part[l][k++] = node;
             }
-            n_part[l] = k;
+        }
+        n_part[l] = k;
+        /* their unchanged children are read after the next barrier: on their way to L2 now */
+        for (int q = 0; q < k; q++) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(tree.sum[l + 1] + part[l][q] * FAN));
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(tree.min[l + 1] + part[l][q] * FAN));
         }
     }
     __syncthreads();
@@ -193,20 +200,28 @@ __device__ static void rebuild_new(dev_tree tree, const dev_state *ds, double al
         from[l][q][c] = f;
     }
     __syncthreads();
-    for (int l = D - 1; l >= 0; l--) { /* the partial nodes, from the leaves up */
+    /* the partial nodes, from the leaves up: warp 0's alone (PARTIAL_MAX ≤ 32), a warp's
+     * barrier between levels; each node's children read all at once, then added in recompute's
+     * order (child 0, 1, 2, …). A block's barrier a level and the reads one after another had
+     * taken 2.8 µs of block 0's 6.7 (H100, 2,048 into 2^20 slots). */
+    if (threadIdx.x >= 32) return;
+    for (int l = D - 1; l >= 0; l--) {
         int q = threadIdx.x;
         if (q < n_part[l]) {
-            double x = 0, m = INFINITY;
-            for (int c = 0; c < FAN; c++) { /* recompute's order: child 0, 1, 2, … */
+            double v[FAN], vm[FAN], x = 0, m = INFINITY;
+#pragma unroll
+            for (int c = 0; c < FAN; c++) {
                 int f = from[l][q][c];
-                x += f < 0 ? csum[l][q][c] : psum[l + 1][f];
-                m = fmin(m, f < 0 ? cmin[l][q][c] : pmin[l + 1][f]);
+                v[c] = f < 0 ? csum[l][q][c] : psum[l + 1][f];
+                vm[c] = f < 0 ? cmin[l][q][c] : pmin[l + 1][f];
             }
+#pragma unroll
+            for (int c = 0; c < FAN; c++) x += v[c], m = fmin(m, vm[c]);
             psum[l][q] = x, pmin[l][q] = m;
             tree.sum[l][part[l][q]] = x;
             tree.min[l][part[l][q]] = m;
         }
-        __syncthreads();
+        __syncwarp();
     }
 }
 
