@@ -2,6 +2,7 @@
  * training run's folder, exact resume, and the evaluation's baselines computed by hand. */
 #define _GNU_SOURCE /* memmem */
 #include "helpers.h"
+#include "train/checkpoint.h"
 #include "vixen/dqn.h"
 #include "vixen/io.h"
 #include "vixen/ppo.h"
@@ -501,12 +502,52 @@ static void test_diverging_runs_stop_with_their_numbers(void **state)
     th_rmtree(dir);
 }
 
-/* Long training on a small market: the checkpoint the validation split chose must do at least as
- * well on the test split as the last one. One run's test Sharpe has a standard error of about 9
- * here (6 test days), so the comparison is over four training seeds: measured 2026-12-01, best vs
- * last 44.9/30.8, 9.6/5.4, 25.0/21.3, 33.7/19.9 (seeds 1–4; seed 5 went the other way, 26.7 vs
- * 30.8). A run that stopped selecting (always the last) makes the means equal and fails. */
-static void test_best_checkpoint_protects_a_long_run(void **state)
+/* The epoch of a run's highest validation Sharpe, the first of equals (as the run keeps a new best
+ * only when it is strictly higher), read from its metrics.csv; 0 when nothing was validated. */
+static int best_val_epoch(const char *dir, double *best)
+{
+    char path[128];
+    snprintf(path, sizeof path, "%s/metrics.csv", dir);
+    size_t n;
+    char *text = (char *)th_read(path, &n);
+    assert_non_null(text);
+    int col_epoch = -1, col_val = -1, epoch_best = 0, line = 0;
+    *best = -INFINITY;
+    for (char *row = strtok(text, "\n"); row; row = strtok(NULL, "\n"), line++) {
+        int col = 0, epoch = 0;
+        double val = NAN;
+        for (char *f = row; f; col++) {
+            char *comma = strchr(f, ',');
+            if (comma) *comma = 0;
+            if (line == 0) {
+                if (!strcmp(f, "epoch")) col_epoch = col;
+                if (!strcmp(f, "val_sharpe")) col_val = col;
+            } else if (col == col_epoch) {
+                epoch = atoi(f);
+            } else if (col == col_val) {
+                val = strtod(f, NULL);
+            }
+            f = comma ? comma + 1 : NULL;
+        }
+        if (line == 0) assert_true(col_epoch >= 0 && col_val >= 0);
+        else if (isfinite(val) && val > *best) *best = val, epoch_best = epoch;
+    }
+    free(text);
+    return epoch_best;
+}
+
+/* Long training on a small market, four seeds: the checkpoint the run keeps and tests is the one
+ * of the highest validation Sharpe (metrics.csv's, its first epoch), the test figure it reports is
+ * that checkpoint's, and the choice falls before the last epoch in some run. A run that kept the
+ * last checkpoint, chose by the test or the training split, by the lowest figure, or reported the
+ * last weights' test Sharpe fails.
+ *
+ * Whether the choice also does better on the test split than the last epoch is printed, not
+ * asserted: one run's test Sharpe has a standard error of about 9 here (6 test days), about 6 for
+ * the mean difference over four seeds, and the mean of best − last measured +9.3 on 2026-12-01
+ * and −0.9 on 2026-12-07, on another CPU whose BLAS rounds differently (a CPU training's weights
+ * then part ways). A bar on it would test the CPU, not the program. */
+static void test_best_checkpoint_is_chosen_on_validation(void **state)
 {
     (void)state;
     double best = 0, last = 0;
@@ -524,26 +565,43 @@ static void test_best_checkpoint_protects_a_long_run(void **state)
         d->updates_per_epoch = 40;
         d->learner.adam.lr = 3e-3;
         snprintf(c.run_dir, sizeof c.run_dir, "%s", dir);
-        vx_eval_report rb, rl;
+        vx_eval_report rb, rl, rc;
         vx_err e;
         assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, &rb, &e), VX_OK);
+        /* the kept checkpoint: the highest validation figure's epoch */
+        double val_max, val_kept;
+        int epoch_max = best_val_epoch(dir, &val_max), epoch_kept = 0;
+        char ckpt[128];
+        snprintf(ckpt, sizeof ckpt, "%s/checkpoint", dir);
+        assert_true(vx_ckpt_best(ckpt, &epoch_kept, &val_kept));
+        const char *b = strstr(rb.checkpoint, "best: epoch ");
+        assert_non_null(b);
+        assert_int_equal(atoi(b + strlen("best: epoch ")), epoch_max);
+        assert_int_equal(epoch_kept, epoch_max);
+        assert_true(fabs(val_kept - val_max) <= 1e-8 * fabs(val_max)); /* metrics.csv: 9 digits */
+        /* the reported test figure: the kept checkpoint's */
         vx_market m;
         assert_int_equal(vx_train_open_market(&c, &m, &e), VX_OK);
-        char path[128];
+        char path[160];
+        snprintf(path, sizeof path, "%s/checkpoint/best.safetensors", dir);
+        assert_int_equal(vx_eval_checkpoint(&c, path, &m, VX_SPLIT_TEST, NULL, &rc, &e), VX_OK);
+        assert_true(rc.row[VX_EVAL_AGENT].sharpe == rb.row[VX_EVAL_AGENT].sharpe);
         snprintf(path, sizeof path, "%s/checkpoint/latest.safetensors", dir);
         assert_int_equal(vx_eval_checkpoint(&c, path, &m, VX_SPLIT_TEST, NULL, &rl, &e), VX_OK);
         printf("seed %d: test Sharpe %.2f with the %s; %.2f with the last\n", seed,
                rb.row[VX_EVAL_AGENT].sharpe, rb.checkpoint, rl.row[VX_EVAL_AGENT].sharpe);
         best += rb.row[VX_EVAL_AGENT].sharpe / 4, last += rl.row[VX_EVAL_AGENT].sharpe / 4;
-        earlier += strstr(rb.checkpoint, "of 160") && !strstr(rb.checkpoint, "epoch 160 of");
+        earlier += epoch_max < c.epochs;
         vx_eval_report_free(&rb);
         vx_eval_report_free(&rl);
+        vx_eval_report_free(&rc);
         vx_market_close(&m);
         th_rmtree(dir);
     }
-    printf("mean test Sharpe: %.2f with the best checkpoints, %.2f with the last\n", best, last);
+    printf("mean test Sharpe: %.2f with the best checkpoints, %.2f with the last (not asserted: "
+           "the standard error of the difference is about 6)\n",
+           best, last);
     assert_true(earlier > 0); /* the validation did choose earlier epochs */
-    assert_true(best >= last);
 }
 
 /* ---- the evaluation walk, by hand ------------------------------------------------------------ */
@@ -1907,7 +1965,7 @@ int main(void)
         cmocka_unit_test(test_baseline_choices_by_hand),
         cmocka_unit_test(test_eval_periods_by_hand),
         cmocka_unit_test(test_eval_concat_by_hand),
-        cmocka_unit_test(test_best_checkpoint_protects_a_long_run),
+        cmocka_unit_test(test_best_checkpoint_is_chosen_on_validation),
         cmocka_unit_test(test_planned_length_does_not_change_early_epochs),
         cmocka_unit_test(test_patience_and_warnings),
         cmocka_unit_test(test_diverging_runs_stop_with_their_numbers),
