@@ -506,11 +506,8 @@ static void test_diverging_runs_stop_with_their_numbers(void **state)
  * only when it is strictly higher), read from its metrics.csv; 0 when nothing was validated. */
 static int best_val_epoch(const char *dir, double *best)
 {
-    char path[128];
-    snprintf(path, sizeof path, "%s/metrics.csv", dir);
-    size_t n;
-    char *text = (char *)th_read(path, &n);
-    assert_non_null(text);
+    static char text[1 << 17]; /* 160 epochs' rows */
+    read_metrics(dir, text, sizeof text);
     int col_epoch = -1, col_val = -1, epoch_best = 0, line = 0;
     *best = -INFINITY;
     for (char *row = strtok(text, "\n"); row; row = strtok(NULL, "\n"), line++) {
@@ -532,7 +529,6 @@ static int best_val_epoch(const char *dir, double *best)
         if (line == 0) assert_true(col_epoch >= 0 && col_val >= 0);
         else if (isfinite(val) && val > *best) *best = val, epoch_best = epoch;
     }
-    free(text);
     return epoch_best;
 }
 
