@@ -6,7 +6,8 @@
  * count the launch; at batch 1,024 a second row runs LOOP updates as one launch of the captured
  * loop, as a training's epoch does (the median of 5 such launches, divided by LOOP). The rows are
  * a user's path (dqn.fused's default), then the same batches through the fused update
- * ("_fused", dqn.fused = 2, dqn_fused.h) beside them. Built with CUDA only. */
+ * ("_fused", dqn.fused = 2, dqn_fused.h) and the layer-by-layer one ("_layers", dqn.fused = 3,
+ * dqn_layers.h) beside them. Built with CUDA only. */
 #include "bench.h"
 #include "bench_cuda.h"
 #include "vixen/device.h"
@@ -37,8 +38,9 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
     vx_err e;
     const size_t N = 100000, D = 51;
     /* float32, then TF32, as a user's run takes them; then the same through the fused update
-     * (dqn.fused = 2), for the comparison */
-    const int batches[8] = {1024, 4096, 1024, 4096, 1024, 4096, 1024, 4096};
+     * (dqn.fused = 2) and the layer-by-layer one (3), for the comparison */
+    const int batches[12] = {1024, 4096, 1024, 4096, 1024, 4096,
+                             1024, 4096, 1024, 4096, 1024, 4096};
     enum { LOOP = 341 }; /* the reference epoch's updates */
     float *o = malloc(N * D * 4), *r = malloc(N * 4);
     int32_t *a = malloc(N * 12);
@@ -66,13 +68,13 @@ int vx_bench_dqn_cuda(vx_bench_result *out, int max, FILE *log)
     free(o), free(r), free(a), free(f);
     if (bad) fprintf(log, "bench: the transitions did not reach the device\n");
     int n = 0;
-    for (int k = 0; k < 8 && n < max && !bad; k++) {
+    for (int k = 0; k < 12 && n < max && !bad; k++) {
         vx_dqn_cfg dc;
         vx_dqn_cfg_default(&dc);
         dc.batch = batches[k];
         dc.tf32 = k % 4 >= 2;
-        if (k >= 4) dc.fused = 2;
-        const char *path = k >= 4 ? "_fused" : "";
+        if (k >= 4) dc.fused = k >= 8 ? 3 : 2;
+        const char *path = k >= 8 ? "_layers" : k >= 4 ? "_fused" : "";
         vx_qnet_cfg qc;
         vx_qnet_cfg_default(&qc);
         vx_dqn cpu;

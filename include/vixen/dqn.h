@@ -34,7 +34,8 @@ typedef struct {
     int tf32;            /* GPU only: TF32 tensor-core GEMMs (0: float32, as the CPU) */
     int fused;           /* GPU only, a learner alone: its update in two fused kernels where
                           * they take its network and loss — 0 never, 1 where they measured
-                          * faster (past VX_DQN_FUSED_BATCH; the default), 2 always */
+                          * faster (past VX_DQN_FUSED_BATCH; the default), 2 always,
+                          * 3 always and layer by layer (dqn_layers.h) */
     vx_adam_cfg adam;
 } vx_dqn_cfg;
 

@@ -102,10 +102,10 @@ static const vx_key dqn_keys[] = {
      offsetof(vx_dqn_settings, batch_set), "batch size (unset: a GPU chooses it)"},
     NUM("tf32", VX_KEY_INT, learner.tf32, 0, 1,
         "GPU: 1 for TF32 tensor-core GEMMs (0: float32, like the CPU)"),
-    NUM("fused", VX_KEY_INT, learner.fused, 0, 2,
+    NUM("fused", VX_KEY_INT, learner.fused, 0, 3,
         "GPU: a learner alone updates in two fused kernels where they take its network and loss: "
         "0 never (a GEMM a layer), 1 past a batch of 2,048 (where they measured faster; the "
-        "default), 2 always"),
+        "default), 2 always, 3 always with the gradient layer by layer over the whole GPU"),
     NUM("lr", VX_KEY_DBL, learner.adam.lr, 1e-12, 10, "Adam learning rate"),
     NUM("adam_beta1", VX_KEY_DBL, learner.adam.beta1, 0, 0.999999, "Adam beta1"),
     NUM("adam_beta2", VX_KEY_DBL, learner.adam.beta2, 0, 0.9999999, "Adam beta2"),

@@ -8,33 +8,35 @@
 #include "../util/device_cuda.h"
 #include "../util/pdl.cuh"
 #include "dqn_fused.h"
+#include "dqn_fused_loss.cuh"
 #include "dqn_fused_plan.h"
+#include "dqn_layers.h"
 #include "vixen/env_dynamics.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 using namespace fused;
-
-#define QLD VX_DF_QLD
 
 struct dqn_fused {
     vx_qnet_layout L;
     vx_loss_shape shape;
     int loss;
     vx_mem mem;
-    int rows;         /* the update's rows a block */
+    int rows;         /* the update's rows a block (update_kernel) */
     copies c;         /* the online network's copies, the slices (fused_net.cuh) */
     float *wpt, *wft; /* the target's packed and fragment copies, laid out as c's */
+    /* layer by layer (dqn_layers.h) when layers is set: its tiles, its grid, its activations
+     * (for up to `batch` rows) */
+    int layers, grid, batch;
+    vx_dl_plan plan;
+    float *act;
 };
 
-/* The kernel's own arguments beside dqn_fused_args. */
-struct update_args {
-    dqn_fused_args a;
-    vx_loss_shape shape;
-    int kind, O;
-};
+/* The rows of a gradient slice: a block's, or a chunk's (layer by layer). */
+static int slice_rows(const dqn_fused *f) { return f->layers ? f->plan.ch : f->rows; }
 
 /* Rows row0.. of x (B × in) into s.xs, zero past the batch and the input's width. */
 static __device__ void load_rows(const net &t, int R, int row0, int B, const float *x, smem &s)
@@ -43,23 +45,6 @@ static __device__ void load_rows(const net &t, int R, int row0, int B, const flo
         int i = row0 + r;
         s.xs[r * s.ldx + d] = i < B && d < t.in ? x[(size_t)i * t.in + d] : 0.0f;
     });
-}
-
-/* The dueling aggregation of the heads' outputs in s.out into Q rows q (a thread a row, the
- * reference's order: the branch's mean advantage, then V + A − mean). The caller synchronises. */
-static __device__ void duel(const vx_loss_shape &sh, int O, int R, const smem &s, float *q)
-{
-    for (int r = threadIdx.x; r < R; r += THREADS) {
-        const float *o = s.out + r * OUT_LD;
-        float *qr = q + r * QLD, v = o[O];
-        for (int d = 0; d < sh.n_branches; d++) {
-            int n = sh.branch[d], k0 = sh.offset[d];
-            float mean = 0;
-            for (int k = 0; k < n; k++) mean += o[k0 + k];
-            mean /= n;
-            for (int k = 0; k < n; k++) qr[k0 + k] = v + o[k0 + k] - mean;
-        }
-    }
 }
 
 /* R rows a block: the target's Q(s′), the online Q(s′), the online Q(s) with its activations
@@ -81,53 +66,18 @@ static __global__ void __launch_bounds__(THREADS)
     load_rows(t, R, row0, a.B, a.b.next_obs, s);
     __syncthreads();
     forward<P>(t, wpt, wft, R, s);
-    duel(sh, O, R, s, qt);
+    duel(sh, O, R, s.out, qt);
     forward<P>(t, wp, wf, R, s); /* its first barriers order duel's reads of s.out before */
-    duel(sh, O, R, s, qn);
+    duel(sh, O, R, s.out, qn);
     __syncthreads();
     load_rows(t, R, row0, a.B, a.b.obs, s);
     __syncthreads();
     forward<P>(t, wp, wf, R, s);
-    duel(sh, O, R, s, qs);
+    duel(sh, O, R, s.out, qs);
     __syncthreads();
-    /* each row's loss, a thread a row (loss_kernel's arithmetic, learner_cuda.cu) */
-    for (int r = threadIdx.x; r < R; r += THREADS) {
-        int j = row0 + r;
-        float *g = dq + r * QLD;
-        if (j >= a.B) {
-            for (int k = 0; k < O; k++) g[k] = 0;
-            continue;
-        }
-        const float *q = qs + r * QLD;
-        const int32_t *act = a.b.actions + (size_t)j * VX_ACTION_BRANCHES;
-        float sum = 0, mx = -INFINITY;
-        for (int d = 0; d < sh.n_branches; d++) {
-            float v = vx_loss_q(&sh, q, d, act[d]);
-            sum += v;
-            mx = v > mx ? v : mx;
-        }
-        a.qstat[j] = make_float2(sum, mx);
-        int m = a.b.steps ? a.b.steps[j] : 1;
-        float gm = (float)pow(a.gamma, (double)m);
-        a.loss[j] = vx_loss_dqn(&sh, u.kind, a.kappa, gm, q, qn + r * QLD, qt + r * QLD, act,
-                                a.b.rewards[j], a.b.terminated[j], a.b.weights[j],
-                                1.0f / (float)a.B, g, O, &a.prio[j]);
-    }
+    row_losses(u, R, row0, qs, qn, qt, dq);
     __syncthreads();
-    /* the dueling aggregation's backward pass (the reference's order), zero past the value */
-    for (int r = threadIdx.x; r < R; r += THREADS) {
-        const float *g = dq + r * QLD;
-        float *o = s.out + r * OUT_LD, dv = 0;
-        for (int d = 0; d < sh.n_branches; d++) {
-            int n = sh.branch[d], k0 = sh.offset[d];
-            float sum = 0;
-            for (int k = 0; k < n; k++) sum += g[k0 + k];
-            dv += sum;
-            for (int k = 0; k < n; k++) o[k0 + k] = g[k0 + k] - sum / n;
-        }
-        o[O] = dv;
-        for (int k = O + 1; k < HEAD; k++) o[k] = 0;
-    }
+    duel_back(sh, O, R, dq, s.out);
     __syncthreads();
     backward<P, true>(t, wf, R, s, partial + (size_t)blockIdx.x * packed);
 }
@@ -163,6 +113,20 @@ extern "C" int dqn_fused_rows(const vx_qnet_layout *L, int loss, int batch, vx_d
     return vx_df_rows(L, loss, batch, (size_t)optin_of(dev), why, why_n);
 }
 
+extern "C" int dqn_fused_layers_take(const vx_qnet_layout *L, int loss, int tf32, vx_device *dev,
+                                     char *why, size_t why_n)
+{
+    vx_pf_net t;
+    vx_dl_plan p;
+    size_t optin = (size_t)optin_of(dev);
+    if (vx_df_rows(L, loss, 16, optin, why, why_n) <= 0) return 0;
+    vx_df_layout(L, &t, NULL);
+    vx_pf_frags(&t, tf32 ? 1 : 3, NULL, NULL);
+    if (vx_dl_plan_make(&t, tf32 ? 1 : 3, optin, &p)) return 1;
+    if (why) snprintf(why, why_n, "layers too wide for the layer-by-layer tiles");
+    return 0;
+}
+
 extern "C" void dqn_fused_free(dqn_fused *f)
 {
     if (!f) return;
@@ -181,8 +145,8 @@ template <int P> static cudaError_t allow_smem(int bytes)
 }
 
 extern "C" vx_status dqn_fused_create(const vx_qnet_layout *L, const vx_loss_shape *shape, int loss,
-                                      int batch, int tf32, vx_device *dev, dqn_fused **out,
-                                      vx_err *e)
+                                      int batch, int tf32, int layers, vx_device *dev,
+                                      dqn_fused **out, vx_err *e)
 {
     *out = NULL;
     vx_status st = vx_cuda_enter(dev, e);
@@ -190,17 +154,33 @@ extern "C" vx_status dqn_fused_create(const vx_qnet_layout *L, const vx_loss_sha
     int optin = optin_of(dev), passes = tf32 ? 1 : 3, rows;
     char why[96];
     dqn_fused *f = NULL;
-    rows = vx_df_rows(L, loss, batch, (size_t)optin, why, sizeof why);
-    if (!rows) return vx_err_set(e, VX_ERR_ARG, "dqn: the fused update does not take %s", why);
+    if (layers) rows = dqn_fused_layers_take(L, loss, tf32, dev, why, sizeof why) ? 16 : 0;
+    else rows = vx_df_rows(L, loss, batch, (size_t)optin, why, sizeof why);
+    if (!rows)
+        return vx_err_set(e, VX_ERR_ARG, "dqn: the %s update does not take %s",
+                          layers ? "layer-by-layer" : "fused", why);
     f = (dqn_fused *)calloc(1, sizeof *f);
     if (!f) return vx_err_set(e, VX_ERR_NOMEM, "dqn: out of memory");
     f->L = *L, f->shape = *shape, f->loss = loss, f->rows = rows;
+    f->layers = layers, f->batch = batch;
     vx_mem_init(&f->mem, dev, "dqn fused update");
+    if (layers) {
+        vx_pf_net t;
+        vx_df_layout(L, &t, NULL);
+        vx_pf_frags(&t, passes, NULL, NULL);
+        if (!vx_dl_plan_make(&t, passes, (size_t)optin, &f->plan)) {
+            st = vx_err_set(e, VX_ERR_ARG, "dqn: the layer-by-layer update's tiles do not fit");
+            goto fail;
+        }
+        st = vx_mem_alloc(&f->mem, vx_dl_act_floats(&t, batch) * 4, &f->act, e);
+        if (st) goto fail;
+    }
     st = copies_create<no_end>(
         &f->c, [&](net *t, int *src) { return vx_df_layout(L, t, src); }, passes, L->n_params,
-        (batch + rows - 1) / rows, dev, &f->mem, "dqn", e);
+        (batch + slice_rows(f) - 1) / slice_rows(f), dev, &f->mem, "dqn", e);
     if (!st) st = vx_mem_alloc(&f->mem, f->c.packed * 4, &f->wpt, e);
     if (!st) st = vx_mem_alloc(&f->mem, f->c.frags * 4, &f->wft, e);
+    if (!st && layers) st = dqn_layers_prepare(passes, &f->plan, dev, &f->grid, e);
     if (st) goto fail;
     VX_CUDA_CHECK(passes == 1 ? allow_smem<1>(optin) : allow_smem<3>(optin));
     *out = f;
@@ -242,13 +222,14 @@ extern "C" vx_status dqn_fused_grad(dqn_fused *f, const dqn_fused_args *a, cudaS
 {
     vx_status st = VX_OK;
     const copies *c = &f->c;
-    int blocks = (a->B + f->rows - 1) / f->rows;
+    int blocks = (a->B + slice_rows(f) - 1) / slice_rows(f);
     size_t bytes = vx_df_smem(&c->nt, f->rows);
     update_args u;
-    if (a->B < 1 || blocks > c->max_blocks)
+    if (a->B < 1 || blocks > c->max_blocks || (f->layers && a->B > f->batch))
         return vx_err_set(e, VX_ERR_ARG, "dqn: a fused update of %d rows (at most %d)", a->B,
-                          c->max_blocks * f->rows);
+                          f->layers ? f->batch : c->max_blocks * f->rows);
     u.a = *a, u.shape = f->shape, u.kind = f->loss, u.O = f->L.out_dim;
+    if (f->layers) return dqn_layers_grad(c, f->wpt, f->wft, &f->plan, f->act, f->grid, &u, s, e);
     VX_CUDA_CHECK(vx_pdl_launch(c->passes == 1 ? update_kernel<1> : update_kernel<3>, dim3(blocks),
                                 dim3(THREADS), bytes, s, c->nt, (const float *)c->wp,
                                 (const float *)c->wf, (const float *)f->wpt, (const float *)f->wft,
@@ -261,9 +242,9 @@ fail:
 extern "C" vx_status dqn_fused_step(dqn_fused *f, int B, float *grads, float *params,
                                     const vx_optim_view *o, cudaStream_t s, vx_err *e)
 {
-    int blocks = (B + f->rows - 1) / f->rows;
+    int blocks = (B + slice_rows(f) - 1) / slice_rows(f);
     if (B < 1 || blocks > f->c.max_blocks)
         return vx_err_set(e, VX_ERR_ARG, "dqn: a fused update of %d rows (at most %d)", B,
-                          f->c.max_blocks * f->rows);
+                          f->c.max_blocks * slice_rows(f));
     return copies_sum_step(&f->c, blocks, grads, params, o, 0, no_end(), s, e);
 }

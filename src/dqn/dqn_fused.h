@@ -42,8 +42,15 @@ typedef struct dqn_fused dqn_fused;
 int dqn_fused_rows(const vx_qnet_layout *L, int loss, int batch, vx_device *dev, char *why,
                    size_t why_n);
 
+/* 1 when the layer-by-layer update (dqn_layers.h) takes this network and loss on this device in
+ * TF32 (tf32 = 1) or 3×TF32, else 0 — and why. */
+int dqn_fused_layers_take(const vx_qnet_layout *L, int loss, int tf32, vx_device *dev, char *why,
+                          size_t why_n);
+
+/* An update of up to `batch` rows; layers: its gradient layer by layer (dqn_layers.h), else a
+ * block of rows at a time. */
 vx_status dqn_fused_create(const vx_qnet_layout *L, const vx_loss_shape *shape, int loss, int batch,
-                           int tf32, vx_device *dev, dqn_fused **out, vx_err *e);
+                           int tf32, int layers, vx_device *dev, dqn_fused **out, vx_err *e);
 void dqn_fused_free(dqn_fused *f);
 size_t dqn_fused_reserved(const dqn_fused *f);
 

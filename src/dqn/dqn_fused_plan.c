@@ -135,3 +135,91 @@ size_t vx_df_bytes(const vx_qnet_layout *L, int batch, int tf32)
     return packed * 12 + frags * 12 + L->n_params * 12 + slices * packed * 4 +
            vx_pf_sum_blocks(packed, L->n_params) * 8 + 64;
 }
+
+/* ---- the layer-by-layer update ------------------------------------------------------------ */
+
+#define PAD VX_PF_PAD
+
+size_t vx_dl_fwd_floats(const vx_pf_net *t, const vx_dl_plan *p, int E, int l)
+{
+    /* the tile's input rows, its columns of the weights (fragments), its output */
+    size_t K = (size_t)(l ? t->W[l - 1] : t->Dp);
+    return p->rt * (K + PAD) + K * p->ct * E / 2 + p->rt * (size_t)(p->ct + PAD);
+}
+
+size_t vx_dl_dgrad_floats(const vx_pf_net *t, const vx_dl_plan *p, int E, int l)
+{
+    /* the gradient rows coming down, the weights' columns (transposed), the layer's activations
+     * below, overwritten by the gradient */
+    size_t K = (size_t)t->W[l];
+    return p->rtb * (K + PAD) + K * p->ct * E / 2 + p->rtb * (size_t)(p->ct + PAD);
+}
+
+size_t vx_dl_loss_floats(const vx_pf_net *t)
+{
+    /* 16 rows: the heads' hidden rows of the three passes, their outputs, the split products'
+     * stage, the four Q row buffers */
+    return 3 * 16 * (size_t)(t->top + PAD) + 3 * 16 * VX_PF_OUT_LD + VX_PF_WARPS * 256 +
+           4 * 16 * VX_DF_QLD;
+}
+
+size_t vx_dl_wgrad_floats(const vx_pf_net *t, const vx_dl_plan *p, int l)
+{
+    /* a chunk's input rows to layer l (l = n: the heads) and its gradient's columns */
+    size_t K = (size_t)(l == 0 ? t->Dp : t->W[l - 1]), N = (size_t)(l == t->n ? VX_PF_HEAD : p->ct);
+    return p->ch * (K + PAD) + p->ch * (N + PAD);
+}
+
+static size_t dl_smem(const vx_pf_net *t, const vx_dl_plan *p, int E)
+{
+    size_t most = vx_dl_loss_floats(t);
+    for (int l = 0; l <= t->n; l++) {
+        size_t f = vx_dl_wgrad_floats(t, p, l);
+        if (l < t->n && vx_dl_fwd_floats(t, p, E, l) > f) f = vx_dl_fwd_floats(t, p, E, l);
+        if (l >= 1 && l < t->n && vx_dl_dgrad_floats(t, p, E, l) > f)
+            f = vx_dl_dgrad_floats(t, p, E, l);
+        most = f > most ? f : most;
+    }
+    return most * 4;
+}
+
+int vx_dl_plan_make(const vx_pf_net *t, int passes, size_t smem_optin, vx_dl_plan *p)
+{
+    /* rows a forward tile: 96 makes 33 tiles of the three passes at a batch of 1,024, 132 with
+     * 4 column tiles — an H100's or H200's SMs, one wave */
+    static const int rts[] = {96, 64, 48, 32, 16}, chs[] = {128, 64, 32, 16};
+    int E = passes == 3 ? 4 : 2;
+    memset(p, 0, sizeof *p);
+    p->ct = passes == 3 ? 32 : 64;
+    for (size_t i = 0; i < sizeof rts / sizeof *rts; i++)
+        for (size_t j = 0; j < sizeof chs / sizeof *chs; j++)
+            for (int rtb = 32; rtb >= 16; rtb -= 16) {
+                p->rt = rts[i], p->ch = chs[j], p->rtb = rtb;
+                p->smem = dl_smem(t, p, E);
+                if (p->smem <= smem_optin) return 1;
+            }
+    memset(p, 0, sizeof *p);
+    return 0;
+}
+
+size_t vx_dl_act_floats(const vx_pf_net *t, int batch)
+{
+    size_t w = 0;
+    for (int l = 0; l < t->n; l++) w += (size_t)t->W[l];
+    return (size_t)batch * (4 * w + VX_PF_HEAD);
+}
+
+int vx_dl_chunks(const vx_dl_plan *p, int batch) { return (batch + p->ch - 1) / p->ch; }
+
+size_t vx_dl_bytes(const vx_qnet_layout *L, int loss, int batch, int tf32)
+{
+    vx_pf_net t;
+    vx_dl_plan p;
+    if (vx_df_rows(L, loss, 16, VX_PF_SMEM_HOPPER, NULL, 0) <= 0) return 0;
+    size_t packed = vx_df_layout(L, &t, NULL), frags = vx_pf_frags(&t, tf32 ? 1 : 3, NULL, NULL);
+    if (!vx_dl_plan_make(&t, tf32 ? 1 : 3, VX_PF_SMEM_HOPPER, &p)) return 0;
+    size_t slices = (size_t)vx_dl_chunks(&p, batch);
+    /* as vx_df_bytes, with a slice a chunk, and the activations */
+    return packed * 12 + frags * 12 + L->n_params * 12 + slices * packed * 4 +
+           vx_pf_sum_blocks(packed, L->n_params) * 8 + 64 + vx_dl_act_floats(&t, batch) * 4;
+}

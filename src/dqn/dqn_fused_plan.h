@@ -36,6 +36,34 @@ int vx_df_rows(const vx_qnet_layout *L, int loss, int batch, size_t smem_optin, 
 /* Device bytes of the fused update's own buffers (both networks' copies, the maps, the slices). */
 size_t vx_df_bytes(const vx_qnet_layout *L, int batch, int tf32);
 
+/* The layer-by-layer update (dqn_layers.h): one cooperative launch whose grid runs one layer's
+ * product at a time, each block a tile of it, the tiles' operands staged into shared memory.
+ * Its tiles (every count of rows a multiple of 16, of columns of 16): */
+typedef struct {
+    int rt;      /* the forward passes: rows a tile, over the three passes' rows */
+    int rtb;     /* the input gradients: rows a tile */
+    int ct;      /* the products: columns a tile (64 in TF32, 32 in 3×TF32: its weights twice) */
+    int ch;      /* the weight gradients: rows a chunk, and a gradient slice a chunk */
+    size_t smem; /* shared memory a block, bytes: the most any phase takes */
+} vx_dl_plan;
+
+/* The largest tiles whose phases each fit smem_optin bytes for the network t (vx_df_layout's)
+ * in `passes` (1: TF32, 3: 3×TF32): 1, or 0 when even the smallest do not. */
+int vx_dl_plan_make(const vx_pf_net *t, int passes, size_t smem_optin, vx_dl_plan *p);
+/* Floats of a phase's shared memory (what vx_dl_plan_make sized); the kernel carves the same. */
+size_t vx_dl_fwd_floats(const vx_pf_net *t, const vx_dl_plan *p, int E, int l);
+size_t vx_dl_dgrad_floats(const vx_pf_net *t, const vx_dl_plan *p, int E, int l);
+size_t vx_dl_loss_floats(const vx_pf_net *t);
+size_t vx_dl_wgrad_floats(const vx_pf_net *t, const vx_dl_plan *p, int l);
+/* Floats of its activations and gradients in global memory for `batch` rows: every hidden
+ * layer's output over the three passes, the gradient with respect to each over s, the heads'. */
+size_t vx_dl_act_floats(const vx_pf_net *t, int batch);
+/* The gradient slices at this batch: a chunk of rows each. */
+int vx_dl_chunks(const vx_dl_plan *p, int batch);
+/* Device bytes of the layer-by-layer update's own buffers (as vx_df_bytes), or 0 when it does
+ * not take L (vx_df_rows's conditions, and its tiles fitting VX_PF_SMEM_HOPPER). */
+size_t vx_dl_bytes(const vx_qnet_layout *L, int loss, int batch, int tf32);
+
 #ifdef __cplusplus
 }
 #endif

@@ -468,14 +468,18 @@ extern "C" vx_status dqn_learner_create_group(const vx_dqn_cfg *cfgs, int K,
     size_t np = L->n_params, B = (size_t)cfgs[0].batch, O = (size_t)L->out_dim;
     size_t D = (size_t)L->cfg.in_dim, A = VX_ACTION_BRANCHES, kk = (size_t)K;
     vx_mem *m = &d->mem;
-    if (K == 1 && (cfgs[0].fused == 2 || (cfgs[0].fused == 1 && B > VX_DQN_FUSED_BATCH))) {
+    int fused = cfgs[0].fused, layers = fused == 3;
+    if (K == 1 && (fused >= 2 || (fused == 1 && B > VX_DQN_FUSED_BATCH))) {
         char why[96];
         vx_err fe;
-        if (dqn_fused_rows(L, cfgs[0].loss, (int)B, dev, why, sizeof why) <= 0) {
+        int takes = layers
+                        ? dqn_fused_layers_take(L, cfgs[0].loss, cfgs[0].tf32, dev, why, sizeof why)
+                        : dqn_fused_rows(L, cfgs[0].loss, (int)B, dev, why, sizeof why) > 0;
+        if (!takes) {
             vx_log(VX_LOG_INFO, "dqn: the update a GEMM a layer (the fused one does not take %s)",
                    why);
-        } else if (dqn_fused_create(L, shape, cfgs[0].loss, (int)B, cfgs[0].tf32, dev, &d->fz,
-                                    &fe)) {
+        } else if (dqn_fused_create(L, shape, cfgs[0].loss, (int)B, cfgs[0].tf32, layers, dev,
+                                    &d->fz, &fe)) {
             /* the per-layer path computes the same update: it takes over (the memory estimate
              * reserves the larger of the two paths' buffers, budget.c). A CUDA error that does
              * not stick is cleared here, or the next launch's check would report it. */

@@ -78,11 +78,15 @@ static vx_status dqn_memory(const vx_train_cfg *c, const vx_dqn_settings *s, int
     /* a learner alone may update through the fused kernels instead (dqn_fused_plan.h: both
      * networks' weight copies and a gradient slice a block — at the default network more than the
      * nets above): a trial may run alone or in a group, so the larger of the two */
-    if (kind == VX_DEVICE_CUDA &&
-        (s->learner.fused == 2 || (s->learner.fused == 1 && (int)B > VX_DQN_FUSED_BATCH)) &&
-        vx_df_rows(&L, s->learner.loss, (int)B, VX_PF_SMEM_HOPPER, NULL, 0) > 0) {
-        size_t fused =
-            vx_df_bytes(&L, (int)B, s->learner.tf32) + B * (O * 4 + 2 * D * 4 + A * 4 + 40);
+    size_t own = 0; /* the fused update's own buffers, 0 where it is not taken */
+    if (kind == VX_DEVICE_CUDA && s->learner.fused == 3)
+        own = vx_dl_bytes(&L, s->learner.loss, (int)B, s->learner.tf32);
+    else if (kind == VX_DEVICE_CUDA &&
+             (s->learner.fused == 2 || (s->learner.fused == 1 && (int)B > VX_DQN_FUSED_BATCH)) &&
+             vx_df_rows(&L, s->learner.loss, (int)B, VX_PF_SMEM_HOPPER, NULL, 0) > 0)
+        own = vx_df_bytes(&L, (int)B, s->learner.tf32);
+    if (own) {
+        size_t fused = own + B * (O * 4 + 2 * D * 4 + A * 4 + 40);
         m->activations = fused > m->activations ? fused : m->activations;
     }
     vx_replay_cfg rc;

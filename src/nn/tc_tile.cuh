@@ -49,7 +49,8 @@
  * floats past a multiple of 16 wide (float2 loads then free of bank conflicts).
  *
  * Memory: A, a row- or column-major B, and C but for STORE and BIAS are in shared memory (the compiler
- * is told so); a frag B is in global memory, read through the read-only path.
+ * is told so); a frag B is in global memory, read through the read-only path, and an sfrag B
+ * (the same layout) in shared memory.
  *
  * Shapes: M a multiple of 16, N of 8·NT, K of 8 (the caller pads with zeros); ld even and every
  * matrix 8-byte aligned (C's pairs are stored as float2), a row-major A 16-byte aligned with ld
@@ -90,6 +91,10 @@ struct col_major {
 };
 struct frag {
 };
+/* A frag B staged in shared memory (a layer-by-layer kernel copies each tile's weights there
+ * before its products): the same layout, read with ld.shared rather than the read-only path. */
+struct sfrag {
+};
 
 template <typename L> struct is_row {
     static const bool value = false;
@@ -103,6 +108,17 @@ template <typename L> struct is_frag {
 };
 template <> struct is_frag<frag> {
     static const bool value = true;
+};
+template <> struct is_frag<sfrag> {
+    static const bool value = true;
+};
+
+/* B in shared memory: every layout but a frag one. */
+template <typename L> struct b_shared {
+    static const bool value = true;
+};
+template <> struct b_shared<frag> {
+    static const bool value = false;
 };
 
 /* The offset of element (i, k) of a row- or column-major matrix with leading dimension ld. */
@@ -213,8 +229,9 @@ __device__ inline uint32_t lda_rows(const float *a, int lda, int lane)
 }
 
 /* This lane's share of one step's operands: A's 16 × 8 at pa (or, with LDSM, from the
- * shared-memory address sa), B's 8 × 8 tiles at pb + j·bn. */
-template <int NT, int PASSES, bool FRAG, bool LDSM>
+ * shared-memory address sa), B's 8 × 8 tiles at pb + j·bn (a frag B from global memory through
+ * the read-only path, or from shared memory with BSH). */
+template <int NT, int PASSES, bool FRAG, bool LDSM, bool BSH>
 __device__ inline void load_step(float (&fa)[4], float (&fb)[NT][4], const float *pa, size_t a8,
                                  size_t a4, uint32_t sa, const float *pb, size_t b4, size_t bn)
 {
@@ -223,10 +240,12 @@ __device__ inline void load_step(float (&fa)[4], float (&fb)[NT][4], const float
 #pragma unroll
     for (int j = 0; j < NT; j++) {
         if (FRAG && PASSES == 3) {
-            float4 v = __ldg((const float4 *)(pb + j * bn));
+            const float4 *q = (const float4 *)(pb + j * bn);
+            float4 v = BSH ? *q : __ldg(q);
             fb[j][0] = v.x, fb[j][1] = v.y, fb[j][2] = v.z, fb[j][3] = v.w;
         } else if (FRAG) {
-            float2 v = __ldg((const float2 *)(pb + j * bn));
+            const float2 *q = (const float2 *)(pb + j * bn);
+            float2 v = BSH ? *q : __ldg(q);
             fb[j][0] = v.x, fb[j][1] = v.y;
         } else {
             fb[j][0] = pb[j * bn], fb[j][1] = pb[j * bn + b4];
@@ -244,7 +263,7 @@ __device__ inline void strip(float (&d)[NT][4], const float *a, int lda, const f
                              int K)
 {
     const int U = NT > 2 ? TC_U_WIDE : TC_U_NARROW;
-    const bool F = is_frag<LB>::value;
+    const bool F = is_frag<LB>::value, BSH = b_shared<LB>::value;
     /* A's share by ldmatrix (ldsm_a) where it measured faster: everywhere in 3×TF32 and in
      * TF32's narrow strips; in TF32's wide ones it made PPO's update 19 % slower (TC_LDSM) */
     const bool LDSM =
@@ -252,7 +271,7 @@ __device__ inline void strip(float (&d)[NT][4], const float *a, int lda, const f
     /* said to the compiler, which cannot see it through the callers' pointers: it then loads
      * with ld.shared, not with generic loads (which queue with the global ones) */
     __builtin_assume(__isShared(a));
-    if (!F) __builtin_assume(__isShared(b));
+    if (BSH) __builtin_assume(__isShared(b));
     int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const float *pa = a + at<LA>(g, t, lda);
     const float *pb = b + (F ? (size_t)lane * frag_e<PASSES>() : at<LB>(t, g, ldb));
@@ -265,14 +284,14 @@ __device__ inline void strip(float (&d)[NT][4], const float *a, int lda, const f
         float fa[U][4], fb[U][NT][4];
 #pragma unroll
         for (int u = 0; u < U; u++)
-            load_step<NT, PASSES, F, LDSM>(fa[u], fb[u], pa + u * ak, a8, a4, sa + u * sk,
+            load_step<NT, PASSES, F, LDSM, BSH>(fa[u], fb[u], pa + u * ak, a8, a4, sa + u * sk,
                                            pb + u * bk, b4, bn);
 #pragma unroll
         for (int u = 0; u < U; u++) step<NT, PASSES, F>(d, fa[u], fb[u]);
     }
     for (; k < K; k += 8, pa += ak, sa += sk, pb += bk) { /* the steps left */
         float fa[4], fb[NT][4];
-        load_step<NT, PASSES, F, LDSM>(fa, fb, pa, a8, a4, sa, pb, b4, bn);
+        load_step<NT, PASSES, F, LDSM, BSH>(fa, fb, pa, a8, a4, sa, pb, b4, bn);
         step<NT, PASSES, F>(d, fa, fb);
     }
 }
@@ -355,8 +374,8 @@ __device__ void block_gemm(int G, int M, int N, int K, const float *A, int lda, 
 #pragma unroll
         for (int j = 0; j < NT; j++) d[j][0] = d[j][1] = d[j][2] = d[j][3] = 0;
         if constexpr (PASSES == BF16) { /* acting's products (the top comment) */
-            static_assert(is_row<LA>::value && is_frag<LB>::value,
-                          "BF16 takes a row-major A and a frag B");
+            static_assert(is_row<LA>::value && is_frag<LB>::value && !b_shared<LB>::value,
+                          "BF16 takes a row-major A and a frag B (from global memory)");
             strip_bf16<NT>(d, A + g * a_step + at<LA>(r0, 0, lda), lda,
                            B + g * b_step + at_b<LB, PASSES>(0, n0, ldb), ldb, K);
         } else {

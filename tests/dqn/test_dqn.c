@@ -1498,6 +1498,7 @@ void test_act_fused_smem(void **state);
 /* test_dqn_fused_plan.c */
 void test_dqn_fused_layout(void **state);
 void test_dqn_fused_takes(void **state);
+void test_dqn_layers_plan(void **state);
 
 int main(void)
 {
@@ -1529,6 +1530,7 @@ int main(void)
         cmocka_unit_test(test_act_fused_smem),
         cmocka_unit_test(test_dqn_fused_layout),
         cmocka_unit_test(test_dqn_fused_takes),
+        cmocka_unit_test(test_dqn_layers_plan),
     };
     return cmocka_run_group_tests_name("dqn", tests, NULL, NULL);
 }

@@ -2,10 +2,11 @@
  * Adam) from the same weights and batch as vx_dqn_update on the CPU: loss, priorities, gradients
  * and new weights agree to 1e-4 relative (float32 both, TF32 off), for Huber and C51; two updates
  * of the CUDA learner itself on a fixed batch against the float64 reference (dqn_ref64.c) the
- * CPU learner's test uses, a GEMM a layer and fused (dqn_fused.h); the learner's updates against
- * the CPU learner's on the default network, in float32 and in TF32, fused and not; the fused
- * learner against the other over target copies and Polyak averaging; the captured graph against
- * the eager kernels (fused: the default network), in float32 and TF32.
+ * CPU learner's test uses, a GEMM a layer and fused (dqn_fused.h: a block of rows at a time, and
+ * layer by layer, dqn_layers.h); the learner's updates against the CPU learner's on the default
+ * network, in float32 and in TF32, on each path; each fused learner against the per-layer one
+ * over target copies and Polyak averaging; the captured graph against the eager kernels (fused:
+ * the default network), in float32 and TF32.
  * Skipped (77) without a GPU. */
 #include "helpers.h"
 #include "dqn_ref64.h"
@@ -26,11 +27,20 @@
 static vx_device *g_dev;
 
 /* Whether a learner of this configuration should update through the fused kernels on this
- * device (asked for — dqn.fused 2, or 1 past VX_DQN_FUSED_BATCH — and taken: dqn_fused_rows). */
+ * device (asked for — dqn.fused 2 or 3, or 1 past VX_DQN_FUSED_BATCH — and taken:
+ * dqn_fused_rows, or dqn_fused_layers_take for the layer-by-layer update, dqn.fused 3). */
 static int fused_expected(const vx_dqn_cfg *c, const vx_qnet_layout *L)
 {
-    int asked = c->fused == 2 || (c->fused == 1 && c->batch > VX_DQN_FUSED_BATCH);
+    int asked = c->fused >= 2 || (c->fused == 1 && c->batch > VX_DQN_FUSED_BATCH);
+    if (c->fused == 3) return dqn_fused_layers_take(L, c->loss, c->tf32, g_dev, NULL, 0);
     return asked && dqn_fused_rows(L, c->loss, c->batch, g_dev, NULL, 0) > 0;
+}
+
+/* The update's path as printed: dqn.fused's value and whether it was taken. */
+static const char *path_name(int fused, int taken)
+{
+    if (!taken) return "a GEMM a layer";
+    return fused == 3 ? "layer by layer" : "fused";
 }
 
 static void *dup_dev(const void *h, size_t n)
@@ -225,15 +235,16 @@ static void test_update_matches_cpu(void **state)
  * Tolerances: loss, norm, priorities and Adam's moments 1e-5 relative; each weight within
  * 1e-6 + 1e-5·|w| (cuBLASLt float32, TF32 off, sums over at most 12 terms; the CPU learner
  * meets a tenth of this). The wrong programs move weights by 1e-5 to 1e-2. */
-static void learner_by_hand(int multi_step_clip, int wide)
+static void learner_by_hand(int multi_step_clip, int fused)
 {
     vx_dqn_cfg c;
     vx_qnet_cfg q;
     ref64_batch bb;
     ref64_case(multi_step_clip, &c, &q, &bb);
+    int wide = fused != 0;
     if (wide) /* widths the fused update takes (multiples of 16; the heads' 4 × 4) */
         q.trunk[0] = q.trunk[1] = 16;
-    c.fused = wide ? 2 : 0;
+    c.fused = fused;
     vx_dqn cpu; /* for the layout, the loss shape and the starting weights only */
     vx_err e;
     assert_int_equal(vx_dqn_create(&c, &q, 11, &cpu, &e), VX_OK);
@@ -246,7 +257,8 @@ static void learner_by_hand(int multi_step_clip, int wide)
     vx_status st = dqn_learner_create(&c, &cpu.L, &cpu.shape, cpu.online, NULL, g_dev, s, &gl, &e);
     if (st) fail_msg("learner: %s", e.msg);
     assert_int_equal(dqn_learner_fused(gl), fused_expected(&c, &cpu.L));
-    if (wide && !dqn_learner_fused(gl)) printf("the fused update is not taken on this device\n");
+    if (wide && !dqn_learner_fused(gl))
+        printf("the %s update is not taken on this device\n", path_name(fused, 1));
     float *zero = calloc(np, 4);
     int64_t t0 = 0;
     assert_int_equal(dqn_learner_load_state(gl, cpu.online, cpu.target, zero, zero, &t0, 0, &e),
@@ -286,19 +298,22 @@ static void learner_by_hand(int multi_step_clip, int wide)
 }
 
 /* On the by-hand network (trunk [8, 8]: a GEMM a layer), then on one of trunk [16, 16], which
- * the fused update takes (3×TF32: float32's accuracy, the same bars). */
+ * the fused update takes, a block of rows at a time and layer by layer (3×TF32: float32's
+ * accuracy, the same bars). */
 static void test_learner_by_hand_multi_step_clipped(void **state)
 {
     (void)state;
     learner_by_hand(1, 0);
-    learner_by_hand(1, 1);
+    learner_by_hand(1, 2);
+    learner_by_hand(1, 3);
 }
 
 static void test_learner_by_hand_one_step_unclipped(void **state)
 {
     (void)state;
     learner_by_hand(0, 0);
-    learner_by_hand(0, 1);
+    learner_by_hand(0, 2);
+    learner_by_hand(0, 3);
 }
 
 /* The CUDA learner's own updates (dqn_learner_update_batch) against the CPU learner's
@@ -313,7 +328,7 @@ static void learner_against_cpu(int tf32, int fused)
     vx_dqn_cfg dc;
     vx_dqn_cfg_default(&dc);
     dc.batch = 128;
-    dc.fused = fused ? 2 : 0;
+    dc.fused = fused;
     dc.adam.lr = 1e-3;
     vx_qnet_cfg qc;
     vx_qnet_cfg_default(&qc);
@@ -355,7 +370,7 @@ static void learner_against_cpu(int tf32, int fused)
         double ep = rel_l2(pr, d.priority, (size_t)B), ew = rel_l2(on, d.online, np);
         printf("learner against the CPU, %s, %s, update %d: loss %.9g vs %.9g (%.2g), norm %.2g, "
                "priorities %.2g, weights %.2g\n",
-               fused ? "fused" : "a GEMM a layer", tf32 ? "TF32" : "float32", u + 1, acc.loss,
+               path_name(fused, dqn_learner_fused(gl)), tf32 ? "TF32" : "float32", u + 1, acc.loss,
                cs.loss, el, en, ep, ew);
         if (!tf32) {
             assert_true(el < 1e-4 && en < 1e-4 && ep < 1e-4 && ew < 1e-4);
@@ -375,20 +390,23 @@ static void learner_against_cpu(int tf32, int fused)
 static void test_learner_against_cpu(void **state)
 {
     (void)state;
-    learner_against_cpu(0, 1);
-    learner_against_cpu(1, 1);
+    learner_against_cpu(0, 2);
+    learner_against_cpu(1, 2);
+    learner_against_cpu(0, 3);
+    learner_against_cpu(1, 3);
     learner_against_cpu(0, 0);
     learner_against_cpu(1, 0);
 }
 
-/* The default network's CPU learner d for the settings dc (dqn.fused = 2), when the fused update
- * would be taken on this device; else says so (naming the test `who`) and returns 0. */
-static int fused_case(vx_dqn_cfg *dc, vx_dqn *d, const char *who)
+/* The default network's CPU learner d for the settings dc (dqn.fused = fused, 2 or 3), when that
+ * fused update would be taken on this device; else says so (naming the test `who`) and returns
+ * 0. */
+static int fused_case(vx_dqn_cfg *dc, int fused, vx_dqn *d, const char *who)
 {
     vx_qnet_cfg qc;
     vx_qnet_cfg_default(&qc);
     vx_err e;
-    dc->fused = 2; /* asked for (the gate below); a test's learners set their own */
+    dc->fused = fused; /* asked for (the gate below); a test's learners set their own */
     assert_int_equal(vx_dqn_create(dc, &qc, 8, d, &e), VX_OK);
     if (fused_expected(dc, &d->L)) return 1;
     printf("%s: the fused update is not taken on this device\n", who);
@@ -423,7 +441,7 @@ static int fused_case(vx_dqn_cfg *dc, vx_dqn *d, const char *who)
  * loss by about 1e-2 relative; a row past the batch taken into the loss, or a batch row left
  * out (every row's priority after it). */
 /* Returns whether the case met the bar (the test asserts once every case has printed). */
-static int fused_against_layers(double tau, int B)
+static int fused_against_layers(double tau, int B, int fused)
 {
     vx_dqn_cfg dc;
     vx_dqn_cfg_default(&dc);
@@ -433,7 +451,7 @@ static int fused_against_layers(double tau, int B)
     dc.tau = tau;
     vx_dqn d;
     vx_err e;
-    if (!fused_case(&dc, &d, "fused against a GEMM a layer")) return 1;
+    if (!fused_case(&dc, fused, &d, "fused against a GEMM a layer")) return 1;
     const int D = VX_OBS_DIM;
     size_t np = d.L.n_params;
     vx_rng g = vx_rng_make(31, 0, 0);
@@ -449,7 +467,7 @@ static int fused_against_layers(double tau, int B)
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     dqn_learner *gl[2];
     for (int k = 0; k < 2; k++) {
-        dc.fused = k == 0 ? 2 : 0;
+        dc.fused = k == 0 ? fused : 0;
         if (dqn_learner_create(&dc, &d.L, &d.shape, d.online, NULL, g_dev, s, &gl[k], &e))
             fail_msg("learner: %s", e.msg);
         assert_int_equal(dqn_learner_fused(gl[k]), k == 0);
@@ -496,11 +514,11 @@ static int fused_against_layers(double tau, int B)
         CK(cudaStreamSynchronize(s));
     }
     double ew = rel_l2(w[0], w[1], np);
-    printf("fused against a GEMM a layer, batch %d, 12 updates (a load after 6), %s: worst loss "
+    printf("%s against a GEMM a layer, batch %d, 12 updates (a load after 6), %s: worst loss "
            "%.2g, at most %d rows' priorities off by 1e-4 (the first at update %d, row %d), "
            "weights %.2g\n",
-           B, tau > 0 ? "Polyak" : "hard copies every 4", worst_l, worst_rows, first_u, first_row,
-           ew);
+           path_name(fused, 1), B, tau > 0 ? "Polyak" : "hard copies every 4", worst_l, worst_rows,
+           first_u, first_row, ew);
     int met = worst_l < 1e-3 && worst_rows <= B / 100 && ew < 2e-4;
     for (int k = 0; k < 2; k++) {
         free(pr[k]), free(w[k]);
@@ -527,16 +545,15 @@ static int refuse_fused(void *ctx, const vx_device *dev, const char *owner, size
  * memory refused — updates a GEMM a layer instead: it is made, says it is not fused, and its
  * update (loss, every row's priority, the new weights) is the per-layer learner's to the bit. The
  * wrong program, a learner that fails to be made or that half-makes the fused path, fails here. */
-static void test_fused_falls_back(void **state)
+static void fused_falls_back(int fused)
 {
-    (void)state;
     vx_dqn_cfg dc;
     vx_dqn_cfg_default(&dc);
     dc.batch = 200;
     dc.adam.lr = 1e-3;
     vx_dqn d;
     vx_err e;
-    if (!fused_case(&dc, &d, "fused falls back")) return;
+    if (!fused_case(&dc, fused, &d, "fused falls back")) return;
     const int B = dc.batch, D = VX_OBS_DIM;
     size_t np = d.L.n_params;
     cudaStream_t s;
@@ -544,7 +561,7 @@ static void test_fused_falls_back(void **state)
     dqn_learner *gl[2];
     int refused = 0;
     for (int k = 0; k < 2; k++) {
-        dc.fused = k == 0 ? 2 : 0;
+        dc.fused = k == 0 ? fused : 0;
         if (k == 0) vx_mem_set_fault(refuse_fused, &refused);
         vx_status st =
             dqn_learner_create(&dc, &d.L, &d.shape, d.online, NULL, g_dev, s, &gl[k], &e);
@@ -567,8 +584,8 @@ static void test_fused_falls_back(void **state)
         CK(cudaStreamSynchronize(s));
         assert_int_equal(dqn_learner_stats_read(gl[k], &acc[k], &e), VX_OK);
     }
-    printf("fused falls back: %d reservations refused; loss %.9g and %.9g\n", refused, acc[0].loss,
-           acc[1].loss);
+    printf("%s falls back: %d reservations refused; loss %.9g and %.9g\n", path_name(fused, 1),
+           refused, acc[0].loss, acc[1].loss);
     assert_true(acc[0].loss == acc[1].loss && isfinite(acc[0].loss));
     assert_memory_equal(pr[0], pr[1], (size_t)B * 4);
     assert_memory_equal(w[0], w[1], np * 4);
@@ -583,15 +600,25 @@ static void test_fused_falls_back(void **state)
     vx_dqn_free(&d);
 }
 
+static void test_fused_falls_back(void **state)
+{
+    (void)state;
+    fused_falls_back(2);
+    fused_falls_back(3);
+}
+
 static void test_fused_against_layers(void **state)
 {
     (void)state;
     /* batch 200: 16 rows a block; 2,100: 32 (past 2,048) — each with either target rule, so
      * that a failure names the one that differs */
-    int met = fused_against_layers(0, 200);
-    met &= fused_against_layers(0.05, 200);
-    met &= fused_against_layers(0, 2100);
-    met &= fused_against_layers(0.05, 2100);
+    int met = 1;
+    for (int fused = 2; fused <= 3; fused++) {
+        met &= fused_against_layers(0, 200, fused);
+        met &= fused_against_layers(0.05, 200, fused);
+        met &= fused_against_layers(0, 2100, fused);
+        met &= fused_against_layers(0.05, 2100, fused);
+    }
     assert_true(met);
 }
 
@@ -607,7 +634,7 @@ static double graph_equals_eager(int tf32, int fused)
     vx_dqn_cfg_default(&dc);
     dc.batch = 256;
     dc.tf32 = tf32;
-    dc.fused = fused ? 2 : 0;
+    dc.fused = fused;
     dc.target_every = 25;
     vx_qnet_cfg qc;
     vx_qnet_cfg_default(&qc);
@@ -678,8 +705,7 @@ static double graph_equals_eager(int tf32, int fused)
     assert_int_equal(dqn_learner_fused(g1), fused_expected(&dc, &cpu.L));
     printf("60 updates%s, %s, graph (launches of 1, 20, 10, 29) vs eager: weights bit-identical; "
            "replay totals %.17g and %.17g\n",
-           tf32 ? " in TF32" : "", dqn_learner_fused(g1) ? "fused" : "a GEMM a layer", st1.total,
-           st2.total);
+           tf32 ? " in TF32" : "", path_name(fused, dqn_learner_fused(g1)), st1.total, st2.total);
     double total = st1.total;
     dqn_learner_free(g1), dqn_learner_free(g2);
     vx_replay_free(r1), vx_replay_free(r2);
@@ -698,12 +724,16 @@ static double graph_equals_eager(int tf32, int fused)
 static void test_graph_equals_eager(void **state)
 {
     (void)state;
-    double fused = graph_equals_eager(0, 1), layers = graph_equals_eager(0, 0);
-    graph_equals_eager(1, 1);
+    double fused = graph_equals_eager(0, 2), by_layer = graph_equals_eager(0, 3);
+    double layers = graph_equals_eager(0, 0);
+    graph_equals_eager(1, 2);
+    graph_equals_eager(1, 3);
     graph_equals_eager(1, 0);
-    printf("replay totals after 60 updates, float32: fused %.9g, a GEMM a layer %.9g\n", fused,
-           layers);
+    printf("replay totals after 60 updates, float32: fused %.9g, layer by layer %.9g, a GEMM a "
+           "layer %.9g\n",
+           fused, by_layer, layers);
     assert_true(fabs(fused - layers) < 1e-3 * layers);
+    assert_true(fabs(by_layer - layers) < 1e-3 * layers);
 }
 
 int main(void)

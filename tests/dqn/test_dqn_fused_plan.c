@@ -197,3 +197,57 @@ void test_dqn_fused_takes(void **state)
     assert_int_equal(vx_df_rows(&L, VX_LOSS_HUBER, 1024, 232448, why, sizeof why), 0);
     assert_non_null(strstr(why, "more than 3 layers"));
 }
+
+/* The layer-by-layer update's tiles (vx_dl_plan_make) on the default network, against the
+ * shared memory of each phase counted here by hand (floats; rows VX_PF_PAD = 8 past their width):
+ * in TF32 the largest phase is a forward tile of 96 rows over K = 256 — its input rows
+ * 96 × 264, the weights' 64 columns 256 × 64, its output 96 × 72 — so a byte less than that
+ * takes 64-row tiles; in 3×TF32 (the weights' big and small parts) 32 columns a tile. Then its
+ * slices (a chunk of 128 rows each), its activations' buffer and its memory estimate. A plan
+ * that sized a phase short would let the kernel write past its shared memory on the device. */
+void test_dqn_layers_plan(void **state)
+{
+    (void)state;
+    vx_qnet_cfg c;
+    vx_qnet_cfg_default(&c);
+    vx_qnet_layout L;
+    vx_err e;
+    assert_int_equal(vx_qnet_layout_make(&c, &L, &e), VX_OK);
+    vx_pf_net t;
+    size_t packed = vx_df_layout(&L, &t, NULL);
+    vx_dl_plan p;
+    size_t fwd96 = 96 * 264 + 256 * 64 + 96 * 72; /* 48,640 floats */
+    assert_int_equal(vx_dl_plan_make(&t, 1, 232448, &p), 1);
+    assert_int_equal(p.rt, 96), assert_int_equal(p.ct, 64), assert_int_equal(p.ch, 128);
+    assert_int_equal(p.rtb, 32);
+    assert_int_equal(p.smem, fwd96 * 4);
+    /* the other phases, each under it: the first layer's forward tile, the input gradient, the
+     * loss's 16 rows, a weight-gradient chunk */
+    assert_int_equal(t.Dp, 64); /* the input's 51 floats padded */
+    assert_int_equal(vx_dl_fwd_floats(&t, &p, 2, 0), 96 * 72 + 64 * 64 + 96 * 72);
+    assert_int_equal(vx_dl_dgrad_floats(&t, &p, 2, 2), 32 * 264 + 256 * 64 + 32 * 72);
+    assert_int_equal(vx_dl_loss_floats(&t), 3 * 16 * 264 + 3 * 16 * 24 + 16 * 256 + 4 * 16 * 16);
+    assert_int_equal(vx_dl_wgrad_floats(&t, &p, 1), 128 * 264 + 128 * 72);
+    assert_int_equal(vx_dl_wgrad_floats(&t, &p, t.n), 128 * 264 + 128 * 24); /* the heads */
+    assert_int_equal(vx_dl_plan_make(&t, 1, fwd96 * 4 - 1, &p), 1);
+    assert_int_equal(p.rt, 64), assert_int_equal(p.ch, 128);
+    /* now the largest: a weight-gradient chunk (37,888 floats a 64-row forward tile) */
+    assert_int_equal(p.smem, (128 * 264 + 128 * 72) * 4);
+    assert_int_equal(vx_dl_plan_make(&t, 3, 232448, &p), 1);
+    assert_int_equal(p.rt, 96), assert_int_equal(p.ct, 32);
+    assert_int_equal(p.smem, (96 * 264 + 256 * 32 * 2 + 96 * 40) * 4);
+    /* nothing fits: 16-row tiles of K = 256 alone take more */
+    assert_int_equal(vx_dl_plan_make(&t, 1, 40000, &p), 0);
+    assert_int_equal(p.smem, 0);
+    assert_int_equal(vx_dl_plan_make(&t, 1, 232448, &p), 1);
+    assert_int_equal(vx_dl_chunks(&p, 1024), 8);
+    assert_int_equal(vx_dl_chunks(&p, 1025), 9);
+    /* every hidden layer's rows over three passes, their gradients over one, the heads' 16 */
+    assert_int_equal(vx_dl_act_floats(&t, 1024), (size_t)1024 * (4 * (256 + 256 + 256) + 16));
+    size_t frags = vx_pf_frags(&t, 1, NULL, NULL);
+    assert_int_equal(vx_dl_bytes(&L, VX_LOSS_HUBER, 1024, 1),
+                     packed * 12 + frags * 12 + L.n_params * 12 + 8 * packed * 4 +
+                         vx_pf_sum_blocks(packed, L.n_params) * 8 + 64 +
+                         vx_dl_act_floats(&t, 1024) * 4);
+    assert_int_equal(vx_dl_bytes(&L, VX_LOSS_C51, 1024, 1), 0);
+}

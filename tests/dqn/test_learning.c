@@ -31,7 +31,8 @@
  * chooses; `test_learning cuda tf32-acting` (`bf16-acting`) runs the three cases with the fused
  * acting kernel in TF32 (BF16) (dqn.acting), `test_learning cuda tf32` with TF32 learning
  * (dqn.tf32 = 1: the learner's GEMMs and the per-layer acting GEMMs on tensor cores),
- * `test_learning cuda fused` with the fused update (dqn.fused = 2, float32: 3×TF32 products);
+ * `test_learning cuda fused` with the fused update (dqn.fused = 2, float32: 3×TF32 products),
+ * `test_learning cuda layers` with it layer by layer (dqn.fused = 3);
  * without a device they report skipped. */
 #include "helpers.h"
 #include "vixen/dqn.h"
@@ -46,7 +47,8 @@ static vx_device *g_dev; /* NULL: the CPU */
 static int g_auto_batch; /* cuda only: let the GPU choose the batch (and scale the rate) */
 static int g_acting;     /* cuda only: dqn.acting (VX_ACTING_TF32 or _BF16: the fused kernel) */
 static int g_tf32;       /* cuda only: dqn.tf32, TF32 learning */
-static int g_fused;      /* cuda only: dqn.fused (2: the fused update at every batch) */
+static int
+    g_fused; /* cuda only: dqn.fused (2: the fused update at every batch; 3: layer by layer) */
 
 static vx_eval_report run(const char *dir, double strength, int epochs, double gamma, uint64_t seed)
 {
@@ -74,6 +76,7 @@ static vx_eval_report run(const char *dir, double strength, int epochs, double g
            "turnover %.3f), buy-and-hold %.2f, momentum %.2f, ridge %.2f, oracle %.2f; %s\n",
            g_dev ? "cuda" : "cpu", g_auto_batch ? ", batch chosen by the GPU" : "",
            g_tf32                       ? ", tf32 learning"
+           : g_fused == 3               ? ", layer-by-layer update"
            : g_fused                    ? ", fused update"
            : g_acting == VX_ACTING_TF32 ? ", tf32 acting"
            : g_acting == VX_ACTING_BF16 ? ", bf16 acting"
@@ -239,14 +242,18 @@ int main(int argc, char **argv)
     }
     if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
         g_tf32 = argc > 2 && strcmp(argv[2], "tf32") == 0;
-        g_fused = argc > 2 && strcmp(argv[2], "fused") == 0 ? 2 : 0;
+        g_fused = argc <= 2                        ? 0
+                  : strcmp(argv[2], "fused") == 0  ? 2
+                  : strcmp(argv[2], "layers") == 0 ? 3
+                                                   : 0;
         g_acting = argc <= 2 || g_tf32 || g_fused        ? VX_ACTING_FLOAT32
                    : strcmp(argv[2], "tf32-acting") == 0 ? VX_ACTING_TF32
                    : strcmp(argv[2], "bf16-acting") == 0 ? VX_ACTING_BF16
                                                          : -1;
         if (g_acting < 0) {
             fprintf(stderr,
-                    "test_learning: unknown mode '%s' (tf32, tf32-acting, bf16-acting, fused)\n",
+                    "test_learning: unknown mode '%s' (tf32, tf32-acting, bf16-acting, fused, "
+                    "layers)\n",
                     argv[2]);
             return 2;
         }
