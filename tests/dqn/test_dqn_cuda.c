@@ -720,7 +720,14 @@ static double graph_equals_eager(int tf32, int fused)
 /* Each path in float32 and TF32, its priorities moved off the insert's; then the fused path's
  * replay total (the sum of the priorities its 60 updates wrote, from which its later samples were
  * drawn) against the per-layer path's, in float32: within 1e-3 relative (a fused update that
- * wrote another row's priorities, or an earlier update's, would not be). */
+ * wrote another row's priorities, or an earlier update's, would not be).
+ *
+ * Not the layer-by-layer path's: its weight gradients are summed in another order, so after the
+ * first update its priorities differ from the per-layer path's in their last bits, its samples
+ * then differ, and the two trajectories part — measured (H100, 2026-12-07): 20,152.06 against
+ * 20,123.87 (1.4e-3), where the TF32 paths, parted the same way, end anywhere in 20,072–20,227.
+ * Its rows' priorities are checked update by update on fixed batches (fused_against_layers), and
+ * it hands them to the replay through the fused path's code. */
 static void test_graph_equals_eager(void **state)
 {
     (void)state;
@@ -733,7 +740,6 @@ static void test_graph_equals_eager(void **state)
            "layer %.9g\n",
            fused, by_layer, layers);
     assert_true(fabs(fused - layers) < 1e-3 * layers);
-    assert_true(fabs(by_layer - layers) < 1e-3 * layers);
 }
 
 int main(void)
