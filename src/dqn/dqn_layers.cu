@@ -251,23 +251,58 @@ template <int P> static __device__ void wgrad_phase(const layers_args &k, float 
     }
 }
 
+/* Where the kernel's time goes, for measuring it (-DVX_DL_TIMING=N in the CUDA flags): block 0
+ * reads the global timer after each phase and after each barrier, and every Nth launch prints
+ * the spans, µs — each phase's own work, then its wait at the barrier, in order. Off (0) in
+ * every build that is not measuring. */
+#ifndef VX_DL_TIMING
+#define VX_DL_TIMING 0
+#endif
+#if VX_DL_TIMING
+__device__ unsigned long long dl_time[16];
+__device__ unsigned dl_launches;
+#define DL_MARK(i)                                                                                 \
+    if (blockIdx.x == 0 && threadIdx.x == 0)                                                       \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(dl_time[i]))
+#else
+#define DL_MARK(i) (void)0
+#endif
+
 /* The update's gradient, phase after phase, the grid waiting for itself between them. */
 template <int P> static __global__ void __launch_bounds__(THREADS) layers_kernel(layers_args k)
 {
     extern __shared__ __align__(128) float sm[];
     vx_pdl_wait();
     cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+    int m = 0;
+    DL_MARK(m++);
     for (int l = 0; l < k.t.n; l++) {
         forward_phase<P>(k, l, sm);
+        DL_MARK(m++);
         grid.sync();
+        DL_MARK(m++);
     }
     loss_phase<P>(k, sm);
+    DL_MARK(m++);
     grid.sync();
+    DL_MARK(m++);
     for (int l = k.t.n - 1; l >= 1; l--) {
         dgrad_phase<P>(k, l, sm);
+        DL_MARK(m++);
         grid.sync();
+        DL_MARK(m++);
     }
     wgrad_phase<P>(k, sm);
+    DL_MARK(m++);
+#if VX_DL_TIMING
+    if (blockIdx.x == 0 && threadIdx.x == 0 && ++dl_launches % VX_DL_TIMING == 0) {
+        printf("layers_kernel, block 0 (us: work, barrier, ...):");
+        for (int i = 1; i < m; i++) printf(" %.2f", (dl_time[i] - dl_time[i - 1]) * 1e-3);
+        printf("; all %.2f\n", (dl_time[m - 1] - dl_time[0]) * 1e-3);
+    }
+#else
+    (void)m;
+#endif
 }
 
 /* ---- the host side ------------------------------------------------------------------------- */
