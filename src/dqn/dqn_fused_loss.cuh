@@ -26,33 +26,15 @@ struct update_args {
     int kind, O;
 };
 
-/* The dueling aggregation of the heads' outputs out (R rows of OUT_LD) into Q rows q (a thread
- * a row, the reference's order: the branch's mean advantage, then V + A − mean). The caller
- * synchronises. */
-static __device__ void duel(const vx_loss_shape &sh, int O, int R, const float *out, float *q)
-{
-    for (int r = threadIdx.x; r < R; r += THREADS) {
-        const float *o = out + r * OUT_LD;
-        float *qr = q + r * QLD, v = o[O];
-        for (int d = 0; d < sh.n_branches; d++) {
-            int n = sh.branch[d], k0 = sh.offset[d];
-            float mean = 0;
-            for (int k = 0; k < n; k++) mean += o[k0 + k];
-            mean /= n;
-            for (int k = 0; k < n; k++) qr[k0 + k] = v + o[k0 + k] - mean;
-        }
-    }
-}
-
-/* duel over the three passes at once: out holds each pass's R rows of heads' outputs one after
- * another (R · OUT_LD floats a pass), q their Q rows (R · QLD a pass). A thread a (pass, row,
- * branch): each branch's mean and Q values as duel computes them, the same bits, with three times
- * the rows' threads at work. The caller synchronises. */
-static __device__ void duel3(const vx_loss_shape &sh, int O, int R, const float *out, float *q)
+/* The dueling aggregation of `rows` rows of heads' outputs out (OUT_LD floats a row) into Q rows
+ * q (QLD a row), in the reference's order: the branch's mean advantage, then V + A − mean. A
+ * thread a (row, branch). The layer-by-layer kernel passes its three passes' rows at once. The
+ * caller synchronises. */
+static __device__ void duel(const vx_loss_shape &sh, int O, int rows, const float *out, float *q)
 {
     int nb = sh.n_branches;
-    for (int i = threadIdx.x; i < 3 * R * nb; i += THREADS) {
-        int d = i % nb, r = i / nb; /* r: the pass's rows one after another */
+    for (int i = threadIdx.x; i < rows * nb; i += THREADS) {
+        int d = i % nb, r = i / nb;
         const float *o = out + r * OUT_LD;
         float *qr = q + r * QLD, v = o[O];
         int n = sh.branch[d], k0 = sh.offset[d];

@@ -169,7 +169,7 @@ template <int P> static __device__ void loss_phase(const layers_args &k, float *
                 R, top, HEAD_CHUNKS, hid + q * R * ldh, ldh, wf + t.fwh, HEAD / 8, stage,
                 [&](int r, int c, float v) { o[r * OUT_LD + c] = v + bh[c]; });
         }
-        duel3(u.shape, O, R, out, qt); /* qt, qn, qs: R rows each, one after another */
+        duel(u.shape, O, 3 * R, out, qt); /* qt, qn, qs: R rows each, one after another */
         __syncthreads();
         row_losses(u, R, row0, qs, qn, qt, dq);
         __syncthreads();
