@@ -113,6 +113,29 @@ static __device__ void store_rows(float *dst, size_t ld, const float *src, int l
     }
 }
 
+/* Where the kernel's time goes, for measuring it (-DVX_DL_TIMING=N in the CUDA flags): block 0
+ * reads the global timer after each phase and after each barrier, and every Nth launch prints
+ * the spans, µs — each phase's own work, then its wait at the barrier, in order — and, within
+ * the second forward phase and the loss phase, its first item's steps. Off (0) in
+ * every build that is not measuring. */
+#ifndef VX_DL_TIMING
+#define VX_DL_TIMING 0
+#endif
+#if VX_DL_TIMING
+__device__ unsigned long long dl_time[16], dl_sub[16];
+__device__ unsigned dl_launches;
+#define DL_MARK(i)                                                                                 \
+    if (blockIdx.x == 0 && threadIdx.x == 0)                                                       \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(dl_time[i]))
+/* within a phase: block 0's first item of it, at mark i of dl_sub */
+#define DL_SUB(i, first)                                                                           \
+    if (blockIdx.x == 0 && threadIdx.x == 0 && (first))                                            \
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(dl_sub[i]))
+#else
+#define DL_MARK(i) (void)0
+#define DL_SUB(i, first) (void)(first)
+#endif
+
 /* ---- the phases ------------------------------------------------------------------------------ */
 
 /* Layer l's forward pass over the three passes' rows: tiles of rt rows (of one pass) × ct
@@ -130,16 +153,21 @@ template <int P> static __device__ void forward_phase(const layers_args &k, int 
         int r0 = (tile % per_pass) * rt, rows = min(rt, B - r0);
         int n0 = j * p.ct, ct = min(p.ct, N - n0);
         const float *wf = q ? k.wf : k.wft, *wp = q ? k.wp : k.wpt;
+        bool first = l == 1 && it == (int)blockIdx.x;
+        DL_SUB(0, first);
         if (l == 0) stage_input(as, lda, t, q == 2 ? k.u.a.b.obs : k.u.a.b.next_obs, r0, rt, B);
         else stage_rows(as, lda, act_of(k, l - 1, q) + (size_t)r0 * K, K, rt, rows, K);
         stage_frag(bs, wf + t.fw[l], K, N, n0, ct, t.E);
         cp_wait();
         __syncthreads();
+        DL_SUB(1, first);
         tc::gemm<P, tc::RELU, tc::row_major, tc::sfrag>(1, rt, ct, K, as, lda, 0, bs, ct / 8, 0, cs,
                                                         ldc, 0, wp + t.b[l] + n0);
         __syncthreads();
+        DL_SUB(2, first);
         store_rows(act_of(k, l, q) + (size_t)r0 * N + n0, N, cs, ldc, rows, ct);
         __syncthreads(); /* the tile's buffers free for the next */
+        DL_SUB(3, first);
     }
 }
 
@@ -157,24 +185,31 @@ template <int P> static __device__ void loss_phase(const layers_args &k, float *
     float *qt = stage + WARPS * 256, *qn = qt + R * QLD, *qs = qn + R * QLD, *dq = qs + R * QLD;
     for (int it = blockIdx.x; it < (B + R - 1) / R; it += gridDim.x) {
         int row0 = it * R, rows = min(R, B - row0);
+        bool first = it == (int)blockIdx.x;
+        DL_SUB(4, first);
         for (int q = 0; q < 3; q++)
             stage_rows(hid + q * R * ldh, ldh, act_of(k, t.n - 1, q) + (size_t)row0 * top, top, R,
                        rows, top);
         cp_wait();
         __syncthreads();
+        DL_SUB(5, first);
         for (int q = 0; q < 3; q++) {
             const float *wf = q ? k.wf : k.wft, *bh = (q ? k.wp : k.wpt) + t.bh;
             float *o = out + q * R * OUT_LD;
             tc::gemm_splitk<P, tc::row_major, tc::frag>(
                 R, top, HEAD_CHUNKS, hid + q * R * ldh, ldh, wf + t.fwh, HEAD / 8, stage,
                 [&](int r, int c, float v) { o[r * OUT_LD + c] = v + bh[c]; });
-        }
+        } /* gemm_splitk synchronises */
+        DL_SUB(6, first);
         duel(u.shape, O, 3 * R, out, qt); /* qt, qn, qs: R rows each, one after another */
         __syncthreads();
+        DL_SUB(7, first);
         row_losses(u, R, row0, qs, qn, qt, dq);
         __syncthreads();
+        DL_SUB(8, first);
         duel_back(u.shape, O, R, dq, out);
         __syncthreads();
+        DL_SUB(9, first);
         float *hs = hid + 2 * R * ldh; /* the online network's over s, masked in place */
         store_rows(dout_of(k) + (size_t)row0 * HEAD, HEAD, out, OUT_LD, rows, HEAD);
         tc::gemm<P, tc::MASK, tc::row_major, tc::frag>(1, R, top, HEAD, out, OUT_LD, 0,
@@ -182,6 +217,7 @@ template <int P> static __device__ void loss_phase(const layers_args &k, float *
         __syncthreads();
         store_rows(dact_of(k, t.n - 1) + (size_t)row0 * top, top, hs, ldh, rows, top);
         __syncthreads();
+        DL_SUB(10, first);
     }
 }
 
@@ -251,23 +287,6 @@ template <int P> static __device__ void wgrad_phase(const layers_args &k, float 
     }
 }
 
-/* Where the kernel's time goes, for measuring it (-DVX_DL_TIMING=N in the CUDA flags): block 0
- * reads the global timer after each phase and after each barrier, and every Nth launch prints
- * the spans, µs — each phase's own work, then its wait at the barrier, in order. Off (0) in
- * every build that is not measuring. */
-#ifndef VX_DL_TIMING
-#define VX_DL_TIMING 0
-#endif
-#if VX_DL_TIMING
-__device__ unsigned long long dl_time[16];
-__device__ unsigned dl_launches;
-#define DL_MARK(i)                                                                                 \
-    if (blockIdx.x == 0 && threadIdx.x == 0)                                                       \
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(dl_time[i]))
-#else
-#define DL_MARK(i) (void)0
-#endif
-
 /* The update's gradient, phase after phase, the grid waiting for itself between them. */
 template <int P> static __global__ void __launch_bounds__(THREADS) layers_kernel(layers_args k)
 {
@@ -298,7 +317,12 @@ template <int P> static __global__ void __launch_bounds__(THREADS) layers_kernel
     if (blockIdx.x == 0 && threadIdx.x == 0 && ++dl_launches % VX_DL_TIMING == 0) {
         printf("layers_kernel, block 0 (us: work, barrier, ...):");
         for (int i = 1; i < m; i++) printf(" %.2f", (dl_time[i] - dl_time[i - 1]) * 1e-3);
-        printf("; all %.2f\n", (dl_time[m - 1] - dl_time[0]) * 1e-3);
+        printf("; all %.2f; forward 1 (stage, product, store):",
+               (dl_time[m - 1] - dl_time[0]) * 1e-3);
+        for (int i = 1; i <= 3; i++) printf(" %.2f", (dl_sub[i] - dl_sub[i - 1]) * 1e-3);
+        printf("; loss (stage, heads, duel, losses, duel back, mask and stores):");
+        for (int i = 5; i <= 10; i++) printf(" %.2f", (dl_sub[i] - dl_sub[i - 1]) * 1e-3);
+        printf("\n");
     }
 #else
     (void)m;
