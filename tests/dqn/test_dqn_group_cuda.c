@@ -380,7 +380,11 @@ static void test_group_graph_equals_eager(void **state)
     assert_memory_equal(a.target, b.target, n * 4);
     assert_memory_equal(a.m, b.m, n * 4);
     for (int k = 0; k < K; k++) {
+        /* the loop's tail adds the statistics there: every update's, the same sums */
+        assert_int_equal(a.acc[k].n, 30);
+        assert_int_equal(b.acc[k].n, 30);
         assert_true(a.acc[k].loss == b.acc[k].loss && a.acc[k].grad_norm == b.acc[k].grad_norm);
+        assert_true(a.acc[k].q_mean == b.acc[k].q_mean && a.acc[k].q_max == b.acc[k].q_max);
         assert_true(memcmp(a.online + k * stride, p + k * stride, L.n_params * 4) != 0);
         vx_replay_stats x, y;
         assert_int_equal(vx_replay_stats_get(r1[k], &x, NULL, &e), VX_OK);
