@@ -32,7 +32,7 @@ using namespace fused;
 #define MAX_IN VX_PF_MAX_IN
 #define N_STATS 5 /* the loss's statistics summed per block: pg, v, entropy, KL, clipped */
 
-/* The minibatch's end (ppo_mb_end.cuh), for sum_step_kernel's last block. */
+/* The minibatch's end (ppo_mb_end.cuh), for sum_step_kernel's block 0. */
 struct mb_end {
     ppo_fused_end e;
     __device__ void operator()(const vx_optim_view &o) const

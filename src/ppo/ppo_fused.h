@@ -23,8 +23,8 @@
  * Precision: tf32 = 1 multiplies in TF32; tf32 = 0 in 3×TF32 (tc_tile.cuh), float32's accuracy.
  * Gradients: each block of the gradient kernel writes its rows' gradient (every weight and bias)
  * to a slice of its own, and the second launch adds the slices in block order — the same bits
- * every run (the only atomics are the arrival counters that elect a launch's last block, and the
- * second launch's grid-wide barrier).
+ * every run (the only atomics are the rollout's arrival counter that elects its last block, and
+ * the second launch's grid-wide barrier).
  *
  * Takes: trunks of 1 to 4 layers whose widths are multiples of 16 and fit in shared memory at
  * 32 rows a block or more (ppo_fused_fits says why not); everything else runs on ac_cuda. */
@@ -124,8 +124,8 @@ int ppo_fused_grad_blocks(const ppo_fused *f, int M);
 /* The blocks of the second launch (the sum and the step), and how many a thread a float would
  * take: fewer when not all of those could be resident (tests). */
 void ppo_fused_step_grid(const ppo_fused *f, size_t *blocks, size_t *wanted);
-/* The minibatch's end (ppo_mb_end.cuh: statistics, the target-KL stop, the cursor), for the
- * update's last block to do. */
+/* The minibatch's end (ppo_mb_end.cuh: statistics, the target-KL stop, the cursor), for block
+ * 0 of the update's second launch to do. */
 typedef struct {
     int M, blocks, minibatches; /* blocks: of parts (ppo_fused_grad_blocks) */
     const double *parts;
@@ -136,9 +136,9 @@ typedef struct {
 /* With o (an optimizer's state, vx_optim_view_of), also the optimizer's step in the second
  * launch: the norm into *o->norm, each parameter of params clipped and stepped as vx_optim_step
  * does (optim_math.h) and written straight into the packed and fragment copies (no
- * ppo_fused_pack needed), the step count advanced; then, with `end`, the minibatch's end by the
- * last block (every block has read the stop flag by then). o NULL: the gradient alone (params
- * and end unused, end must be NULL). */
+ * ppo_fused_pack needed), the step count advanced; with `end`, the minibatch's end by block 0
+ * past the grid's barrier (every block has read the stop flag by then). o NULL: the gradient
+ * alone (params and end unused, end must be NULL). */
 vx_status ppo_fused_grad(ppo_fused *f, const ppo_fused_grad_args *a, float *grads, float *params,
                          const vx_optim_view *o, const ppo_fused_end *end, cudaStream_t s,
                          vx_err *e);

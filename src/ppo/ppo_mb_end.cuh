@@ -1,6 +1,6 @@
 /* ppo_mb_end.cuh — the end of a PPO minibatch on a CUDA device, shared by the per-layer path's
- * own kernel (ppo_backend_cuda.cu) and the fused kernels' optimizer step (ppo_fused.cu, its last
- * block), with the statistics' and controls' layouts both read (internal; device code only). */
+ * own kernel (ppo_backend_cuda.cu) and the fused kernels' optimizer step (ppo_fused.cu, its
+ * block 0), with the statistics' and controls' layouts both read (internal; device code only). */
 #ifndef VIXEN_PPO_MB_END_CUH
 #define VIXEN_PPO_MB_END_CUH
 
