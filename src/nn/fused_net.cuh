@@ -214,9 +214,9 @@ static __device__ double block_sum(double v, double *sh)
  * the moments, the weights and the step count alone. With `has_end`, block 0 calls end(o) (PPO:
  * the minibatch's end, ppo_mb_end.cuh) past the barrier, before its share of the step: every
  * block has read the stop flag end may set before the barrier, and the norm end reads is block
- * 0's own. It had been the last block to finish, after every block's step: 4.2 µs a minibatch
- * of waiting for that block and of end's own work, where block 0's end now runs beside the other
- * blocks' step.
+ * 0's own. It had been the last block to finish, after every block's step (a timing build: 2.1
+ * µs from block 0's step to that block's arrival, 2.2 µs of end); beside the other blocks' step
+ * the updates of a PPO iteration took 0.06–0.2 ms less (H100, 2026-12-07).
  *
  * The step's count and the stop flag are read by each block before the barrier, after which
  * block 0 moves the count on. Whatever the grid (capped at what can be resident), each thread
