@@ -558,8 +558,8 @@ static vx_status minibatch_body(ppo_backend *b, vx_err *e)
     int parts_n = 0;
     cudaStream_t s = b->st;
     /* the fused kernels take the norm in the gradient's sum and do the optimizer's step
-     * themselves, writing their copies of the weights as they go, and end the minibatch in the
-     * last block (ppo_fused.h) */
+     * themselves, writing their copies of the weights as they go, and end the minibatch in
+     * block 0 of the second launch, past its barrier (ppo_fused.h) */
     if (b->fused) return fused_minibatch(b, e);
     st = layered_grad(b, &parts_n, e);
     if (!st) st = vx_optim_step(b->opt, b->params, b->grads, s, e);

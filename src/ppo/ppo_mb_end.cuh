@@ -12,11 +12,12 @@ enum { C_CURSOR, C_STOP, C_N };
  * block. */
 enum { P_PG, P_V, P_ENT, P_KL, P_CLIP, P_N };
 
-/* After the optimizer's step, by every thread of one block of at least 32·P_N threads: the
- * minibatch's means (the blocks' sums, warp p adding statistic p's in a fixed order: each lane a
- * strided share, then a shuffle tree) into the iteration's sums (unless stopped), the target-KL
- * check at the end of an update epoch, the cursor advanced. Nothing of the step may read the
- * stop flag after this writes it. */
+/* Once the step's norm is known (the per-layer path: after the step; the fused one: block 0
+ * past its barrier, beside the other blocks' step), by every thread of one block of at least
+ * 32·P_N threads: the minibatch's means (the blocks' sums, warp p adding statistic p's in a
+ * fixed order: each lane a strided share, then a shuffle tree) into the iteration's sums
+ * (unless stopped), the target-KL check at the end of an update epoch, the cursor advanced.
+ * Nothing of the step may read the stop flag after this writes it. */
 static __device__ void ppo_mb_end(int M, int blocks, const double *parts, const double *norm,
                                   int minibatches, double target_kl, double *stats, int *ctl)
 {
