@@ -48,7 +48,7 @@ static void usage(FILE *f)
                "vixen trains reinforcement-learning trading agents on OHLCV futures bars.\n"
                "\n"
                "commands:\n"
-               "  train [FILE...]          train the DQN agent (synthetic market without FILE)\n"
+               "  train [FILE...]          train a DQN or PPO agent (synthetic market if no FILE)\n"
                "  eval RUN|CHECKPOINT      evaluate a policy on the test split, next to baselines\n"
                "  report RUN               write the run's report.html (charts, tables) again\n"
                "  data inspect FILE...     bars, range, interval, gaps, instruments, validation\n"

@@ -219,16 +219,10 @@ static vx_status validate(run_state *r, vx_eval_metrics *val, int *best, vx_err 
     return st;
 }
 
-static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, int resume,
-                          vx_err *e)
+/* Whether the run folder is fit for this start: a new run needs one without a checkpoint, a
+ * resume one with (asked again once the folder is locked). */
+static vx_status folder_check(const run_state *r, const vx_train_cfg *c, int resume, vx_err *e)
 {
-    r->cfg = *c;
-    r->ops = vx_train_algo(c);
-    snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoint", c->run_dir);
-    vx_status st = vx_mkdirs(r->ckpt_dir, e);
-    /* the folder is ours before anything in it is looked at or touched */
-    if (!st) st = vx_folder_lock(c->run_dir, &r->lock_fd, e);
-    if (st) return st;
     char path[1200];
     struct stat sb;
     snprintf(path, sizeof path, "%s/%s", r->ckpt_dir, VX_CKPT_FILE);
@@ -239,15 +233,46 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
         return vx_err_line(e, VX_ERR_NOT_FOUND, c->run_dir, -1, "",
                            "has no checkpoint to resume (the run stopped before its first one): "
                            "start it again without --resume");
-    st = resume ? vx_run_id_read(c->run_dir, r->run_id, e)
-                : vx_run_id_create(c->run_dir, r->run_id, e);
+    return VX_OK;
+}
+
+/* The run folder made and locked, its identity written (or read, on resume), and what an
+ * interrupted attempt left in it removed. */
+static vx_status folder_take(run_state *r, const vx_train_cfg *c, int resume, vx_err *e)
+{
+    vx_status st = vx_mkdirs(r->ckpt_dir, e);
+    /* the folder is ours before anything in it is looked at or touched */
+    if (!st) st = vx_folder_lock(c->run_dir, &r->lock_fd, e);
+    if (!st) st = folder_check(r, c, resume, e);
+    if (!st)
+        st = resume ? vx_run_id_read(c->run_dir, r->run_id, e)
+                    : vx_run_id_create(c->run_dir, r->run_id, e);
     if (st) return st;
     vx_ckpt_clean(r->ckpt_dir);
     vx_ckpt_clean_temps(c->run_dir);
+    char path[1200];
     snprintf(path, sizeof path, "%s/%s", r->ckpt_dir, VX_CKPT_BEST);
     if (!resume) unlink(path); /* a best from an attempt that never checkpointed */
     else if (vx_ckpt_best(r->ckpt_dir, &r->best_epoch, &r->best_val) && c->eval_every > 0)
         r->since_best = -1; /* counted from the checkpoint's epoch below */
+    return VX_OK;
+}
+
+/* A folder that exists is taken first, so a second vixen in it is refused before any setup. One
+ * that does not is made only after the market, the environments and the algorithm: a start that
+ * fails there (a bad data file, a setting the algorithm refuses, too little memory) leaves no
+ * empty run folder behind. */
+static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, int resume,
+                          vx_err *e)
+{
+    r->cfg = *c;
+    r->ops = vx_train_algo(c);
+    snprintf(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoint", c->run_dir);
+    char path[1200];
+    struct stat sb;
+    int existed = stat(c->run_dir, &sb) == 0;
+    vx_status st = existed ? folder_take(r, c, resume, e) : folder_check(r, c, resume, e);
+    if (st) return st;
     st = vx_train_open_market(c, &r->market, e);
     if (st) return st;
     r->have_market = 1;
@@ -267,6 +292,8 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
     r->ops->settings_resolved(r->algo, r->cfg.algo_settings[c->algo]);
     r->config = vx_train_cfg_text(&r->cfg);
     if (!r->config) return vx_err_set(e, VX_ERR_NOMEM, "train: cannot format the config");
+    if (!existed) st = folder_take(r, c, resume, e);
+    if (st) return st;
     if (resume) {
         vx_safetensors s;
         st = vx_ckpt_open(r->ckpt_dir, r->ops->name, r->run_id, &s, &r->epoch, &r->env_steps, e);

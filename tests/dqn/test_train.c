@@ -328,6 +328,21 @@ static void test_run_folder_and_exact_resume(void **state)
     /* a second fresh run into the same folder is refused */
     assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, NULL, &e), VX_ERR_ARG);
     assert_non_null(strstr(e.msg, "already holds a run"));
+    /* a new run that fails in its setup (a missing data file; a market too short for its
+     * splits) makes no folder: neither the run's nor its parent */
+    char fresh[128], parent[96];
+    snprintf(parent, sizeof parent, "%s/new", b);
+    snprintf(fresh, sizeof fresh, "%s/run", parent);
+    tiny(&c, fresh);
+    snprintf(c.files[0], sizeof c.files[0], "%s/missing.csv", b);
+    c.n_files = 1;
+    assert_int_equal(vx_train_run(&c, NULL, 0, NULL, NULL, NULL, &e), VX_ERR_IO);
+    assert_non_null(strstr(e.msg, "missing.csv"));
+    tiny(&c, fresh);
+    c.synth_days = 1;
+    assert_int_not_equal(vx_train_run(&c, NULL, 0, NULL, NULL, NULL, &e), VX_OK);
+    struct stat none;
+    assert_int_not_equal(stat(parent, &none), 0);
     /* B: interrupted after 2 of 4 epochs, then resumed */
     tiny(&c, b);
     dqn_of(&c)->learner.target_every = 50;
