@@ -170,7 +170,7 @@ int vx_cmd_hyperopt(int argc, char **argv)
 
 static int study_cmd(int argc, char **argv, const vx_ranks *r)
 {
-    const char *config = NULL, *study = NULL, *resume = NULL, *device = NULL;
+    const char *config = NULL, *study = NULL, *resume = NULL, *device = NULL, *algo = NULL;
     const char *gens = NULL, *swarm = NULL, *seeds = NULL, *conc = NULL, *seed = NULL;
     const char *margin = NULL, *warmup = NULL, *launcher = NULL, *fuse = NULL, *sets[MAX_SETS];
     int n_sets = 0, plan = 0, no_prune = 0, coordinate_only = 0;
@@ -181,6 +181,8 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
          &config, NULL, NULL, NULL, 0},
         {"set", "KEY=VALUE", "override one base setting (repeatable)", NULL, NULL, sets, &n_sets,
          MAX_SETS},
+        {"algo", "dqn|ppo", "the trials' learning algorithm (same as --set train.algo=NAME)", &algo,
+         NULL, NULL, NULL, 0},
         {"generations", "N", "generations of the swarm (5)", &gens, NULL, NULL, NULL, 0},
         {"swarm", "N", "particles (20)", &swarm, NULL, NULL, NULL, 0},
         {"seeds", "N", "training seeds per particle, its objective their mean (1)", &seeds, NULL,
@@ -280,8 +282,8 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
         rc = VX_EXIT_USAGE;
     }
     if (!rc && resume &&
-        (np || study || config || n_sets || plan || gens || swarm || seeds || seed || margin ||
-         warmup || no_prune)) {
+        (np || study || config || n_sets || algo || plan || gens || swarm || seeds || seed ||
+         margin || warmup || no_prune)) {
         fprintf(stderr, "vixen: --resume takes the study's own space and settings (only "
                         "--concurrency and --device may be given)\n");
         rc = VX_EXIT_USAGE;
@@ -304,6 +306,10 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
     if (!rc && !resume) {
         if (config && vx_train_cfg_load(base, config, &e)) rc = fail(&e);
         if (!rc) rc = vx_cli_apply_sets(base, sets, n_sets);
+        if (!rc && algo && vx_train_cfg_set(base, "train.algo", algo, "--algo", &e)) {
+            fprintf(stderr, "vixen: %s\n", e.msg);
+            rc = VX_EXIT_USAGE;
+        }
         if (!rc) rc = vx_cli_set_files(base, pos + 1, np - 1);
         if (!rc && vx_file_read_all(pos[0], &space_text, &space_len, &e)) rc = fail(&e);
         if (!rc && vx_space_load_text(&space, (const char *)space_text, space_len, pos[0], &e))

@@ -67,7 +67,7 @@ static vx_status dqn_memory(const vx_train_cfg *c, const vx_dqn_settings *s, int
     size_t P = L.n_params, B = (size_t)s->learner.batch, N = (size_t)c->envs;
     size_t T = (size_t)c->steps_per_epoch, D = VX_OBS_DIM, A = VX_ACTION_BRANCHES;
     size_t n = (size_t)s->learner.n_step, O = (size_t)L.out_dim;
-    m->params = (int64_t)P;
+    m->params = (int64_t)L.n_weights; /* as a run counts them; P has the padding too */
     m->batch = (int)B;
     /* online, target, gradients, Adam's m and v, the acting copy */
     m->weights = P * 4 * 6;
@@ -134,7 +134,7 @@ static vx_status ppo_memory(const vx_train_cfg *c, const vx_ppo_settings *s, int
         if ((size_t)net.trunk[l] > W) W = (size_t)net.trunk[l];
         sum += (size_t)net.trunk[l] * (net.shared ? 1 : 2);
     }
-    m->params = (int64_t)P;
+    m->params = (int64_t)L.n_weights; /* as a run counts them; P has the padding too */
     m->batch = (int)M;
     m->weights = P * 4 * 4; /* parameters, gradients, Adam's m and v */
     /* the actor-critic twice: acting over 2N rows, updating over M; each row its trunk outputs,

@@ -266,6 +266,19 @@ vx_status vx_space_check(const vx_space *s, const vx_train_cfg *base, vx_err *e)
     vx_train_cfg *c = malloc(sizeof *c);
     if (!c) return vx_err_set(e, VX_ERR_NOMEM, "search space: out of memory");
     vx_status st = VX_OK;
+    /* a key of another algorithm than the trials train would be searched with no effect on them */
+    int varies_algo = 0;
+    for (int i = 0; i < s->n; i++) varies_algo |= strcmp(s->p[i].key, "train.algo") == 0;
+    for (int i = 0; i < s->n && !st && !varies_algo; i++) {
+        int a = vx_train_key_algo(s->p[i].key);
+        const char *trains = vx_train_algo(base)->name;
+        if (a >= 0 && a != base->algo)
+            st = vx_err_set(e, VX_ERR_ARG,
+                            "search space: line %d: '%s' is a setting of %s, but the trials train "
+                            "%s: set train.algo=%s (--algo %s) or leave the key out",
+                            s->p[i].line, s->p[i].key, vx_algo_at(a)->name, trains,
+                            vx_algo_at(a)->name, vx_algo_at(a)->name);
+    }
     for (int i = 0; i < s->n && !st; i++) {
         const vx_param *p = &s->p[i];
         char v[3][VX_PARAM_VALUE_LEN];

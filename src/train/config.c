@@ -167,6 +167,18 @@ vx_status vx_train_cfg_set(vx_train_cfg *c, const char *key, const char *value, 
     return vx_settings_set(&s, key, value, where, e);
 }
 
+int vx_train_key_algo(const char *key)
+{
+    for (const char *const *r = renamed; r[0]; r += 2)
+        if (strcmp(r[0], key) == 0) key = r[1];
+    const char *dot = strchr(key, '.');
+    size_t n = dot ? (size_t)(dot - key) : strlen(key);
+    for (int i = 0; i < vx_algo_count(); i++)
+        for (const vx_section *const *sec = vx_algo_at(i)->sections; sec && *sec; sec++)
+            if (strlen((*sec)->name) == n && strncmp((*sec)->name, key, n) == 0) return i;
+    return -1;
+}
+
 vx_status vx_train_cfg_load(vx_train_cfg *c, const char *path, vx_err *e)
 {
     vx_settings s;

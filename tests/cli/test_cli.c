@@ -834,7 +834,7 @@ static void test_report_walk_forward_without_folds(void **state)
 }
 
 /* A command word without its subcommand or argument is a usage error (2), and `hyperopt --plan`
- * needs no --study (it only prints the budget). */
+ * needs no --study (it only prints the budget); its --algo chooses the trials' algorithm. */
 static void test_subcommand_usage_errors(void **state)
 {
     (void)state;
@@ -851,6 +851,17 @@ static void test_subcommand_usage_errors(void **state)
     if (vixen(args) != 0) fail_msg("--plan: %s", err);
     assert_non_null(strstr(out, "concurrency"));
     assert_int_equal(th_count_files(dir), 1); /* no study folder made */
+    /* a PPO key in the space needs PPO trials: refused for the default DQN, taken with --algo */
+    th_write_str(space, "ppo.lr: {type: logfloat, low: 1.0e-4, high: 3.0e-3}\n");
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(err, "'ppo.lr' is a setting of ppo, but the trials train dqn"));
+    snprintf(args, sizeof args, "hyperopt %s --plan --device cpu --algo ppo", space);
+    if (vixen(args) != 0) fail_msg("--algo ppo: %s", err);
+    assert_non_null(
+        strstr(out, "70736 parameters")); /* PPO's default network, as a run counts it */
+    snprintf(args, sizeof args, "hyperopt %s --plan --device cpu --algo sarsa", space);
+    assert_int_equal(vixen(args), 2);
+    assert_non_null(strstr(err, "--algo: train.algo: 'sarsa'"));
     th_rmtree(dir);
 }
 

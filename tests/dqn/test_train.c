@@ -47,6 +47,21 @@ static void test_config_keys(void **state)
     vx_train_run_params(&c, &run);
     vx_err e;
     assert_int_equal(vx_dqn_updates_per_epoch(d, &run), 341); /* 128 · 100 / 64 · 1.705 */
+    /* the algorithm a key belongs to: by its whole section name, an old name read as its new */
+    int dqn = -1, ppo = -1;
+    for (int i = 0; i < vx_algo_count(); i++) {
+        if (strcmp(vx_algo_at(i)->name, "dqn") == 0) dqn = i;
+        if (strcmp(vx_algo_at(i)->name, "ppo") == 0) ppo = i;
+    }
+    assert_true(dqn >= 0 && ppo >= 0 && dqn != ppo);
+    assert_int_equal(vx_train_key_algo("dqn.lr"), dqn);
+    assert_int_equal(vx_train_key_algo("replay.alpha"), dqn);
+    assert_int_equal(vx_train_key_algo("train.warmup"), dqn);
+    assert_int_equal(vx_train_key_algo("ppo.clip"), ppo);
+    assert_int_equal(vx_train_key_algo("train.epochs"), -1);
+    assert_int_equal(vx_train_key_algo("data.files"), -1);
+    assert_int_equal(vx_train_key_algo("dq.lr"), -1);
+    assert_int_equal(vx_train_key_algo("ppox.lr"), -1);
     assert_int_equal(vx_train_cfg_set(&c, "dqn.lr", "3e-4", NULL, &e), VX_OK);
     assert_true(d->learner.adam.lr == 3e-4);
     assert_int_equal(vx_train_cfg_set(&c, "dqn.trunk", "128, 64,32", NULL, &e), VX_OK);

@@ -523,6 +523,36 @@ static void test_space_refuses_bad_files(void **state)
         if (!st || !strstr(e.msg, bad[i][1]))
             fail_msg("check %d: want '%s', got %s", i, bad[i][1], st ? e.msg : "accepted");
     }
+    /* a key of another algorithm than the base trains is refused, naming its line, its
+     * algorithm and the one the trials train (the replay's keys and a renamed key are the DQN's);
+     * it is taken when the base trains that algorithm, or when the space searches train.algo */
+    const char *ppo_lr = "dqn.gamma: {type: float, low: 0.9, high: 0.99}\n"
+                         "ppo.lr: {type: logfloat, low: 1e-4, high: 1e-3}\n";
+    const char *other[][3] = {
+        {ppo_lr, "dqn", "line 2: 'ppo.lr' is a setting of ppo, but the trials train dqn"},
+        {"replay.alpha: {type: float, low: 0.4, high: 0.8}\n", "ppo",
+         "'replay.alpha' is a setting of dqn, but the trials train ppo"},
+        {"train.warmup: {type: int, low: 100, high: 900}\n", "ppo",
+         "'train.warmup' is a setting of dqn"},
+        {"ppo.clip: {type: float, low: 0.1, high: 0.3}\n", "ppo", NULL},
+        {"dqn.lr: {type: logfloat, low: 1e-4, high: 1e-3}\n"
+         "train.algo: {type: categorical, values: [dqn, ppo]}\n"
+         "ppo.lr: {type: logfloat, low: 1e-4, high: 1e-3}\n",
+         "dqn", NULL},
+        {"train.epochs: {type: int, low: 2, high: 9}\n", "ppo", NULL},
+    };
+    for (int i = 0; i < 6; i++) {
+        vx_space s;
+        vx_err e;
+        vx_train_cfg_default(c);
+        assert_int_equal(vx_train_cfg_set(c, "train.algo", other[i][1], "test", &e), VX_OK);
+        assert_int_equal(vx_space_load_text(&s, other[i][0], strlen(other[i][0]), "s.yaml", &e),
+                         VX_OK);
+        vx_status st = vx_space_check(&s, c, &e);
+        if (other[i][2] ? !st || !strstr(e.msg, other[i][2]) : st != VX_OK)
+            fail_msg("algorithm %d: want %s, got %s", i, other[i][2] ? other[i][2] : "accepted",
+                     st ? e.msg : "accepted");
+    }
     free(c);
 }
 

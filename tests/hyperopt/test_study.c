@@ -526,7 +526,7 @@ static void test_estimate_parts(void **state)
     assert_int_equal(vx_dqn_layout(&dq->learner, &net, &L, &shape, &e), VX_OK);
     const double P = (double)L.n_params, D = VX_OBS_DIM, A = VX_ACTION_BRANCHES;
     const double N = 16, T = 40, B = 32, C = 4000, O = L.out_dim, MB = 1 << 20;
-    assert_true(cpu.params == (int64_t)L.n_params);
+    assert_true(cpu.params == (int64_t)L.n_weights);
     assert_true((double)cpu.weights == P * 4 * 6);
     vx_replay_cfg rc;
     vx_replay_cfg_default(&rc, dq->replay_kind, (size_t)C);
@@ -658,7 +658,7 @@ static void test_estimate_ppo(void **state)
     }
     vx_trial_memory m;
     assert_int_equal(vx_trial_memory_of(c, VX_DEVICE_CPU, &m, &e), VX_OK);
-    assert_true(m.params == (int64_t)L.n_params);
+    assert_true(m.params == (int64_t)L.n_weights);
     assert_int_equal(m.batch, 75);
     assert_true((double)m.weights == (double)L.n_params * 4 * 4);
     assert_true((double)m.activations ==
