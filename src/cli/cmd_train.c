@@ -89,6 +89,23 @@ int vx_cli_apply_sets(vx_train_cfg *c, const char **sets, int n)
     return VX_EXIT_OK;
 }
 
+int vx_cli_sets_for_algo(const vx_train_cfg *c, const char **sets, int n)
+{
+    for (int i = 0; i < n; i++) {
+        char key[128];
+        snprintf(key, sizeof key, "%.*s", (int)strcspn(sets[i], "="), sets[i]);
+        int a = vx_train_key_algo(key);
+        if (a >= 0 && a != c->algo) {
+            fprintf(stderr,
+                    "vixen: --set %s: a setting of %s, but this trains %s, so it would change "
+                    "nothing (--algo chooses the algorithm)\n",
+                    key, vx_algo_at(a)->name, vx_train_algo(c)->name);
+            return VX_EXIT_USAGE;
+        }
+    }
+    return VX_EXIT_OK;
+}
+
 int vx_cli_set_files(vx_train_cfg *c, const char **pos, size_t np)
 {
     if (np > VX_TRAIN_MAX_FILES) {
@@ -226,6 +243,7 @@ int vx_cmd_train(int argc, char **argv)
         fprintf(stderr, "vixen: %s\n", e.msg);
         rc = VX_EXIT_USAGE;
     }
+    if (!rc) rc = vx_cli_sets_for_algo(&cfg, sets, n_sets);
     if (!rc) rc = vx_cli_set_files(&cfg, pos, np);
     free(pos);
     if (rc) return rc;

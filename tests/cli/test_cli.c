@@ -394,6 +394,11 @@ static void test_train_and_eval_commands(void **state)
     assert_int_equal(vixen("train --set dqn.lrr=1"), 2);
     assert_non_null(strstr(err, "unknown key 'dqn.lrr'"));
     assert_int_equal(vixen("train --set dqn.gamma=2"), 2);
+    /* another algorithm's key would change nothing: a usage error, taken with its --algo */
+    assert_int_equal(vixen("train --set ppo.lr=1e-3"), 2);
+    assert_non_null(strstr(err, "--set ppo.lr: a setting of ppo, but this trains dqn"));
+    assert_int_equal(vixen("train --algo ppo --set replay.alpha=0.5"), 2);
+    assert_non_null(strstr(err, "--set replay.alpha: a setting of dqn, but this trains ppo"));
     snprintf(yaml, sizeof yaml, "%s/bad.yaml", dir);
     th_write_str(yaml, "train:\n  epochs: 3\n  envs: -4\n");
     snprintf(args, sizeof args, "train --config %s", yaml);
@@ -862,6 +867,22 @@ static void test_subcommand_usage_errors(void **state)
     snprintf(args, sizeof args, "hyperopt %s --plan --device cpu --algo sarsa", space);
     assert_int_equal(vixen(args), 2);
     assert_non_null(strstr(err, "--algo: train.algo: 'sarsa'"));
+    /* so is a base --set of the other algorithm's key, unless the space searches train.algo */
+    snprintf(args, sizeof args, "hyperopt %s --plan --device cpu --algo ppo --set dqn.lr=1e-3",
+             space);
+    assert_int_equal(vixen(args), 2);
+    assert_non_null(strstr(err, "--set dqn.lr: a setting of dqn, but this trains ppo"));
+    th_write_str(space, "ppo.lr: {type: logfloat, low: 1.0e-4, high: 3.0e-3}\n"
+                        "train.algo: {type: categorical, values: [dqn, ppo]}\n");
+    snprintf(args, sizeof args, "hyperopt %s --plan --device cpu --set dqn.lr=1e-3", space);
+    if (vixen(args) != 0) fail_msg("a space searching train.algo: %s", err);
+    /* PPO's example space plans with --algo ppo */
+    snprintf(args, sizeof args,
+             "hyperopt %s/../../examples/ppo-space.yaml --plan --device cpu "
+             "--algo ppo",
+             VX_FIXTURES);
+    if (vixen(args) != 0) fail_msg("examples/ppo-space.yaml: %s", err);
+    assert_non_null(strstr(out, "(batch 1600)")); /* its largest trial: 8 minibatches */
     th_rmtree(dir);
 }
 
