@@ -32,7 +32,9 @@
  * acting kernel in TF32 (BF16) (dqn.acting), `test_learning cuda tf32` with TF32 learning
  * (dqn.tf32 = 1: the learner's GEMMs and the per-layer acting GEMMs on tensor cores),
  * `test_learning cuda fused` with the fused update (dqn.fused = 2, float32: 3×TF32 products),
- * `test_learning cuda layers` with it layer by layer (dqn.fused = 3);
+ * `test_learning cuda layers` with it layer by layer (dqn.fused = 3); `test_learning ppo cuda`
+ * runs the PPO cases through the GPU trainer (its fused kernels, float32's accuracy) and
+ * `test_learning ppo cuda tf32` with TF32 products (ppo.tf32 = 1), the thresholds unchanged;
  * without a device they report skipped. */
 #include "helpers.h"
 #include "vixen/dqn.h"
@@ -46,7 +48,7 @@ static vx_device *g_dev; /* NULL: the CPU */
 
 static int g_auto_batch; /* cuda only: let the GPU choose the batch (and scale the rate) */
 static int g_acting;     /* cuda only: dqn.acting (VX_ACTING_TF32 or _BF16: the fused kernel) */
-static int g_tf32;       /* cuda only: dqn.tf32, TF32 learning */
+static int g_tf32;       /* cuda only: dqn.tf32 (ppo.tf32), TF32 learning */
 static int
     g_fused; /* cuda only: dqn.fused (2: the fused update at every batch; 3: layer by layer) */
 
@@ -181,14 +183,18 @@ static vx_eval_report run_ppo(const char *dir, double strength, int epochs, uint
     c.seed = seed;
     vx_ppo_settings *p = vx_train_algo_settings(&c, "ppo");
     p->trunk[0] = p->trunk[1] = 64;
+    p->tf32 = g_tf32;
     snprintf(c.run_dir, sizeof c.run_dir, "%s", dir);
     vx_eval_report r;
     vx_err e;
-    if (vx_train_run(&c, NULL, 0, NULL, NULL, &r, &e)) fail_msg("%s", e.msg);
+    if (vx_train_run(&c, g_dev, 0, NULL, NULL, &r, &e)) fail_msg("%s", e.msg);
     const vx_eval_metrics *x = r.row;
     printf(
-        "[ppo] strength %.2f, seed %llu, %d epochs: agent %.2f ± %.2f (PnL %.0f, turnover %.3f), "
+        "[ppo%s] strength %.2f, seed %llu, %d epochs: agent %.2f ± %.2f (PnL %.0f, turnover %.3f), "
         "buy-and-hold %.2f, momentum %.2f, ridge %.2f; %s\n",
+        !g_dev   ? ""
+        : g_tf32 ? ", cuda, tf32 learning"
+                 : ", cuda",
         strength, (unsigned long long)seed, epochs, x[VX_EVAL_AGENT].sharpe,
         x[VX_EVAL_AGENT].sharpe_se, x[VX_EVAL_AGENT].net, x[VX_EVAL_AGENT].turnover,
         x[VX_EVAL_BUY_HOLD].sharpe, x[VX_EVAL_MOMENTUM].sharpe, x[VX_EVAL_RIDGE].sharpe,
@@ -231,14 +237,43 @@ static void test_ppo_claims_no_edge_on_a_random_walk(void **state)
     th_rmtree(dir);
 }
 
+/* The CUDA device for `cuda` modes; 77 (ctest's skip) where none opens. */
+static int open_cuda(void)
+{
+    vx_device_cfg dc;
+    vx_device_cfg_default(&dc);
+    dc.kind = VX_DEVICE_CUDA;
+    vx_err e;
+    if (vx_device_open(&dc, &g_dev, &e) != VX_OK) {
+        printf("skipped: %s\n", e.msg);
+        return 77;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "ppo") == 0) {
+        /* `ppo cuda`: the GPU trainer (float32's accuracy); `ppo cuda tf32`: ppo.tf32 = 1 */
+        if (argc > 2 && strcmp(argv[2], "cuda") != 0) {
+            fprintf(stderr, "test_learning: unknown ppo mode '%s' (cuda)\n", argv[2]);
+            return 2;
+        }
+        if (argc > 3 && strcmp(argv[3], "tf32") != 0) {
+            fprintf(stderr, "test_learning: unknown ppo cuda mode '%s' (tf32)\n", argv[3]);
+            return 2;
+        }
+        g_tf32 = argc > 3;
+        int rc = argc > 2 ? open_cuda() : 0;
+        if (rc) return rc;
         const struct CMUnitTest ppo[] = {
             cmocka_unit_test(test_ppo_beats_the_baselines),
             cmocka_unit_test(test_ppo_claims_no_edge_on_a_random_walk),
         };
-        return cmocka_run_group_tests_name("learning (ppo)", ppo, NULL, NULL);
+        int failed = cmocka_run_group_tests_name(g_dev ? "learning (ppo, cuda)" : "learning (ppo)",
+                                                 ppo, NULL, NULL);
+        vx_device_close(g_dev);
+        return failed;
     }
     if (argc > 1 && strcmp(argv[1], "cuda") == 0) {
         g_tf32 = argc > 2 && strcmp(argv[2], "tf32") == 0;
@@ -257,14 +292,8 @@ int main(int argc, char **argv)
                     argv[2]);
             return 2;
         }
-        vx_device_cfg dc;
-        vx_device_cfg_default(&dc);
-        dc.kind = VX_DEVICE_CUDA;
-        vx_err e;
-        if (vx_device_open(&dc, &g_dev, &e) != VX_OK) {
-            printf("skipped: %s\n", e.msg);
-            return 77;
-        }
+        int rc = open_cuda();
+        if (rc) return rc;
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_beats_the_baselines_where_credit_assignment_matters),
