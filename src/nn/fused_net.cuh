@@ -136,17 +136,18 @@ static __device__ void forward(const net &t, const float *wp, const float *wf, i
 
 /* The backward pass from the heads' gradients in s.out: every weight's and bias's gradient over
  * the block's rows into part, laid out as the packed weights (padding included: the sum takes
- * only what maps to a parameter). Each layer's δ overwrites its activations. DSCALE: t.dscale
+ * only what maps to a parameter), stored as S (float, or bf16: each product and sum is float32
+ * and rounded once, as it is stored). Each layer's δ overwrites its activations. DSCALE: t.dscale
  * read (a network that has one not 1: PPO's has none, and the code it takes cost registers). */
-template <int P, bool DSCALE>
-static __device__ void backward(const net &t, const float *wf, int R, smem &s, float *part)
+template <int P, bool DSCALE, typename S = float>
+static __device__ void backward(const net &t, const float *wf, int R, smem &s, S *part)
 {
     /* a layer's bias gradient: the column sums of its δ, rows in order */
-    auto bias = [&](const float *d, int ld, int cols, float *to) {
+    auto bias = [&](const float *d, int ld, int cols, S *to) {
         for (int c = threadIdx.x; c < cols; c += THREADS) {
             float sum = 0;
             for (int r = 0; r < R; r++) sum += d[r * ld + c];
-            to[c] = sum;
+            to[c] = (S)sum;
         }
     };
     int n = t.n, top = t.top;
@@ -225,9 +226,9 @@ static __device__ double block_sum(double v, double *sh)
  * With a thread a packed float (the grid uncapped: networks up to about 660 × 256 packed floats
  * on a 132-SM Hopper) the norm's sums are the ones the separate sum and step launches took; a
  * capped grid adds them in another fixed order (the same bits run after run on one device). */
-template <class End>
+template <class End, typename S = float>
 static __global__ void __launch_bounds__(SUM_THREADS)
-    sum_step_kernel(const float *partial, int blocks, const int *src, size_t packed, float *g,
+    sum_step_kernel(const S *partial, int blocks, const int *src, size_t packed, float *g,
                     int with_o, vx_optim_view o, double *nparts, float *params, size_t n,
                     const int *inv, int E, float *wp, float *wf, int has_end, End end)
 {
@@ -243,7 +244,7 @@ static __global__ void __launch_bounds__(SUM_THREADS)
         if (src[p] < 0) continue;
         double sum = 0;
 #pragma unroll(SUM_AHEAD) /* the slices' loads in flight together */
-        for (int b = 0; b < blocks; b++) sum += partial[(size_t)b * packed + p];
+        for (int b = 0; b < blocks; b++) sum += (float)partial[(size_t)b * packed + p];
         float gf = (float)sum;
         g[src[p]] = gf;
         sq += (double)gf * gf;
@@ -339,8 +340,9 @@ struct copies {
 
 /* The copies of a network of np parameters, laid out by layout(net *, int *src) (a packed
  * layout and its map, as vx_pf_layout; it returns the packed floats), for `passes` and an update
- * of up to max_blocks blocks, in mem; sum_step_kernel with End sizes its grid. */
-template <class End, class Layout>
+ * of up to max_blocks blocks, in mem; sum_step_kernel with End sizes its grid, resident whether
+ * its slices are float or S (a caller whose slices may also be bf16 passes S). */
+template <class End, class S = float, class Layout>
 static vx_status copies_create(copies *c, Layout layout, int passes, size_t np, int max_blocks,
                                vx_device *dev, vx_mem *mem, const char *who, vx_err *e)
 {
@@ -388,9 +390,12 @@ static vx_status copies_create(copies *c, Layout layout, int passes, size_t np, 
     VX_CUDA_CHECK(cudaMemsetAsync(c->partial, 0, (size_t)max_blocks * packed * 4, setup));
     VX_CUDA_CHECK(cudaStreamSynchronize(setup));
     { /* sum_step_kernel's grid: every block resident at once (its launch is cooperative) */
-        int per_sm = 0, sms = 0;
-        VX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sum_step_kernel<End>,
-                                                                    SUM_THREADS, 0));
+        int per_sm = 0, per_sm_s = 0, sms = 0;
+        VX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, sum_step_kernel<End, float>, SUM_THREADS, 0));
+        VX_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm_s, sum_step_kernel<End, S>, SUM_THREADS, 0));
+        if (per_sm_s < per_sm) per_sm = per_sm_s;
         sms = vx_cuda_sm_count(dev);
         size_t want = vx_pf_sum_blocks(packed, np), can = (size_t)per_sm * (size_t)sms;
         c->sum_step_blocks = (unsigned)(want < can ? want : can);
@@ -417,9 +422,10 @@ fail:
     return st;
 }
 
-/* The second launch over the first `blocks` slices: the gradient into grads; with o, the norm
- * and the optimizer's step of params (and c's copies), and end(o) by block 0 when has_end. */
-template <class End>
+/* The second launch over the first `blocks` slices (of S: float, or bf16 where the caller's
+ * first launch wrote those): the gradient into grads; with o, the norm and the optimizer's step
+ * of params (and c's copies), and end(o) by block 0 when has_end. */
+template <typename S = float, class End>
 static vx_status copies_sum_step(const copies *c, int blocks, float *grads, float *params,
                                  const vx_optim_view *o, int has_end, End end, cudaStream_t s,
                                  vx_err *e)
@@ -428,8 +434,8 @@ static vx_status copies_sum_step(const copies *c, int blocks, float *grads, floa
     vx_optim_view none;
     memset(&none, 0, sizeof none);
     VX_CUDA_CHECK(vx_pdl_launch_cooperative(
-        sum_step_kernel<End>, dim3(c->sum_step_blocks), dim3(SUM_THREADS), 0, s, o != NULL,
-        (const float *)c->partial, blocks, (const int *)c->src, c->packed, grads, (int)(o != NULL),
+        sum_step_kernel<End, S>, dim3(c->sum_step_blocks), dim3(SUM_THREADS), 0, s, o != NULL,
+        (const S *)c->partial, blocks, (const int *)c->src, c->packed, grads, (int)(o != NULL),
         o ? *o : none, c->nparts, params, c->n_params, (const int *)c->inv, c->nt.E, c->wp, c->wf,
         has_end, end));
     VX_CUDA_LAUNCH_CHECK(s);

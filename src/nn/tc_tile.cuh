@@ -352,14 +352,15 @@ __device__ inline void strip_bf16(float (&d)[NT][4], const float *a, int lda, co
 /* What block_gemm does with each finished strip of C. */
 enum { STORE, RELU, MASK, BIAS };
 
-/* The G products C_g = A_g · B_g (M × N, inner dimension K) with A_g = A + g·a_step,
- * B_g = B + g·b_step, C_g = C + g·c_step (in floats; C row-major, ldc) and, for RELU and BIAS
- * (the bias added, no ReLU), the bias of C_g's columns at bias + g·c_step. Strip s goes to warp (w0 + s) mod warps: independent
- * products of a few strips each, issued one after another, start on different warps. Synchronises
- * nothing: the caller puts __syncthreads() between dependent products. */
-template <int NT, int PASSES, int MODE, typename LA, typename LB>
+/* The G products C_g = A_g · B_g (M × N, inner dimension K) with A_g = A + g·a_step, B_g = B +
+ * g·b_step, C_g = C + g·c_step (in elements; C row-major, ldc; float, or bf16 for STORE, each
+ * element rounded once) and, for RELU and BIAS (the bias added, no ReLU), the bias of C_g's
+ * columns at bias + g·c_step. Strip s goes to warp (w0 + s) mod warps: independent products of a
+ * few strips each, issued one after another, start on different warps. Synchronises nothing: the
+ * caller puts __syncthreads() between dependent products. */
+template <int NT, int PASSES, int MODE, typename LA, typename LB, typename CT = float>
 __device__ void block_gemm(int G, int M, int N, int K, const float *A, int lda, size_t a_step,
-                           const float *B, int ldb, size_t b_step, float *C, int ldc, size_t c_step,
+                           const float *B, int ldb, size_t b_step, CT *C, int ldc, size_t c_step,
                            const float *bias, int w0)
 {
     int warps = blockDim.x >> 5, lane = threadIdx.x & 31;
@@ -382,24 +383,34 @@ __device__ void block_gemm(int G, int M, int N, int K, const float *A, int lda, 
             strip<NT, PASSES, LA, LB>(d, A + g * a_step + at<LA>(r0, 0, lda), lda,
                                       B + g * b_step + at_b<LB, PASSES>(0, n0, ldb), ldb, K);
         }
-        float *c = C + g * c_step + (size_t)(r0 + g8) * ldc + n0 + t2;
+        CT *c = C + g * c_step + (size_t)(r0 + g8) * ldc + n0 + t2;
+        if constexpr (sizeof(CT) == 2) { /* STORE to bf16 */
+            static_assert(MODE == STORE, "bf16 C: STORE only");
 #pragma unroll
-        for (int j = 0; j < NT; j++) {
-            float2 lo = make_float2(d[j][0], d[j][1]), hi = make_float2(d[j][2], d[j][3]);
-            float2 *plo = (float2 *)(c + 8 * j), *phi = (float2 *)(c + 8 * j + 8 * (size_t)ldc);
-            if (MODE == RELU) {
-                float2 b = *(const float2 *)(bias + g * c_step + n0 + 8 * j + t2);
-                lo.x = fmaxf(lo.x + b.x, 0.0f), lo.y = fmaxf(lo.y + b.y, 0.0f);
-                hi.x = fmaxf(hi.x + b.x, 0.0f), hi.y = fmaxf(hi.y + b.y, 0.0f);
-            } else if (MODE == BIAS) {
-                float2 b = *(const float2 *)(bias + g * c_step + n0 + 8 * j + t2);
-                lo.x += b.x, lo.y += b.y, hi.x += b.x, hi.y += b.y;
-            } else if (MODE == MASK) {
-                float2 ylo = *plo, yhi = *phi;
-                lo.x = ylo.x > 0 ? lo.x : 0.0f, lo.y = ylo.y > 0 ? lo.y : 0.0f;
-                hi.x = yhi.x > 0 ? hi.x : 0.0f, hi.y = yhi.y > 0 ? hi.y : 0.0f;
+            for (int j = 0; j < NT; j++) {
+                *(__nv_bfloat162 *)(c + 8 * j) = __floats2bfloat162_rn(d[j][0], d[j][1]);
+                *(__nv_bfloat162 *)(c + 8 * j + 8 * (size_t)ldc) =
+                    __floats2bfloat162_rn(d[j][2], d[j][3]);
             }
-            *plo = lo, *phi = hi;
+        } else {
+#pragma unroll
+            for (int j = 0; j < NT; j++) {
+                float2 lo = make_float2(d[j][0], d[j][1]), hi = make_float2(d[j][2], d[j][3]);
+                float2 *plo = (float2 *)(c + 8 * j), *phi = (float2 *)(c + 8 * j + 8 * (size_t)ldc);
+                if (MODE == RELU) {
+                    float2 b = *(const float2 *)(bias + g * c_step + n0 + 8 * j + t2);
+                    lo.x = fmaxf(lo.x + b.x, 0.0f), lo.y = fmaxf(lo.y + b.y, 0.0f);
+                    hi.x = fmaxf(hi.x + b.x, 0.0f), hi.y = fmaxf(hi.y + b.y, 0.0f);
+                } else if (MODE == BIAS) {
+                    float2 b = *(const float2 *)(bias + g * c_step + n0 + 8 * j + t2);
+                    lo.x += b.x, lo.y += b.y, hi.x += b.x, hi.y += b.y;
+                } else if (MODE == MASK) {
+                    float2 ylo = *plo, yhi = *phi;
+                    lo.x = ylo.x > 0 ? lo.x : 0.0f, lo.y = ylo.y > 0 ? lo.y : 0.0f;
+                    hi.x = yhi.x > 0 ? hi.x : 0.0f, hi.y = yhi.y > 0 ? hi.y : 0.0f;
+                }
+                *plo = lo, *phi = hi;
+            }
         }
     }
 }
@@ -407,14 +418,14 @@ __device__ void block_gemm(int G, int M, int N, int K, const float *A, int lda, 
 /* block_gemm with the widest strips (40, 16 or 8 columns) that divide N and still give every
  * warp a strip: a wide strip loads and converts each element of A once for all its columns, and
  * the instructions a product takes bound these small kernels. */
-template <int PASSES, int MODE, typename LA, typename LB>
+template <int PASSES, int MODE, typename LA, typename LB, typename CT>
 __device__ inline void gemm(int G, int M, int N, int K, const float *A, int lda, size_t a_step,
-                            const float *B, int ldb, size_t b_step, float *C, int ldc,
+                            const float *B, int ldb, size_t b_step, CT *C, int ldc,
                             size_t c_step, const float *bias = 0, int w0 = 0)
 {
     int warps = blockDim.x >> 5, tiles = G * (M / 16) * (N / 8);
 #define TC_GEMM(NT)                                                                                \
-    block_gemm<NT, PASSES, MODE, LA, LB>(G, M, N, K, A, lda, a_step, B, ldb, b_step, C, ldc,       \
+    block_gemm<NT, PASSES, MODE, LA, LB, CT>(G, M, N, K, A, lda, a_step, B, ldb, b_step, C, ldc,   \
                                          c_step, bias, w0)
     if (N % 40 == 0 && tiles / 5 >= warps) TC_GEMM(5);
     else if (N % 16 == 0 && tiles / 2 >= warps) TC_GEMM(2);
