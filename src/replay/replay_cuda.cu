@@ -382,32 +382,32 @@ __device__ static size_t pick(const pick_args *a, const pick_base *p, unsigned l
  * small fields), then all 256 copy those draws' two states, coalesced along D (few draws a block:
  * the picks spread over many SMs, and a thread has a few floats of each state to copy, loaded
  * before they are stored so that they are in flight together). The RNG counter: thread 0 of each
- * block reads it and counts its block in; the last block to count in (every block has read it by
- * then) advances it. Each step costs a trip to memory, so what does not depend on the counter is
- * read beside it rather than after. Draw j is the same whatever DRAWS is: its position in the
- * batch sets its Philox counter. */
+ * block reads it, then thread 32 counts the block in; the last block to count in (every block has
+ * read it by then) advances it. Each step costs a trip to memory, so what does not depend on the
+ * counter is read beside it rather than after. Draw j is the same whatever DRAWS is: its position
+ * in the batch sets its Philox counter. */
 template <int DRAWS>
 __device__ static void sample_body(size_t B, pick_args a, int D, const float *obs,
                                    const float *next_obs, const vx_slot_meta *meta, dev_state *ds,
                                    vx_replay_batch out)
 {
+    static_assert(DRAWS <= 32, "warp 0 picks, thread 32 counts the block in");
     __shared__ uint32_t slot[DRAWS];
     __shared__ unsigned long long draws;
     size_t j0 = (size_t)blockIdx.x * DRAWS;
     size_t rows = B - j0 < DRAWS ? B - j0 : DRAWS;
     pick_base base;
     if (threadIdx.x < rows) base = pick_prepare(&a, ds);
-    if (threadIdx.x == 0) {
-        unsigned long long d = ds->rng_block;
-        __threadfence(); /* the read is done before the block counts in */
-        if (atomicAdd(&ds->sample_blocks, 1u) == gridDim.x - 1) {
-            __threadfence(); /* the write below after every block's count */
-            ds->sample_blocks = 0;
-            ds->rng_block = d + B;
-        }
-        draws = d;
-    }
+    if (threadIdx.x == 0) draws = ds->rng_block;
     __syncthreads();
+    /* the block counts in, its counter read (it is in shared memory), by thread 32 (warp 1),
+     * which needs the count's answer only at the end: its round trip runs beside the picks and
+     * the gather, where thread 0 had waited for it before any pick began */
+    unsigned counted = 0;
+    if (threadIdx.x == 32) {
+        __threadfence(); /* the read is done before the block counts in */
+        counted = atomicAdd(&ds->sample_blocks, 1u);
+    }
     if (threadIdx.x < rows) {
         size_t j = j0 + threadIdx.x;
         float w;
@@ -442,6 +442,11 @@ __device__ static void sample_body(size_t B, pick_args a, int D, const float *ob
             size_t x = x0 + (size_t)u * blockDim.x;
             if (x < all) out.obs[j0 * D + x] = o[u], out.next_obs[j0 * D + x] = n[u];
         }
+    }
+    if (threadIdx.x == 32 && counted == gridDim.x - 1) { /* the last block to count in */
+        __threadfence(); /* the write below after every block's count */
+        ds->sample_blocks = 0;
+        ds->rng_block = draws + B;
     }
 }
 
