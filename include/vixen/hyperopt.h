@@ -90,6 +90,8 @@ vx_status vx_space_load_text(vx_space *s, const char *text, size_t len, const ch
 /* Every parameter's key is a training key, and every value it can decode to (bounds, each
  * category, the middle) is accepted by that key on a copy of `base`. */
 vx_status vx_space_check(const vx_space *s, const vx_train_cfg *base, vx_err *e);
+/* Whether the space searches `key` (a whole key: "train.algo"). */
+int vx_space_has(const vx_space *s, const char *key);
 /* Parameter i's value at coordinates x, as the text a key is set from ("0.000316", "3", "c51"). */
 void vx_space_value(const vx_space *s, int i, const double *x, char *out, size_t n);
 /* Sets every parameter's value at x on c. */

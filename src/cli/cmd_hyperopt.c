@@ -315,10 +315,9 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
         if (!rc && vx_space_load_text(&space, (const char *)space_text, space_len, pos[0], &e))
             rc = fail(&e);
         if (!rc && vx_space_check(&space, base, &e)) rc = fail(&e);
-        int searches_algo = 0; /* then any algorithm's keys may matter to some trial */
-        for (int i = 0; !rc && i < space.n; i++)
-            searches_algo |= strcmp(space.p[i].key, "train.algo") == 0;
-        if (!rc && !searches_algo) rc = vx_cli_sets_for_algo(base, sets, n_sets);
+        /* a space that searches the algorithm lets any algorithm's keys matter to some trial */
+        if (!rc && !vx_space_has(&space, "train.algo"))
+            rc = vx_cli_sets_for_algo(base, sets, n_sets);
     }
     if (!rc && device && vx_train_cfg_set(base, "train.device", device, "--device", &e)) {
         fprintf(stderr, "vixen: %s\n", e.msg);

@@ -261,17 +261,22 @@ vx_status vx_space_apply(const vx_space *s, const double *x, vx_train_cfg *c, vx
     return VX_OK;
 }
 
+int vx_space_has(const vx_space *s, const char *key)
+{
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->p[i].key, key) == 0) return 1;
+    return 0;
+}
+
 vx_status vx_space_check(const vx_space *s, const vx_train_cfg *base, vx_err *e)
 {
     vx_train_cfg *c = malloc(sizeof *c);
     if (!c) return vx_err_set(e, VX_ERR_NOMEM, "search space: out of memory");
     vx_status st = VX_OK;
     /* a key of another algorithm than the trials train would be searched with no effect on them */
-    int varies_algo = 0;
-    for (int i = 0; i < s->n; i++) varies_algo |= strcmp(s->p[i].key, "train.algo") == 0;
-    for (int i = 0; i < s->n && !st && !varies_algo; i++) {
+    const char *trains = vx_train_algo(base)->name;
+    for (int i = 0; i < s->n && !st && !vx_space_has(s, "train.algo"); i++) {
         int a = vx_train_key_algo(s->p[i].key);
-        const char *trains = vx_train_algo(base)->name;
         if (a >= 0 && a != base->algo)
             st = vx_err_set(e, VX_ERR_ARG,
                             "search space: line %d: '%s' is a setting of %s, but the trials train "
