@@ -34,7 +34,7 @@ typedef struct {
     double env_steps_per_s;
     double seconds;
     size_t episodes_ended, terminated;
-    double mean_reward, mean_episode_return;
+    double mean_reward, mean_episode_return; /* NAN when no episode ended */
 } vx_env_bench_stats;
 
 vx_status vx_bench_env_run(const vx_market *m, const vx_env_cfg *cfg, size_t envs, size_t steps,

@@ -1,6 +1,7 @@
 /* bench_env.c — environment stepping speed with a random policy, observation writes included. */
 #include "bench.h"
 #include "vixen/philox.h"
+#include <math.h>
 
 #include <stdlib.h>
 
@@ -57,7 +58,7 @@ vx_status vx_bench_env_run(const vx_market *m, const vx_env_cfg *cfg, size_t env
     out->episodes_ended = ended;
     out->terminated = terminated;
     out->mean_reward = sum_r / (double)(envs * steps);
-    out->mean_episode_return = ended ? sum_ep / (double)ended : 0;
+    out->mean_episode_return = ended ? sum_ep / (double)ended : NAN; /* none ended: no mean */
 done:
     free(acts);
     free(obs);

@@ -93,20 +93,25 @@ int vx_cmd_env(int argc, char **argv)
         fprintf(stderr, "vixen: %s\n", err.msg);
         return VX_EXIT_FAIL;
     }
+    /* no episode ended: no mean return (null in JSON, "-" in text), not a return of 0 */
+    char ret[32] = "-";
+    if (bs.episodes_ended) snprintf(ret, sizeof ret, "%.3f", bs.mean_episode_return);
     if (json) {
+        char jret[32] = "null";
+        if (bs.episodes_ended) snprintf(jret, sizeof jret, "%.6g", bs.mean_episode_return);
         printf("{\"envs\": %ld, \"steps\": %ld, \"seconds\": %.6f, \"env_steps_per_s\": %.6g, "
                "\"episodes_ended\": %zu, \"terminated\": %zu, \"mean_reward\": %.6g, "
-               "\"mean_episode_return\": %.6g}\n",
+               "\"mean_episode_return\": %s}\n",
                envs, steps, bs.seconds, bs.env_steps_per_s, bs.episodes_ended, bs.terminated,
-               bs.mean_reward, bs.mean_episode_return);
+               bs.mean_reward, jret);
     } else {
         char rate[32];
         printf("market: %s, %zu bars, %zu feature rows\n", m.instrument, m.n_bars, m.rows);
         printf("env bench: %ld envs x %ld steps in %.3f s = %s env-steps/s (one core)\n", envs,
                steps, bs.seconds, vx_format_count(bs.env_steps_per_s, rate, sizeof rate));
         printf("random policy: %zu episodes ended (%zu stopped out), mean reward %.4f per step, "
-               "mean episode return %.3f\n",
-               bs.episodes_ended, bs.terminated, bs.mean_reward, bs.mean_episode_return);
+               "mean episode return %s\n",
+               bs.episodes_ended, bs.terminated, bs.mean_reward, ret);
     }
     vx_market_close(&m);
     return VX_EXIT_OK;

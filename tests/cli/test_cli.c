@@ -739,6 +739,13 @@ static void test_env_bench_json_matches_text(void **state)
              "mean episode return %.3f\n",
              ended, stopped, reward, ret);
     if (!strstr(out, want)) fail_msg("want '%s' in:\n%s", want, out);
+    /* no episode ends in 10 steps: no mean return, not 0 */
+    assert_int_equal(vixen("env bench --envs 4 --steps 10 --days 5"), 0);
+    assert_non_null(strstr(out, "random policy: 0 episodes ended (0 stopped out), mean reward "));
+    assert_non_null(strstr(out, "per step, mean episode return -\n"));
+    assert_int_equal(vixen("env bench --envs 4 --steps 10 --days 5 --json"), 0);
+    assert_non_null(strstr(out, "\"episodes_ended\": 0,"));
+    assert_non_null(strstr(out, "\"mean_episode_return\": null}"));
     th_tmpdir(dir, sizeof dir);
     snprintf(csv, sizeof csv, "%s/s.csv", dir);
     snprintf(args, sizeof args, "data synth --days 5 --out %s", csv);
