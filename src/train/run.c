@@ -388,6 +388,15 @@ static vx_status train_run(const vx_train_cfg *c, vx_device *dev, int resume, vx
     r->lock_fd = -1;
     r->group = g, r->member = member;
     st = run_open(r, c, dev, resume, e);
+    if (!st && r->epoch > c->epochs) /* a resume cannot train fewer epochs than it has */
+        st = vx_err_line(e, VX_ERR_ARG, c->run_dir, -1, "train.epochs",
+                         "%d is below the checkpoint's epoch %d: resume with --epochs %d or more",
+                         c->epochs, r->epoch, r->epoch);
+    if (!st && resume && r->epoch == c->epochs && c->final_test)
+        vx_log(VX_LOG_INFO,
+               "train: the run has all its %d epochs: its chosen checkpoint is evaluated on the "
+               "test split again (the same result; --epochs N to train further)",
+               c->epochs);
     if (!st) vx_device_ready(dev); /* made, graphs built: the work starts now */
     columns cols;
     columns_make(&cols, r->ops);

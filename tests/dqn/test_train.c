@@ -401,8 +401,21 @@ static void test_run_folder_and_exact_resume(void **state)
     assert_string_equal(ma, mb);
     assert_true(ra.row[VX_EVAL_AGENT].sharpe == rb.row[VX_EVAL_AGENT].sharpe);
     assert_string_equal(ra.checkpoint, rb.checkpoint);
-    vx_eval_report_free(&ra);
     vx_eval_report_free(&rb);
+    /* a finished run resumed: fewer epochs than its checkpoint's are refused, naming both and
+     * leaving the metrics as they were; all of them re-test the chosen checkpoint, the same bits */
+    c.epochs = 3;
+    assert_int_equal(vx_train_run(&c, NULL, 1, NULL, NULL, NULL, &e), VX_ERR_ARG);
+    if (!strstr(e.msg, "train.epochs") || !strstr(e.msg, "3 is below the checkpoint's epoch 4"))
+        fail_msg("%s", e.msg);
+    read_metrics(b, mb, sizeof mb);
+    strip_timing(mb);
+    assert_string_equal(ma, mb);
+    c.epochs = 4;
+    assert_int_equal(vx_train_run(&c, NULL, 1, NULL, NULL, &rb, &e), VX_OK);
+    assert_true(ra.row[VX_EVAL_AGENT].sharpe == rb.row[VX_EVAL_AGENT].sharpe);
+    vx_eval_report_free(&rb);
+    vx_eval_report_free(&ra);
     th_rmtree(a);
     th_rmtree(b);
 }
