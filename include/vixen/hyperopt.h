@@ -76,6 +76,7 @@ typedef struct {
 } vx_param;
 
 typedef struct {
+    char name[256]; /* the file (or what stands for it) the space was read from, for errors */
     vx_param p[VX_SPACE_MAX_PARAMS];
     int n;
     int dims;                                            /* coordinates in all */
@@ -87,8 +88,10 @@ typedef struct {
 vx_status vx_space_load(vx_space *s, const char *path, vx_err *e);
 vx_status vx_space_load_text(vx_space *s, const char *text, size_t len, const char *name,
                              vx_err *e);
-/* Every parameter's key is a training key, and every value it can decode to (bounds, each
- * category, the middle) is accepted by that key on a copy of `base`. */
+/* Every parameter's key is a training key of the algorithm the trials train (or of any, when the
+ * space searches train.algo), and every value it can decode to (bounds, each category, the
+ * middle) is accepted by that key on a copy of `base`; an error names the file, the line and the
+ * key. */
 vx_status vx_space_check(const vx_space *s, const vx_train_cfg *base, vx_err *e);
 /* Whether the space searches `key` (a whole key: "train.algo"). */
 int vx_space_has(const vx_space *s, const char *key);

@@ -186,6 +186,7 @@ static vx_status finish(vx_space *s, vx_param *p, const char *name, vx_err *e)
 vx_status vx_space_load_text(vx_space *s, const char *text, size_t len, const char *name, vx_err *e)
 {
     memset(s, 0, sizeof *s);
+    snprintf(s->name, sizeof s->name, "%s", name);
     vx_kv *kv;
     size_t n;
     vx_status st = vx_yaml_read_flat_text(text, len, name, &kv, &n, e);
@@ -268,6 +269,21 @@ int vx_space_has(const vx_space *s, const char *key)
     return 0;
 }
 
+/* Sets `value` on a copy of base as parameter p would; a refusal names the space's file and p's
+ * line and key. */
+static vx_status try_value(const vx_space *s, const vx_param *p, const vx_train_cfg *base,
+                           const char *value, vx_train_cfg *c, vx_err *e)
+{
+    *c = *base;
+    vx_status st = vx_train_cfg_set(c, p->key, value, NULL, e);
+    if (st && e) {
+        char why[sizeof e->msg];
+        snprintf(why, sizeof why, "%s", e->msg);
+        vx_err_line(e, st, s->name, p->line, p->key, "%s", why);
+    }
+    return st;
+}
+
 vx_status vx_space_check(const vx_space *s, const vx_train_cfg *base, vx_err *e)
 {
     vx_train_cfg *c = malloc(sizeof *c);
@@ -278,34 +294,26 @@ vx_status vx_space_check(const vx_space *s, const vx_train_cfg *base, vx_err *e)
     for (int i = 0; i < s->n && !st && !vx_space_has(s, "train.algo"); i++) {
         int a = vx_train_key_algo(s->p[i].key);
         if (a >= 0 && a != base->algo)
-            st = vx_err_set(e, VX_ERR_ARG,
-                            "search space: line %d: '%s' is a setting of %s, but the trials train "
-                            "%s: set train.algo=%s (--algo %s) or leave the key out",
-                            s->p[i].line, s->p[i].key, vx_algo_at(a)->name, trains,
-                            vx_algo_at(a)->name, vx_algo_at(a)->name);
+            st = vx_err_line(e, VX_ERR_ARG, s->name, s->p[i].line, s->p[i].key,
+                             "a setting of %s, but the trials train %s: set train.algo=%s "
+                             "(--algo %s) or leave the key out",
+                             vx_algo_at(a)->name, trains, vx_algo_at(a)->name, vx_algo_at(a)->name);
     }
     for (int i = 0; i < s->n && !st; i++) {
         const vx_param *p = &s->p[i];
-        char v[3][VX_PARAM_VALUE_LEN];
-        int nv = 0;
         if (p->type == VX_PARAM_CATEGORICAL) {
-            for (int k = 0; k < p->n_values && !st; k++) {
-                *c = *base;
-                st = vx_train_cfg_set(c, p->key, p->values[k], "search space", e);
-            }
+            for (int k = 0; k < p->n_values && !st; k++)
+                st = try_value(s, p, base, p->values[k], c, e);
             continue;
         }
-        const char *fmt = p->type == VX_PARAM_INT || p->type == VX_PARAM_LOGINT ? "%.0f" : "%.17g";
-        snprintf(v[nv++], sizeof v[0], fmt, p->low);
-        snprintf(v[nv++], sizeof v[0], fmt, p->high);
-        snprintf(v[nv++], sizeof v[0], fmt,
-                 p->type == VX_PARAM_INT || p->type == VX_PARAM_LOGINT
-                     ? floor((p->low + p->high) / 2)
-                     : (p->low + p->high) / 2);
-        for (int k = 0; k < nv && !st; k++) {
-            *c = *base;
-            st = vx_train_cfg_set(c, p->key, v[k], "search space", e);
-        }
+        char v[3][VX_PARAM_VALUE_LEN];
+        int whole = p->type == VX_PARAM_INT || p->type == VX_PARAM_LOGINT;
+        const char *fmt = whole ? "%.0f" : "%.17g";
+        snprintf(v[0], sizeof v[0], fmt, p->low);
+        snprintf(v[1], sizeof v[1], fmt, p->high);
+        snprintf(v[2], sizeof v[2], fmt,
+                 whole ? floor((p->low + p->high) / 2) : (p->low + p->high) / 2);
+        for (int k = 0; k < 3 && !st; k++) st = try_value(s, p, base, v[k], c, e);
     }
     free(c);
     return st;

@@ -866,7 +866,8 @@ static void test_subcommand_usage_errors(void **state)
     /* a PPO key in the space needs PPO trials: refused for the default DQN, taken with --algo */
     th_write_str(space, "ppo.lr: {type: logfloat, low: 1.0e-4, high: 3.0e-3}\n");
     assert_int_equal(vixen(args), 1);
-    assert_non_null(strstr(err, "'ppo.lr' is a setting of ppo, but the trials train dqn"));
+    assert_non_null(
+        strstr(err, "line 1, field 'ppo.lr': a setting of ppo, but the trials train dqn"));
     snprintf(args, sizeof args, "hyperopt %s --plan --device cpu --algo ppo", space);
     if (vixen(args) != 0) fail_msg("--algo ppo: %s", err);
     assert_non_null(

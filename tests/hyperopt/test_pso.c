@@ -512,9 +512,14 @@ static void test_space_refuses_bad_files(void **state)
     /* keys the config refuses, found before any trial runs */
     vx_train_cfg *c = malloc(sizeof *c);
     vx_train_cfg_default(c);
-    const char *bad[][2] = {{"dqn.learning_rate: {type: float, low: 1, high: 2}\n", "unknown"},
-                            {"dqn.gamma: {type: float, low: 0.9, high: 2}\n", "dqn.gamma"},
-                            {"dqn.loss: {type: categorical, values: [mse, l1]}\n", "l1"}};
+    const char *bad[][2] = {
+        {"dqn.learning_rate: {type: float, low: 1, high: 2}\n",
+         "s.yaml: line 1, field 'dqn.learning_rate': unknown key"},
+        {"dqn.lr: {type: float, low: 1e-4, high: 1e-3}\ndqn.gamma: {type: float, low: 0.9, "
+         "high: 2}\n",
+         "s.yaml: line 2, field 'dqn.gamma': dqn.gamma: 2 is outside"},
+        {"dqn.loss: {type: categorical, values: [mse, l1]}\n",
+         "line 1, field 'dqn.loss': dqn.loss: 'l1' is not one"}};
     for (int i = 0; i < 3; i++) {
         vx_space s;
         vx_err e;
@@ -529,11 +534,12 @@ static void test_space_refuses_bad_files(void **state)
     const char *ppo_lr = "dqn.gamma: {type: float, low: 0.9, high: 0.99}\n"
                          "ppo.lr: {type: logfloat, low: 1e-4, high: 1e-3}\n";
     const char *other[][3] = {
-        {ppo_lr, "dqn", "line 2: 'ppo.lr' is a setting of ppo, but the trials train dqn"},
+        {ppo_lr, "dqn",
+         "s.yaml: line 2, field 'ppo.lr': a setting of ppo, but the trials train dqn"},
         {"replay.alpha: {type: float, low: 0.4, high: 0.8}\n", "ppo",
-         "'replay.alpha' is a setting of dqn, but the trials train ppo"},
+         "line 1, field 'replay.alpha': a setting of dqn, but the trials train ppo"},
         {"train.warmup: {type: int, low: 100, high: 900}\n", "ppo",
-         "'train.warmup' is a setting of dqn"},
+         "field 'train.warmup': a setting of dqn"},
         {"ppo.clip: {type: float, low: 0.1, high: 0.3}\n", "ppo", NULL},
         {"dqn.lr: {type: logfloat, low: 1e-4, high: 1e-3}\n"
          "train.algo: {type: categorical, values: [dqn, ppo]}\n"
