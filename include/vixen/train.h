@@ -68,7 +68,8 @@ void vx_train_cfg_default(vx_train_cfg *c);
 vx_status vx_train_cfg_set(vx_train_cfg *c, const char *key, const char *value, const char *where,
                            vx_err *e);
 /* The algorithm whose settings hold `key` (its index in the registry: "dqn.lr", "replay.alpha"
- * are the DQN's), or −1 for the run's own sections (data, env, split, train) and unknown ones. */
+ * are the DQN's), or −1 for the run's own sections (data, env, split, train) and for keys no
+ * algorithm has ("ppo.lrr": the key table's own error names those). */
 int vx_train_key_algo(const char *key);
 vx_status vx_train_cfg_load(vx_train_cfg *c, const char *yaml_path, vx_err *e);
 /* The same over YAML text in memory (a checkpoint's "config"); `name` stands for it in errors. */

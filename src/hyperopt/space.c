@@ -276,9 +276,11 @@ static vx_status try_value(const vx_space *s, const vx_param *p, const vx_train_
 {
     *c = *base;
     vx_status st = vx_train_cfg_set(c, p->key, value, NULL, e);
-    if (st && e) {
+    if (st && e) { /* the key's own prefix dropped: the field names it */
         char why[sizeof e->msg];
-        snprintf(why, sizeof why, "%s", e->msg);
+        size_t k = strlen(p->key);
+        int prefixed = strncmp(e->msg, p->key, k) == 0 && strncmp(e->msg + k, ": ", 2) == 0;
+        snprintf(why, sizeof why, "%s", e->msg + (prefixed ? k + 2 : 0));
         vx_err_line(e, st, s->name, p->line, p->key, "%s", why);
     }
     return st;

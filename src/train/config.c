@@ -172,10 +172,14 @@ int vx_train_key_algo(const char *key)
     for (const char *const *r = renamed; r[0]; r += 2)
         if (strcmp(r[0], key) == 0) key = r[1];
     const char *dot = strchr(key, '.');
-    size_t n = dot ? (size_t)(dot - key) : strlen(key);
+    if (!dot) return -1;
+    size_t n = (size_t)(dot - key);
     for (int i = 0; i < vx_algo_count(); i++)
-        for (const vx_section *const *sec = vx_algo_at(i)->sections; sec && *sec; sec++)
-            if (strlen((*sec)->name) == n && strncmp((*sec)->name, key, n) == 0) return i;
+        for (const vx_section *const *sec = vx_algo_at(i)->sections; sec && *sec; sec++) {
+            if (strlen((*sec)->name) != n || strncmp((*sec)->name, key, n) != 0) continue;
+            for (size_t k = 0; k < (*sec)->n_keys; k++) /* a whole key, not a misspelt one */
+                if (strcmp((*sec)->keys[k].name, dot + 1) == 0) return i;
+        }
     return -1;
 }
 

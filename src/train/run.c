@@ -309,7 +309,9 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
         }
         if (st) return st;
         if (r->since_best < 0) r->since_best = (r->epoch - r->best_epoch) / c->eval_every;
-    } else { /* the resolved configuration, first */
+    }
+    { /* the resolved configuration, before any epoch: a resume's too, so that the epochs it
+       * was given (--epochs) hold for the next resume */
         snprintf(path, sizeof path, "%s/config.yaml", c->run_dir);
         vx_atomic_file af;
         st = vx_atomic_open(&af, path, e);

@@ -80,7 +80,7 @@ vx_status vx_train_walk_forward(const vx_train_cfg *c, vx_device *dev, int folds
     vx_status st = vx_mkdirs(c->run_dir, e);
     int lock = -1; /* the whole walk's folder is ours (each fold's run locks its own too) */
     if (!st) st = vx_folder_lock(c->run_dir, &lock, e);
-    if (!st && !resume) { /* the settings of the whole walk, for --resume */
+    if (!st) { /* the settings of the whole walk, for --resume (a resume's own: its --epochs) */
         char path[1100];
         vx_atomic_file af;
         snprintf(path, sizeof path, "%s/config.yaml", c->run_dir);

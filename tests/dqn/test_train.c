@@ -62,6 +62,8 @@ static void test_config_keys(void **state)
     assert_int_equal(vx_train_key_algo("data.files"), -1);
     assert_int_equal(vx_train_key_algo("dq.lr"), -1);
     assert_int_equal(vx_train_key_algo("ppox.lr"), -1);
+    assert_int_equal(vx_train_key_algo("ppo.lrr"), -1); /* misspelt: no algorithm's key */
+    assert_int_equal(vx_train_key_algo("ppo"), -1);
     assert_int_equal(vx_train_cfg_set(&c, "dqn.lr", "3e-4", NULL, &e), VX_OK);
     assert_true(d->learner.adam.lr == 3e-4);
     assert_int_equal(vx_train_cfg_set(&c, "dqn.trunk", "128, 64,32", NULL, &e), VX_OK);
@@ -415,6 +417,16 @@ static void test_run_folder_and_exact_resume(void **state)
     assert_int_equal(vx_train_run(&c, NULL, 1, NULL, NULL, &rb, &e), VX_OK);
     assert_true(ra.row[VX_EVAL_AGENT].sharpe == rb.row[VX_EVAL_AGENT].sharpe);
     vx_eval_report_free(&rb);
+    /* a resume given more epochs trains them and keeps the count in config.yaml, so that a plain
+     * resume after it (or after its interruption) goes on to the same end */
+    c.epochs = 5;
+    assert_int_equal(vx_train_run(&c, NULL, 1, NULL, NULL, NULL, &e), VX_OK);
+    char cfg_path[128];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.yaml", b);
+    vx_train_cfg again;
+    vx_train_cfg_default(&again);
+    assert_int_equal(vx_train_cfg_load(&again, cfg_path, &e), VX_OK);
+    assert_int_equal(again.epochs, 5);
     vx_eval_report_free(&ra);
     th_rmtree(a);
     th_rmtree(b);

@@ -517,9 +517,9 @@ static void test_space_refuses_bad_files(void **state)
          "s.yaml: line 1, field 'dqn.learning_rate': unknown key"},
         {"dqn.lr: {type: float, low: 1e-4, high: 1e-3}\ndqn.gamma: {type: float, low: 0.9, "
          "high: 2}\n",
-         "s.yaml: line 2, field 'dqn.gamma': dqn.gamma: 2 is outside"},
+         "s.yaml: line 2, field 'dqn.gamma': 2 is outside"},
         {"dqn.loss: {type: categorical, values: [mse, l1]}\n",
-         "line 1, field 'dqn.loss': dqn.loss: 'l1' is not one"}};
+         "line 1, field 'dqn.loss': 'l1' is not one"}};
     for (int i = 0; i < 3; i++) {
         vx_space s;
         vx_err e;
