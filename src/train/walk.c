@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 static int exists(const char *path)
 {
@@ -66,6 +67,43 @@ static vx_status write_reports(const char *dir, const vx_eval_report *folds, int
     return vx_atomic_commit(&af, e);
 }
 
+/* The highest folder of dir (dir itself, or one above it) that does not exist yet, into top
+ * ("" when dir exists). */
+static void first_missing(const char *dir, char *top, size_t n)
+{
+    char p[1100];
+    snprintf(p, sizeof p, "%s", dir);
+    top[0] = '\0';
+    while (p[0] && !exists(p)) {
+        snprintf(top, n, "%s", p);
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p) break;
+        *slash = '\0';
+    }
+}
+
+/* A new walk whose first fold failed before its run made a folder (a bad file, a refused
+ * setting) leaves nothing behind, as a run does (run.c): its config.yaml, its lock, the folder and
+ * the ones above it that were made for it go. A fold's folder, once there, keeps the walk's (it
+ * holds work to resume). */
+static void forget_start(const char *run_dir, const char *top)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/fold-1", run_dir);
+    if (exists(path)) return;
+    snprintf(path, sizeof path, "%s/config.yaml", run_dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/lock", run_dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s", run_dir);
+    for (;;) { /* each only if nothing else is in it */
+        rmdir(path);
+        char *slash = strrchr(path, '/');
+        if (strlen(path) <= strlen(top) || !slash) break;
+        *slash = '\0';
+    }
+}
+
 vx_status vx_train_walk_forward(const vx_train_cfg *c, vx_device *dev, int folds, int resume,
                                 vx_epoch_fn on_epoch, void *ctx, vx_eval_report *all, vx_err *e)
 {
@@ -77,6 +115,8 @@ vx_status vx_train_walk_forward(const vx_train_cfg *c, vx_device *dev, int folds
         free(fc), free(rep);
         return vx_err_set(e, VX_ERR_NOMEM, "walk-forward: out of memory");
     }
+    char top[1100]; /* what this walk makes of its folder's path */
+    first_missing(c->run_dir, top, sizeof top);
     vx_status st = vx_mkdirs(c->run_dir, e);
     int lock = -1; /* the whole walk's folder is ours (each fold's run locks its own too) */
     if (!st) st = vx_folder_lock(c->run_dir, &lock, e);
@@ -118,6 +158,7 @@ vx_status vx_train_walk_forward(const vx_train_cfg *c, vx_device *dev, int folds
     if (!st) st = vx_eval_concat(rep, folds, all, e);
     if (!st) st = write_reports(c->run_dir, rep, folds, all, e);
     for (int k = 0; k < folds; k++) vx_eval_report_free(&rep[k]);
+    if (st && top[0] && lock >= 0) forget_start(c->run_dir, top);
     vx_folder_unlock(lock);
     free(rep);
     free(fc);

@@ -360,6 +360,15 @@ static void test_run_folder_and_exact_resume(void **state)
     assert_int_not_equal(vx_train_run(&c, NULL, 0, NULL, NULL, NULL, &e), VX_OK);
     struct stat none;
     assert_int_not_equal(stat(parent, &none), 0);
+    /* nor does a new walk-forward whose first fold fails in its setup (its own folder is made
+     * first, to be locked: it goes again, with its config.yaml) */
+    char walk[160];
+    snprintf(walk, sizeof walk, "%s/walk", parent);
+    tiny(&c, walk);
+    c.synth_days = 1;
+    vx_eval_report all;
+    assert_int_not_equal(vx_train_walk_forward(&c, NULL, 2, 0, NULL, NULL, &all, &e), VX_OK);
+    assert_int_not_equal(stat(parent, &none), 0);
     /* B: interrupted after 2 of 4 epochs, then resumed */
     tiny(&c, b);
     dqn_of(&c)->learner.target_every = 50;
