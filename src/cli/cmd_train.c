@@ -15,6 +15,8 @@
 #include "vixen/io.h"
 #include "vixen/train.h"
 
+#include <dirent.h>
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -150,6 +152,105 @@ static int print_epoch(const vx_epoch_report *r, void *ctx)
     return g_interrupted;
 }
 
+/* The settings a resume may change: how far the run goes and where and how it runs, none of what
+ * it learns (a resume continues to the result of an uninterrupted run, on either device). */
+static const char *const resume_keys[] = {"train.epochs", "train.device", "train.gpu_graphs",
+                                          "train.async_checkpoints", "train.checkpoint_every"};
+
+/* A resume's options: everything else the run's config.yaml already holds. Returns an exit
+ * code. */
+static int check_resume(const char *config, const char *run, const char *algo, const char *folds,
+                        size_t files, const char **sets, int n_sets)
+{
+    const char *what = config  ? "--config"
+                       : run   ? "--run"
+                       : algo  ? "--algo"
+                       : folds ? "--folds"
+                       : files ? "a data file"
+                               : NULL;
+    if (what) {
+        fprintf(stderr,
+                "vixen: --resume continues a run as its config.yaml says; %s would change it "
+                "(start a new run instead)\n",
+                what);
+        return VX_EXIT_USAGE;
+    }
+    for (int i = 0; i < n_sets; i++) {
+        size_t n = strcspn(sets[i], "=");
+        int ok = 0;
+        for (size_t k = 0; k < sizeof resume_keys / sizeof *resume_keys; k++)
+            ok |= strlen(resume_keys[k]) == n && strncmp(sets[i], resume_keys[k], n) == 0;
+        if (!ok) {
+            fprintf(stderr,
+                    "vixen: --resume: --set %.*s would change the run being resumed; a resume "
+                    "may set only train.epochs, train.device, train.gpu_graphs, "
+                    "train.async_checkpoints and train.checkpoint_every\n",
+                    (int)n, sets[i]);
+            return VX_EXIT_USAGE;
+        }
+    }
+    return VX_EXIT_OK;
+}
+
+static int g_made_runs; /* reserve_folder made runs/ too */
+
+/* A new folder for a run without one named: runs/<date>-<time>, or -2, -3… after it when that is
+ * taken, made here (mkdir fails on a folder that exists, so runs started in the same second each
+ * get their own). Returns an exit code. */
+static int reserve_folder(char *dir, size_t n)
+{
+    char stem[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    localtime_r(&now, &tm);
+    strftime(stem, sizeof stem, "runs/%Y%m%d-%H%M%S", &tm);
+    vx_err e;
+    struct stat sb;
+    g_made_runs = stat("runs", &sb) != 0;
+    if (vx_mkdirs("runs", &e)) {
+        fprintf(stderr, "vixen: %s\n", e.msg);
+        return VX_EXIT_FAIL;
+    }
+    for (int k = 1; k < 1000; k++) {
+        if (k == 1) snprintf(dir, n, "%s", stem);
+        else snprintf(dir, n, "%s-%d", stem, k);
+        if (mkdir(dir, 0755) == 0) return VX_EXIT_OK;
+        if (errno != EEXIST) {
+            fprintf(stderr, "vixen: %s: cannot create folder: %s\n", dir, strerror(errno));
+            return VX_EXIT_FAIL;
+        }
+    }
+    fprintf(stderr, "vixen: %s: a thousand runs this second; name one (--run)\n", stem);
+    return VX_EXIT_FAIL;
+}
+
+/* A reserved folder (reserve_folder) whose run failed before it trained holds only what taking it
+ * wrote (a walk-forward's: its config.yaml and lock): it goes, as a named folder's would never have
+ * been made (run.c, walk.c). Anything else in it (metrics, a checkpoint, a fold) keeps it. */
+static void unreserve_folder(const char *dir)
+{
+    static const char *const bare[] = {"lock", "run-id", "checkpoint", "config.yaml"};
+    char path[1100];
+    snprintf(path, sizeof path, "%s/checkpoint", dir);
+    DIR *d = opendir(dir);
+    if (!d) return;
+    int other = 0;
+    for (struct dirent *x; (x = readdir(d)) != NULL;) {
+        int known = !strcmp(x->d_name, ".") || !strcmp(x->d_name, "..");
+        for (size_t k = 0; k < sizeof bare / sizeof *bare; k++)
+            known |= !strcmp(x->d_name, bare[k]);
+        other |= !known;
+    }
+    closedir(d);
+    if (other || (rmdir(path) != 0 && errno != ENOENT)) return; /* checkpoint/ not empty */
+    for (size_t k = 0; k < sizeof bare / sizeof *bare; k++) {
+        snprintf(path, sizeof path, "%s/%s", dir, bare[k]);
+        unlink(path);
+    }
+    rmdir(dir);
+    if (g_made_runs) rmdir("runs"); /* only if nothing else is in it */
+}
+
 int vx_cmd_train(int argc, char **argv)
 {
     const char *config = NULL, *run = NULL, *resume = NULL, *epochs = NULL, *device = NULL;
@@ -164,7 +265,8 @@ int vx_cmd_train(int argc, char **argv)
         {"epochs", "N", "same as --set train.epochs=N", &epochs, NULL, NULL, NULL, 0},
         {"device", "cpu|cuda|auto", "where to train (default auto: the GPU when one is present)",
          &device, NULL, NULL, NULL, 0},
-        {"run", "DIR", "the run folder (default runs/<date>-<time>)", &run, NULL, NULL, NULL, 0},
+        {"run", "DIR", "the run folder (default runs/<date>-<time>, then -2, -3... when taken)",
+         &run, NULL, NULL, NULL, 0},
         {"resume", "DIR", "continue the run in DIR from its last checkpoint", &resume, NULL, NULL,
          NULL, 0},
         {"algo", "dqn|ppo", "the learning algorithm (same as --set train.algo=NAME)", &algo, NULL,
@@ -201,8 +303,14 @@ int vx_cmd_train(int argc, char **argv)
         free(pos);
         return rc == 2 ? VX_EXIT_USAGE : VX_EXIT_OK;
     }
+    if (resume && (rc = check_resume(config, run, algo, folds, np, sets, n_sets)) != 0) {
+        free(pos);
+        return rc;
+    }
     vx_train_cfg cfg;
     vx_train_cfg_default(&cfg);
+    char default_dir[sizeof cfg.run_dir];
+    snprintf(default_dir, sizeof default_dir, "%s", cfg.run_dir);
     vx_err e;
     /* the folder's length first: a --resume folder's config.yaml is read below */
     const char *dir = resume ? resume : run;
@@ -247,12 +355,12 @@ int vx_cmd_train(int argc, char **argv)
     if (!rc) rc = vx_cli_set_files(&cfg, pos, np);
     free(pos);
     if (rc) return rc;
+    int reserved = 0; /* the folder made here, for a run given none */
     if (dir) snprintf(cfg.run_dir, sizeof cfg.run_dir, "%s", dir);
-    else if (!config || strcmp(cfg.run_dir, "runs/run") == 0) {
-        time_t now = time(NULL);
-        struct tm tm;
-        localtime_r(&now, &tm);
-        strftime(cfg.run_dir, sizeof cfg.run_dir, "runs/%Y%m%d-%H%M%S", &tm);
+    else if (strcmp(cfg.run_dir, default_dir) == 0) { /* neither --config nor --set named one */
+        rc = reserve_folder(cfg.run_dir, sizeof cfg.run_dir);
+        if (rc) return rc;
+        reserved = 1;
     }
     vx_device_cfg dc;
     vx_device_cfg_default(&dc);
@@ -260,6 +368,7 @@ int vx_cmd_train(int argc, char **argv)
     vx_device *dev;
     if (vx_device_open(&dc, &dev, &e)) {
         fprintf(stderr, "vixen: train.device: %s\n", e.msg);
+        if (reserved) unreserve_folder(cfg.run_dir);
         return VX_EXIT_FAIL;
     }
     fprintf(stderr, "vixen: %s run in %s: %s, %d epochs x %d envs x %d steps\n",
@@ -279,6 +388,7 @@ int vx_cmd_train(int argc, char **argv)
     }
     if (st) {
         fprintf(stderr, "vixen: %s\n", e.msg);
+        if (reserved) unreserve_folder(cfg.run_dir);
         return VX_EXIT_FAIL;
     }
     if (walk) printf("walk-forward, all %d folds' test blocks: ", cfg.env.folds);

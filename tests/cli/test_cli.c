@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <time.h>
 #include <zstd.h>
 
@@ -302,6 +303,35 @@ static void test_train_and_eval_commands(void **state)
     assert_int_equal(vixen(args), 0);
     assert_non_null(strstr(err, "epoch 3/3"));
     assert_null(strstr(err, "epoch 2/3"));
+    /* a resume changes nothing of what the run learns: other data, settings, folds or folders
+     * are usage errors, and the run is left as it was */
+    static const char *const changes[][2] = {
+        {"--set dqn.lr=0.5", "--set dqn.lr would change the run"},
+        {"--set split.gap=500", "--set split.gap would change the run"},
+        {"somefile.csv", "a data file would change it"},
+        {"--folds 3", "--folds would change it"},
+        {"--algo ppo", "--algo would change it"},
+        {"--run elsewhere", "--run would change it"},
+    };
+    for (size_t i = 0; i < sizeof changes / sizeof *changes; i++) {
+        snprintf(args, sizeof args, "train --resume %s/r --epochs 4 %s", dir, changes[i][0]);
+        assert_int_equal(vixen(args), 2);
+        if (!strstr(err, changes[i][1])) fail_msg("%s: %s", changes[i][0], err);
+    }
+    snprintf(yaml, sizeof yaml, "%s/r/config.yaml", dir);
+    FILE *cf = fopen(yaml, "r");
+    assert_non_null(cf);
+    char cfg_text[8192];
+    size_t cn = fread(cfg_text, 1, sizeof cfg_text - 1, cf);
+    fclose(cf);
+    cfg_text[cn] = '\0';
+    assert_non_null(strstr(cfg_text, "epochs: 3"));
+    /* train.run_dir given by --set names the folder (it had been taken only from --config) */
+    snprintf(args, sizeof args,
+             "train %s --set train.eval_every=0 --epochs 1 --set train.run_dir=%s/s", small, dir);
+    assert_int_equal(vixen(args), 0);
+    snprintf(yaml, sizeof yaml, "%s/s/config.yaml", dir);
+    assert_int_equal(access(yaml, F_OK), 0);
     /* eval of the run, as JSON: the split, standard errors, the baselines */
     snprintf(args, sizeof args, "eval %s/r --json", dir);
     assert_int_equal(vixen(args), 0);
