@@ -1006,6 +1006,34 @@ vx_status vx_study_run(vx_study *s, vx_device *dev, vx_study_progress_fn cb, voi
 /* ---- status ------------------------------------------------------------------------------------
  */
 
+const vx_trial *vx_study_best_so_far(const vx_trial *t, size_t n, const vx_study_cfg *c,
+                                     double *mean)
+{
+    size_t evals = (size_t)c->generations * c->pso.swarm, per = (size_t)c->seeds;
+    double *sum = calloc(evals ? evals : 1, sizeof *sum);
+    int *have = calloc(evals ? evals : 1, sizeof *have);
+    const vx_trial **first = calloc(evals ? evals : 1, sizeof *first);
+    const vx_trial *best = NULL;
+    double m = NAN;
+    if (sum && have && first) {
+        for (size_t i = 0; i < n; i++) {
+            const vx_trial *x = &t[i];
+            if (x->generation < 0 || x->generation >= c->generations || x->particle < 0 ||
+                x->particle >= c->pso.swarm || !isfinite(x->objective))
+                continue;
+            size_t k = (size_t)x->generation * c->pso.swarm + (size_t)x->particle;
+            sum[k] += x->objective, have[k]++;
+            if (x->seed_index == 0) first[k] = x;
+        }
+        for (size_t k = 0; k < evals; k++)
+            if ((size_t)have[k] == per && first[k] && (!best || sum[k] / per > m))
+                best = first[k], m = sum[k] / per;
+    }
+    free(sum), free(have), free(first);
+    if (mean) *mean = m;
+    return best;
+}
+
 vx_status vx_study_status(const char *dir, FILE *f, vx_err *e)
 {
     char path[600];
@@ -1014,7 +1042,7 @@ vx_status vx_study_status(const char *dir, FILE *f, vx_err *e)
     vx_store st0;
     vx_status st = vx_store_open(&st0, path, 1, e);
     if (st) return st;
-    char *settings = NULL, *tested = NULL;
+    char *settings = NULL, *tested = NULL, *chosen = NULL;
     vx_study_cfg cfg;
     vx_trial *t = NULL;
     size_t n = 0;
@@ -1023,16 +1051,17 @@ vx_status vx_study_status(const char *dir, FILE *f, vx_err *e)
     if (!st) st = vx_store_trials(&st0, &t, &n, e);
     int tested_done = vx_store_meta_get(&st0, "tested", &tested, NULL) == VX_OK;
     free(tested);
+    long long chosen_id =
+        vx_store_meta_get(&st0, "best", &chosen, NULL) == VX_OK ? atoll(chosen) : -1;
+    free(chosen);
     if (!st) {
         size_t total = (size_t)cfg.generations * cfg.pso.swarm * cfg.seeds;
         int count[VX_TRIAL_FAILED + 1] = {0}, halvings = 0;
-        const vx_trial *best = NULL;
+        const vx_trial *best = vx_study_best_so_far(t, n, &cfg, NULL);
         for (size_t i = 0; i < n; i++) {
             count[t[i].status]++;
             halvings += t[i].halvings;
-            if (t[i].status >= VX_TRIAL_DONE && isfinite(t[i].objective) &&
-                (!best || t[i].objective > best->objective))
-                best = &t[i];
+            if (t[i].id == chosen_id) best = &t[i]; /* the swarm's, recorded at the end */
         }
         int finished = count[VX_TRIAL_DONE] + count[VX_TRIAL_PRUNED] + count[VX_TRIAL_FAILED];
         fprintf(f, "study %s: %d generations x %d particles x %d seeds (%zu trials)\n", dir,
@@ -1045,10 +1074,19 @@ vx_status vx_study_status(const char *dir, FILE *f, vx_err *e)
                 halvings);
         if (best) {
             fprintf(f,
-                    "best trial so far: %lld (generation %d, particle %d, seed %d): validation "
-                    "Sharpe %.4f ± %.4f at epoch %d\n",
-                    (long long)best->id, best->generation + 1, best->particle, best->seed_index,
-                    best->objective, best->objective_se, best->best_epoch);
+                    "best trial%s: %lld (generation %d, particle %d, seed %d): validation "
+                    "Sharpe %.4f ± %.4f at epoch %d",
+                    best->id == chosen_id ? "" : " so far", (long long)best->id, best->generation,
+                    best->particle, best->seed_index, best->objective, best->objective_se,
+                    best->best_epoch);
+            if (cfg.seeds > 1) { /* what the swarm ranks: the particle's mean */
+                double sum = 0;
+                for (size_t i = 0; i < n; i++)
+                    if (t[i].generation == best->generation && t[i].particle == best->particle)
+                        sum += t[i].objective;
+                fprintf(f, "; its particle's mean over %d seeds %.4f", cfg.seeds, sum / cfg.seeds);
+            }
+            fprintf(f, "\n");
             fputs(best->params, f);
         }
         fprintf(f, "%s\n",

@@ -44,6 +44,12 @@ vx_status vx_store_event(vx_store *s, const vx_study_event *ev, vx_err *e);
 vx_status vx_store_events(vx_store *s, vx_study_event **out, size_t *n, vx_err *e);
 /* The study's own settings as the store keeps them ("key=value" lines), read back. */
 vx_status vx_study_settings_parse(const char *text, vx_study_cfg *c, const char *where, vx_err *e);
+/* The best particle evaluation among the n trials t as the swarm ranks them (a particle's
+ * objective the mean of its seeds', every seed's finite; the first of equals in generation and
+ * particle order), as the trial of its first seed; NULL when no particle has one. mean (if not
+ * NULL): its objective. */
+const vx_trial *vx_study_best_so_far(const vx_trial *t, size_t n, const vx_study_cfg *c,
+                                     double *mean);
 /* A transaction around several writes (a finished trial and its curve). */
 vx_status vx_store_begin(vx_store *s, vx_err *e);
 vx_status vx_store_commit(vx_store *s, vx_err *e);

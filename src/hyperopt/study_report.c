@@ -269,7 +269,7 @@ static void table(FILE *f, const page *g, const vx_trial *const *top, int n_top)
         fprintf(f,
                 "<tr%s><td>%lld</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td><td>%.3f ± "
                 "%.3f</td><td>%d</td><td>%d%s</td><td>%.1f / %.1f</td><td>%.1f</td>",
-                i == 0 ? " class=\"agent\"" : "", (long long)t->id, t->generation + 1, t->particle,
+                i == 0 ? " class=\"agent\"" : "", (long long)t->id, t->generation, t->particle,
                 t->seed_index, vx_trial_status_name(t->status), t->objective, t->objective_se,
                 t->best_epoch, t->batch, t->halvings ? " (halved)" : "", t->mem_estimate / 1e6,
                 t->mem_measured / 1e6, t->seconds);
@@ -311,7 +311,7 @@ static void header(FILE *f, const page *g, const vx_trial *best)
         fprintf(f,
                 "<li><strong>the best trial%s: %lld</strong> (generation %d, particle %d, seed "
                 "%d), validation Sharpe %.3f ± %.3f at epoch %d%s</li>\n",
-                chosen ? "" : " so far", (long long)best->id, best->generation + 1, best->particle,
+                chosen ? "" : " so far", (long long)best->id, best->generation, best->particle,
                 best->seed_index, best->objective, best->objective_se, best->best_epoch,
                 chosen ? " (the best particle's first seed); <code>best.yaml</code> trains it again"
                        : "");
@@ -343,7 +343,8 @@ static vx_status write_page(FILE *f, const page *g, vx_err *e)
                "<title>vixen study report: ");
     vx_html_esc(f, g->dir);
     fprintf(f, "</title>\n<style>\n%s</style>\n</head>\n<body>\n", vx_page_css);
-    const vx_trial *best = n_fin ? order[0] : NULL; /* so far, while the study runs */
+    /* so far, while the study runs: as the swarm ranks them */
+    const vx_trial *best = vx_study_best_so_far(g->t, g->n, &g->cfg, NULL);
     for (size_t i = 0; i < g->n; i++)
         if (g->t[i].id == g->best_id) best = &g->t[i];
     header(f, g, best);

@@ -1056,6 +1056,8 @@ static char *read_text(const char *path)
     return t;
 }
 
+static char *printed(vx_status (*fn)(const char *, FILE *, vx_err *), const char *dir);
+
 /* trials.csv keeps a value with commas in one column; the report's table shows each key's own
  * value where one key is another's prefix (env.reward, env.reward_scale) and names as the best
  * trial the one best.yaml holds (seeds 2: the best particle's first seed); a study stopped while
@@ -1118,6 +1120,10 @@ static void test_outputs_and_a_stop(void **state)
     long id = atol(named + strlen("the best trial: "));
     assert_true(id >= 0 && (size_t)id < nt);
     assert_int_equal(t[id].seed_index, 0);
+    char *st = printed(vx_study_status, a), said[64]; /* and so does status */
+    snprintf(said, sizeof said, "best trial: %ld (", id);
+    if (!strstr(st, said)) fail_msg("status does not say '%s':\n%s", said, st);
+    free(st);
     assert_true(by->seed == t[id].train_seed);
     assert_int_equal(by->n_files, 0);
     /* a particle's objective is the mean of its seeds' (NaN if one has none): the swarm as stored
@@ -1491,7 +1497,7 @@ static void test_status_and_report_of_a_store(void **state)
     char *st = printed(vx_study_status, root);
     if (!strstr(st, "trials: 4 finished (2 done, 1 pruned, 1 failed), 1 running, 1 to go; 1 "
                     "out-of-memory halvings\n") ||
-        !strstr(st, "best trial so far: 1 (generation 1, particle 1, seed 0): validation Sharpe "
+        !strstr(st, "best trial so far: 1 (generation 0, particle 1, seed 0): validation Sharpe "
                     "0.9000") ||
         !strstr(st, "not finished"))
         fail_msg("status:\n%s", st);
@@ -1501,6 +1507,10 @@ static void test_status_and_report_of_a_store(void **state)
             assert_int_equal(vx_store_open(&s, path, 0, &e), VX_OK);
             assert_int_equal(vx_store_meta_set(&s, "best", "0", &e), VX_OK);
             vx_store_close(&s);
+            char *stc = printed(vx_study_status, root); /* status names it too */
+            if (!strstr(stc, "best trial: 0 (generation 0, particle 0, seed 0)"))
+                fail_msg("status once chosen:\n%s", stc);
+            free(stc);
         }
         if (vx_study_report_write(root, &e)) fail_msg("%s", e.msg);
         char rp[160];
@@ -1519,6 +1529,55 @@ static void test_status_and_report_of_a_store(void **state)
                      n > 0 ? ids[0] : -1, n > 1 ? ids[1] : -1, n > 2 ? ids[2] : -1);
         free(html);
     }
+    th_rmtree(root);
+}
+
+/* With several seeds the swarm ranks a particle by its seeds' mean, and status and the report
+ * name the best so far the same way (they had named the best single trial, another particle's
+ * than best.yaml's): 1 generation × 2 particles × 2 seeds, particle 0's seeds 1.0 and 0.0 (mean
+ * 0.5, the best single trial), particle 1's 0.6 and 0.6 (mean 0.6): trial 2, its first seed. */
+static void test_best_so_far_by_the_seeds_mean(void **state)
+{
+    (void)state;
+    char root[64], path[128];
+    th_tmpdir(root, sizeof root);
+    snprintf(path, sizeof path, "%s/study.db", root);
+    vx_store s;
+    vx_err e;
+    assert_int_equal(vx_store_create(&s, path, &e), VX_OK);
+    vx_pso_cfg pc;
+    vx_pso_cfg_default(&pc);
+    char settings[512];
+    snprintf(settings, sizeof settings,
+             "generations=1\nseeds=2\nmargin=0.2\nprune=0\nprune_warmup=2\nswarm=2\nw=%.17g\n"
+             "c1=%.17g\nc2=%.17g\nvmax=%.17g\nseed=1\n",
+             pc.w, pc.c1, pc.c2, pc.vmax);
+    assert_int_equal(vx_store_meta_set(&s, "settings", settings, &e), VX_OK);
+    assert_int_equal(vx_store_meta_set(&s, "space", space_text, &e), VX_OK);
+    const double objective[4] = {1.0, 0.0, 0.6, 0.6};
+    for (int i = 0; i < 4; i++) {
+        vx_trial t;
+        memset(&t, 0, sizeof t);
+        t.id = i, t.generation = 0, t.particle = i / 2, t.seed_index = i % 2;
+        t.status = VX_TRIAL_DONE, t.objective = objective[i], t.objective_se = 0.1;
+        t.batch = 32;
+        snprintf(t.params, sizeof t.params,
+                 "dqn.lr=0.001\ndqn.gamma=0.95\ndqn.n_step=2\n"
+                 "dqn.loss=mse\n");
+        assert_int_equal(vx_store_trial_put(&s, &t, &e), VX_OK);
+    }
+    vx_store_close(&s);
+    char *st = printed(vx_study_status, root);
+    if (!strstr(st, "best trial so far: 2 (generation 0, particle 1, seed 0): validation Sharpe "
+                    "0.6000 ± 0.1000 at epoch 0; its particle's mean over 2 seeds 0.6000"))
+        fail_msg("status:\n%s", st);
+    free(st);
+    if (vx_study_report_write(root, &e)) fail_msg("%s", e.msg);
+    snprintf(path, sizeof path, "%s/report.html", root);
+    char *html = read_text(path);
+    if (!strstr(html, "the best trial so far: 2</strong>"))
+        fail_msg("the report: %.300s", strstr(html, "the best trial"));
+    free(html);
     th_rmtree(root);
 }
 
@@ -1807,6 +1866,7 @@ int main(void)
         cmocka_unit_test(test_store_without_the_rank_column),
         cmocka_unit_test(test_store_round_trip),
         cmocka_unit_test(test_status_and_report_of_a_store),
+        cmocka_unit_test(test_best_so_far_by_the_seeds_mean),
         cmocka_unit_test(test_engine_layers_2_and_4),
         cmocka_unit_test(test_a_trial_fails_after_its_halvings),
         cmocka_unit_test(test_resume_at_a_concurrency),
