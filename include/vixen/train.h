@@ -56,6 +56,9 @@ typedef struct {
                             * 0: not — a search's trial, whose study tests only its best */
     int async_checkpoints; /* 1: a GPU run's checkpoint is a device snapshot written by a
                             * background thread while training goes on */
+    int threads;           /* CPU: the matrix products' threads (0: OpenBLAS's choice), which
+                            * `vixen train` gives the device; their count can change a CPU run's
+                            * last bits, so a search's trials (1 each) record theirs */
     char run_dir[512];
     /* every registered algorithm's settings, each in its slot (vx_train_algo_settings) */
     _Alignas(16) unsigned char algo_settings[VX_ALGO_SLOTS][VX_ALGO_SETTINGS_BYTES];

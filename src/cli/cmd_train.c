@@ -365,6 +365,7 @@ int vx_cmd_train(int argc, char **argv)
     vx_device_cfg dc;
     vx_device_cfg_default(&dc);
     dc.kind = cfg.device;
+    dc.threads = cfg.threads;
     vx_device *dev;
     if (vx_device_open(&dc, &dev, &e)) {
         fprintf(stderr, "vixen: train.device: %s\n", e.msg);

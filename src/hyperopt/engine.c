@@ -113,6 +113,7 @@ vx_status vx_trial_config(const vx_study *s, const vx_trial *t, const double *x,
     c->final_test = 0;       /* the study tests its best trial, once */
     c->checkpoint_every = 0; /* a trial is re-run, never resumed */
     c->async_checkpoints = 0;
+    c->threads = 1; /* what cmd_hyperopt gives the device on the CPU: best.yaml keeps it */
     char id[32];
     snprintf(id, sizeof id, "trials/%06lld", (long long)t->id);
     if ((size_t)snprintf(c->run_dir, sizeof c->run_dir, "%s/%s", s->dir, id) >= sizeof c->run_dir)

@@ -83,6 +83,9 @@ static const vx_key train_keys[] = {
         "of a search, whose study tests its best once)"),
     NUM("async_checkpoints", VX_KEY_INT, async_checkpoints, 0, 1,
         "1: GPU checkpoints written in the background while training goes on"),
+    NUM("threads", VX_KEY_INT, threads, 0, 4096,
+        "CPU: threads of the matrix products (0: OpenBLAS's choice; a CPU run's last bits can "
+        "depend on it, so a search's trials, 1 thread each, record it in best.yaml)"),
     {"run_dir", VX_KEY_STR, F(run_dir), 0, 0, NULL, 0, 0, -1, "the run folder"},
 };
 static const vx_section data_section = {"data", data_keys, sizeof data_keys / sizeof *data_keys};
@@ -241,6 +244,7 @@ static const char *const run_own_keys[] = {
     "train.final_test",
     "train.async_checkpoints",
     "train.checkpoint_every",
+    "train.threads",
     NULL,
 };
 

@@ -1125,6 +1125,7 @@ static void test_outputs_and_a_stop(void **state)
     if (!strstr(st, said)) fail_msg("status does not say '%s':\n%s", said, st);
     free(st);
     assert_true(by->seed == t[id].train_seed);
+    assert_int_equal(by->threads, 1); /* the trial's BLAS threads: the same last bits */
     assert_int_equal(by->n_files, 0);
     /* a particle's objective is the mean of its seeds' (NaN if one has none): the swarm as stored
      * before generation 1 holds each particle's best of generation 0, i.e. that mean */
