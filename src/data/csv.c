@@ -9,7 +9,8 @@
  * Header (required): names are matched case-insensitively after trimming spaces and quotes.
  *   time:   `timestamp`, `datetime`, `ts_event`, or `date` (+ `time` as a separate column), or
  *           `time` alone; prices: `open`, `high`, `low`, `close`; `volume` (or `vol`).
- *   Any other column (`adjclose`, `symbol`, …) is ignored.
+ *   Any other column (`adjclose`, `symbol`, …) is ignored; two of one role are an error, and
+ *   every row has the header's number of fields.
  * Separator: ',', ';' or tab, whichever the header line holds most of.
  * Timestamps: decided once per file from the first data row. All digits means epoch time, its
  * unit by magnitude: below 1e11 seconds, below 1e14 milliseconds, below 1e17 microseconds, else
@@ -55,7 +56,31 @@ static const double pow10_exact[23] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6, 
                                        1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                        1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
 
-/* Parses the whole span as a number. Returns 0 on success. */
+/* Whether s is a decimal number ([sign] digits [. digits] [e [sign] digits], a digit somewhere
+ * before the exponent) or one of the words nan, inf, infinity (any case, signed). */
+static int decimal_syntax(span s)
+{
+    size_t i = 0, n = s.n, digits = 0;
+    if (i < n && (s.p[i] == '+' || s.p[i] == '-')) i++;
+    if (span_ieq((span){s.p + i, n - i}, "nan") || span_ieq((span){s.p + i, n - i}, "inf") ||
+        span_ieq((span){s.p + i, n - i}, "infinity"))
+        return 1;
+    for (; i < n && s.p[i] >= '0' && s.p[i] <= '9'; i++) digits++;
+    if (i < n && s.p[i] == '.')
+        for (i++; i < n && s.p[i] >= '0' && s.p[i] <= '9'; i++) digits++;
+    if (!digits) return 0;
+    if (i < n && (s.p[i] == 'e' || s.p[i] == 'E')) {
+        i++;
+        if (i < n && (s.p[i] == '+' || s.p[i] == '-')) i++;
+        size_t e0 = i;
+        for (; i < n && s.p[i] >= '0' && s.p[i] <= '9'; i++) {}
+        if (i == e0) return 0;
+    }
+    return i == n;
+}
+
+/* Parses the whole span as a number. Returns 0 on success, −2 for one beyond a double's range,
+ * −1 for anything else. */
 static int parse_number(span s, double *out)
 {
     const char *p = s.p, *end = s.p + s.n;
@@ -87,8 +112,10 @@ static int parse_number(span s, double *out)
         *out = neg ? -v : v;
         return 0;
     }
-    /* Slow path: exponents, long mantissas, and words such as "nan" (which validation refuses
-     * with a clearer message than "not a number"). */
+    /* Slow path: exponents, long mantissas, and the words nan and inf (which validation refuses
+     * with a clearer message than "not a number"); nothing else strtod reads (hexadecimal, "0x10"
+     * is sixteen to it, and "nan(…)"): the numbers are decimal. */
+    if (!decimal_syntax(s)) return -1;
     char buf[64];
     if (s.n >= sizeof buf) return -1;
     memcpy(buf, s.p, s.n);
@@ -97,6 +124,7 @@ static int parse_number(span s, double *out)
     errno = 0;
     double v = strtod(buf, &stop);
     if (stop == buf || *stop != '\0') return -1;
+    if (errno == ERANGE && isinf(v)) return -2; /* beyond a double, not infinity */
     *out = v;
     return 0;
 }
@@ -189,7 +217,13 @@ vx_status vx_csv_parse(const char *name, const char *text, size_t len, const vx_
         else if (span_ieq(h, "low")) c = COL_LOW;
         else if (span_ieq(h, "close")) c = COL_CLOSE;
         else if (span_ieq(h, "volume") || span_ieq(h, "vol")) c = COL_VOLUME;
-        if (c >= 0 && col[c] < 0) col[c] = i;
+        if (c >= 0 && col[c] >= 0) /* which would it be? */
+            return vx_err_line(e, VX_ERR_FORMAT, name, header_line, col_field[c],
+                               "two %s columns in the header: '%.*s' (column %d) and '%.*s' "
+                               "(column %d)",
+                               col_field[c], (int)hf[col[c]].n, hf[col[c]].p, col[c] + 1, (int)h.n,
+                               h.p, i + 1);
+        if (c >= 0) col[c] = i;
     }
     /* time columns: one full timestamp, or a date and a time, or a date alone, or time alone */
     int ts_col = -1, tm_col = -1;
@@ -206,8 +240,6 @@ vx_status vx_csv_parse(const char *name, const char *text, size_t len, const vx_
         if (col[c] < 0)
             return vx_err_line(e, VX_ERR_FORMAT, name, header_line, col_field[c],
                                "missing column '%s' in the header", col_field[c]);
-    int need = 0;
-    for (int c = 0; c < NCOL; c++) need = col[c] + 1 > need ? col[c] + 1 : need;
 
     /* size the series from a guess of the row count: bytes / bytes-per-header-line */
     size_t guess = (size_t)(end - p) / (hlen > 16 ? hlen : 16) + 16;
@@ -228,10 +260,11 @@ vx_status vx_csv_parse(const char *name, const char *text, size_t len, const vx_
         if (l && line[l - 1] == '\r') l--;
         if (l == 0) continue;
         int k = split(line, l, sep, f, MAX_FIELDS);
-        if (k < need) {
+        if (k != nh) { /* a row of another width than the header's: shifted columns, a stray
+                        * separator — never read as it comes */
             if (k == 1 && trim(f[0]).n == 0) continue; /* a line of spaces */
-            return vx_err_line(e, VX_ERR_FORMAT, name, line_no, "", "expected %d fields, found %d",
-                               need, k);
+            return vx_err_line(e, VX_ERR_FORMAT, name, line_no, "",
+                               "expected %d fields (the header's), found %d", nh, k);
         }
         /* timestamp */
         span tsf = f[ts_col];
@@ -282,16 +315,19 @@ vx_status vx_csv_parse(const char *name, const char *text, size_t len, const vx_
                                                            : ts_col == col[COL_DATE] ? COL_DATE
                                                                                      : COL_TIME],
                                    "cannot read '%.*s' as a date/time (expected YYYY-MM-DD, "
-                                   "YYYY-MM-DD HH:MM[:SS[.fff]], ISO 8601 with Z or offset, or "
-                                   "epoch seconds/ms/us/ns)",
+                                   "YYYY-MM-DD HH:MM[:SS[.fff]] with up to 9 fraction digits, "
+                                   "ISO 8601 with Z or offset, or epoch seconds/ms/us/ns)",
                                    (int)bl, buf);
         }
         double v[5];
         for (int c = COL_OPEN; c <= COL_VOLUME; c++) {
             span x = f[col[c]];
-            if (parse_number(x, &v[c - COL_OPEN]))
+            int bad_number = parse_number(x, &v[c - COL_OPEN]);
+            if (bad_number)
                 return vx_err_line(e, VX_ERR_FORMAT, name, line_no, col_field[c],
-                                   "'%.*s' is not a number", (int)(x.n < 40 ? x.n : 40), x.p);
+                                   bad_number == -2 ? "'%.*s' is beyond a double's range"
+                                                    : "'%.*s' is not a decimal number",
+                                   (int)(x.n < 40 ? x.n : 40), x.p);
         }
         const char *bad = vx_bar_check(prev_ts, ts, v[0], v[1], v[2], v[3], v[4], why, sizeof why);
         if (bad) return vx_err_line(e, VX_ERR_VALIDATION, name, line_no, bad, "%s", why);

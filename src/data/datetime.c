@@ -2,8 +2,9 @@
  *
  * Accepted: YYYY-MM-DD; YYYY-MM-DD HH:MM[:SS[.f…]] with a space or 'T' between; optionally
  * followed by 'Z' or an offset (+HH:MM, +HHMM, +HH). A time without an offset is UTC. Fractions
- * keep up to nanoseconds. Days from the civil date use Howard Hinnant's algorithm (exact for the
- * proleptic Gregorian calendar). */
+ * of up to 9 digits (nanoseconds; more are refused, not cut). A second of 60 only at 23:59 (a leap
+ * second, folded onto the next day's first). Days from the civil date use Howard Hinnant's
+ * algorithm (exact for the proleptic Gregorian calendar). */
 #include "vixen/data.h"
 #include "data_internal.h"
 
@@ -83,10 +84,10 @@ int vx_parse_datetime(const char *s, size_t len, int64_t *ns_out)
                     nd++;
                     i++;
                 }
-                if (nd == 0) return -1;
+                if (nd == 0 || nd > 9) return -1; /* finer than a nanosecond: not dropped */
             }
         }
-        if (hh > 23 || mi > 59 || ss > 60) return -1; /* 60: a leap second, folded forward */
+        if (hh > 23 || mi > 59 || ss > 60) return -1;
     }
     int64_t offset_s = 0;
     if (i < len && s[i] == 'Z') {
@@ -104,6 +105,9 @@ int vx_parse_datetime(const char *s, size_t len, int64_t *ns_out)
         offset_s = sign * (oh * 3600 + om * 60);
     }
     if (i != len) return -1;
+    /* a second of 60 is a leap second, which only ends a UTC day (23:59:60Z, folded onto the next
+     * day's first second); anywhere else it is an error, not the next minute */
+    if (ss == 60 && (((hh * 60 + mi) * 60 - offset_s) % 86400 + 86400) % 86400 != 86340) return -1;
     int64_t days = vx_days_from_civil(y, (unsigned)mo, (unsigned)d);
     int64_t secs = days * 86400 + hh * 3600 + mi * 60 + ss - offset_s;
     /* int64 nanoseconds reach from 1677 to 2262; outside that the time cannot be stored */

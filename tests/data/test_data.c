@@ -54,8 +54,9 @@ static void test_csv_basic_and_extra_columns(void **state)
     vx_series_free(&s);
 }
 
-/* Rows much shorter than the header make the reader's first guess of the row count too small,
- * so the series grows while reading: every bar read before a growth must survive it. */
+/* Rows much shorter than the header (a long name over a one-letter column) make the reader's
+ * first guess of the row count too small, so the series grows while reading: every bar read
+ * before a growth must survive it. */
 static void test_csv_series_grows_without_losing_bars(void **state)
 {
     (void)state;
@@ -66,7 +67,7 @@ static void test_csv_series_grows_without_losing_bars(void **state)
     w += sprintf(w, "timestamp,open,high,low,close,volume,a_long_ignored_column_name_that_"
                     "makes_the_header_far_longer_than_any_row\n");
     for (int i = 0; i < ROWS; i++)
-        w += sprintf(w, "%d,%d,%d,1,%d,1\n", 1000000000 + 60 * i, 2 + i % 7, 9, 2 + i % 5);
+        w += sprintf(w, "%d,%d,%d,1,%d,1,x\n", 1000000000 + 60 * i, 2 + i % 7, 9, 2 + i % 5);
     vx_series s;
     vx_err e;
     memset(&s, 0, sizeof s);
@@ -133,14 +134,23 @@ static void test_csv_timestamp_formats(void **state)
         assert_int_equal(s.ts[0], cases[i].want0);
         vx_series_free(&s);
     }
-    /* a column named twice ("volume" and its alias "vol"): the first one is the column */
+    /* a column named twice ("volume" and its alias "vol"; "open" twice): which is it? An error
+     * naming both (the first had been taken silently) */
     vx_series s;
     vx_err e;
     assert_int_equal(
         parse("timestamp,open,high,low,close,volume,vol\n2024-03-01,1,2,1,2,5,-7\n", &s, &e),
-        VX_OK);
-    assert_true(s.volume[0] == 5);
+        VX_ERR_FORMAT);
     vx_series_free(&s);
+    if (!strstr(e.msg,
+                "two volume columns in the header: 'volume' (column 6) and 'vol' (column 7)"))
+        fail_msg("%s", e.msg);
+    assert_int_equal(e.line, 1);
+    assert_int_equal(
+        parse("timestamp,open,high,low,close,volume,Open\n2024-03-01,1,2,1,2,5,1\n", &s, &e),
+        VX_ERR_FORMAT);
+    vx_series_free(&s);
+    assert_non_null(strstr(e.msg, "two open columns"));
 }
 
 static void test_datetime_parser(void **state)
@@ -166,6 +176,14 @@ static void test_datetime_parser(void **state)
     /* a leap second (:60) is read, folded forward onto the next second: 2017-01-01T00:00:00Z */
     assert_int_equal(vx_parse_datetime("2016-12-31T23:59:60Z", 20, &t), 0);
     assert_int_equal(t, 1483228800ll * 1000000000);
+    assert_int_equal(vx_parse_datetime("2016-12-31T18:59:60-05:00", 25, &t), 0); /* the same */
+    assert_int_equal(t, 1483228800ll * 1000000000);
+    /* anywhere else :60 is an error (it had been read as the next minute, so the next bar's
+     * error blamed the wrong line), as is a fraction finer than a nanosecond (it had been cut) */
+    assert_int_equal(vx_parse_datetime("2024-01-02T14:33:60Z", 20, &t), -1);
+    assert_int_equal(vx_parse_datetime("2016-12-31T23:59:60+01:00", 25, &t), -1);
+    assert_int_equal(vx_parse_datetime("2024-01-02T14:33:00.123456789Z", 30, &t), 0);
+    assert_int_equal(vx_parse_datetime("2024-01-02T14:33:00.1234567891Z", 31, &t), -1);
     /* an offset's minutes count as minutes (India, +05:30): 2024-03-01T04:00:00Z */
     assert_int_equal(vx_parse_datetime("2024-03-01T09:30:00+05:30", 25, &t), 0);
     assert_int_equal(t, 1709265600ll * 1000000000);
@@ -213,7 +231,7 @@ static void test_csv_rejects_bad_input(void **state)
 {
     (void)state;
     const char *h = "timestamp,open,high,low,close,volume\n";
-    char buf[10][512];
+    char buf[16][512];
     bad_case cases[] = {
         {"", VX_ERR_FORMAT, -1, "", "empty file"},
         {"\n\n  \n", VX_ERR_FORMAT, -1, "", "empty file"},
@@ -227,10 +245,20 @@ static void test_csv_rejects_bad_input(void **state)
         {buf[1], VX_ERR_VALIDATION, 2, "high", "below low"},
         {buf[2], VX_ERR_VALIDATION, 3, "timestamp", "earlier than"},
         {buf[3], VX_ERR_VALIDATION, 3, "timestamp", "duplicate"},
-        {buf[4], VX_ERR_FORMAT, 2, "open", "not a number"},
+        {buf[4], VX_ERR_FORMAT, 2, "open", "not a decimal number"},
         {buf[5], VX_ERR_FORMAT, 2, "timestamp", "cannot read"},
         {buf[6], VX_ERR_VALIDATION, 2, "low", "not positive"},
-        {buf[7], VX_ERR_FORMAT, 3, "", "expected 6 fields, found 4"},
+        {buf[7], VX_ERR_FORMAT, 3, "", "expected 6 fields (the header's), found 4"},
+        /* wider rows too (a stray separator shifts nothing silently) */
+        {buf[9], VX_ERR_FORMAT, 3, "", "expected 6 fields (the header's), found 8"},
+        /* numbers are decimal: strtod's hexadecimal (0x10 = 16) is refused, and a number past a
+         * double's range is named as such, not as infinity */
+        {buf[10], VX_ERR_FORMAT, 2, "open", "'0x10' is not a decimal number"},
+        {buf[11], VX_ERR_FORMAT, 2, "volume", "'1e400' is beyond a double's range"},
+        {buf[12], VX_ERR_FORMAT, 2, "high", "'2e' is not a decimal number"},
+        /* a :60 second that is no leap second is an error on its own line (it had been the next
+         * minute, and the next line a duplicate) */
+        {buf[13], VX_ERR_FORMAT, 2, "timestamp", "cannot read '2024-01-02T14:33:60Z'"},
         /* epoch seconds whose nanoseconds overflow int64 (they would wrap to 2216) */
         {buf[8], VX_ERR_FORMAT, 3, "timestamp", "not epoch time"},
         /* with a separate time column the date is a calendar date, never epoch seconds */
@@ -246,6 +274,11 @@ static void test_csv_rejects_bad_input(void **state)
     snprintf(buf[6], 512, "%s2024-01-01 10:00,1,2,-1,2,5\n", h);
     snprintf(buf[7], 512, "%s2024-01-01 10:00,1,2,1,2,5\n2024-01-01 10:01,1,2,1\n", h);
     snprintf(buf[8], 512, "%s1709285400,1,2,1,2,5\n99999999999,1,2,1,2,5\n", h);
+    snprintf(buf[9], 512, "%s2024-01-01 10:00,1,2,1,2,5\n2024-01-01 10:01,1,2,1,2,5,6,7\n", h);
+    snprintf(buf[10], 512, "%s2024-01-01 10:00,0x10,2,1,2,5\n", h);
+    snprintf(buf[11], 512, "%s2024-01-01 10:00,1,2,1,2,1e400\n", h);
+    snprintf(buf[12], 512, "%s2024-01-01 10:00,1,2e,1,2,5\n", h);
+    snprintf(buf[13], 512, "%s2024-01-02T14:33:60Z,1,2,1,2,5\n2024-01-02T14:34:00Z,1,2,1,2,5\n", h);
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         vx_series s;
         vx_err e;
