@@ -421,6 +421,11 @@ void test_obs_normaliser_by_hand(void **state);
 void test_settings_keys_and_defaults(void **state);
 void test_settings_rollout_sizes(void **state);
 void test_epoch_metrics_policy_and_save(void **state);
+void test_minibatch_keeps_raw_advantages(void **state);
+void test_target_kl_reads_each_epoch_alone(void **state);
+void test_iterations_match_replica_with_terminations(void **state);
+void test_norm_obs_off_leaves_observations_raw(void **state);
+void test_envs_exceed_minibatch_rows(void **state);
 /* test_ppo_fused_plan.c */
 void test_fused_fragment_copies(void **state);
 void test_fused_smem_and_rows(void **state);
@@ -447,6 +452,11 @@ int main(void)
         cmocka_unit_test(test_settings_keys_and_defaults),
         cmocka_unit_test(test_settings_rollout_sizes),
         cmocka_unit_test(test_epoch_metrics_policy_and_save),
+        cmocka_unit_test(test_minibatch_keeps_raw_advantages),
+        cmocka_unit_test(test_target_kl_reads_each_epoch_alone),
+        cmocka_unit_test(test_iterations_match_replica_with_terminations),
+        cmocka_unit_test(test_norm_obs_off_leaves_observations_raw),
+        cmocka_unit_test(test_envs_exceed_minibatch_rows),
         cmocka_unit_test(test_fused_fragment_copies),
         cmocka_unit_test(test_fused_smem_and_rows),
     };

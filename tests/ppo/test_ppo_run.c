@@ -281,12 +281,14 @@ static void it_done(it_setup *u)
     vx_market_close(&u->mk);
 }
 
+static double it_drawdown = 0; /* > 0: episodes also end by termination (the drawdown limit) */
 static vx_env *it_env(it_setup *u)
 {
     vx_env_cfg ec;
     vx_env_cfg_default(&ec);
     ec.seed = 5;
     ec.episode_len = 5; /* truncations inside a rollout of 12 steps */
+    if (it_drawdown > 0) ec.drawdown_limit = it_drawdown;
     vx_env *env;
     vx_err e;
     assert_int_equal(vx_env_create(&ec, &u->mk, VX_SPLIT_TRAIN, IT_N, NULL, &env, &e), VX_OK);
@@ -872,5 +874,183 @@ void test_epoch_metrics_policy_and_save(void **state)
     vx_algo_ppo.free(a);
     vx_env_free(env);
     free(b.params);
+    it_done(&u);
+}
+
+/* ---- the settings' off switches and the rollout's edges ------------------------------------- */
+
+/* ppo.norm_adv = 0: a minibatch's loss is the float64 loss of its raw advantages (a backend that
+ * normalised them anyway would give another: the advantages 3…7 are far from mean 0, sd 1). */
+void test_minibatch_keeps_raw_advantages(void **state)
+{
+    (void)state;
+    vx_ac_cfg cfg;
+    vx_ac_cfg_default(&cfg);
+    cfg.in_dim = VX_OBS_DIM, cfg.trunk[0] = 16, cfg.trunk[1] = 8;
+    vx_ac_layout L;
+    vx_err e;
+    assert_int_equal(vx_ac_layout_make(&cfg, &L, &e), VX_OK);
+    enum { M = 6, D = VX_OBS_DIM };
+    float *p = malloc(L.n_params * 4), *g = calloc(L.n_params, 4), obs[M * D];
+    double *pd = malloc(L.n_params * 8), xd[M * D];
+    vx_ac_init(&L, 9, p);
+    vx_rng r = vx_rng_make(4, 0, 0);
+    for (size_t i = 0; i < L.n_params; i++) p[i] += 0.2f * (float)vx_rng_normal(&r);
+    for (size_t i = 0; i < L.n_params; i++) pd[i] = p[i];
+    for (int i = 0; i < M * D; i++) xd[i] = obs[i] = (float)vx_rng_normal(&r);
+    float logp[M], val[M], adv[M] = {3, 5, 7, 4, 6, 5}, ret[M];
+    int32_t act[M * 3];
+    double z[M * VX_PPO_LOGITS], v[M];
+    ac64_forward(&L, pd, xd, M, z, v);
+    for (int j = 0; j < M; j++) {
+        for (int b = 0; b < 3; b++) act[3 * j + b] = (int32_t)vx_rng_below(&r, vx_ppo_branch_n(b));
+        logp[j] = (float)(vx_ppo_logp_entropy(z + j * VX_PPO_LOGITS, act + 3 * j, NULL) - 0.1 * j);
+        val[j] = (float)v[j] - 0.3f, ret[j] = (float)v[j] + 1;
+    }
+    vx_ppo_settings s;
+    vx_ppo_settings_default(&s);
+    s.norm_adv = 0;
+    vx_ac_ws ws;
+    assert_int_equal(vx_ac_ws_create(&L, M, &ws, &e), VX_OK);
+    float dz[M * VX_PPO_LOGITS], dv[M];
+    ppo_minibatch mb = {M, obs, act, logp, val, adv, ret};
+    ppo_minibatch_stats out;
+    vx_ppo_minibatch(&L, p, &s, &mb, &ws, dz, dv, g, &out);
+    vx_ppo_loss_cfg lc = {s.clip, s.clip_value, s.vf_coef, s.ent_coef};
+    double want = 0, dl[VX_PPO_LOGITS], dd;
+    for (int j = 0; j < M; j++)
+        want += vx_ppo_loss(&lc, z + j * VX_PPO_LOGITS, v[j], act + 3 * j, logp[j], val[j], adv[j],
+                            ret[j], 1.0 / M, dl, &dd, NULL) /
+                M;
+    assert_true(fabs(out.loss - want) < 1e-5 * (1 + fabs(want)));
+    vx_ac_ws_free(&ws);
+    free(p), free(g), free(pd);
+}
+
+/* The target-KL check reads each epoch's own mean KL, not a sum carried over epochs: a target
+ * above the first two epochs' means but below their sum lets all three epochs run (12 updates),
+ * where a carried sum would stop after two (8). The epochs' means grow, so the existing target
+ * test (1.5 × epoch 1's) cannot tell the two apart. */
+void test_target_kl_reads_each_epoch_alone(void **state)
+{
+    (void)state;
+    it_setup u;
+    it_make(&u);
+    it_out b, r;
+    const double lr[1] = {1e-3};
+    it_replica(&u, 1, lr, &r); /* no target: each epoch's mean */
+    free(r.params);
+    u.s.target_kl = r.kl_epoch[0][1] + 0.5 * r.kl_epoch[0][0];
+    assert_true(r.kl_epoch[0][2] > u.s.target_kl);
+    it_backend(&u, 1, lr, &b);
+    assert_int_equal(b.r[0].updates, 12);
+    it_replica(&u, 1, lr, &r);
+    it_compare(&u, 1, &b, &r);
+    free(r.params);
+    free(b.params);
+    it_done(&u);
+}
+
+/* The backend against the replica where episodes end by termination too (a drawdown limit of
+ * $100: 26 episodes, 18 terminated and 8 truncated), which the other replica tests never see: a
+ * termination that bootstrapped, or episodes counted only on truncation, part them. */
+void test_iterations_match_replica_with_terminations(void **state)
+{
+    (void)state;
+    it_setup u;
+    it_make(&u);
+    it_out b, r;
+    const double lr[2] = {3e-3, 2e-3};
+    it_drawdown = 100.0;
+    it_backend(&u, 2, lr, &b);
+    it_replica(&u, 2, lr, &r);
+    it_drawdown = 0;
+    assert_true(r.r[0].episodes + r.r[1].episodes > r.truncations && r.truncations > 0);
+    it_compare(&u, 2, &b, &r);
+    free(b.params), free(r.params);
+    it_done(&u);
+}
+
+/* ppo.norm_obs = 0: an iteration leaves the statistics at their start (count 1e-4, means 0,
+ * variances 1), and the greedy policy acts on the raw observations (observations of sd 40: a
+ * policy that normalised and clipped them at ±obs_clip would act otherwise). */
+void test_norm_obs_off_leaves_observations_raw(void **state)
+{
+    (void)state;
+    it_setup u;
+    it_make(&u);
+    u.s.norm_obs = 0;
+    vx_env *env = it_env(&u);
+    ppo_init in = {&u.s, &u.run, &u.L, NULL, env, u.p0};
+    ppo_backend *b;
+    ppo_state *st;
+    vx_err e;
+    assert_int_equal(vx_ppo_backend_cpu.create(&in, &b, &st, &e), VX_OK);
+    ppo_plan plan = {0, 3e-4};
+    ppo_result res;
+    assert_int_equal(vx_ppo_backend_cpu.iteration(b, &plan, &res, &e), VX_OK);
+    assert_true(st->obs_count == 1e-4);
+    for (int d = 0; d < IT_D; d++) assert_true(st->obs_mean[d] == 0 && st->obs_var[d] == 1);
+    vx_ppo_backend_cpu.free(b);
+    vx_env_free(env);
+    /* the greedy policy acts on the raw observations */
+    env = it_env(&u);
+    vx_algo_init ai = {&u.s, &u.run, NULL, env, 0};
+    vx_algo *a;
+    assert_int_equal(vx_algo_ppo.create(&ai, &a, &e), VX_OK);
+    vx_policy pol;
+    assert_int_equal(vx_algo_ppo.policy(a, &pol, &e), VX_OK);
+    enum { R = 64 };
+    static float obs[R * IT_D];
+    int32_t got[R * 3], want[3];
+    vx_rng g = vx_rng_make(11, 0, 0);
+    for (int i = 0; i < R * IT_D; i++) obs[i] = (float)(40 * vx_rng_normal(&g));
+    assert_int_equal(pol.act(pol.ctx, obs, R, got, &e), VX_OK);
+    vx_ac_ws ws;
+    assert_int_equal(vx_ac_ws_create(&u.L, R, &ws, &e), VX_OK);
+    vx_ac_forward_ref(&u.L, u.p0, obs, R, &ws);
+    int bad = 0;
+    for (int i = 0; i < R; i++) {
+        double z[VX_PPO_LOGITS];
+        for (int k = 0; k < VX_PPO_LOGITS; k++) z[k] = ws.logits[i * VX_PPO_LOGITS + k];
+        vx_ppo_greedy(z, want);
+        bad += memcmp(want, got + 3 * i, sizeof want) != 0;
+    }
+    assert_int_equal(bad, 0);
+    vx_ac_ws_free(&ws);
+    vx_algo_ppo.free(a);
+    vx_env_free(env);
+    it_done(&u);
+}
+
+/* More environments than a minibatch's rows (N = 4, M = 3): the last observations are valued in
+ * chunks of M rows, every chunk (a backend that valued only the first, or past its workspace,
+ * parts from the replica). */
+void test_envs_exceed_minibatch_rows(void **state)
+{
+    (void)state;
+    it_setup u;
+    it_make(&u);
+    u.s.minibatches = 16; /* M = 48 / 16 = 3 < N = 4 */
+    u.s.update_epochs = 1;
+    it_out b, r;
+    const double lr[2] = {3e-3, 2e-3};
+    it_backend(&u, 2, lr, &b);
+    it_replica(&u, 2, lr, &r);
+    /* the backend values the last observations in chunks of M rows, the replica all N at once: a
+     * GEMM's rounding depends on the rows, so agreement to float rounding, not bit for bit */
+    for (int k = 0; k < 2; k++) {
+        assert_true(near_rel(b.r[k].pg_loss, r.r[k].pg_loss, 1e-5));
+        assert_true(near_rel(b.r[k].v_loss, r.r[k].v_loss, 1e-5));
+        assert_true(near_rel(b.r[k].explained_var, r.r[k].explained_var, 1e-5));
+        assert_true(near_rel(b.r[k].grad_norm, r.r[k].grad_norm, 1e-5));
+    }
+    double worst = 0;
+    for (size_t i = 0; i < u.L.n_params; i++) {
+        double d = fabs((double)b.params[i] - r.params[i]);
+        worst = d > worst ? d : worst;
+    }
+    assert_true(worst <= 1e-5);
+    free(b.params), free(r.params);
     it_done(&u);
 }
