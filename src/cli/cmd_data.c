@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 static void json_str(FILE *f, const char *s)
@@ -240,10 +241,11 @@ static int cmd_inspect(int argc, char **argv)
     return failed ? VX_EXIT_FAIL : VX_EXIT_OK;
 }
 
+/* Whether s ends with suffix, in any case (".DBN" is a DBN file's name too). */
 static int ends_with(const char *s, const char *suffix)
 {
     size_t a = strlen(s), b = strlen(suffix);
-    return a >= b && strcmp(s + a - b, suffix) == 0;
+    return a >= b && strcasecmp(s + a - b, suffix) == 0;
 }
 
 static int cmd_synth(int argc, char **argv)
@@ -275,6 +277,12 @@ static int cmd_synth(int argc, char **argv)
     if (rc) return rc == 1 ? VX_EXIT_OK : VX_EXIT_USAGE;
     if (!out) {
         fprintf(stderr, "%s: missing --out FILE (see --help)\n", c.cmd);
+        return VX_EXIT_USAGE;
+    }
+    if (!ends_with(out, ".csv") && !ends_with(out, ".dbn") && !ends_with(out, ".dbn.zst")) {
+        /* the format is the name's: a .dbn.gz or .zst written as CSV would read back wrong */
+        fprintf(stderr, "%s: --out %s: the name must end in .csv, .dbn or .dbn.zst (the format)\n",
+                c.cmd, out);
         return VX_EXIT_USAGE;
     }
     vx_synth_cfg cfg;

@@ -252,6 +252,15 @@ vx_status vx_study_create(const char *dir, const vx_study_cfg *cfg, const char *
 
 vx_status vx_study_open(const char *dir, int concurrency, vx_study **out, vx_err *e)
 {
+    *out = NULL;
+    { /* no study: nothing made (study_alloc makes the folder and its lock) */
+        char db[600];
+        struct stat sb;
+        if ((size_t)snprintf(db, sizeof db, "%s/study.db", dir) >= sizeof db)
+            return vx_err_line(e, VX_ERR_ARG, dir, -1, "", "study folder path too long");
+        if (stat(db, &sb) != 0)
+            return vx_err_line(e, VX_ERR_NOT_FOUND, db, -1, "", "no study here");
+    }
     vx_study *s;
     vx_status st = study_alloc(dir, &s, e);
     char path[600], *text = NULL;

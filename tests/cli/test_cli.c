@@ -147,6 +147,10 @@ static void test_usage_errors(void **state)
     assert_int_equal(vixen("data synth --out"), 2);
     assert_non_null(strstr(err, "needs a value"));
     assert_int_equal(vixen("data synth --days many --out x.csv"), 2);
+    /* the format is the name's: another ending is refused (it had been written as CSV) */
+    assert_int_equal(vixen("data synth --days 1 --out x.dbn.gz"), 2);
+    assert_non_null(strstr(err, "--out x.dbn.gz: the name must end in .csv, .dbn or .dbn.zst"));
+    assert_int_not_equal(access("x.dbn.gz", F_OK), 0);
     assert_int_equal(vixen("env bench --envs 0"), 2);
     assert_int_equal(vixen("nonsense"), 2);
     assert_int_equal(vixen("data nonsense"), 2);

@@ -493,6 +493,12 @@ static void test_command_errors(void **state)
     snprintf(args, sizeof args, "hyperopt status %s/none", root);
     assert_int_equal(vixen("", args), 1);
     assert_non_null(strstr(err, "no study here"));
+    /* nor does a resume make the folder it found no study in (it had left none/lock) */
+    snprintf(args, sizeof args, "hyperopt --resume %s/none", root);
+    assert_int_equal(vixen("", args), 1);
+    assert_non_null(strstr(err, "no study here"));
+    snprintf(args, sizeof args, "%s/none", root);
+    assert_int_not_equal(access(args, F_OK), 0);
     th_rmtree(root);
 }
 
