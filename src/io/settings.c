@@ -151,7 +151,7 @@ static vx_status set_scalar(const vx_key *k, char *base, const char *key, const 
     case VX_KEY_DBL:
         if (parse_num(value, &v)) return bad(e, where, key, "'%s' is not a number", value, 0, 0);
         if (v < k->min || v > k->max)
-            return bad(e, where, key, "%s is outside %g .. %g", value, k->min, k->max);
+            return bad(e, where, key, "%s is outside %.15g .. %.15g", value, k->min, k->max);
         if (k->type != VX_KEY_DBL && v != floor(v))
             return bad(e, where, key, "%s is not a whole number", value, 0, 0);
         if (k->type == VX_KEY_INT) *(int *)(base + k->off) = (int)v;

@@ -52,7 +52,9 @@ static const vx_key env_keys[] = {
 static const vx_key split_keys[] = {
     NUM("val", VX_KEY_DBL, val_fraction, 0, 0.9, "validation share of rows (0: none)"),
     NUM("test", VX_KEY_DBL, test_fraction, 0.01, 0.9, "test share of rows (all folds' blocks)"),
-    NUM("gap", VX_KEY_INT, gap, 0, 1e9, "rows left out between splits (>= the feature window)"),
+    NUM("gap", VX_KEY_INT, gap, VX_FEATURE_WARMUP, 1e9,
+        "rows left out between splits, at least the features' longest lookback (240), so no "
+        "split's features look back into the split before it"),
     NUM("folds", VX_KEY_INT, folds, 1, 1000, "walk-forward folds (1: one split)"),
     NUM("fold", VX_KEY_INT, fold, 0, 1000, "the fold this run trains (0: the last)"),
 };

@@ -7,6 +7,11 @@
  * a policy acts on S observations at a time. A stop-out ends an episode as in training; the walk
  * restarts that environment flat at the next bar for the rest of its span.
  *
+ * An episode's end (its span's last bar, or a stop-out) leaves the book flat, as the environment
+ * resets it: a position still open is closed at that bar's close, at the market order's slippage
+ * and the commission, and those costs are booked with the episode's last transition (the
+ * environment's reward, a training signal that bootstraps through a truncation, has none).
+ *
  * The money is booked here, in double, from the same env_dynamics.h functions the environment
  * steps with: for a position p0 and a fill of q contracts at `price` during bar t + 1,
  *   gross = p0 · (c₁ − c₀) · mult + q · (c₁ − ref) · mult
@@ -149,6 +154,14 @@ static booking book(const vx_env_params *p, int64_t r, int32_t p0, const int32_t
     return b;
 }
 
+/* What closing a position of pos contracts at a bar's close costs against that close: the
+ * commission and a market order's slippage on each contract. */
+static double exit_cost(const vx_env_params *p, int32_t pos)
+{
+    int32_t a = pos < 0 ? -pos : pos;
+    return a * (p->commission + p->slippage_ticks * p->tick * p->multiplier);
+}
+
 static vx_status walk(const vx_market *m, const vx_env_cfg *cfg, vx_split split,
                       const vx_policy *agent, const rule *ru, const int32_t *period, size_t np,
                       vx_eval_metrics *out, vx_err *e)
@@ -208,10 +221,13 @@ static vx_status walk(const vx_market *m, const vx_env_cfg *cfg, vx_split split,
                                 (long long)row, p1, s[j].pos);
                 break;
             }
-            double v = bk[j].gross - bk[j].costs;
+            /* the episode's last transition: what is still open is closed at the close */
+            double exit = te[j] || t + 1 == len[j] ? exit_cost(p, p1) : 0;
+            double v = bk[j].gross - bk[j].costs - exit;
             net[i] = v;
-            gross += bk[j].gross, costs += bk[j].costs;
+            gross += bk[j].gross, costs += bk[j].costs + exit;
             traded += abs(bk[j].filled), trades += bk[j].filled != 0;
+            if (exit > 0) traded += abs(p1), trades++;
             out->exposure_hist[a[0]]++, out->order_hist[a[1]]++, out->urgency_hist[a[2]]++;
             int lvl = (int)lround(((double)p1 / p->max_contracts + 1) * 4);
             out->position_hist[lvl < 0 ? 0 : lvl > 8 ? 8 : lvl]++;

@@ -105,6 +105,11 @@ static void test_config_keys(void **state)
     assert_int_equal(vx_train_cfg_set(&c, "train.epochs", "0", NULL, &e), VX_ERR_ARG);
     assert_non_null(strstr(e.msg, "train.epochs: 0 is outside 1 .. "));
     assert_int_equal(vx_train_cfg_set(&c, "train.epochs", "1", NULL, &e), VX_OK);
+    /* a gap between splits shorter than the features' lookback would let one split's features
+     * read the split before it; integer bounds are printed whole, not rounded (1e+09) */
+    assert_int_equal(vx_train_cfg_set(&c, "split.gap", "239", NULL, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "split.gap: 239 is outside 240 .. 1000000000"));
+    assert_int_equal(vx_train_cfg_set(&c, "split.gap", "240", NULL, &e), VX_OK);
     /* the held-out share from before validation and test were separate is the test share */
     assert_int_equal(vx_train_cfg_set(&c, "env.eval_fraction", "0.25", NULL, &e), VX_OK);
     assert_true(c.env.test_fraction == 0.25);
@@ -704,7 +709,8 @@ static int lvl_pos(int lvl, int max_contracts)
 /* What a by-hand walk adds up besides the per-transition PnL. */
 typedef struct {
     double costs;      /* commission + slippage against the reference price */
-    double traded;     /* contracts traded */
+    double traded;     /* contracts traded (those closed at episodes' ends too) */
+    double exited;     /* contracts closed at episodes' ends */
     double held;       /* transitions that end holding a position */
     double wins;       /* of those, the ones with net PnL > 0 */
     int stops;         /* stop-outs */
@@ -718,7 +724,8 @@ typedef struct {
 typedef int (*level_fn)(const vx_market *m, int64_t r, int pos, const void *ctx);
 
 /* Per-transition net PnL of a full-urgency rule over rows [lo, hi), walked as episodes of L bars
- * from flat, with the stop-out at `limit` ($ below the episode's peak), for up to max_contracts,
+ * from flat, each closing what it holds at its last bar's close (commission and a tick), with the
+ * stop-out at `limit` ($ below the episode's peak), for up to max_contracts,
  * with orders of one type. Market orders fill at the open ± 1 tick; VWAP orders at the typical
  * price (h + l + c) / 3 ± half a tick, and are marked against that typical price; limit orders at
  * one tick better than the open when the bar trades through it, marked against that price (no
@@ -749,15 +756,20 @@ static int64_t rule_by_hand_max(const vx_market *m, int64_t lo, int64_t hi, int 
             }
             double gross = pos * (c[r + 1] - c[r]) * 50 + q * (c[r + 1] - ref) * 50;
             double cost = q ? abs(q) * 2.25 + q * (fill - ref) * 50 : 0;
-            net[s + t] = gross - cost;
-            out->costs += cost;
-            out->traded += abs(q);
             pos += q;
-            out->pos_hist[lround(((double)pos / max_contracts + 1) * 4)]++;
-            if (pos != 0) out->held++, out->wins += gross - cost > 0;
-            eq += gross - cost;
+            eq += gross - cost; /* the stop-out's equity: marked at the close, no exit */
             peak = eq > peak ? eq : peak;
-            if (peak - eq >= limit) { /* stop-out: the next bar starts a flat episode */
+            int stop = peak - eq >= limit;
+            /* the episode's end (its last bar, or the stop-out) closes what is open at the
+             * close: $2.25 and a tick ($12.50) a contract */
+            double exit = stop || t + 1 == len ? abs(pos) * (2.25 + 12.5) : 0;
+            net[s + t] = gross - cost - exit;
+            out->costs += cost + exit;
+            out->traded += abs(q) + (exit > 0 ? abs(pos) : 0);
+            out->exited += exit > 0 ? abs(pos) : 0;
+            out->pos_hist[lround(((double)pos / max_contracts + 1) * 4)]++;
+            if (pos != 0) out->held++, out->wins += net[s + t] > 0;
+            if (stop) { /* stop-out: the next bar starts a flat episode */
                 out->stops++;
                 out->last_stop = s + t;
                 pos = 0, eq = 0, peak = 0;
@@ -891,8 +903,10 @@ static void test_eval_walk_by_hand(void **state)
     int64_t n = rule_by_hand(&m, lo, hi, L, 1e12, 0, long_level, NULL, net, &w);
     check_row(&r.row[VX_EVAL_BUY_HOLD], &m, lo, net, n, &w);
     check_row(&r.row[VX_EVAL_AGENT], &m, lo, net, n, &w); /* the policy path */
-    assert_true(r.row[VX_EVAL_BUY_HOLD].trades == (double)r.episodes);
-    assert_true(w.costs == (double)r.episodes * (4 * 2.25 + 4 * 0.25 * 50));
+    /* in at each episode's first bar, out at its last: two trades of 4 contracts an episode, each
+     * at the commission and a tick (the way out had been free: the book went flat at no cost) */
+    assert_true(r.row[VX_EVAL_BUY_HOLD].trades == 2.0 * (double)r.episodes);
+    assert_true(w.costs == (double)r.episodes * 2 * (4 * 2.25 + 4 * 0.25 * 50));
     assert_true(r.row[VX_EVAL_AGENT].exposure_hist[8] == (double)n);
     assert_true(r.row[VX_EVAL_AGENT].position_hist[8] == (double)n);
     /* minute bars: periods are trading days, 252 a year; bars a year = bars a day · 252 */
@@ -925,12 +939,14 @@ static void test_eval_walk_by_hand(void **state)
     assert_true(lvls > 0);
     vx_eval_report_free(&r);
     /* VWAP orders: the net is the same walk's, and the costs are commission + half a tick against
-     * the bar's typical price ((h + l + c) / 3), which is also what gross is marked at */
+     * the bar's typical price ((h + l + c) / 3), which is also what gross is marked at, on the way
+     * in; the way out at each episode's end is at the close, commission + a tick */
     vx_policy vw = {act_long_vwap, NULL};
     assert_int_equal(vx_eval_run(&m, &c.env, VX_SPLIT_TEST, &vw, NULL, &r, &e), VX_OK);
     n = rule_by_hand(&m, lo, hi, L, 1e12, 1, long_level, NULL, net, &w);
     check_row(&r.row[VX_EVAL_AGENT], &m, lo, net, n, &w);
-    assert_true(fabs(w.costs - (double)r.episodes * 4 * (2.25 + 0.125 * 50)) < 1e-9 * w.costs);
+    assert_true(fabs(w.costs - (double)r.episodes * 4 * (2.25 + 0.125 * 50 + 2.25 + 0.25 * 50)) <
+                1e-9 * w.costs);
     assert_true(r.row[VX_EVAL_AGENT].order_hist[VX_ORDER_VWAP] == (double)n);
     vx_eval_report_free(&r);
     /* a stop-out that bites: episodes end early and restart flat at the next bar */
@@ -1004,7 +1020,9 @@ static void test_eval_limit_orders_by_hand(void **state)
                                  lo_len, 4, net, &w);
     printf("limit orders: %.0f contracts filled, %d orders not filled\n", w.traded, w.unfilled);
     assert_true(w.traded > 0 && w.unfilled > 0);
-    assert_true(fabs(w.costs - 2.25 * w.traded) < 1e-9 * w.costs); /* commission only */
+    /* commission only, but for the tick of slippage closing each episode's position */
+    assert_true(w.exited > 0);
+    assert_true(fabs(w.costs - 2.25 * w.traded - 12.5 * w.exited) < 1e-9 * w.costs);
     const vx_eval_metrics *x = &r.row[VX_EVAL_AGENT];
     check_row(x, &m, lo, net, n, &w);
     assert_true(x->order_hist[VX_ORDER_LIMIT] == (double)n);

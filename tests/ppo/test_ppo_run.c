@@ -714,7 +714,7 @@ void test_settings_keys_and_defaults(void **state)
             memcpy(&want, s, sizeof want);
             const char *x = end ? hi : lo;
             assert_int_equal(vx_train_cfg_set(&c, key, x, NULL, &e), VX_ERR_ARG);
-            snprintf(msg, sizeof msg, "%s: %s is outside %g .. %g", key, x, k->lo_v, k->hi_v);
+            snprintf(msg, sizeof msg, "%s: %s is outside %.15g .. %.15g", key, x, k->lo_v, k->hi_v);
             if (!strstr(e.msg, msg)) fail_msg("%s = %s: '%s', not '%s'", key, x, e.msg, msg);
             assert_memory_equal(s, &want, sizeof want);
         }
