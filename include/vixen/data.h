@@ -59,6 +59,9 @@ typedef struct {
     const char *instrument;
     /* The most bytes a zstd input may inflate to (0: VX_INFLATE_DEFAULT). */
     uint64_t max_inflate;
+    /* vx_market_open: 1 when a cache entry that cannot be written is an error (`vixen data
+     * features`, whose work it is); 0: a warning, the market computed serves from memory. */
+    int cache_required;
 } vx_load_opts;
 
 /* Bounds on zstd output, so that a small file cannot claim the machine's memory. Besides the
@@ -231,8 +234,9 @@ void vx_cache_default_dir(char *buf, size_t n);
 
 /* Opens a market: with `cache_dir`, looks up the key and maps the cached file on a hit (logging
  * "feature cache: hit <key>"); on a miss (logging "feature cache: miss (<reason>)") loads the
- * files, computes the features and writes the cache atomically. With `cache_dir` NULL it always
- * computes and writes nothing. */
+ * files, computes the features and writes the cache atomically (a write that fails is a warning,
+ * or with opts->cache_required an error). With `cache_dir` NULL it always computes and writes
+ * nothing. */
 vx_status vx_market_open(const char *const *paths, size_t n_paths, const vx_load_opts *opts,
                          const char *cache_dir, vx_market *out, vx_err *e);
 /* A market over an in-memory series (synthetic data): computes features, no cache. Takes

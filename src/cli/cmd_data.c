@@ -362,6 +362,7 @@ static int cmd_features(int argc, char **argv)
     }
     if (!cache) vx_cache_default_dir(dir, sizeof dir);
     lo.instrument = instrument;
+    lo.cache_required = 1; /* writing the entry is this command's work */
     vx_market m;
     vx_err err;
     uint64_t t0 = vx_now_ns();

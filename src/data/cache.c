@@ -452,9 +452,16 @@ vx_status vx_market_open(const char *const *paths, size_t n_paths, const vx_load
     }
     st = vx_market_from_series(&s, out, e);
     if (st) return st;
-    if (cache_dir && (st = cache_store(cache_dir, path, key, out, e)) != VX_OK) {
-        vx_market_close(out);
-        return st;
+    vx_err we;
+    if (cache_dir && (st = cache_store(cache_dir, path, key, out, &we)) != VX_OK) {
+        if (opts && opts->cache_required) {
+            if (e) *e = we;
+            vx_market_close(out);
+            return st;
+        }
+        vx_log(VX_LOG_WARN,
+               "feature cache: not written (%s); the features are computed again next time",
+               we.msg);
     }
     return VX_OK;
 }

@@ -33,7 +33,9 @@ struct ppo_backend {
     float *grads;      /* n_params (the padding stays 0) */
     vx_adam adam;
     vx_ac_ws ws_act, ws_mb;
-    /* the rollout, T × N (× D or × 3) */
+    /* the rollout, T × N (× D or × 3), and the shuffle's keys: most of the backend's memory, so
+     * charged to the device (a search's trial measures its peak, as the DQN's replay is) */
+    vx_mem mem;
     float *r_obs, *r_logp, *r_val, *r_rew, *r_boot, *r_adv, *r_ret;
     int32_t *r_act;
     uint8_t *r_te, *r_tr;
@@ -58,10 +60,9 @@ static void cpu_free(ppo_backend *b)
     vx_adam_free(&b->adam);
     vx_ac_ws_free(&b->ws_act);
     vx_ac_ws_free(&b->ws_mb);
-    free(b->r_obs), free(b->r_logp), free(b->r_val), free(b->r_rew), free(b->r_boot);
-    free(b->r_adv), free(b->r_ret), free(b->r_act), free(b->r_te), free(b->r_tr);
+    vx_mem_release(&b->mem);
     free(b->next_obs), free(b->fin), free(b->rew), free(b->act), free(b->te), free(b->tr);
-    free(b->raw_sum), free(b->raw_sum2), free(b->keys), free(b->mb_obs), free(b->mb_dz);
+    free(b->raw_sum), free(b->raw_sum2), free(b->mb_obs), free(b->mb_dz);
     free(b->mb_dv), free(b->mb_logp), free(b->mb_val), free(b->mb_adv), free(b->mb_ret);
     free(b->mb_act);
     free(b);
@@ -79,34 +80,42 @@ static vx_status cpu_create(const ppo_init *in, ppo_backend **out, ppo_state **s
     size_t N = vx_env_count(in->env), T = (size_t)b->run.steps_per_epoch, D = VX_OBS_DIM;
     size_t TN = T * N, np = b->L.n_params, K = VX_PPO_LOGITS;
     b->N = N, b->T = T, b->D = D, b->M = TN / (size_t)b->s.minibatches;
+    vx_mem_init(&b->mem, in->dev ? in->dev : vx_device_cpu(), "ppo rollout");
     vx_status st = vx_adam_create(&b->s.adam, np, &b->adam, e);
     if (!st) st = vx_ac_ws_create(&b->L, (int)N, &b->ws_act, e);
     if (!st) st = vx_ac_ws_create(&b->L, (int)b->M, &b->ws_mb, e);
+    if (!st) st = vx_mem_alloc(&b->mem, TN * D * 4, &b->r_obs, e);
+    if (!st) st = vx_mem_alloc(&b->mem, TN * 4, &b->r_logp, e);
+    if (!st) st = vx_mem_alloc(&b->mem, TN * 4, &b->r_val, e);
+    if (!st) st = vx_mem_alloc(&b->mem, TN * 4, &b->r_rew, e);
+    if (!st) st = vx_mem_alloc(&b->mem, TN * 4, &b->r_boot, e);
+    if (!st) st = vx_mem_alloc(&b->mem, TN * 4, &b->r_adv, e);
+    if (!st) st = vx_mem_alloc(&b->mem, TN * 4, &b->r_ret, e);
+    if (!st) st = vx_mem_alloc(&b->mem, TN * 3 * 4, &b->r_act, e);
+    if (!st) st = vx_mem_alloc(&b->mem, TN, &b->r_te, e);
+    if (!st) st = vx_mem_alloc(&b->mem, TN, &b->r_tr, e);
+    if (!st) st = vx_mem_alloc(&b->mem, TN * 8, &b->keys, e);
     if (st) {
         cpu_free(b);
         return st;
     }
+    memset(b->r_boot, 0, TN * 4);
     ppo_state *s = &b->st;
     s->params = malloc(np * 4), s->adam_m = malloc(np * 4), s->adam_v = malloc(np * 4);
     s->obs_mean = calloc(D, 8), s->obs_var = malloc(D * 8);
     s->env = malloc(N * sizeof(vx_env_state)), s->obs = malloc(N * D * 4);
     s->ep_ret = calloc(N, 8);
     b->grads = calloc(np, 4);
-    b->r_obs = malloc(TN * D * 4), b->r_logp = malloc(TN * 4), b->r_val = malloc(TN * 4);
-    b->r_rew = malloc(TN * 4), b->r_boot = calloc(TN, 4), b->r_adv = malloc(TN * 4);
-    b->r_ret = malloc(TN * 4), b->r_act = malloc(TN * 3 * 4), b->r_te = malloc(TN);
-    b->r_tr = malloc(TN);
     b->next_obs = malloc(N * D * 4), b->fin = malloc(N * D * 4), b->rew = malloc(N * 4);
     b->act = malloc(N * 3 * 4), b->te = malloc(N), b->tr = malloc(N);
-    b->raw_sum = malloc(D * 8), b->raw_sum2 = malloc(D * 8), b->keys = malloc(TN * 8);
+    b->raw_sum = malloc(D * 8), b->raw_sum2 = malloc(D * 8);
     b->mb_obs = malloc(b->M * D * 4), b->mb_dz = malloc(b->M * K * 4);
     b->mb_dv = malloc(b->M * 4), b->mb_logp = malloc(b->M * 4), b->mb_val = malloc(b->M * 4);
     b->mb_adv = malloc(b->M * 4), b->mb_ret = malloc(b->M * 4), b->mb_act = malloc(b->M * 12);
     if (!s->params || !s->adam_m || !s->adam_v || !s->obs_mean || !s->obs_var || !s->env ||
-        !s->obs || !s->ep_ret || !b->grads || !b->r_obs || !b->r_logp || !b->r_val || !b->r_rew ||
-        !b->r_boot || !b->r_adv || !b->r_ret || !b->r_act || !b->r_te || !b->r_tr || !b->next_obs ||
-        !b->fin || !b->rew || !b->act || !b->te || !b->tr || !b->raw_sum || !b->raw_sum2 ||
-        !b->keys || !b->mb_obs || !b->mb_dz || !b->mb_dv) {
+        !s->obs || !s->ep_ret || !b->grads || !b->next_obs || !b->fin || !b->rew || !b->act ||
+        !b->te || !b->tr || !b->raw_sum || !b->raw_sum2 || !b->mb_obs || !b->mb_dz || !b->mb_dv ||
+        !b->mb_logp || !b->mb_val || !b->mb_adv || !b->mb_ret || !b->mb_act) {
         cpu_free(b);
         return vx_err_set(e, VX_ERR_NOMEM, "ppo: out of memory for %zu × %zu steps", T, N);
     }

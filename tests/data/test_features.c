@@ -226,6 +226,20 @@ static void test_cache_hit_and_misses(void **state)
     assert_string_equal(b.source, a.source);
     vx_market_close(&b);
 
+    /* a cache that cannot be written (its folder's parent a file): training's open warns and
+     * serves the features from memory; `data features` (cache_required) fails, naming why */
+    char blocked[160];
+    snprintf(blocked, sizeof blocked, "%s/es.csv/cache", dir);
+    th_log_start();
+    assert_int_equal(vx_market_open(paths, 1, NULL, blocked, &b, &e), VX_OK);
+    assert_non_null(strstr(th_log_text(), "feature cache: not written ("));
+    assert_int_equal(b.from_cache, 0);
+    assert_memory_equal(a.features, b.features, a.rows * VX_MARKET_FEATURES * sizeof(float));
+    vx_market_close(&b);
+    vx_load_opts must = {.cache_required = 1};
+    assert_int_not_equal(vx_market_open(paths, 1, &must, blocked, &b, &e), VX_OK);
+    assert_non_null(strstr(e.msg, "es.csv/cache"));
+
     /* another instrument selection is another key */
     char k1[33], k2[33];
     vx_load_opts other = {.instrument = "ES"};
@@ -593,7 +607,7 @@ static void test_cache_header_checks(void **state)
 
 /* A cache folder that cannot be made (a file is in its place) fails the open rather than
  * silently leaving every later run to recompute. */
-static void test_cache_write_failure_is_an_error(void **state)
+static void test_cache_write_failure_is_an_error_when_required(void **state)
 {
     (void)state;
     char dir[64], csv[128], cache[128];
@@ -606,7 +620,8 @@ static void test_cache_write_failure_is_an_error(void **state)
     vx_market m;
     vx_err e;
     th_log_start();
-    assert_int_equal(vx_market_open(paths, 1, NULL, cache, &m, &e), VX_ERR_IO);
+    vx_load_opts must = {.cache_required = 1}; /* `vixen data features` */
+    assert_int_equal(vx_market_open(paths, 1, &must, cache, &m, &e), VX_ERR_IO);
     th_log_stop();
     assert_non_null(strstr(e.msg, "not a folder"));
     th_rmtree(dir);
@@ -751,7 +766,7 @@ int run_feature_tests(void)
         cmocka_unit_test(test_cache_entry_fifo_is_a_miss),
         cmocka_unit_test(test_cache_entry_with_wrapping_count_is_a_miss),
         cmocka_unit_test(test_cache_header_checks),
-        cmocka_unit_test(test_cache_write_failure_is_an_error),
+        cmocka_unit_test(test_cache_write_failure_is_an_error_when_required),
         cmocka_unit_test(test_synth_numbers_pinned_to_their_version),
         cmocka_unit_test(test_synth_market_cached),
     };

@@ -259,7 +259,7 @@ static void test_second_training_refused(void **state)
     /* wait until A holds the lock and has written a checkpoint */
     char ckpt[192], pid[32];
     snprintf(ckpt, sizeof ckpt, "%s/checkpoint/latest.safetensors", run);
-    for (int i = 0; i < 600 && !exists(ckpt); i++) usleep(50000);
+    for (int i = 0; i < 2400 && !exists(ckpt); i++) usleep(50000); /* 2 min: a loaded machine */
     assert_true(exists(ckpt));
     snprintf(pid, sizeof pid, "process %d", (int)a);
     snprintf(args, sizeof args, "train " SMALL " --epochs 2 --run %s", run);
@@ -303,7 +303,7 @@ static void test_interrupted_walk_forward_stops(void **state)
     snprintf(ckpt, sizeof ckpt, "%s/fold-1/checkpoint/latest.safetensors", run);
     snprintf(fold2, sizeof fold2, "%s/fold-2", run);
     pid_t a = spawn_endless(run, 2);
-    for (int i = 0; i < 600 && !exists(ckpt); i++) usleep(50000);
+    for (int i = 0; i < 2400 && !exists(ckpt); i++) usleep(50000); /* 2 min: a loaded machine */
     assert_true(exists(ckpt));
     kill(a, SIGINT);
     int ws;
