@@ -4,12 +4,13 @@
  *
  * Every fold is a whole run (validation, best checkpoint, one test evaluation). Resuming picks up
  * where it stopped: a fold whose folder holds eval.json is finished and its chosen checkpoint is
- * evaluated again (deterministic, and much cheaper than training); a fold with a checkpoint is
- * resumed; the others start. */
+ * evaluated again (deterministic, and much cheaper than training), with the checkpoint line and
+ * warnings its run wrote; a fold with a checkpoint is resumed; the others start. */
 #include "checkpoint.h"
 #include "vixen/io.h"
 #include "vixen/train.h"
 
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -21,7 +22,31 @@ static int exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
-/* A finished fold's test report, from its chosen checkpoint. */
+/* What a finished fold's run said beside its figures (eval.json): which checkpoint, in the run's
+ * words, and its warnings — a re-evaluation knows neither (how long training ran, for one), and a
+ * resumed walk's summary would lack them. Left as they are when the file cannot be read. */
+static void restore_notes(const char *run_dir, vx_eval_report *out)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/eval.json", run_dir);
+    size_t n;
+    char *text = NULL;
+    vx_err e;
+    if (vx_file_read_all(path, (uint8_t **)&text, &n, &e)) return;
+    cJSON *j = cJSON_ParseWithLength(text, n);
+    free(text);
+    const cJSON *ck = cJSON_GetObjectItemCaseSensitive(j, "checkpoint");
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(j, "warnings");
+    if (cJSON_IsString(ck) && cJSON_IsArray(w)) {
+        snprintf(out->checkpoint, sizeof out->checkpoint, "%s", ck->valuestring);
+        out->n_warnings = 0;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, w) if (cJSON_IsString(x)) vx_eval_warn(out, "%s", x->valuestring);
+    }
+    cJSON_Delete(j);
+}
+
+/* A finished fold's test report, from its chosen checkpoint, with what its run said. */
 static vx_status reevaluate(const vx_train_cfg *c, vx_eval_report *out, vx_err *e)
 {
     char path[1200];
@@ -33,6 +58,7 @@ static vx_status reevaluate(const vx_train_cfg *c, vx_eval_report *out, vx_err *
     vx_eval_opts o = {1, NULL, 1};
     st = vx_eval_checkpoint(c, path, &m, VX_SPLIT_TEST, &o, out, e);
     vx_market_close(&m);
+    if (!st) restore_notes(c->run_dir, out);
     return st;
 }
 

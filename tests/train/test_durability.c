@@ -331,6 +331,18 @@ static void test_interrupted_walk_forward_stops(void **state)
     assert_true(exists(done));
     snprintf(done, sizeof done, "%s/fold-2/eval.json", run);
     assert_true(exists(done));
+    /* the finished walk resumed as it is evaluates both folds again, to the same summary — the
+     * checkpoint lines and warnings as their runs wrote them (it had reworded the first) */
+    char summary[192];
+    snprintf(summary, sizeof summary, "%s/walk_forward.txt", run);
+    size_t n0, n1;
+    char *before = (char *)th_read(summary, &n0);
+    snprintf(args, sizeof args, "train --resume %s", run);
+    if (vixen_env("", args) != 0) fail_msg("resuming the finished walk: %s", err);
+    char *after = (char *)th_read(summary, &n1);
+    if (n0 != n1 || memcmp(before, after, n0) != 0)
+        fail_msg("the summary changed:\n%.*s\n---\n%.*s", (int)n0, before, (int)n1, after);
+    free(before), free(after);
     th_rmtree(dir);
 }
 
