@@ -476,7 +476,25 @@ int vx_cmd_eval(int argc, char **argv)
         return VX_EXIT_FAIL;
     }
     if (S_ISDIR(sb.st_mode)) {
+        char wf[1100];
+        snprintf(wf, sizeof wf, "%s/fold-1", pos[0]);
+        snprintf(ckpt, sizeof ckpt, "%s/checkpoint", pos[0]);
+        if (stat(wf, &sb) == 0 && stat(ckpt, &sb) != 0) { /* a walk-forward's own folder */
+            fprintf(stderr,
+                    "vixen: %s is a walk-forward's folder: evaluate one of its folds (%s/fold-K); "
+                    "walk_forward.txt holds all of them\n",
+                    pos[0], pos[0]);
+            return VX_EXIT_FAIL;
+        }
         snprintf(ckpt, sizeof ckpt, "%s/checkpoint/best.safetensors", pos[0]);
+        if (which && !strcmp(which, "best") && stat(ckpt, &sb) != 0) {
+            fprintf(stderr,
+                    "vixen: %s has no best checkpoint: nothing was validated (train.eval_every 0, "
+                    "or stopped before the first validation); --checkpoint latest evaluates the "
+                    "last\n",
+                    pos[0]);
+            return VX_EXIT_FAIL;
+        }
         if ((which && !strcmp(which, "latest")) || (!which && stat(ckpt, &sb) != 0))
             snprintf(ckpt, sizeof ckpt, "%s/checkpoint/latest.safetensors", pos[0]);
         snprintf(cfgpath, sizeof cfgpath, "%s/config.yaml", pos[0]);

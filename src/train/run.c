@@ -223,13 +223,23 @@ static vx_status validate(run_state *r, vx_eval_metrics *val, int *best, vx_err 
  * resume one with (asked again once the folder is locked). */
 static vx_status folder_check(const run_state *r, const vx_train_cfg *c, int resume, vx_err *e)
 {
-    char path[1200];
+    char path[1200], done[1200];
     struct stat sb;
     snprintf(path, sizeof path, "%s/%s", r->ckpt_dir, VX_CKPT_FILE);
-    if (!resume && stat(path, &sb) == 0)
+    snprintf(done, sizeof done, "%s/eval.json", c->run_dir);
+    int has_ckpt = stat(path, &sb) == 0, finished = stat(done, &sb) == 0;
+    if (!resume && has_ckpt)
         return vx_err_line(e, VX_ERR_ARG, c->run_dir, -1, "",
                            "already holds a run; resume it (--resume) or pick another folder");
-    if (resume && stat(path, &sb) != 0)
+    if (!resume && finished) /* a finished run without checkpoints (train.checkpoint_every 0) */
+        return vx_err_line(e, VX_ERR_ARG, c->run_dir, -1, "",
+                           "already holds a finished run (eval.json); pick another folder");
+    if (resume && !has_ckpt && finished)
+        return vx_err_line(e, VX_ERR_NOT_FOUND, c->run_dir, -1, "",
+                           "finished without a checkpoint to resume (train.checkpoint_every 0 "
+                           "keeps none): its results are in eval.json; train further in a new "
+                           "run");
+    if (resume && !has_ckpt)
         return vx_err_line(e, VX_ERR_NOT_FOUND, c->run_dir, -1, "",
                            "has no checkpoint to resume (the run stopped before its first one): "
                            "start it again without --resume");

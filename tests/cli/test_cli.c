@@ -330,6 +330,26 @@ static void test_train_and_eval_commands(void **state)
     fclose(cf);
     cfg_text[cn] = '\0';
     assert_non_null(strstr(cfg_text, "epochs: 3"));
+    /* the run validated nothing (eval_every 0): --checkpoint best says so, naming the way */
+    snprintf(args, sizeof args, "eval %s/r --checkpoint best", dir);
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(err, "has no best checkpoint: nothing was validated"));
+    /* a finished run that kept no checkpoint (checkpoint_every 0): neither resumed nor started
+     * over (a new start had trained over its results) */
+    snprintf(args, sizeof args,
+             "train %s --set train.eval_every=0 --set train.checkpoint_every=0 --epochs 1 "
+             "--run %s/n",
+             small, dir);
+    assert_int_equal(vixen(args), 0);
+    snprintf(args, sizeof args, "train --resume %s/n", dir);
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(err, "finished without a checkpoint to resume"));
+    snprintf(args, sizeof args,
+             "train %s --set train.eval_every=0 --set train.checkpoint_every=0 --epochs 1 "
+             "--run %s/n",
+             small, dir);
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(err, "already holds a finished run"));
     /* train.run_dir given by --set names the folder (it had been taken only from --config) */
     snprintf(args, sizeof args,
              "train %s --set train.eval_every=0 --epochs 1 --set train.run_dir=%s/s", small, dir);
@@ -391,6 +411,10 @@ static void test_train_and_eval_commands(void **state)
              small, dir);
     assert_int_equal(vixen(args), 0);
     assert_non_null(strstr(out, "walk-forward, all 2 folds' test blocks"));
+    /* the walk's own folder holds no checkpoint: eval says to take a fold */
+    snprintf(args, sizeof args, "eval %s/w", dir);
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(err, "is a walk-forward's folder: evaluate one of its folds"));
     snprintf(yaml, sizeof yaml, "%s/w/walk_forward.json", dir);
     size_t len;
     char *wf = (char *)th_read(yaml, &len);
