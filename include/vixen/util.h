@@ -116,6 +116,9 @@ vx_status vx_file_read_all(const char *path, uint8_t **data, size_t *size, vx_er
  * each have one. */
 vx_status vx_folder_lock(const char *dir, int *fd, vx_err *e);
 void vx_folder_unlock(int fd);
+/* Whether another process holds dir's lock now (without taking it or writing anything): 1, with
+ * its process id in *pid (0 when unreadable); 0 when none does or there is no lock file. */
+int vx_folder_held(const char *dir, long *pid);
 /* fsync of a folder: the renames and unlinks in it reach the disk. */
 vx_status vx_fsync_dir(const char *dir, vx_err *e);
 /* The XXH3-64 checksum of a whole file, as 16 hex digits (out: at least 17 bytes). */

@@ -1073,14 +1073,20 @@ vx_status vx_study_status(const char *dir, FILE *f, vx_err *e)
             if (t[i].id == chosen_id) best = &t[i]; /* the swarm's, recorded at the end */
         }
         int finished = count[VX_TRIAL_DONE] + count[VX_TRIAL_PRUNED] + count[VX_TRIAL_FAILED];
+        /* a study process holds the folder's lock while it runs (this one's own does not count:
+         * a study prints its status as it ends) */
+        long holder;
+        int live = vx_folder_held(dir, &holder) && holder != (long)getpid();
         fprintf(f, "study %s: %d generations x %d particles x %d seeds (%zu trials)\n", dir,
                 cfg.generations, cfg.pso.swarm, cfg.seeds, total);
         fprintf(f,
-                "trials: %d finished (%d done, %d pruned, %d failed), %d running, %zu to go; "
+                "trials: %d finished (%d done, %d pruned, %d failed), %d %s, %zu to go; "
                 "%d out-of-memory halvings\n",
                 finished, count[VX_TRIAL_DONE], count[VX_TRIAL_PRUNED], count[VX_TRIAL_FAILED],
-                count[VX_TRIAL_RUNNING], total - (size_t)finished - count[VX_TRIAL_RUNNING],
-                halvings);
+                count[VX_TRIAL_RUNNING],
+                live || !count[VX_TRIAL_RUNNING] ? "running"
+                                                 : "stopped mid-run (run again on resume)",
+                total - (size_t)finished - count[VX_TRIAL_RUNNING], halvings);
         if (best) {
             fprintf(f,
                     "best trial%s: %lld (generation %d, particle %d, seed %d): validation "
@@ -1101,8 +1107,10 @@ vx_status vx_study_status(const char *dir, FILE *f, vx_err *e)
         fprintf(f, "%s\n",
                 tested_done ? "finished: best.yaml, test.txt (the best trial on the test split, "
                               "once), trials.csv, report.html"
+                : live      ? "running now"
                 : (size_t)finished == total ? "every trial finished; the test evaluation is due"
                                             : "not finished (vixen hyperopt --resume DIR goes on)");
+        if (live && !tested_done) fprintf(f, "(process %ld holds the study)\n", holder);
     }
     free(settings);
     free(t);

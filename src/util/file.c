@@ -324,3 +324,22 @@ void vx_folder_unlock(int fd)
 {
     if (fd >= 0) close(fd); /* closing drops the flock */
 }
+
+int vx_folder_held(const char *dir, long *pid)
+{
+    char path[1100];
+    *pid = 0;
+    if ((size_t)snprintf(path, sizeof path, "%s/lock", dir) >= sizeof path) return 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) return 0;
+    int held = 0;
+    if (flock(fd, LOCK_SH | LOCK_NB) != 0) {
+        held = errno == EWOULDBLOCK;
+        char text[32] = "";
+        ssize_t n = pread(fd, text, sizeof text - 1, 0);
+        text[n > 0 ? n : 0] = '\0';
+        *pid = strtol(text, NULL, 10);
+    }
+    close(fd); /* and a shared lock taken here with it */
+    return held;
+}

@@ -1501,14 +1501,38 @@ static void test_status_and_report_of_a_store(void **state)
         assert_int_equal(vx_store_trial_put(&s, &t, &e), VX_OK);
     }
     vx_store_close(&s);
+    /* no process holds the study: the trial the store has running had stopped with it */
     char *st = printed(vx_study_status, root);
-    if (!strstr(st, "trials: 4 finished (2 done, 1 pruned, 1 failed), 1 running, 1 to go; 1 "
-                    "out-of-memory halvings\n") ||
+    if (!strstr(st, "trials: 4 finished (2 done, 1 pruned, 1 failed), 1 stopped mid-run (run "
+                    "again on resume), 1 to go; 1 out-of-memory halvings\n") ||
         !strstr(st, "best trial so far: 1 (generation 0, particle 1, seed 0): validation Sharpe "
                     "0.9000") ||
         !strstr(st, "not finished"))
         fail_msg("status:\n%s", st);
     free(st);
+    { /* while another process holds the study, its trials run and it is not to be resumed */
+        int ready[2];
+        assert_int_equal(pipe(ready), 0);
+        pid_t holder = fork();
+        if (holder == 0) {
+            int fd;
+            vx_err ce;
+            if (vx_folder_lock(root, &fd, &ce)) _exit(1);
+            if (write(ready[1], "x", 1) != 1) _exit(1);
+            pause();
+            _exit(0);
+        }
+        char x;
+        assert_int_equal(read(ready[0], &x, 1), 1);
+        st = printed(vx_study_status, root);
+        char who[64];
+        snprintf(who, sizeof who, "running now\n(process %ld holds the study)", (long)holder);
+        if (!strstr(st, "1 running, 1 to go") || !strstr(st, who)) fail_msg("status:\n%s", st);
+        free(st);
+        kill(holder, SIGKILL);
+        waitpid(holder, NULL, 0);
+        close(ready[0]), close(ready[1]);
+    }
     for (int chosen = 0; chosen < 2; chosen++) {
         if (chosen) { /* what finish() records: the swarm's best, trial 0 */
             assert_int_equal(vx_store_open(&s, path, 0, &e), VX_OK);
