@@ -47,9 +47,25 @@ static char *about_text(void)
     return buf;
 }
 
+/* Whether this build has the GPU groups (a CUDA build). */
+static int gpu_build(void)
+{
+    size_t n;
+    const vx_bench_entry *r = vx_bench_registry(&n);
+    for (size_t i = 0; i < n; i++)
+        if (r[i].needs_gpu) return 1;
+    return 0;
+}
+
 static int check_group(const char *opt, const char *group)
 {
     if (vx_bench_find(group)) return 0;
+    if (strncmp(group, "gpu-", 4) == 0 && !gpu_build()) { /* a GPU group of a CUDA build */
+        if (!strcmp(opt, "skip")) return 0;               /* nothing of it to leave out here */
+        fprintf(stderr, "vixen bench: --%s %s: this build has no CUDA (built without nvcc)\n", opt,
+                group);
+        return -1;
+    }
     fprintf(stderr, "vixen bench: --%s: unknown group '%s' (groups in this build: ", opt, group);
     print_groups(stderr);
     fprintf(stderr, ")\n");

@@ -496,6 +496,13 @@ static void test_bench_groups_come_from_the_registry(void **state)
     /* --skip wins over --only: nothing runs, an empty result list */
     assert_int_equal(vixen("bench --only data --skip data --bars 2000"), 0);
     assert_string_equal(out, "{\"results\": [\n]}\n");
+    /* a GPU group is a name --skip takes in any build (in one without CUDA there is nothing of it
+     * to leave out; --no-train says the same), where --only of it asks for a CUDA build */
+    assert_int_equal(vixen("bench --only data --skip data --skip gpu-train --bars 2000"), 0);
+    if (!vx_bench_find("gpu-train")) {
+        assert_int_equal(vixen("bench --only gpu-train"), 2);
+        assert_non_null(strstr(err, "--only gpu-train: this build has no CUDA"));
+    }
 }
 
 /* A file's text, NUL-terminated (th_read gives the bytes alone). */
