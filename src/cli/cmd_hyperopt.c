@@ -260,6 +260,10 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
         sc.prune_warmup = (int)v;
     else if (warmup) rc = VX_EXIT_USAGE;
     if (margin && vx_arg_double(&c, "margin", margin, &sc.margin) != 0) rc = VX_EXIT_USAGE;
+    else if (margin && !(sc.margin >= 0 && sc.margin < 1)) { /* a usage error, as every flag's */
+        fprintf(stderr, "vixen: --margin %s: a share of the budget in [0, 1)\n", margin);
+        rc = VX_EXIT_USAGE;
+    }
     sc.prune = !no_prune;
     int one_launcher = launcher && strcmp(launcher, "one") == 0;
     if (!rc && launcher && !one_launcher && strcmp(launcher, "threads") != 0) {

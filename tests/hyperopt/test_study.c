@@ -467,6 +467,10 @@ static void test_command_errors(void **state)
     /* a concurrency of 0 is the budget's choice, not one a user asks for: 1..4096 */
     snprintf(args, sizeof args, "hyperopt %s " SMALL " --plan --concurrency 0", space);
     assert_int_equal(vixen("", args), 2);
+    /* a margin outside [0, 1) is a usage error naming the flag (it had been exit 1) */
+    snprintf(args, sizeof args, "hyperopt %s " SMALL " --plan --margin 1.5", space);
+    assert_int_equal(vixen("", args), 2);
+    assert_non_null(strstr(err, "--margin 1.5: a share of the budget in [0, 1)"));
     snprintf(args, sizeof args, "hyperopt %s", space);
     assert_int_equal(vixen("", args), 2);
     assert_non_null(strstr(err, "--study"));
