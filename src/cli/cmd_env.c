@@ -51,7 +51,14 @@ int vx_cmd_env(int argc, char **argv)
     long envs = 4096, steps = 2000, days = 60, seed = 1;
     if (!rc && envs_s && vx_arg_long(&c, "envs", envs_s, 1, 10000000, &envs)) rc = 2;
     if (!rc && steps_s && vx_arg_long(&c, "steps", steps_s, 1, 100000000, &steps)) rc = 2;
-    if (!rc && days_s && vx_arg_long(&c, "days", days_s, 2, 100000, &days)) rc = 2;
+    /* 4 days: the fewest whose training split holds an episode (390 bars) past the warm-up and
+     * the validation and test splits with their gaps */
+    if (!rc && days_s && vx_arg_long(&c, "days", days_s, 4, 100000, &days)) rc = 2;
+    if (!rc && days_s && np) {
+        fprintf(stderr,
+                "vixen env bench: --days sizes the synthetic market; FILE gives the bars\n");
+        rc = 2;
+    }
     if (!rc && seed_s && vx_arg_long(&c, "seed", seed_s, 0, 2147483647L, &seed)) rc = 2;
     if (rc) return rc == 1 ? VX_EXIT_OK : VX_EXIT_USAGE;
     vx_market m;

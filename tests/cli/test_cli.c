@@ -152,6 +152,11 @@ static void test_usage_errors(void **state)
     assert_non_null(strstr(err, "--out x.dbn.gz: the name must end in .csv, .dbn or .dbn.zst"));
     assert_int_not_equal(access("x.dbn.gz", F_OK), 0);
     assert_int_equal(vixen("env bench --envs 0"), 2);
+    /* fewer days than hold a training episode, and --days beside a FILE (which it cannot size),
+     * are usage errors (the first had failed later, the second been ignored) */
+    assert_int_equal(vixen("env bench --days 3"), 2);
+    assert_int_equal(vixen("env bench x.csv --days 5"), 2);
+    assert_non_null(strstr(err, "--days sizes the synthetic market"));
     assert_int_equal(vixen("nonsense"), 2);
     assert_int_equal(vixen("data nonsense"), 2);
     assert_int_equal(vixen(""), 2);
