@@ -66,6 +66,10 @@ int vx_args_parse(const vx_cmd *c, int argc, char **argv, const char **pos, size
                         return 2;
                     }
                     o->list[(*o->n_list)++] = v;
+                } else if (*o->value) { /* which one was meant? (the last had won silently) */
+                    fprintf(stderr, "%s: option '--%s' given twice ('%s', then '%s')\n", c->cmd,
+                            o->name, *o->value, v);
+                    return 2;
                 } else {
                     *o->value = v;
                 }

@@ -152,6 +152,21 @@ static int print_epoch(const vx_epoch_report *r, void *ctx)
     return g_interrupted;
 }
 
+/* Whether a direct option (--epochs and the like, "the same as --set KEY=...") is given beside a
+ * --set of its own key: which was meant? A usage error, not a silent choice. */
+static int option_and_set(const char *opt, const char *given, const char *key, const char **sets,
+                          int n_sets)
+{
+    if (!given) return 0;
+    for (int i = 0; i < n_sets; i++)
+        if (strcspn(sets[i], "=") == strlen(key) && strncmp(sets[i], key, strlen(key)) == 0) {
+            fprintf(stderr, "vixen: --%s %s and --set %s both given; give one\n", opt, given,
+                    sets[i]);
+            return 1;
+        }
+    return 0;
+}
+
 /* The settings a resume may change: how far the run goes and where and how it runs, none of what
  * it learns (a resume continues to the result of an uninterrupted run, on either device). */
 static const char *const resume_keys[] = {"train.epochs", "train.device", "train.gpu_graphs",
@@ -303,6 +318,14 @@ int vx_cmd_train(int argc, char **argv)
         free(pos);
         return rc == 2 ? VX_EXIT_USAGE : VX_EXIT_OK;
     }
+    if (option_and_set("epochs", epochs, "train.epochs", sets, n_sets) ||
+        option_and_set("device", device, "train.device", sets, n_sets) ||
+        option_and_set("algo", algo, "train.algo", sets, n_sets) ||
+        option_and_set("folds", folds, "split.folds", sets, n_sets) ||
+        option_and_set("run", run, "train.run_dir", sets, n_sets)) {
+        free(pos);
+        return VX_EXIT_USAGE;
+    }
     if (resume && (rc = check_resume(config, run, algo, folds, np, sets, n_sets)) != 0) {
         free(pos);
         return rc;
@@ -317,6 +340,12 @@ int vx_cmd_train(int argc, char **argv)
     if (dir && strlen(dir) >= sizeof cfg.run_dir) {
         fprintf(stderr, "vixen: --%s: a folder path of %zu characters (at most %zu)\n",
                 resume ? "resume" : "run", strlen(dir), sizeof cfg.run_dir - 1);
+        free(pos);
+        return VX_EXIT_USAGE;
+    }
+    struct stat dsb;
+    if (dir && stat(dir, &dsb) == 0 && !S_ISDIR(dsb.st_mode)) {
+        fprintf(stderr, "vixen: --%s %s: a file, not a folder\n", resume ? "resume" : "run", dir);
         free(pos);
         return VX_EXIT_USAGE;
     }

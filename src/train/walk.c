@@ -22,10 +22,12 @@ static int exists(const char *path)
     return stat(path, &sb) == 0;
 }
 
-/* What a finished fold's run said beside its figures (eval.json): which checkpoint, in the run's
- * words, and its warnings — a re-evaluation knows neither (how long training ran, for one), and a
- * resumed walk's summary would lack them. Left as they are when the file cannot be read. */
-static void restore_notes(const char *run_dir, vx_eval_report *out)
+/* What a finished fold's run said beside its figures (eval.json): its warnings, which a
+ * re-evaluation cannot know (how long training ran, for one), and — with `chosen`, when the
+ * re-evaluation took the checkpoint the run chose — which checkpoint, in the run's words. A
+ * resumed walk's summary is then the uninterrupted one's. Left as they are when the file cannot
+ * be read. */
+static void restore_notes(const char *run_dir, int chosen, vx_eval_report *out)
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/eval.json", run_dir);
@@ -38,7 +40,7 @@ static void restore_notes(const char *run_dir, vx_eval_report *out)
     const cJSON *ck = cJSON_GetObjectItemCaseSensitive(j, "checkpoint");
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(j, "warnings");
     if (cJSON_IsString(ck) && cJSON_IsArray(w)) {
-        snprintf(out->checkpoint, sizeof out->checkpoint, "%s", ck->valuestring);
+        if (chosen) snprintf(out->checkpoint, sizeof out->checkpoint, "%s", ck->valuestring);
         out->n_warnings = 0;
         const cJSON *x;
         cJSON_ArrayForEach(x, w) if (cJSON_IsString(x)) vx_eval_warn(out, "%s", x->valuestring);
@@ -51,14 +53,15 @@ static vx_status reevaluate(const vx_train_cfg *c, vx_eval_report *out, vx_err *
 {
     char path[1200];
     snprintf(path, sizeof path, "%s/checkpoint/best.safetensors", c->run_dir);
-    if (!exists(path)) snprintf(path, sizeof path, "%s/checkpoint/latest.safetensors", c->run_dir);
+    int best = exists(path); /* the run's choice (a run that validated nothing chose the last) */
+    if (!best) snprintf(path, sizeof path, "%s/checkpoint/latest.safetensors", c->run_dir);
     vx_market m;
     vx_status st = vx_train_open_market(c, &m, e);
     if (st) return st;
     vx_eval_opts o = {1, NULL, 1};
     st = vx_eval_checkpoint(c, path, &m, VX_SPLIT_TEST, &o, out, e);
     vx_market_close(&m);
-    if (!st) restore_notes(c->run_dir, out);
+    if (!st) restore_notes(c->run_dir, best || c->eval_every <= 0, out);
     return st;
 }
 

@@ -355,6 +355,17 @@ static void test_train_and_eval_commands(void **state)
              small, dir);
     assert_int_equal(vixen(args), 1);
     assert_non_null(strstr(err, "already holds a finished run"));
+    /* a direct option beside a --set of its own key, an option given twice, a --run that is a
+     * file: usage errors (the first two had let one value win silently) */
+    snprintf(args, sizeof args, "train %s --epochs 3 --set train.epochs=5 --run %s/x", small, dir);
+    assert_int_equal(vixen(args), 2);
+    assert_non_null(strstr(err, "--epochs 3 and --set train.epochs=5 both given"));
+    snprintf(args, sizeof args, "train %s --epochs 3 --epochs 4 --run %s/x", small, dir);
+    assert_int_equal(vixen(args), 2);
+    assert_non_null(strstr(err, "option '--epochs' given twice ('3', then '4')"));
+    snprintf(args, sizeof args, "train %s --epochs 1 --run %s/r/config.yaml", small, dir);
+    assert_int_equal(vixen(args), 2);
+    assert_non_null(strstr(err, "config.yaml: a file, not a folder"));
     /* train.run_dir given by --set names the folder (it had been taken only from --config) */
     snprintf(args, sizeof args,
              "train %s --set train.eval_every=0 --epochs 1 --set train.run_dir=%s/s", small, dir);
