@@ -245,8 +245,10 @@ typedef struct {
     int max_concurrent;       /* fit, capped at the trials of a generation (and at the cores on
                                * the CPU) */
     int first_chunk;          /* ceil(max_concurrent / 2) */
-    int batch_max;            /* the largest batch that fits available at concurrency 1 */
+    int batch_max;            /* the largest batch that fits available at concurrency 1 (PPO:
+                               * minibatch rows, a divisor of the rollout's) */
     int batch_max_shared;     /* … and in one share at max_concurrent */
+    int64_t rollout_rows;     /* PPO: envs × steps, what minibatches divide (0: the DQN) */
 } vx_plan;
 
 vx_status vx_study_plan(const vx_study_cfg *cfg, const vx_space *space, const vx_train_cfg *base,

@@ -371,6 +371,16 @@ static vx_status worst_trial(const vx_space *sp, const vx_train_cfg *base, int k
     return st;
 }
 
+/* The batch a plan tries after b (0: the first; 0 back: none left): the DQN's powers of two up to
+ * 2^20; a divisor of PPO's rollout rows from 2 up (rows / m for m falling). */
+static int64_t next_batch(int ppo, int64_t rows, int64_t b)
+{
+    if (!ppo) return b == 0 ? 2 : b < (1 << 20) ? 2 * b : 0;
+    for (int64_t m = b ? (rows - 1) / b : rows / 2; m >= 1; m--)
+        if (rows % m == 0 && rows / m > b) return rows / m <= INT32_MAX ? rows / m : 0;
+    return 0;
+}
+
 vx_status vx_study_plan(const vx_study_cfg *cfg, const vx_space *space, const vx_train_cfg *base,
                         vx_device *dev, vx_plan *p, vx_err *e)
 {
@@ -398,17 +408,22 @@ vx_status vx_study_plan(const vx_study_cfg *cfg, const vx_space *space, const vx
     p->max_concurrent = fit < cap ? (int)fit : cap;
     p->first_chunk = (p->max_concurrent + 1) / 2;
     if (cfg->concurrency > 0) p->first_chunk = p->max_concurrent; /* asked for: no ramp-up */
-    /* batch bounds: the largest power of two whose trial fits alone, and in one share */
+    /* batch bounds: the largest batch whose trial fits alone, and in one share — a power of two
+     * for the DQN, for PPO a minibatch's rows (a divisor of the rollout's: those are what it can
+     * take, from the whole rollout in one minibatch down to 2 rows) */
     vx_train_cfg *t = malloc(sizeof *t);
     if (!t) return vx_err_set(e, VX_ERR_NOMEM, "hyperopt: out of memory");
     size_t share = p->max_concurrent > 0 ? p->available / (size_t)p->max_concurrent : 0;
-    for (int b = 2; b <= (1 << 20) && !st; b *= 2) {
+    int ppo = strcmp(vx_train_algo(base)->name, "ppo") == 0;
+    int64_t rows = (int64_t)base->envs * base->steps_per_epoch;
+    p->rollout_rows = ppo ? rows : 0;
+    for (int64_t b = next_batch(ppo, rows, 0); b > 0 && !st; b = next_batch(ppo, rows, b)) {
         *t = *base;
         vx_trial_memory tm;
-        if (vx_trial_set_batch(t, b, NULL) != VX_OK) continue;
+        if (vx_trial_set_batch(t, (int)b, NULL) != VX_OK) continue;
         if (vx_trial_memory_of(t, p->kind, &tm, NULL) != VX_OK) break;
-        if (tm.total <= p->available) p->batch_max = b;
-        if (tm.total <= share) p->batch_max_shared = b;
+        if (tm.total <= p->available) p->batch_max = (int)b;
+        if (tm.total <= share) p->batch_max_shared = (int)b;
     }
     free(t);
     if (p->max_concurrent < 1)
@@ -433,15 +448,22 @@ void vx_plan_print(const vx_plan *p, FILE *f)
             p->available / 1e6);
     fprintf(f,
             "per trial   %.1f MB (largest the space allows): %lld parameters, weights %.1f, "
-            "activations %.1f (batch %d), replay %.1f, environments %.1f, fixed %.1f MB\n",
-            t->total / 1e6, (long long)t->params, t->weights / 1e6, t->activations / 1e6, t->batch,
+            "activations %.1f (%s %d%s), replay %.1f, environments %.1f, fixed %.1f MB\n",
+            t->total / 1e6, (long long)t->params, t->weights / 1e6, t->activations / 1e6,
+            p->rollout_rows ? "minibatch" : "batch", t->batch, p->rollout_rows ? " rows" : "",
             t->replay / 1e6, t->envs / 1e6, t->fixed / 1e6);
     fprintf(f,
             "concurrency memory allows %lld trials at once; at most %d run (the first chunk %d, "
             "then as measured)\n",
             (long long)p->fit, p->max_concurrent, p->first_chunk);
-    fprintf(f, "batch       at most %d alone, %d in a share at that concurrency\n", p->batch_max,
-            p->batch_max_shared);
+    if (p->rollout_rows)
+        fprintf(f,
+                "minibatch   at most %d rows alone, %d in a share at that concurrency (of the "
+                "rollout's %lld)\n",
+                p->batch_max, p->batch_max_shared, (long long)p->rollout_rows);
+    else
+        fprintf(f, "batch       at most %d alone, %d in a share at that concurrency\n",
+                p->batch_max, p->batch_max_shared);
 }
 
 static vx_status record(vx_study *s, trial_job *j, vx_err *e)

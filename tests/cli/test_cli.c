@@ -971,7 +971,11 @@ static void test_subcommand_usage_errors(void **state)
              "--algo ppo",
              VX_FIXTURES);
     if (vixen(args) != 0) fail_msg("examples/ppo-space.yaml: %s", err);
-    assert_non_null(strstr(out, "(batch 1600)")); /* its largest trial: 8 minibatches */
+    assert_non_null(strstr(out, "(minibatch 1600 rows)")); /* its largest trial: 8 minibatches */
+    /* the minibatch bound is a divisor of the rollout's rows (128 envs × 100 steps), not a power
+     * of two (it had said 64, below the 1,600 rows the estimate was made at) */
+    assert_non_null(strstr(out, "minibatch   at most 12800 rows alone"));
+    assert_non_null(strstr(out, "(of the rollout's 12800)"));
     th_rmtree(dir);
 }
 
