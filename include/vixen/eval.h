@@ -49,6 +49,7 @@ typedef struct {
     double max_drawdown; /* on the net equity curve, bar by bar */
     double turnover;     /* contracts traded per bar */
     double hit_rate;     /* of the bars ending with a position, the share with net PnL > 0 */
+    double held;         /* the bars ending with a position (what hit_rate is a share of) */
     double trades;       /* steps that traded */
     double bars;         /* bars evaluated (transitions from one close to the next) */
     double stop_outs;    /* episodes ended by the drawdown limit */
@@ -125,7 +126,7 @@ void vx_eval_report_free(vx_eval_report *r);
 /* One report of consecutive parts (the test blocks of walk-forward folds, in time order): each
  * row present in every part, its money and counts summed, its per-period PnL concatenated and
  * its Sharpe ratio and standard error computed over all of it (the maximum drawdown from the
- * per-period PnL, the hit rate as the bar-weighted mean of the parts'). */
+ * per-period PnL, the hit rate as all the wins over all the bars held). */
 vx_status vx_eval_concat(const vx_eval_report *parts, int k, vx_eval_report *out, vx_err *e);
 
 /* Adds warning text to a report (at most 4 are kept). */

@@ -261,6 +261,7 @@ static vx_status walk(const vx_market *m, const vx_env_cfg *cfg, vx_split split,
         out->max_drawdown = mdd;
         out->turnover = traded / (double)n;
         out->hit_rate = held > 0 ? wins / held : 0;
+        out->held = held;
         out->trades = trades;
         out->stop_outs = stops;
     }
@@ -449,14 +450,15 @@ vx_status vx_eval_concat(const vx_eval_report *parts, int k, vx_eval_report *out
         for (int i = 0; i < k; i++) n += parts[i].row[row].n_periods;
         x->period_pnl = malloc((n ? n : 1) * sizeof(double));
         if (!x->period_pnl) return vx_err_set(e, VX_ERR_NOMEM, "eval: out of memory");
-        double held_wins = 0, traded = 0;
+        double wins = 0, traded = 0;
         for (int i = 0; i < k; i++) {
             const vx_eval_metrics *y = &parts[i].row[row];
             memcpy(x->period_pnl + x->n_periods, y->period_pnl, y->n_periods * sizeof(double));
             x->n_periods += y->n_periods;
             x->net += y->net, x->gross += y->gross, x->costs += y->costs;
             x->bars += y->bars, x->trades += y->trades, x->stop_outs += y->stop_outs;
-            traded += y->turnover * y->bars, held_wins += y->hit_rate * y->bars;
+            traded += y->turnover * y->bars, wins += y->hit_rate * y->held;
+            x->held += y->held;
             for (int j = 0; j < VX_EXPOSURE_LEVELS; j++)
                 x->exposure_hist[j] += y->exposure_hist[j],
                     x->position_hist[j] += y->position_hist[j];
@@ -466,7 +468,7 @@ vx_status vx_eval_concat(const vx_eval_report *parts, int k, vx_eval_report *out
         x->present = 1;
         x->pnl_per_bar = x->bars > 0 ? x->net / x->bars : 0;
         x->turnover = x->bars > 0 ? traded / x->bars : 0;
-        x->hit_rate = x->bars > 0 ? held_wins / x->bars : 0; /* bar-weighted mean of the folds' */
+        x->hit_rate = x->held > 0 ? wins / x->held : 0; /* all wins over all held bars */
         double eq = 0, peak = 0, mdd = 0; /* per period: the folds' bar records are gone */
         for (size_t i = 0; i < x->n_periods; i++) {
             eq += x->period_pnl[i];

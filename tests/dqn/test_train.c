@@ -867,6 +867,7 @@ static void check_row(const vx_eval_metrics *x, const vx_market *m, int64_t lo, 
     assert_true(fabs(x->max_drawdown - mdd) < 1e-6 * (1 + mdd));
     assert_true(x->turnover == w->traded / (double)n);
     assert_true(x->hit_rate == (w->held > 0 ? w->wins / w->held : 0));
+    assert_true(x->held == w->held);
     for (int i = 0; i < VX_EXPOSURE_LEVELS; i++) /* short positions too (momentum, ridge) */
         if (x->position_hist[i] != w->pos_hist[i])
             fail_msg("position_hist[%d]: %.0f, by hand %.0f", i, x->position_hist[i],
@@ -1397,7 +1398,8 @@ static void test_eval_periods_by_hand(void **state)
 /* A hand-made part of a walk-forward report: the agent row with the given per-period PnL and
  * figures, the flat row too when `flat`. */
 static void concat_part(vx_eval_report *p, int64_t first, int64_t last, const double *pnl,
-                        size_t np, double bars, double turnover, double hit, double mdd, int flat)
+                        size_t np, double bars, double turnover, double hit, double held,
+                        double mdd, int flat)
 {
     memset(p, 0, sizeof *p);
     p->split = VX_SPLIT_TEST, p->first_row = first, p->last_row = last, p->episodes = 2;
@@ -1412,23 +1414,23 @@ static void concat_part(vx_eval_report *p, int64_t first, int64_t last, const do
         for (size_t i = 0; i < np; i++)
             x->period_pnl[i] = k == VX_EVAL_AGENT ? pnl[i] : 0, x->net += x->period_pnl[i];
         x->gross = x->net + 10, x->costs = 10, x->bars = bars, x->turnover = turnover;
-        x->hit_rate = hit, x->max_drawdown = mdd, x->trades = 3, x->stop_outs = 1;
+        x->hit_rate = hit, x->held = held, x->max_drawdown = mdd, x->trades = 3, x->stop_outs = 1;
         x->exposure_hist[8] = bars;
     }
 }
 
 /* Walk-forward's one report over its folds' test blocks (eval.h, vx_eval_concat), from two parts
- * made here: periods and PnL concatenated in order, money and counts summed, turnover and hit rate
- * weighted by bars, the drawdown over the joined per-period equity (its peak in the first part,
- * its trough in the second), the Sharpe ratio and Lo's standard error over all five periods in
- * float64 here; a row missing from a part is left out; then the JSON of it. */
+ * made here: periods and PnL concatenated in order, money and counts summed, turnover weighted by
+ * bars and the hit rate by the bars held, the drawdown over the joined per-period equity (its peak
+ * in the first part, its trough in the second), the Sharpe ratio and Lo's standard error over all
+ * five periods in float64 here; a row missing from a part is left out; then the JSON of it. */
 static void test_eval_concat_by_hand(void **state)
 {
     (void)state;
     const double a[3] = {100, -50, 50}, b[2] = {-300, 200};
     vx_eval_report parts[2], all;
-    concat_part(&parts[0], 0, 3, a, 3, 60, 0.5, 0.25, 60, 1);
-    concat_part(&parts[1], 3, 5, b, 2, 40, 0.25, 0.75, 320, 0);
+    concat_part(&parts[0], 0, 3, a, 3, 60, 0.5, 0.25, 20, 60, 1);
+    concat_part(&parts[1], 3, 5, b, 2, 40, 0.25, 0.75, 40, 320, 0);
     /* each fold its own reward scale and baselines: the report's are the last fold's, fitted on
      * the longest training window */
     parts[0].reward_scale = 100, parts[1].reward_scale = 120;
@@ -1451,7 +1453,10 @@ static void test_eval_concat_by_hand(void **state)
     assert_true(x->bars == 100 && x->trades == 6 && x->stop_outs == 2);
     assert_true(x->pnl_per_bar == 0);
     assert_true(fabs(x->turnover - (0.5 * 60 + 0.25 * 40) / 100) < 1e-15);
-    assert_true(fabs(x->hit_rate - (0.25 * 60 + 0.75 * 40) / 100) < 1e-15);
+    /* the hit rate pools the wins over the bars held (5 of 20, 30 of 40: 35 of 60), not the
+     * folds' rates by their bars (0.45) */
+    assert_true(x->held == 60);
+    assert_true(fabs(x->hit_rate - 35.0 / 60) < 1e-15);
     assert_true(x->max_drawdown == 300); /* equity 100, 50, 100, −200, 0 */
     assert_true(x->exposure_hist[8] == 100);
     double mean = 0, var = 0;
@@ -1472,7 +1477,7 @@ static void test_eval_concat_by_hand(void **state)
     fclose(tf);
     char want_row[160];
     snprintf(want_row, sizeof want_row, "%.2f ± %.2f %10.0f %8.3f %6.1f%% %7.0f", x->sharpe,
-             x->sharpe_se, 300.0, x->turnover, 45.0, 6.0);
+             x->sharpe_se, 300.0, x->turnover, 3500.0 / 60, 6.0);
     if (!strstr(tab, want_row)) fail_msg("no '%s' in\n%s", want_row, tab);
     free(tab);
     /* the JSON says the same: whole seconds for the period ends, every figure under its name */
