@@ -52,7 +52,8 @@ int vx_cmd_report(int argc, char **argv)
     const char *run = pos[0];
     struct stat sb;
     if (stat(run, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "vixen: %s: no such run folder\n", run);
+        fprintf(stderr, "vixen: %s: %s\n", run,
+                stat(run, &sb) != 0 ? "no such run folder" : "a file, not a run folder");
         return VX_EXIT_FAIL;
     }
     char path[4096];
