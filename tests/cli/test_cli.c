@@ -919,10 +919,13 @@ static void test_report_walk_forward_without_folds(void **state)
     assert_int_equal(mkdir(p, 0755), 0);
     assert_int_equal(vixen(args), 1);
     assert_non_null(strstr(err, "fold-1/eval.json"));
-    /* a file is no run folder */
+    /* a file is no run folder, and is named as a file */
     snprintf(args, sizeof args, "report %s/walk_forward.json", dir);
     assert_int_equal(vixen(args), 1);
-    assert_non_null(strstr(err, "no such run folder"));
+    assert_non_null(strstr(err, "walk_forward.json: a file, not a run folder"));
+    snprintf(args, sizeof args, "report %s/nothing-here", dir);
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(err, "nothing-here: no such run folder"));
     th_rmtree(dir);
 }
 
