@@ -421,7 +421,6 @@ void test_obs_normaliser_by_hand(void **state);
 void test_settings_keys_and_defaults(void **state);
 void test_settings_rollout_sizes(void **state);
 void test_epoch_metrics_policy_and_save(void **state);
-void test_minibatch_keeps_raw_advantages(void **state);
 void test_target_kl_reads_each_epoch_alone(void **state);
 void test_iterations_match_replica_with_terminations(void **state);
 void test_norm_obs_off_leaves_observations_raw(void **state);
@@ -452,7 +451,6 @@ int main(void)
         cmocka_unit_test(test_settings_keys_and_defaults),
         cmocka_unit_test(test_settings_rollout_sizes),
         cmocka_unit_test(test_epoch_metrics_policy_and_save),
-        cmocka_unit_test(test_minibatch_keeps_raw_advantages),
         cmocka_unit_test(test_target_kl_reads_each_epoch_alone),
         cmocka_unit_test(test_iterations_match_replica_with_terminations),
         cmocka_unit_test(test_norm_obs_off_leaves_observations_raw),
