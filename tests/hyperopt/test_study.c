@@ -1458,6 +1458,28 @@ static int table_ids(const char *html, long *ids, int max, int *first_is_agent)
     return n;
 }
 
+/* A new store in a folder of its own (root; its study.db in path) holding a study's settings —
+ * generations, seeds, pruning and swarm as given, the defaults for the rest, in the order the
+ * store keeps them — and the test space: what vixen hyperopt status and report read, written by
+ * hand. */
+static void store_of_settings(char *root, size_t rn, char *path, size_t pn, int generations,
+                              int seeds, int prune, int swarm, vx_store *s)
+{
+    th_tmpdir(root, rn);
+    snprintf(path, pn, "%s/study.db", root);
+    vx_err e;
+    assert_int_equal(vx_store_create(s, path, &e), VX_OK);
+    vx_pso_cfg pc;
+    vx_pso_cfg_default(&pc);
+    char settings[512];
+    snprintf(settings, sizeof settings,
+             "generations=%d\nseeds=%d\nmargin=0.2\nprune=%d\nprune_warmup=2\nswarm=%d\nw=%.17g\n"
+             "c1=%.17g\nc2=%.17g\nvmax=%.17g\nseed=1\n",
+             generations, seeds, prune, swarm, pc.w, pc.c1, pc.c2, pc.vmax);
+    assert_int_equal(vx_store_meta_set(s, "settings", settings, &e), VX_OK);
+    assert_int_equal(vx_store_meta_set(s, "space", space_text, &e), VX_OK);
+}
+
 /* vixen hyperopt status and report.html on a store written here, so every count is known: 2
  * generations x 3 particles = 6 trials, of which trial 0 done (0.5), 1 pruned (0.9: a pruned
  * trial's best counts), 2 failed, 3 running, 4 done (0.2, one halving), 5 never started.
@@ -1470,20 +1492,9 @@ static void test_status_and_report_of_a_store(void **state)
 {
     (void)state;
     char root[64], path[128];
-    th_tmpdir(root, sizeof root);
-    snprintf(path, sizeof path, "%s/study.db", root);
     vx_store s;
     vx_err e;
-    assert_int_equal(vx_store_create(&s, path, &e), VX_OK);
-    vx_pso_cfg pc;
-    vx_pso_cfg_default(&pc);
-    char settings[512];
-    snprintf(settings, sizeof settings,
-             "generations=2\nseeds=1\nmargin=0.2\nprune=1\nprune_warmup=2\nswarm=3\nw=%.17g\n"
-             "c1=%.17g\nc2=%.17g\nvmax=%.17g\nseed=1\n",
-             pc.w, pc.c1, pc.c2, pc.vmax);
-    assert_int_equal(vx_store_meta_set(&s, "settings", settings, &e), VX_OK);
-    assert_int_equal(vx_store_meta_set(&s, "space", space_text, &e), VX_OK);
+    store_of_settings(root, sizeof root, path, sizeof path, 2, 1, 1, 3, &s);
     const struct {
         vx_trial_status status;
         double objective;
@@ -1575,20 +1586,9 @@ static void test_best_so_far_by_the_seeds_mean(void **state)
 {
     (void)state;
     char root[64], path[128];
-    th_tmpdir(root, sizeof root);
-    snprintf(path, sizeof path, "%s/study.db", root);
     vx_store s;
     vx_err e;
-    assert_int_equal(vx_store_create(&s, path, &e), VX_OK);
-    vx_pso_cfg pc;
-    vx_pso_cfg_default(&pc);
-    char settings[512];
-    snprintf(settings, sizeof settings,
-             "generations=1\nseeds=2\nmargin=0.2\nprune=0\nprune_warmup=2\nswarm=2\nw=%.17g\n"
-             "c1=%.17g\nc2=%.17g\nvmax=%.17g\nseed=1\n",
-             pc.w, pc.c1, pc.c2, pc.vmax);
-    assert_int_equal(vx_store_meta_set(&s, "settings", settings, &e), VX_OK);
-    assert_int_equal(vx_store_meta_set(&s, "space", space_text, &e), VX_OK);
+    store_of_settings(root, sizeof root, path, sizeof path, 1, 2, 0, 2, &s);
     const double objective[4] = {1.0, 0.0, 0.6, 0.6};
     for (int i = 0; i < 4; i++) {
         vx_trial t;
