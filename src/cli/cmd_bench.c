@@ -11,9 +11,12 @@
 #include "cli.h"
 #include "vixen/device.h"
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_SKIP 16
@@ -79,6 +82,100 @@ static int listed(const char *group, const char *const *names, int n)
     return 0;
 }
 
+/* Runs the chosen groups and prints their JSON (stdout, and --out); the exit code. */
+static int run_groups(const vx_bench_opts *bo, const char *only, const char *const *skip,
+                      int n_skip, const char *out)
+{
+    static vx_bench_result r[256];
+    const int max = (int)(sizeof r / sizeof *r);
+    int n = 0, failed = 0, gpus = -1; /* -1: not asked yet (it starts the CUDA runtime) */
+    size_t n_reg;
+    const vx_bench_entry *reg = vx_bench_registry(&n_reg);
+    for (size_t i = 0; i < n_reg; i++) {
+        const vx_bench_entry *g = &reg[i];
+        if ((only && strcmp(only, g->group) != 0) || listed(g->group, skip, n_skip)) continue;
+        if (g->needs_gpu) {
+            if (gpus < 0) gpus = vx_device_cuda_count();
+            if (gpus == 0) {
+                fprintf(stderr, "bench: %s skipped: no CUDA device\n", g->group);
+                continue;
+            }
+        }
+        int k = g->run(bo, r + n, max - n, stderr);
+        if (k < 0) {
+            fprintf(stderr, "bench: group %s failed\n", g->group);
+            failed = 1;
+        } else {
+            n += k;
+        }
+    }
+    vx_bench_print_json(stdout, r, n);
+    if (out) {
+        vx_err err;
+        vx_atomic_file af;
+        vx_status st = vx_atomic_open(&af, out, &err);
+        if (!st) {
+            vx_bench_print_json(af.f, r, n);
+            st = vx_atomic_commit(&af, &err);
+        }
+        if (st) {
+            fprintf(stderr, "vixen: %s\n", err.msg);
+            failed = 1;
+        }
+    }
+    fflush(stdout);
+    return failed ? VX_EXIT_FAIL : VX_EXIT_OK;
+}
+
+/* A new folder for the benches' files, under $TMPDIR (else /tmp). */
+static int bench_folder(char *path, size_t n)
+{
+    const char *base = getenv("TMPDIR");
+    if (!base || !*base) base = "/tmp";
+    if (snprintf(path, n, "%s/vixen-bench-XXXXXX", base) >= (int)n) {
+        fprintf(stderr, "vixen bench: TMPDIR is too long\n");
+        return -1;
+    }
+    if (!mkdtemp(path)) {
+        fprintf(stderr, "vixen bench: cannot make a folder in %s: %s\n", base, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* The benches write their data into a temporary folder. A bench stopped by Ctrl-C or kill would
+ * leave it behind, and removing a tree is no work for a signal handler; so the groups run in a
+ * child process, and this one waits, passes a SIGINT, SIGTERM or SIGHUP on to it, removes the
+ * folder however the child ended, and then ends the same way. */
+static volatile sig_atomic_t g_child;
+
+static void pass_on(int sig)
+{
+    if (g_child > 0) kill((pid_t)g_child, sig);
+}
+
+static int wait_then_clean(pid_t child, const char *tmp)
+{
+    static const int sigs[3] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction sa, old[3];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = pass_on;
+    sigemptyset(&sa.sa_mask);
+    g_child = child;
+    for (int i = 0; i < 3; i++) sigaction(sigs[i], &sa, &old[i]);
+    int status = 0;
+    while (waitpid(child, &status, 0) < 0 && errno == EINTR) {}
+    for (int i = 0; i < 3; i++) sigaction(sigs[i], &old[i], NULL);
+    vx_remove_tree(tmp, NULL);
+    if (WIFSIGNALED(status)) { /* end as the child did, so a shell sees the interrupt */
+        int sig = WTERMSIG(status);
+        signal(sig, SIG_DFL);
+        raise(sig);
+        return 128 + sig;
+    }
+    return WIFEXITED(status) ? WEXITSTATUS(status) : VX_EXIT_FAIL;
+}
+
 int vx_cmd_bench(int argc, char **argv)
 {
     const char *bars_s = NULL, *envs_s = NULL, *steps_s = NULL, *out = NULL, *only = NULL;
@@ -121,49 +218,16 @@ int vx_cmd_bench(int argc, char **argv)
     if (learn_skip) skip[n_skip++] = "learn";
     if (train_skip) skip[n_skip++] = "gpu-train";
 
-    char tmp[] = "/tmp/vixen-bench-XXXXXX";
-    if (!mkdtemp(tmp)) {
-        perror("vixen bench: mkdtemp");
-        return VX_EXIT_FAIL;
-    }
+    char tmp[4096];
+    if (bench_folder(tmp, sizeof tmp)) return VX_EXIT_FAIL;
     vx_bench_opts bo = {(size_t)bars, (size_t)envs, (size_t)steps, tmp};
-    static vx_bench_result r[256];
-    const int max = (int)(sizeof r / sizeof *r);
-    int n = 0, failed = 0, gpus = -1; /* -1: not asked yet (it starts the CUDA runtime) */
-    size_t n_reg;
-    const vx_bench_entry *reg = vx_bench_registry(&n_reg);
-    for (size_t i = 0; i < n_reg; i++) {
-        const vx_bench_entry *g = &reg[i];
-        if ((only && strcmp(only, g->group) != 0) || listed(g->group, skip, n_skip)) continue;
-        if (g->needs_gpu) {
-            if (gpus < 0) gpus = vx_device_cuda_count();
-            if (gpus == 0) {
-                fprintf(stderr, "bench: %s skipped: no CUDA device\n", g->group);
-                continue;
-            }
-        }
-        int k = g->run(&bo, r + n, max - n, stderr);
-        if (k < 0) {
-            fprintf(stderr, "bench: group %s failed\n", g->group);
-            failed = 1;
-        } else {
-            n += k;
-        }
+    fflush(NULL); /* nothing buffered twice by the child */
+    pid_t child = fork();
+    if (child < 0) { /* no process to spare: run here, and an interrupt leaves the folder */
+        rc = run_groups(&bo, only, skip, n_skip, out);
+        vx_remove_tree(tmp, NULL);
+        return rc;
     }
-    vx_remove_tree(tmp, NULL);
-    vx_bench_print_json(stdout, r, n);
-    if (out) {
-        vx_err err;
-        vx_atomic_file af;
-        vx_status st = vx_atomic_open(&af, out, &err);
-        if (!st) {
-            vx_bench_print_json(af.f, r, n);
-            st = vx_atomic_commit(&af, &err);
-        }
-        if (st) {
-            fprintf(stderr, "vixen: %s\n", err.msg);
-            failed = 1;
-        }
-    }
-    return failed ? VX_EXIT_FAIL : VX_EXIT_OK;
+    if (child == 0) _exit(run_groups(&bo, only, skip, n_skip, out));
+    return wait_then_clean(child, tmp);
 }

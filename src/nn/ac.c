@@ -5,6 +5,7 @@
 #include "vixen/philox.h"
 #include "vixen/ppo_math.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +153,9 @@ static acf_ac_acts acts_of(vx_ac_ws *ws)
 void vx_ac_forward_ref(const vx_ac_layout *L, const float *params, const float *x, int B,
                        vx_ac_ws *ws)
 {
+    /* The workspace holds max_batch rows; more would write past it (a caller's bug, which the
+     * sanitised Debug build of the tests catches here rather than as a heap overflow). */
+    assert(B >= 0 && B <= ws->max_batch);
     acf_ac_acts a = acts_of(ws);
     acf_ac_forward(L, params, x, B, &a);
 }
@@ -159,6 +163,7 @@ void vx_ac_forward_ref(const vx_ac_layout *L, const float *params, const float *
 void vx_ac_backward_ref(const vx_ac_layout *L, const float *params, const float *x, int B,
                         const float *dlogits, const float *dvalue, vx_ac_ws *ws, float *grads)
 {
+    assert(B >= 0 && B <= ws->max_batch);
     acf_ac_acts a = acts_of(ws);
     acf_ac_backward(L, params, x, B, dlogits, dvalue, &a, grads);
 }

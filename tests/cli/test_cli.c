@@ -521,6 +521,24 @@ static void test_bench_groups_come_from_the_registry(void **state)
     }
 }
 
+/* `vixen bench` stopped part-way (here by SIGTERM, once its folder has files) removes its
+ * temporary folder and ends by that signal. Without the waiting parent the folder stays. */
+static void test_bench_interrupted_leaves_no_folder(void **state)
+{
+    (void)state;
+    char dir[64], cmd[1024];
+    th_tmpdir(dir, sizeof dir);
+    snprintf(cmd, sizeof cmd,
+             "TMPDIR=%s %s bench --only data --bars 3000000 >/dev/null 2>&1 & p=$!; i=0; "
+             "while [ -z \"$(ls -A %s/*/ 2>/dev/null)\" ] && [ $i -lt 400 ]; do "
+             "sleep 0.05; i=$((i+1)); done; kill -TERM $p; wait $p; echo rc=$? waited=$i",
+             dir, VX_BINARY, dir);
+    assert_int_equal(th_run(cmd, out, sizeof out, err, sizeof err), 0);
+    assert_null(strstr(out, "waited=400")); /* its folder was under TMPDIR, and had files */
+    assert_non_null(strstr(out, "rc=143")); /* 128 + SIGTERM: it ended by the signal */
+    assert_int_equal(th_count_files(dir), 0);
+}
+
 /* A file's text, NUL-terminated (th_read gives the bytes alone). */
 static char *read_text(const char *path)
 {
@@ -1024,6 +1042,7 @@ int main(void)
         cmocka_unit_test(test_resume_long_folder_refused_first),
         cmocka_unit_test(test_inflate_limit_settable),
         cmocka_unit_test(test_bench_groups_come_from_the_registry),
+        cmocka_unit_test(test_bench_interrupted_leaves_no_folder),
         cmocka_unit_test(test_version_and_short_help),
         cmocka_unit_test(test_inspect_gaps_escaping_and_bars),
         cmocka_unit_test(test_synth_options_and_plain_dbn),
