@@ -24,6 +24,8 @@ int vx_cli_apply_sets(vx_train_cfg *c, const char **sets, int n);
 /* A --set of another algorithm's key than c trains (ppo.lr for the DQN) is a usage error: it would
  * change nothing, most likely for want of --algo. */
 int vx_cli_sets_for_algo(const vx_train_cfg *c, const char **sets, int n);
+/* Warns of each key in the config file at path that belongs to another algorithm than c's. */
+int vx_cli_config_for_algo(const vx_train_cfg *c, const char *path);
 int vx_cli_set_files(vx_train_cfg *c, const char **pos, size_t np);
 
 #endif

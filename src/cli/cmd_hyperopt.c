@@ -322,6 +322,8 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
         /* a space that searches the algorithm lets any algorithm's keys matter to some trial */
         if (!rc && !vx_space_has(&space, "train.algo"))
             rc = vx_cli_sets_for_algo(base, sets, n_sets);
+        if (!rc && config && !vx_space_has(&space, "train.algo"))
+            rc = vx_cli_config_for_algo(base, config);
     }
     if (!rc && device && vx_train_cfg_set(base, "train.device", device, "--device", &e)) {
         fprintf(stderr, "vixen: %s\n", e.msg);

@@ -108,6 +108,30 @@ int vx_cli_sets_for_algo(const vx_train_cfg *c, const char **sets, int n)
     return VX_EXIT_OK;
 }
 
+/* A config file may well keep every algorithm's sections (one file, switched with --algo), so
+ * the keys of another algorithm than the one trained are a warning, not an error as they are on
+ * --set: the user learns they change nothing, and the run's config.yaml keeps only its own. */
+int vx_cli_config_for_algo(const vx_train_cfg *c, const char *path)
+{
+    vx_kv *kv;
+    size_t n;
+    vx_err e;
+    if (vx_yaml_read_flat(path, &kv, &n, &e)) { /* it loaded a moment ago */
+        fprintf(stderr, "vixen: %s\n", e.msg);
+        return VX_EXIT_FAIL;
+    }
+    for (size_t i = 0; i < n; i++) {
+        int a = vx_train_key_algo(kv[i].key);
+        if (a >= 0 && a != c->algo)
+            fprintf(stderr,
+                    "vixen: warning: %s: line %d: %s is a setting of %s, but this trains %s; it "
+                    "changes nothing\n",
+                    path, kv[i].line, kv[i].key, vx_algo_at(a)->name, vx_train_algo(c)->name);
+    }
+    vx_kv_free(kv, n);
+    return VX_EXIT_OK;
+}
+
 int vx_cli_set_files(vx_train_cfg *c, const char **pos, size_t np)
 {
     if (np > VX_TRAIN_MAX_FILES) {
@@ -381,6 +405,7 @@ int vx_cmd_train(int argc, char **argv)
         rc = VX_EXIT_USAGE;
     }
     if (!rc) rc = vx_cli_sets_for_algo(&cfg, sets, n_sets);
+    if (!rc && config) rc = vx_cli_config_for_algo(&cfg, config);
     if (!rc) rc = vx_cli_set_files(&cfg, pos, np);
     free(pos);
     if (rc) return rc;

@@ -473,6 +473,15 @@ static void test_train_and_eval_commands(void **state)
     assert_non_null(strstr(err, "--set ppo.lr: a setting of ppo, but this trains dqn"));
     assert_int_equal(vixen("train --algo ppo --set replay.alpha=0.5"), 2);
     assert_non_null(strstr(err, "--set replay.alpha: a setting of dqn, but this trains ppo"));
+    /* in a config file they are a warning with the file and line (one file may serve both) */
+    snprintf(yaml, sizeof yaml, "%s/both.yaml", dir);
+    th_write_str(yaml, "dqn:\n  lr: 0.001\nppo:\n  lr: 0.0003\n  clip: 0.3\n");
+    snprintf(args, sizeof args, "train --config %s --algo ppo %s/none.csv", yaml, dir);
+    assert_int_equal(vixen(args), 1); /* no such data file: it stops there, after the warning */
+    assert_non_null(strstr(err, "both.yaml: line 2: dqn.lr is a setting of dqn, but this trains "
+                                "ppo; it changes nothing"));
+    assert_null(strstr(err, "ppo.lr is a setting"));
+    assert_null(strstr(err, "ppo.clip is a setting"));
     snprintf(yaml, sizeof yaml, "%s/bad.yaml", dir);
     th_write_str(yaml, "train:\n  epochs: 3\n  envs: -4\n");
     snprintf(args, sizeof args, "train --config %s", yaml);
