@@ -176,6 +176,9 @@ static void host_memory(size_t *total, size_t *avail)
     if (f) fclose(f);
 }
 
+void openblas_set_num_threads(int n); /* OpenBLAS's own (cblas.h does not declare them) */
+char *openblas_get_corename(void);
+
 static void cpu_fill(vx_device *d, size_t budget)
 {
     size_t avail;
@@ -183,10 +186,12 @@ static void cpu_fill(vx_device *d, size_t budget)
     d->budget = budget ? budget : avail / 20 * 19;
     d->ops = &cpu_ops;
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    snprintf(d->name, sizeof d->name, "cpu (%ld cores, %.1f GiB)", cores, d->total / 1073741824.0);
+    /* OpenBLAS picks its kernels by the processor (OPENBLAS_CORETYPE overrides it), and kernels
+     * of two families sum a product in another order: the same seed trains other weights on a
+     * machine whose kernels differ, so the name says which ones ran. */
+    snprintf(d->name, sizeof d->name, "cpu (%ld cores, %.1f GiB, OpenBLAS %s)", cores,
+             d->total / 1073741824.0, openblas_get_corename());
 }
-
-void openblas_set_num_threads(int n); /* OpenBLAS's own setter (cblas.h does not declare it) */
 
 vx_status vx_device_open_cpu(const vx_device_cfg *cfg, vx_device **out, vx_err *e)
 {
