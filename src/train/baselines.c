@@ -130,7 +130,8 @@ vx_status vx_baselines_fit(const vx_market *m, const vx_env_cfg *c, vx_baselines
         trial.momentum_k = ks[i];
         double sr;
         st = vx_eval_rule_sharpe(m, c, VX_SPLIT_TRAIN, VX_EVAL_MOMENTUM, &trial, &sr, e);
-        if (!st && sr > out->momentum_sharpe) out->momentum_sharpe = sr, out->momentum_k = ks[i];
+        if (!st && sr > out->momentum_sharpe) /* strictly: a tie keeps the shorter k */
+            out->momentum_sharpe = sr, out->momentum_k = ks[i];
     }
     if (!st && out->momentum_k == 0)
         return vx_err_set(e, VX_ERR_ARG,
@@ -145,7 +146,7 @@ vx_status vx_baselines_fit(const vx_market *m, const vx_env_cfg *c, vx_baselines
         trial.oracle_band = bands[i];
         double sr;
         st = vx_eval_rule_sharpe(m, c, VX_SPLIT_TRAIN, VX_EVAL_ORACLE, &trial, &sr, e);
-        if (!st && sr > best) best = sr, out->oracle_band = bands[i];
+        if (!st && sr > best) best = sr, out->oracle_band = bands[i]; /* a tie: the narrower */
     }
     return st;
 }
