@@ -102,6 +102,11 @@ int vx_device_kind(const vx_device *d);
 int vx_device_index(const vx_device *d);
 /* "cpu (2 cores, 23.4 GiB)" or "cuda:0 NVIDIA H200, sm_90, 132 SMs, 139.8 GiB" */
 const char *vx_device_name(const vx_device *d);
+/* What decides the order of the device's arithmetic, so that two runs of one seed train the same
+ * weights where it is the same: "cpu, OpenBLAS 0.3.21 Haswell" (OpenBLAS picks its kernels by
+ * the processor) or "NVIDIA H200, sm_90, 132 SMs, cuBLASLt 130000". Unlike the name, it leaves
+ * out what changes nothing in the results (the index, the memory, a share's label). */
+const char *vx_device_kernels(const vx_device *d);
 
 typedef struct {
     size_t total;    /* the device's memory (host RAM for the CPU) */

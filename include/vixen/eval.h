@@ -92,6 +92,9 @@ typedef struct {
 /* Fits the baselines on the training split of m under c. */
 vx_status vx_baselines_fit(const vx_market *m, const vx_env_cfg *c, vx_baselines *out, vx_err *e);
 
+/* Room for the devices that trained a run: "A; then B; …" (a device's name is under 192). */
+#define VX_DEVICES_LEN 640
+
 typedef struct {
     vx_split split;
     int64_t first_row, last_row; /* the split's rows [first_row, last_row) */
@@ -105,7 +108,10 @@ typedef struct {
     vx_eval_metrics row[VX_EVAL_ROWS];
     vx_baselines baselines;
     int have_baselines;
-    char checkpoint[128]; /* which checkpoint the agent is ("" when not from one) */
+    char checkpoint[1400]; /* which checkpoint the agent is ("" when not from one) */
+    /* the devices that trained it, in order ("" when not recorded): another CPU's BLAS kernels
+     * or another GPU train the same seed to other weights (design.md) */
+    char trained_on[VX_DEVICES_LEN];
     char warnings[4][256];
     int n_warnings;
 } vx_eval_report;

@@ -95,6 +95,7 @@ static vx_status write_job(const ckpt_job *j, vx_err *e)
     if (!st) st = put(m, &k, "env_steps", num, e);
     /* the resolved configuration travels with the weights */
     if (!st) st = put(m, &k, "config", j->config ? j->config : "", e);
+    if (!st && j->devices[0]) st = put(m, &k, "devices", j->devices, e);
     for (size_t i = 0; i < s->n_meta && !st; i++)
         st = put(m, &k, s->meta_key[i], s->meta_val[i], e);
     for (size_t f = 0; f < s->n_files && !st; f++) {

@@ -14,6 +14,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include "vixen/eval.h"
 #include "vixen/train.h"
 
 /* vixen-run-2: the run's identity and each side file's checksum in the metadata, the data
@@ -29,7 +30,8 @@ typedef struct {
     char run_id[40]; /* the run's identity (run.c), in every checkpoint it writes */
     int epoch;       /* epochs completed */
     int64_t env_steps;
-    char *config; /* the resolved config as YAML (owned) */
+    char *config;                 /* the resolved config as YAML (owned) */
+    char devices[VX_DEVICES_LEN]; /* the devices that trained the run so far, in order */
     /* a best checkpoint (file VX_CKPT_BEST, no side files, nothing pruned) when set, with the
      * validation figures in its metadata */
     int best;

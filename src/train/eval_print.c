@@ -28,6 +28,7 @@ void vx_eval_print(FILE *f, const vx_eval_report *r)
             any ? any->bars : 0.0, r->n_periods, r->period_is_day ? "trading days" : "bars",
             r->episodes);
     if (r->checkpoint[0]) fprintf(f, "checkpoint: %s\n", r->checkpoint);
+    if (r->trained_on[0]) fprintf(f, "trained on: %s\n", r->trained_on);
     fprintf(f, "  %-15s %11s %11s %10s %8s %15s %10s %8s %7s %7s\n", "policy", "net $", "gross $",
             "costs $", "$/bar", "Sharpe ± se", "max DD $", "turnover", "hit", "trades");
     for (int k = 0; k < VX_EVAL_ROWS; k++) {
@@ -96,6 +97,7 @@ void vx_eval_json(FILE *f, const vx_eval_report *r)
         cJSON_AddItemToArray(ts, cJSON_CreateNumber((double)(r->period_end_ts[i] / 1000000000ll)));
     cJSON_AddItemToObject(o, "period_end_unix_s", ts);
     cJSON_AddStringToObject(o, "checkpoint", r->checkpoint);
+    cJSON_AddStringToObject(o, "trained_on", r->trained_on);
     cJSON *rows = cJSON_CreateObject();
     for (int k = 0; k < VX_EVAL_ROWS; k++)
         if (r->row[k].present)

@@ -75,6 +75,7 @@ typedef struct {
     cJSON *json;
     char split[64], period[64];           /* HTML-escaped, ready to print */
     const char *checkpoint;               /* points into json */
+    const char *trained_on;               /* points into json ("" when not recorded) */
     double first_row, last_row, episodes; /* NaN when absent */
     double *ts;                           /* period_end_unix_s */
     size_t n_ts;
@@ -228,6 +229,9 @@ static vx_status read_eval(report *r, vx_err *e)
     v = cJSON_GetObjectItemCaseSensitive(o, "checkpoint");
     if (v && !cJSON_IsString(v)) return bad_field(r, "checkpoint", e, "not text");
     r->checkpoint = v ? v->valuestring : "";
+    v = cJSON_GetObjectItemCaseSensitive(o, "trained_on");
+    if (v && !cJSON_IsString(v)) return bad_field(r, "trained_on", e, "not text");
+    r->trained_on = v ? v->valuestring : "";
     const char *opt[3] = {"first_row", "last_row", "episodes"};
     double *dst[3] = {&r->first_row, &r->last_row, &r->episodes};
     for (int i = 0; i < 3; i++) {
@@ -739,6 +743,8 @@ static void header(FILE *f, const report *r)
         fprintf(f, ", walked as %s episodes", vx_fmt_num(ep, sizeof ep, r->episodes, 0));
     fprintf(f, "; money after costs.</li>\n<li><strong>Checkpoint:</strong> ");
     vx_html_esc(f, r->checkpoint[0] ? r->checkpoint : "not recorded");
+    fprintf(f, "</li>\n<li><strong>Trained on:</strong> ");
+    vx_html_esc(f, r->trained_on[0] ? r->trained_on : "not recorded");
     fprintf(f, "</li>\n</ul>\n");
     int nw = r->warnings ? cJSON_GetArraySize(r->warnings) : 0;
     if (nw) {

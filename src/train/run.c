@@ -139,6 +139,7 @@ typedef struct {
     int lock_fd;                    /* the run folder's lock (run_folder.c), −1: not held */
     char run_id[VX_RUN_ID_LEN + 1]; /* the run's identity, in every checkpoint */
     char *config;                   /* cfg as YAML */
+    char devices[VX_DEVICES_LEN];   /* what trained the run, in order (devices_add) */
     ckpt_writer writer;
     int epoch; /* epochs completed */
     int64_t env_steps;
@@ -172,6 +173,7 @@ static vx_status checkpoint(run_state *r, int final, int *started, vx_err *e)
     snprintf(job.dir, sizeof job.dir, "%s", r->ckpt_dir);
     snprintf(job.algo, sizeof job.algo, "%s", r->ops->name);
     snprintf(job.run_id, sizeof job.run_id, "%s", r->run_id);
+    snprintf(job.devices, sizeof job.devices, "%s", r->devices);
     job.epoch = r->epoch;
     job.env_steps = r->env_steps;
     job.config = r->config ? strdup(r->config) : NULL;
@@ -204,6 +206,7 @@ static vx_status validate(run_state *r, vx_eval_metrics *val, int *best, vx_err 
         snprintf(job.dir, sizeof job.dir, "%s", r->ckpt_dir);
         snprintf(job.algo, sizeof job.algo, "%s", r->ops->name);
         snprintf(job.run_id, sizeof job.run_id, "%s", r->run_id);
+        snprintf(job.devices, sizeof job.devices, "%s", r->devices);
         job.epoch = r->epoch;
         job.env_steps = r->env_steps;
         job.config = r->config;
@@ -244,6 +247,29 @@ static vx_status folder_check(const run_state *r, const vx_train_cfg *c, int res
                            "has no checkpoint to resume (the run stopped before its first one): "
                            "start it again without --resume");
     return VX_OK;
+}
+
+/* Adds the device this process trains on to a run's list ("A; then B"), unless it is the last
+ * one there. A list that would not fit keeps its first device, an ellipsis and the new one. */
+static void devices_add(char *list, size_t n, const char *name)
+{
+    static const char sep[] = "; then ";
+    const char *last = list;
+    for (const char *p = strstr(list, sep); p; p = strstr(p + 1, sep)) last = p + strlen(sep);
+    if (!list[0]) {
+        snprintf(list, n, "%s", name);
+        return;
+    }
+    if (strcmp(last, name) == 0) return;
+    size_t len = strlen(list);
+    if (len + strlen(sep) + strlen(name) < n) {
+        snprintf(list + len, n - len, "%s%s", sep, name);
+        return;
+    }
+    const char *second = strstr(list, sep);
+    size_t first = second ? (size_t)(second - list) : len;
+    char *tail = list + first;
+    snprintf(tail, n - first, "%s…%s%s", sep, sep, name);
 }
 
 /* The run folder made and locked, its identity written (or read, on resume), and what an
@@ -310,6 +336,8 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
         if (st) return st;
         vx_ckpt_view ck = {&s, r->ckpt_dir};
         st = r->ops->restore(r->algo, &ck, 0, e);
+        const char *devs = vx_safetensors_meta(&s, "devices"); /* none before 2026-12-08 */
+        snprintf(r->devices, sizeof r->devices, "%s", devs ? devs : "not recorded");
         vx_safetensors_free(&s);
         if (st && e && !strstr(e->msg, r->ckpt_dir)) { /* the file read: latest, not best */
             char m[sizeof e->msg];
@@ -336,6 +364,7 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
     char what[256];
     r->ops->describe(r->algo, what, sizeof what);
     vx_log(VX_LOG_INFO, "train: %s, on %s", what, vx_device_name(dev));
+    devices_add(r->devices, sizeof r->devices, vx_device_kernels(dev));
     return VX_OK;
 }
 
@@ -359,10 +388,12 @@ static vx_status final_test(run_state *r, vx_eval_report *ev, vx_err *e)
         vx_policy pol;
         st = r->ops->policy(r->algo, &pol, e);
         if (!st) st = vx_eval_run(&r->market, &c->env, VX_SPLIT_TEST, &pol, &o, ev, e);
-        if (!st)
+        if (!st) {
             snprintf(ev->checkpoint, sizeof ev->checkpoint,
                      "last: epoch %d (nothing was validated: train.eval_every 0 or split.val 0)",
                      r->epoch);
+            snprintf(ev->trained_on, sizeof ev->trained_on, "%s", r->devices);
+        }
     }
     if (st) return st;
     /* warnings: memorising the training bars, and seeing them too often */
@@ -584,6 +615,8 @@ vx_status vx_eval_checkpoint(const vx_train_cfg *c, const char *ckpt_path, const
         const char *kind = vx_safetensors_meta(&s, "kind"), *ep = vx_safetensors_meta(&s, "epoch");
         snprintf(out->checkpoint, sizeof out->checkpoint, "%s (%s, epoch %s)", ckpt_path,
                  kind ? kind : "latest", ep ? ep : "?");
+        const char *devs = vx_safetensors_meta(&s, "devices"); /* none before 2026-12-08 */
+        snprintf(out->trained_on, sizeof out->trained_on, "%s", devs ? devs : "");
     }
     if (a) ops->free(a);
     vx_safetensors_free(&s);

@@ -40,7 +40,10 @@ static void restore_notes(const char *run_dir, int chosen, vx_eval_report *out)
     const cJSON *ck = cJSON_GetObjectItemCaseSensitive(j, "checkpoint");
     const cJSON *w = cJSON_GetObjectItemCaseSensitive(j, "warnings");
     if (cJSON_IsString(ck) && cJSON_IsArray(w)) {
+        const cJSON *on = cJSON_GetObjectItemCaseSensitive(j, "trained_on");
         if (chosen) snprintf(out->checkpoint, sizeof out->checkpoint, "%s", ck->valuestring);
+        if (chosen && cJSON_IsString(on))
+            snprintf(out->trained_on, sizeof out->trained_on, "%s", on->valuestring);
         out->n_warnings = 0;
         const cJSON *x;
         cJSON_ArrayForEach(x, w) if (cJSON_IsString(x)) vx_eval_warn(out, "%s", x->valuestring);

@@ -178,6 +178,7 @@ static void host_memory(size_t *total, size_t *avail)
 
 void openblas_set_num_threads(int n); /* OpenBLAS's own (cblas.h does not declare them) */
 char *openblas_get_corename(void);
+char *openblas_get_config(void);
 
 static void cpu_fill(vx_device *d, size_t budget)
 {
@@ -191,6 +192,10 @@ static void cpu_fill(vx_device *d, size_t budget)
      * machine whose kernels differ, so the name says which ones ran. */
     snprintf(d->name, sizeof d->name, "cpu (%ld cores, %.1f GiB, OpenBLAS %s)", cores,
              d->total / 1073741824.0, openblas_get_corename());
+    char version[32] = "";
+    sscanf(openblas_get_config(), "OpenBLAS %31s", version); /* "OpenBLAS 0.3.21 DYNAMIC_ARCH …" */
+    snprintf(d->kernels, sizeof d->kernels, "cpu, OpenBLAS %s %s", version,
+             openblas_get_corename());
 }
 
 vx_status vx_device_open_cpu(const vx_device_cfg *cfg, vx_device **out, vx_err *e)
@@ -314,11 +319,13 @@ vx_status vx_device_share(vx_device *d0, size_t budget, const char *label, vx_de
     snprintf(s->label, sizeof s->label, "%s", label ? label : "");
     snprintf(s->name, sizeof s->name, "%.120s (share '%.40s', %.1f MB)", d->name, s->label,
              budget / 1e6);
+    memcpy(s->kernels, d->kernels, sizeof s->kernels);
     *out = s;
     return VX_OK;
 }
 
 const char *vx_device_label(const vx_device *d) { return dev_of(d)->label; }
+const char *vx_device_kernels(const vx_device *d) { return dev_of(d)->kernels; }
 
 vx_status vx_device_query(const vx_device *d0, vx_device_info *out, vx_err *e)
 {

@@ -854,6 +854,8 @@ extern "C" vx_status vx_device_open_cuda(const vx_device_cfg *cfg, vx_device **o
     d->budget = cfg->budget ? cfg->budget : free_b / 20 * 19;
     snprintf(d->name, sizeof d->name, "cuda:%d %.80s, sm_%d%d, %d SMs, %.1f GiB", cfg->index,
              p.name, p.major, p.minor, p.multiProcessorCount, total_b / 1073741824.0);
+    snprintf(d->kernels, sizeof d->kernels, "%.80s, sm_%d%d, %d SMs, cuBLASLt %zu", p.name, p.major,
+             p.minor, p.multiProcessorCount, (size_t)cublasLtGetVersion());
     *out = d;
     return VX_OK;
 fail:

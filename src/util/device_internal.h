@@ -42,6 +42,7 @@ typedef struct {
 struct vx_device {
     int kind, index;
     char name[192];
+    char kernels[160]; /* vx_device_kernels: a share has its parent's */
     size_t total, budget;
     pthread_mutex_t lock; /* guards the counters: trials in several threads share a context */
     size_t reserved, peak, host, refused;

@@ -559,6 +559,54 @@ static char *read_text(const char *path)
     return t;
 }
 
+/* A run names what trained it: eval.txt, eval.json, report.html and `vixen eval` say the devices
+ * in order by what decides their arithmetic (vx_device_kernels: OpenBLAS's kernels change the
+ * weights a seed trains to), a resume on other kernels adds them, and one on the same adds
+ * nothing. The kernels are forced with
+ * OPENBLAS_CORETYPE to two families every x86-64 runs. */
+static void test_run_names_what_trained_it(void **state)
+{
+    (void)state;
+    char dir[64], cmd[2048];
+    th_tmpdir(dir, sizeof dir);
+    const char *small = "--set data.synth_days=12 --set env.episode_len=60 --set train.envs=16 "
+                        "--set train.steps_per_epoch=40 --set dqn.batch=32 --set net.trunk=32,32 "
+                        "--set net.head_hidden=16 --set train.warmup=200 --set train.eval_every=1 "
+                        "--set train.checkpoint_every=1";
+    snprintf(cmd, sizeof cmd, "OPENBLAS_CORETYPE=Prescott %s train %s --epochs 1 --run %s/r",
+             VX_BINARY, small, dir);
+    assert_int_equal(th_run(cmd, out, sizeof out, err, sizeof err), 0);
+    assert_non_null(strstr(out, "trained on: cpu, OpenBLAS "));
+    assert_non_null(strstr(out, " Prescott\n"));
+    snprintf(cmd, sizeof cmd, "OPENBLAS_CORETYPE=Nehalem %s train --resume %s/r --epochs 2",
+             VX_BINARY, dir);
+    assert_int_equal(th_run(cmd, out, sizeof out, err, sizeof err), 0);
+    const char *both = " Prescott; then cpu, OpenBLAS ";
+    assert_non_null(strstr(out, both));
+    assert_non_null(strstr(out, " Nehalem\n"));
+    snprintf(cmd, sizeof cmd, "OPENBLAS_CORETYPE=Nehalem %s train --resume %s/r --epochs 3",
+             VX_BINARY, dir);
+    assert_int_equal(th_run(cmd, out, sizeof out, err, sizeof err), 0);
+    const char *once = strstr(out, "; then ");
+    assert_non_null(once);
+    assert_null(strstr(once + 1, "; then ")); /* the same kernels again: listed once */
+    char path[128];
+    snprintf(path, sizeof path, "%s/r/eval.json", dir);
+    char *json = read_text(path);
+    assert_non_null(strstr(json, "\"trained_on\":\t\"cpu, OpenBLAS "));
+    assert_non_null(strstr(json, both));
+    free(json);
+    snprintf(path, sizeof path, "%s/r/report.html", dir);
+    char *html = read_text(path);
+    assert_non_null(strstr(html, "<strong>Trained on:</strong> cpu, OpenBLAS "));
+    assert_non_null(strstr(html, both));
+    free(html);
+    snprintf(cmd, sizeof cmd, "eval %s/r --checkpoint latest", dir);
+    assert_int_equal(vixen(cmd), 0);
+    assert_non_null(strstr(out, both));
+    th_rmtree(dir);
+}
+
 /* Writes the rows of `csv` (header first) in three consecutive parts to files[0..2]. */
 static void split_csv(const char *csv, char files[3][512])
 {
@@ -1052,6 +1100,7 @@ int main(void)
         cmocka_unit_test(test_inflate_limit_settable),
         cmocka_unit_test(test_bench_groups_come_from_the_registry),
         cmocka_unit_test(test_bench_interrupted_leaves_no_folder),
+        cmocka_unit_test(test_run_names_what_trained_it),
         cmocka_unit_test(test_version_and_short_help),
         cmocka_unit_test(test_inspect_gaps_escaping_and_bars),
         cmocka_unit_test(test_synth_options_and_plain_dbn),
