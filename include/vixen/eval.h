@@ -38,21 +38,23 @@ extern "C" {
 
 /* One policy on one split. Money in $, after costs unless named gross. */
 typedef struct {
-    int present;         /* 0: this row was not evaluated */
-    double net;          /* gross − costs */
-    double gross;        /* marked at the reference price of each fill (the bar's open for
-                          * market orders, its typical price for VWAP, the limit price) */
-    double costs;        /* commission + slippage against those reference prices */
-    double pnl_per_bar;  /* net / bars */
-    double sharpe;       /* annualised, from the per-period net PnL */
-    double sharpe_se;    /* its standard error (Lo 2002, i.i.d.) */
-    double max_drawdown; /* on the net equity curve, bar by bar */
-    double turnover;     /* contracts traded per bar */
-    double hit_rate;     /* of the bars ending with a position, the share with net PnL > 0 */
-    double held;         /* the bars ending with a position (what hit_rate is a share of) */
-    double trades;       /* steps that traded */
-    double bars;         /* bars evaluated (transitions from one close to the next) */
-    double stop_outs;    /* episodes ended by the drawdown limit */
+    int present;            /* 0: this row was not evaluated */
+    double net;             /* gross − costs */
+    double gross;           /* marked at the reference price of each fill (the bar's open for
+                             * market orders, its typical price for VWAP, the limit price) */
+    double costs;           /* commission + slippage against those reference prices */
+    double pnl_per_bar;     /* net / bars */
+    double sharpe;          /* annualised, from the per-period net PnL */
+    double sharpe_se;       /* its standard error (Lo 2002, i.i.d.) */
+    double max_drawdown;    /* on the net equity curve, bar by bar */
+    double eq_high, eq_low; /* that curve's highest and lowest, from 0 at the start (with
+                             * max_drawdown, what chaining two curves' drawdowns needs) */
+    double turnover;        /* contracts traded per bar */
+    double hit_rate;        /* of the bars ending with a position, the share with net PnL > 0 */
+    double held;            /* the bars ending with a position (what hit_rate is a share of) */
+    double trades;          /* steps that traded */
+    double bars;            /* bars evaluated (transitions from one close to the next) */
+    double stop_outs;       /* episodes ended by the drawdown limit */
     double exposure_hist[VX_EXPOSURE_LEVELS]; /* the exposure level chosen, per bar */
     double order_hist[VX_ORDER_TYPES];        /* the order type chosen */
     double urgency_hist[VX_URGENCY_LEVELS];   /* the urgency chosen */
@@ -130,9 +132,11 @@ vx_status vx_eval_run(const vx_market *m, const vx_env_cfg *env_cfg, vx_split sp
 void vx_eval_report_free(vx_eval_report *r);
 
 /* One report of consecutive parts (the test blocks of walk-forward folds, in time order): each
- * row present in every part, its money and counts summed, its per-period PnL concatenated and
- * its Sharpe ratio and standard error computed over all of it (the maximum drawdown from the
- * per-period PnL, the hit rate as all the wins over all the bars held). */
+ * row present in every part, except the agent's in-sample row (the folds' training windows
+ * overlap), its money and counts summed, its per-period PnL concatenated — a trading day two
+ * parts split is one period — and its Sharpe ratio and standard error computed over all of it;
+ * the maximum drawdown the bar-by-bar one of the chained equity curves, the hit rate all the wins
+ * over all the bars held. */
 vx_status vx_eval_concat(const vx_eval_report *parts, int k, vx_eval_report *out, vx_err *e);
 
 /* Adds warning text to a report (at most 4 are kept). */

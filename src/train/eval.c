@@ -245,13 +245,15 @@ static vx_status walk(const vx_market *m, const vx_env_cfg *cfg, vx_split split,
         if (!st && reobserve) st = vx_env_observe(env, obs, NULL, e);
     }
     if (!st) {
-        double eq = 0, peak = 0, mdd = 0;
+        double eq = 0, peak = 0, low = 0, mdd = 0;
         for (int64_t i = 0; i < n; i++) {
             eq += net[i];
             peak = eq > peak ? eq : peak;
+            low = eq < low ? eq : low;
             mdd = peak - eq > mdd ? peak - eq : mdd;
             out->period_pnl[period[i]] += net[i];
         }
+        out->eq_high = peak, out->eq_low = low;
         out->present = 1;
         out->gross = gross;
         out->costs = costs;
@@ -419,6 +421,12 @@ void vx_eval_warn(vx_eval_report *r, const char *fmt, ...)
     va_end(ap);
 }
 
+/* Walk-forward's whole test region from its folds' reports, in time order. A trading day that two
+ * folds' test blocks split is one period, its PnL the sum of both parts (a fold boundary falls
+ * mid-day). The maximum drawdown is the bar-by-bar one of the chained equity curves, from each
+ * fold's drawdown, highest and lowest equity: a fall from a peak in an earlier fold to a low in
+ * this one counts as well. The agent's in-sample row is left out: the folds' training windows
+ * overlap, so their rows do not add up to any one walk. */
 vx_status vx_eval_concat(const vx_eval_report *parts, int k, vx_eval_report *out, vx_err *e)
 {
     memset(out, 0, sizeof *out);
@@ -435,26 +443,50 @@ vx_status vx_eval_concat(const vx_eval_report *parts, int k, vx_eval_report *out
     double bars = 0;
     for (int i = 0; i < k; i++) np += parts[i].n_periods, out->episodes += parts[i].episodes;
     out->period_end_ts = malloc((np ? np : 1) * sizeof(int64_t));
-    if (!out->period_end_ts) return vx_err_set(e, VX_ERR_NOMEM, "eval: out of memory");
-    for (int i = 0; i < k; i++) {
-        memcpy(out->period_end_ts + out->n_periods, parts[i].period_end_ts,
-               parts[i].n_periods * sizeof(int64_t));
-        out->n_periods += parts[i].n_periods;
+    size_t *start = malloc((size_t)k * sizeof *start); /* part i's period 0 in the whole */
+    if (!out->period_end_ts || !start) {
+        free(start);
+        return vx_err_set(e, VX_ERR_NOMEM, "eval: out of memory");
     }
-    for (int row = 0; row < VX_EVAL_ROWS; row++) {
-        int all = 1;
+    for (int i = 0; i < k; i++) {
+        const vx_eval_report *p = &parts[i];
+        size_t n = out->n_periods;
+        int same_day = out->period_is_day && n > 0 && p->n_periods > 0 &&
+                       (out->period_end_ts[n - 1] + DAY_SHIFT_NS) / DAY_NS ==
+                           (p->period_end_ts[0] + DAY_SHIFT_NS) / DAY_NS;
+        start[i] = n - (size_t)same_day;
+        memcpy(out->period_end_ts + start[i], p->period_end_ts, p->n_periods * sizeof(int64_t));
+        out->n_periods = start[i] + p->n_periods;
+    }
+    vx_status st = VX_OK;
+    for (int row = 0; row < VX_EVAL_ROWS && !st; row++) {
+        int all = row != VX_EVAL_IN_SAMPLE;
         for (int i = 0; i < k; i++) all &= parts[i].row[row].present;
         if (!all) continue;
         vx_eval_metrics *x = &out->row[row];
-        size_t n = 0;
-        for (int i = 0; i < k; i++) n += parts[i].row[row].n_periods;
-        x->period_pnl = malloc((n ? n : 1) * sizeof(double));
-        if (!x->period_pnl) return vx_err_set(e, VX_ERR_NOMEM, "eval: out of memory");
-        double wins = 0, traded = 0;
-        for (int i = 0; i < k; i++) {
+        x->n_periods = out->n_periods;
+        x->period_pnl = calloc(x->n_periods ? x->n_periods : 1, sizeof(double));
+        if (!x->period_pnl) {
+            st = vx_err_set(e, VX_ERR_NOMEM, "eval: out of memory");
+            break;
+        }
+        double wins = 0, traded = 0, eq = 0, peak = 0, low = 0;
+        for (int i = 0; i < k && !st; i++) {
             const vx_eval_metrics *y = &parts[i].row[row];
-            memcpy(x->period_pnl + x->n_periods, y->period_pnl, y->n_periods * sizeof(double));
-            x->n_periods += y->n_periods;
+            if (y->n_periods != parts[i].n_periods) {
+                st = vx_err_set(e, VX_ERR_ARG, "eval: fold %d's %s row has %zu periods, not %zu",
+                                i + 1, vx_eval_row_name((vx_eval_row)row), y->n_periods,
+                                parts[i].n_periods);
+                break;
+            }
+            for (size_t j = 0; j < y->n_periods; j++)
+                x->period_pnl[start[i] + j] += y->period_pnl[j];
+            /* the chained curve: this fold's own fall, or one from an earlier peak to its low */
+            double fall = peak - (eq + y->eq_low);
+            x->max_drawdown = fmax(x->max_drawdown, fmax(y->max_drawdown, fall));
+            peak = fmax(peak, eq + y->eq_high);
+            low = fmin(low, eq + y->eq_low);
+            eq += y->net;
             x->net += y->net, x->gross += y->gross, x->costs += y->costs;
             x->bars += y->bars, x->trades += y->trades, x->stop_outs += y->stop_outs;
             traded += y->turnover * y->bars, wins += y->hit_rate * y->held;
@@ -465,20 +497,16 @@ vx_status vx_eval_concat(const vx_eval_report *parts, int k, vx_eval_report *out
             for (int j = 0; j < VX_ORDER_TYPES; j++) x->order_hist[j] += y->order_hist[j];
             for (int j = 0; j < VX_URGENCY_LEVELS; j++) x->urgency_hist[j] += y->urgency_hist[j];
         }
+        x->eq_high = peak, x->eq_low = low;
         x->present = 1;
         x->pnl_per_bar = x->bars > 0 ? x->net / x->bars : 0;
         x->turnover = x->bars > 0 ? traded / x->bars : 0;
         x->hit_rate = x->held > 0 ? wins / x->held : 0; /* all wins over all held bars */
-        double eq = 0, peak = 0, mdd = 0; /* per period: the folds' bar records are gone */
-        for (size_t i = 0; i < x->n_periods; i++) {
-            eq += x->period_pnl[i];
-            peak = eq > peak ? eq : peak;
-            mdd = peak - eq > mdd ? peak - eq : mdd;
-        }
-        x->max_drawdown = mdd;
         sharpe_of(x, out->periods_per_year);
         if (row == VX_EVAL_AGENT) bars = x->bars;
     }
+    free(start);
+    if (st) return st;
     out->bars_per_year = out->n_periods ? bars / (double)out->n_periods * out->periods_per_year : 0;
     return VX_OK;
 }

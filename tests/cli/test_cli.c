@@ -444,6 +444,18 @@ static void test_train_and_eval_commands(void **state)
     double b2 =
         jnum(cJSON_GetArrayItem(cJSON_GetObjectItem(j, "folds"), 1), "rows", "agent", "bars");
     assert_true(bars == b1 + b2 && b1 > 0);
+    /* the whole walk's drawdown is no smaller than a fold's (it had been one from daily PnL,
+     * below the folds' own bar by bar), and it has no in-sample row (the folds' overlap) */
+    const cJSON *rows = cJSON_GetObjectItem(all, "rows"), *row;
+    cJSON_ArrayForEach(row, rows)
+    {
+        for (int f = 0; f < 2; f++) {
+            const cJSON *fold = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "folds"), f);
+            double dd = jnum(fold, "rows", row->string, "max_drawdown");
+            assert_true(jnum(all, "rows", row->string, "max_drawdown") >= dd);
+        }
+    }
+    assert_null(cJSON_GetObjectItem(rows, "in_sample"));
     cJSON_Delete(j);
     free(wf);
     /* PPO through the same run: progress line, test evaluation, eval of its run */

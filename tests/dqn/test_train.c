@@ -311,6 +311,98 @@ static void test_held_market_is_lent(void **state)
     th_rmtree(a), th_rmtree(b);
 }
 
+/* ---- walk-forward's whole report (vx_eval_concat) --------------------------------------------
+ * Three folds' test blocks made by hand from random bar PnL, each bar on a trading day that only
+ * rises, a fold boundary often inside a day. What the combined report must say is computed here
+ * by walking the concatenated bars directly in float64: each trading day's PnL (a day two folds
+ * split is one), and the bar-by-bar maximum drawdown — which the folds' daily PnL (the old way)
+ * understated, and which a fall from one fold's peak to a later fold's low sets. The agent's
+ * in-sample row must not be combined. */
+#define CAT_DAY_NS 86400000000000ll
+
+static void cat_part(const double *pnl, const int *day, int n, vx_eval_report *r)
+{
+    memset(r, 0, sizeof *r);
+    r->period_is_day = 1;
+    r->periods_per_year = 252;
+    r->period_end_ts = calloc((size_t)n, sizeof(int64_t));
+    vx_eval_metrics *x = &r->row[VX_EVAL_AGENT];
+    x->period_pnl = calloc((size_t)n, sizeof(double));
+    assert_non_null(r->period_end_ts);
+    assert_non_null(x->period_pnl);
+    double eq = 0, peak = 0, low = 0;
+    for (int i = 0; i < n; i++) {
+        if (i == 0 || day[i] != day[i - 1]) x->n_periods++;
+        x->period_pnl[x->n_periods - 1] += pnl[i];
+        r->period_end_ts[x->n_periods - 1] = day[i] * CAT_DAY_NS + 43200000000000ll; /* noon */
+        eq += pnl[i];
+        peak = fmax(peak, eq), low = fmin(low, eq);
+        x->max_drawdown = fmax(x->max_drawdown, peak - eq);
+    }
+    r->n_periods = x->n_periods;
+    x->present = 1, x->net = eq, x->gross = eq, x->bars = n;
+    x->eq_high = peak, x->eq_low = low;
+    r->row[VX_EVAL_IN_SAMPLE] = *x; /* present in every part, and still left out */
+    r->row[VX_EVAL_IN_SAMPLE].period_pnl = NULL;
+}
+
+static void test_walk_forward_concat_days_and_drawdown(void **state)
+{
+    (void)state;
+    uint64_t seed = 12345;
+    int split_days = 0, cross_folds = 0;
+    for (int trial = 0; trial < 300; trial++) {
+        enum { K = 3, MAXN = 40 };
+        double pnl[K][MAXN], all_pnl[K * MAXN];
+        int day[K][MAXN], all_day[K * MAXN], n[K], total = 0, d = 0;
+        for (int f = 0; f < K; f++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            n[f] = 1 + (int)((seed >> 33) % MAXN);
+            for (int i = 0; i < n[f]; i++) {
+                seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+                d += (seed >> 60) < 4; /* a new day about every 4th bar */
+                pnl[f][i] = (double)((int64_t)(seed >> 40) % 2001 - 1000) / 10.0;
+                day[f][i] = d;
+                all_pnl[total] = pnl[f][i], all_day[total++] = d;
+            }
+        }
+        vx_eval_report parts[K], all;
+        for (int f = 0; f < K; f++) cat_part(pnl[f], day[f], n[f], &parts[f]);
+        vx_err e;
+        assert_int_equal(vx_eval_concat(parts, K, &all, &e), VX_OK);
+        /* the direct walk */
+        double eq = 0, peak = 0, mdd = 0, fold_mdd = 0, day_pnl[K * MAXN] = {0};
+        int days = 0;
+        for (int i = 0; i < total; i++) {
+            if (i == 0 || all_day[i] != all_day[i - 1]) days++;
+            day_pnl[days - 1] += all_pnl[i];
+            eq += all_pnl[i];
+            peak = fmax(peak, eq);
+            mdd = fmax(mdd, peak - eq);
+        }
+        for (int f = 0; f < K; f++) {
+            fold_mdd = fmax(fold_mdd, parts[f].row[VX_EVAL_AGENT].max_drawdown);
+            split_days += f > 0 && day[f][0] == day[f - 1][n[f - 1] - 1];
+        }
+        cross_folds += mdd > fold_mdd + 1e-9;
+        const vx_eval_metrics *x = &all.row[VX_EVAL_AGENT];
+        assert_true(x->present);
+        assert_false(all.row[VX_EVAL_IN_SAMPLE].present);
+        assert_int_equal(all.n_periods, days);
+        assert_int_equal(x->n_periods, days);
+        for (int i = 0; i < days; i++) assert_true(fabs(x->period_pnl[i] - day_pnl[i]) < 1e-9);
+        if (fabs(x->max_drawdown - mdd) > 1e-9)
+            fail_msg("trial %d: drawdown %.6f, the bars give %.6f", trial, x->max_drawdown, mdd);
+        assert_true(fabs(x->net - eq) < 1e-9);
+        vx_eval_report_free(&all);
+        for (int f = 0; f < K; f++) vx_eval_report_free(&parts[f]);
+    }
+    /* both cases the test is for occurred often */
+    print_message("300 walks: %d fold boundaries inside a day, %d drawdowns across folds\n",
+                  split_days, cross_folds);
+    assert_true(split_days > 100 && cross_folds > 30);
+}
+
 static void test_run_folder_and_exact_resume(void **state)
 {
     (void)state;
@@ -1416,21 +1508,25 @@ static void concat_part(vx_eval_report *p, int64_t first, int64_t last, const do
         x->gross = x->net + 10, x->costs = 10, x->bars = bars, x->turnover = turnover;
         x->hit_rate = hit, x->held = held, x->max_drawdown = mdd, x->trades = 3, x->stop_outs = 1;
         x->exposure_hist[8] = bars;
+        double eq = 0; /* the equity's high and low as if each period were one bar */
+        for (size_t i = 0; i < np; i++)
+            eq += x->period_pnl[i], x->eq_high = fmax(x->eq_high, eq),
+                                    x->eq_low = fmin(x->eq_low, eq);
     }
 }
 
 /* Walk-forward's one report over its folds' test blocks (eval.h, vx_eval_concat), from two parts
  * made here: periods and PnL concatenated in order, money and counts summed, turnover weighted by
- * bars and the hit rate by the bars held, the drawdown over the joined per-period equity (its peak
- * in the first part, its trough in the second), the Sharpe ratio and Lo's standard error over all
- * five periods in float64 here; a row missing from a part is left out; then the JSON of it. */
+ * bars and the hit rate by the bars held, the drawdown of the chained equity curves, the Sharpe
+ * ratio and Lo's standard error over all five periods in float64 here; a row missing from a part is
+ * left out; then the JSON of it. */
 static void test_eval_concat_by_hand(void **state)
 {
     (void)state;
     const double a[3] = {100, -50, 50}, b[2] = {-300, 200};
     vx_eval_report parts[2], all;
     concat_part(&parts[0], 0, 3, a, 3, 60, 0.5, 0.25, 20, 60, 1);
-    concat_part(&parts[1], 3, 5, b, 2, 40, 0.25, 0.75, 40, 320, 0);
+    concat_part(&parts[1], 3, 5, b, 2, 40, 0.25, 0.75, 40, 310, 0);
     /* each fold its own reward scale and baselines: the report's are the last fold's, fitted on
      * the longest training window */
     parts[0].reward_scale = 100, parts[1].reward_scale = 120;
@@ -1457,7 +1553,10 @@ static void test_eval_concat_by_hand(void **state)
      * folds' rates by their bars (0.45) */
     assert_true(x->held == 60);
     assert_true(fabs(x->hit_rate - 35.0 / 60) < 1e-15);
-    assert_true(x->max_drawdown == 300); /* equity 100, 50, 100, −200, 0 */
+    /* the chained curves: fold 2's own fall bar by bar (310) beats the one from fold 1's peak
+     * to fold 2's low (equity 100, 50, 100, −200, 0: 300); test_walk_forward_concat_days_and_
+     * drawdown checks the formula against bars */
+    assert_true(x->max_drawdown == 310);
     assert_true(x->exposure_hist[8] == 100);
     double mean = 0, var = 0;
     for (int i = 0; i < 5; i++) mean += pnl[i] / 5;
@@ -1477,7 +1576,7 @@ static void test_eval_concat_by_hand(void **state)
     fclose(tf);
     char want_row[160];
     snprintf(want_row, sizeof want_row, "%.2f ± %.2f %10.0f %8.3f %6.1f%% %7.0f", x->sharpe,
-             x->sharpe_se, 300.0, x->turnover, 3500.0 / 60, 6.0);
+             x->sharpe_se, 310.0, x->turnover, 3500.0 / 60, 6.0);
     if (!strstr(tab, want_row)) fail_msg("no '%s' in\n%s", want_row, tab);
     free(tab);
     /* the JSON says the same: whole seconds for the period ends, every figure under its name */
@@ -1497,7 +1596,7 @@ static void test_eval_concat_by_hand(void **state)
     const char *keys[] = {"net",      "gross",    "costs",  "sharpe", "sharpe_se", "max_drawdown",
                           "turnover", "hit_rate", "trades", "bars",   "stop_outs", "pnl_per_bar"};
     const double want[] = {
-        x->net, x->gross, x->costs, x->sharpe, x->sharpe_se, 300, x->turnover, x->hit_rate,
+        x->net, x->gross, x->costs, x->sharpe, x->sharpe_se, 310, x->turnover, x->hit_rate,
         6,      100,      2,        0};
     for (int i = 0; i < 12; i++) {
         const cJSON *v = cJSON_GetObjectItem(ag, keys[i]);
@@ -2037,6 +2136,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_config_keys),
         cmocka_unit_test(test_config_yaml_roundtrip_and_errors),
+        cmocka_unit_test(test_walk_forward_concat_days_and_drawdown),
         cmocka_unit_test(test_run_folder_and_exact_resume),
         cmocka_unit_test(test_ready_before_the_first_epoch),
         cmocka_unit_test(test_held_market_is_lent),
