@@ -407,6 +407,13 @@ int vx_cmd_train(int argc, char **argv)
     if (!rc) rc = vx_cli_sets_for_algo(&cfg, sets, n_sets);
     if (!rc && config) rc = vx_cli_config_for_algo(&cfg, config);
     if (!rc) rc = vx_cli_set_files(&cfg, pos, np);
+    if (!rc && cfg.env.folds > 1 && cfg.env.fold == 0 && !cfg.final_test) {
+        fprintf(stderr,
+                "vixen: a walk-forward (%d folds) is its folds' tests: train.final_test 0 "
+                "would leave it nothing to report\n",
+                cfg.env.folds);
+        rc = VX_EXIT_USAGE;
+    }
     free(pos);
     if (rc) return rc;
     int reserved = 0; /* the folder made here, for a run given none */
@@ -445,6 +452,12 @@ int vx_cmd_train(int argc, char **argv)
         fprintf(stderr, "vixen: %s\n", e.msg);
         if (reserved) unreserve_folder(cfg.run_dir);
         return VX_EXIT_FAIL;
+    }
+    if (!cfg.final_test) { /* nothing was tested, so there is no table and no report */
+        printf("no test evaluation (train.final_test 0): the test split is untouched; evaluate "
+               "it once with vixen eval %s\nrun folder: %s\n",
+               cfg.run_dir, cfg.run_dir);
+        return VX_EXIT_OK;
     }
     if (walk) printf("walk-forward, all %d folds' test blocks: ", cfg.env.folds);
     vx_eval_print(stdout, &r);

@@ -355,6 +355,20 @@ static void test_train_and_eval_commands(void **state)
              small, dir);
     assert_int_equal(vixen(args), 1);
     assert_non_null(strstr(err, "already holds a finished run"));
+    /* a run that does not test (train.final_test 0) says so: no table, no report claimed; a
+     * walk-forward, which is its folds' tests, refuses it */
+    snprintf(args, sizeof args, "train %s --set train.final_test=0 --epochs 1 --run %s/nt", small,
+             dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, "no test evaluation (train.final_test 0)"));
+    assert_null(strstr(out, "split: rows"));
+    assert_null(strstr(out, "report:"));
+    snprintf(yaml, sizeof yaml, "%s/nt/report.html", dir);
+    assert_int_not_equal(access(yaml, F_OK), 0);
+    snprintf(args, sizeof args, "train %s --set train.final_test=0 --folds 2 --run %s/nw", small,
+             dir);
+    assert_int_equal(vixen(args), 2);
+    assert_non_null(strstr(err, "train.final_test 0 would leave it nothing to report"));
     /* a direct option beside a --set of its own key, an option given twice, a --run that is a
      * file: usage errors (the first two had let one value win silently) */
     snprintf(args, sizeof args, "train %s --epochs 3 --set train.epochs=5 --run %s/x", small, dir);
