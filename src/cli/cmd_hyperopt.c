@@ -16,6 +16,8 @@
 #include "args.h"
 #include "cli.h"
 #include "vixen/device.h"
+#include "vixen/env.h"
+#include "vixen/train.h"
 #include "vixen/hyperopt.h"
 
 #include <signal.h>
@@ -148,6 +150,20 @@ static int serve_cmd(const vx_ranks *r)
 }
 
 static int study_cmd(int argc, char **argv, const vx_ranks *r);
+
+/* The data every trial trains on, opened once before a study is made: a file that cannot be read,
+ * or a market too short for its splits, is one error here rather than the same failure in every
+ * trial of every generation, with a study folder left behind (as vixen train checks first). */
+static int check_data(const vx_train_cfg *base)
+{
+    vx_market m;
+    vx_err e;
+    vx_status st = vx_train_open_market(base, &m, &e);
+    if (st) return fail(&e);
+    st = vx_env_check_splits(&m, &base->env, (int64_t)base->env.episode_len + 2, &e);
+    vx_market_close(&m);
+    return st ? fail(&e) : VX_EXIT_OK;
+}
 
 int vx_cmd_hyperopt(int argc, char **argv)
 {
@@ -357,7 +373,9 @@ static int study_cmd(int argc, char **argv, const vx_ranks *r)
         if (vx_study_plan(&sc, &space, base, dev, &p, &e)) rc = fail(&e);
         else vx_plan_print(&p, stdout);
     } else if (!rc) {
-        if (!s && vx_study_create(study, &sc, (const char *)space_text, space_len, base, &s, &e))
+        if (!s) rc = check_data(base);
+        if (!rc && !s &&
+            vx_study_create(study, &sc, (const char *)space_text, space_len, base, &s, &e))
             rc = fail(&e);
         if (!rc) {
             vx_study_set_launcher(s, one_launcher);

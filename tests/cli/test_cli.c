@@ -1080,6 +1080,14 @@ static void test_subcommand_usage_errors(void **state)
      * of two (it had said 64, below the 1,600 rows the estimate was made at) */
     assert_non_null(strstr(out, "minibatch   at most 12800 rows alone"));
     assert_non_null(strstr(out, "(of the rollout's 12800)"));
+    /* a study over data that cannot be read fails at once, naming the file, and makes no
+     * folder (every trial of every generation had failed the same way, the study left behind) */
+    th_write_str(space, "dqn.lr: {type: logfloat, low: 1.0e-4, high: 3.0e-3}\n");
+    snprintf(args, sizeof args, "hyperopt %s %s/none.csv --study %s/st --device cpu", space, dir,
+             dir);
+    assert_int_equal(vixen(args), 1);
+    assert_non_null(strstr(err, "none.csv: cannot open"));
+    assert_int_equal(th_count_files(dir), 1);
     th_rmtree(dir);
 }
 
