@@ -542,14 +542,20 @@ vx_status vx_dbn_parse(const char *name, const uint8_t *bytes, size_t len, const
                         info->instruments[i].symbol, info->instruments[i].symbol[0] ? ")" : "");
                 st = vx_err_line(e, VX_ERR_ARG, name, -1, "instrument_id",
                                  "the file holds %zu%s instruments: %s; pick one with "
-                                 "--instrument ID or SYMBOL",
+                                 "--instrument ID or SYMBOL (vixen data, env) or --set "
+                                 "data.instrument=ID or SYMBOL (train, eval, hyperopt)",
                                  info->n_instruments, ss.overflow ? "+" : "", list);
             } else {
                 fs.id = info->instruments[0].id;
                 snprintf(label, sizeof label, "%s", info->instruments[0].symbol);
             }
-        } else if (all_digits(want)) {
-            fs.id = (uint32_t)strtoul(want, NULL, 10);
+        } else if (all_digits(want)) { /* an instrument_id is 32 bits: a larger one is no id */
+            errno = 0;
+            unsigned long long id = strtoull(want, NULL, 10);
+            if (errno == ERANGE || id > UINT32_MAX)
+                st = vx_err_line(e, VX_ERR_ARG, name, -1, "instrument",
+                                 "%s is past the largest instrument_id (%u)", want, UINT32_MAX);
+            fs.id = (uint32_t)id;
         } else {
             size_t k = 0;
             for (size_t m = 0; m < c.n_maps; m++)

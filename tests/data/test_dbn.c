@@ -271,6 +271,9 @@ static void test_instrument_selection(void **state)
     vx_err e;
     assert_int_equal(parse(c, cn, NULL, &s, &info, &e), VX_ERR_ARG);
     assert_non_null(strstr(e.msg, "2 instruments"));
+    /* the way to choose, for the commands that have --instrument and for those that do not */
+    assert_non_null(strstr(e.msg, "--instrument ID or SYMBOL (vixen data, env) or --set "
+                                  "data.instrument=ID or SYMBOL (train, eval, hyperopt)"));
     assert_non_null(strstr(e.msg, "5482 (ESH1)"));
     assert_non_null(strstr(e.msg, "9999"));
     assert_int_equal(info.n_instruments, 2);
@@ -290,6 +293,12 @@ static void test_instrument_selection(void **state)
     assert_non_null(strstr(e.msg, "ESZ9"));
     vx_series_free(&s);
     assert_int_equal(parse(c, cn, "1234", &s, &info, &e), VX_ERR_NOT_FOUND);
+    vx_series_free(&s);
+    /* an id past 32 bits is refused, not taken modulo 2^32 (4294967296 + 9999 had read 9999) */
+    assert_int_equal(parse(c, cn, "4294977295", &s, &info, &e), VX_ERR_ARG);
+    assert_non_null(strstr(e.msg, "4294977295 is past the largest instrument_id"));
+    vx_series_free(&s);
+    assert_int_equal(parse(c, cn, "99999999999999999999999", &s, &info, &e), VX_ERR_ARG);
     vx_series_free(&s);
     free(c);
     free(b);
