@@ -53,7 +53,7 @@ int vx_cmd_env(int argc, char **argv)
     if (!rc && steps_s && vx_arg_long(&c, "steps", steps_s, 1, 100000000, &steps)) rc = 2;
     /* 4 days: the fewest whose training split holds an episode (390 bars) past the warm-up and
      * the validation and test splits with their gaps */
-    if (!rc && days_s && vx_arg_long(&c, "days", days_s, 4, 100000, &days)) rc = 2;
+    if (!rc && days_s && vx_arg_long(&c, "days", days_s, 4, 50000, &days)) rc = 2;
     if (!rc && days_s && np) {
         fprintf(stderr,
                 "vixen env bench: --days sizes the synthetic market; FILE gives the bars\n");

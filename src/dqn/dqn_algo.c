@@ -600,8 +600,9 @@ static vx_status restore(vx_algo *a0, const vx_ckpt_view *ck, int weights_only, 
     vx_status st = vx_safetensors_meta_int(ck->st, "params", 1, INT64_MAX, &np, e);
     if (!st && np != (int64_t)a->L.n_params)
         st = vx_err_line(e, VX_ERR_FORMAT, ck->st->path, -1, "params",
-                         "%lld parameters, but these settings make a network of %zu", (long long)np,
-                         a->L.n_params);
+                         "a network of %lld numbers stored (padding included), but these "
+                         "settings make one of %zu (%zu parameters)",
+                         (long long)np, a->L.n_params, a->L.n_weights);
     if (!st) st = load_weights(ck, &a->L, "online", a->params, e);
     if (st || weights_only || !a->ops) return st;
     dqn_state *s = a->st;

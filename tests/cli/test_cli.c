@@ -155,6 +155,7 @@ static void test_usage_errors(void **state)
     /* fewer days than hold a training episode, and --days beside a FILE (which it cannot size),
      * are usage errors (the first had failed later, the second been ignored) */
     assert_int_equal(vixen("env bench --days 3"), 2);
+    assert_int_equal(vixen("env bench --days 50001"), 2); /* past what the market makes */
     assert_int_equal(vixen("env bench x.csv --days 5"), 2);
     assert_non_null(strstr(err, "--days sizes the synthetic market"));
     assert_int_equal(vixen("nonsense"), 2);

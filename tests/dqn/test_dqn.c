@@ -1208,7 +1208,7 @@ static void test_resume_refuses_damaged_checkpoint(void **state)
     vx_err_clear(&e);
     assert_int_equal(vx_train_run(&other, NULL, 1, NULL, NULL, NULL, &e), VX_ERR_FORMAT);
     if (!strstr(e.msg, "latest.safetensors") || !strstr(e.msg, "params") ||
-        !strstr(e.msg, "but these settings make a network of"))
+        !strstr(e.msg, "(padding included), but these settings make one of"))
         fail_msg("other shapes: '%s'", e.msg);
     th_write(path, orig, n);
     damage_ckpt(path, 0);

@@ -200,7 +200,7 @@ void test_ppo_run_and_exact_resume(void **state)
     vx_err_clear(&e);
     assert_int_equal(vx_train_run(&other, NULL, 1, NULL, NULL, NULL, &e), VX_ERR_FORMAT);
     if (!strstr(e.msg, "latest.safetensors") || !strstr(e.msg, "params") ||
-        !strstr(e.msg, "but these settings make a network of"))
+        !strstr(e.msg, "(padding included), but these settings make one of"))
         fail_msg("other shapes: '%s'", e.msg);
     /* another number of environments: refused by the environments' state, and the message
      * names the file read (latest), not the best checkpoint beside it */
