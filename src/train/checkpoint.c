@@ -57,8 +57,12 @@ static void prune(const char *dir, char keep[][64], size_t n, int temps)
 }
 
 /* Adds key = value to the metadata; an error when either would not fit (never truncated). */
-static vx_status put(vx_meta *m, size_t *k, const char *key, const char *value, vx_err *e)
+static vx_status put(vx_meta *m, size_t cap, size_t *k, const char *key, const char *value,
+                     vx_err *e)
 {
+    if (*k >= cap) /* a key added to vx_ckpt_write without counting it in FIXED_KEYS */
+        return vx_err_set(e, VX_ERR_ARG, "checkpoint: no room for metadata '%s' (%zu keys)", key,
+                          cap);
     if (strlen(key) >= sizeof m->key || strlen(value) >= sizeof m->value)
         return vx_err_set(e, VX_ERR_ARG, "checkpoint: metadata '%s' of %zu characters does not fit",
                           key, strlen(value));
@@ -81,36 +85,39 @@ static vx_status write_job(const ckpt_job *j, vx_err *e)
         if (!st) st = vx_file_xxh3(path, sums[f], e);
     }
     if (st) return st;
-    size_t nm = 10 + s->n_meta + 2 * s->n_files;
+    /* the fixed keys below (format … val_sharpe_se: 11), the algorithm's and two a side file */
+    enum { FIXED_KEYS = 11 };
+    size_t nm = FIXED_KEYS + s->n_meta + 2 * s->n_files;
     vx_meta *m = calloc(nm, sizeof *m);
     if (!m) return vx_err_set(e, VX_ERR_NOMEM, "checkpoint: out of memory");
     size_t k = 0;
     char num[64];
-    st = put(m, &k, "format", VX_CKPT_FORMAT, e);
-    if (!st) st = put(m, &k, "algo", j->algo, e);
-    if (!st) st = put(m, &k, "run_id", j->run_id, e);
+    st = put(m, nm, &k, "format", VX_CKPT_FORMAT, e);
+    if (!st) st = put(m, nm, &k, "algo", j->algo, e);
+    if (!st) st = put(m, nm, &k, "run_id", j->run_id, e);
     snprintf(num, sizeof num, "%d", j->epoch);
-    if (!st) st = put(m, &k, "epoch", num, e);
+    if (!st) st = put(m, nm, &k, "epoch", num, e);
     snprintf(num, sizeof num, "%lld", (long long)j->env_steps);
-    if (!st) st = put(m, &k, "env_steps", num, e);
+    if (!st) st = put(m, nm, &k, "env_steps", num, e);
     /* the resolved configuration travels with the weights */
-    if (!st) st = put(m, &k, "config", j->config ? j->config : "", e);
-    if (!st && j->devices[0]) st = put(m, &k, "devices", j->devices, e);
+    if (!st) st = put(m, nm, &k, "config", j->config ? j->config : "", e);
+    if (!st && j->devices[0]) st = put(m, nm, &k, "devices", j->devices, e);
+    if (!st && j->data_id[0]) st = put(m, nm, &k, "data_id", j->data_id, e);
     for (size_t i = 0; i < s->n_meta && !st; i++)
-        st = put(m, &k, s->meta_key[i], s->meta_val[i], e);
+        st = put(m, nm, &k, s->meta_key[i], s->meta_val[i], e);
     for (size_t f = 0; f < s->n_files && !st; f++) {
         char key[64];
         snprintf(key, sizeof key, "file.%s", s->files[f].name);
-        st = put(m, &k, key, names[f], e);
+        st = put(m, nm, &k, key, names[f], e);
         snprintf(key, sizeof key, "xxh3.%s", s->files[f].name);
-        if (!st) st = put(m, &k, key, sums[f], e);
+        if (!st) st = put(m, nm, &k, key, sums[f], e);
     }
     if (j->best && !st) {
-        st = put(m, &k, "kind", "best", e);
+        st = put(m, nm, &k, "kind", "best", e);
         snprintf(num, sizeof num, "%.17g", j->val_sharpe);
-        if (!st) st = put(m, &k, "val_sharpe", num, e);
+        if (!st) st = put(m, nm, &k, "val_sharpe", num, e);
         snprintf(num, sizeof num, "%.17g", j->val_sharpe_se);
-        if (!st) st = put(m, &k, "val_sharpe_se", num, e);
+        if (!st) st = put(m, nm, &k, "val_sharpe_se", num, e);
     }
     snprintf(path, sizeof path, "%s/%s", j->dir, j->best ? VX_CKPT_BEST : VX_CKPT_FILE);
     if (!st) st = vx_safetensors_write(path, s->tensors, s->n_tensors, m, k, e);

@@ -32,6 +32,7 @@ typedef struct {
     int64_t env_steps;
     char *config;                 /* the resolved config as YAML (owned) */
     char devices[VX_DEVICES_LEN]; /* the devices that trained the run so far, in order */
+    char data_id[33];             /* the bars' identity (run.c, market_id) */
     /* a best checkpoint (file VX_CKPT_BEST, no side files, nothing pruned) when set, with the
      * validation figures in its metadata */
     int best;

@@ -24,6 +24,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL /* header-only: no library to link */
+#include <xxhash.h>
 
 vx_status vx_train_open_market_own(const vx_train_cfg *c, vx_market *m, vx_err *e)
 {
@@ -140,6 +142,7 @@ typedef struct {
     char run_id[VX_RUN_ID_LEN + 1]; /* the run's identity, in every checkpoint */
     char *config;                   /* cfg as YAML */
     char devices[VX_DEVICES_LEN];   /* what trained the run, in order (devices_add) */
+    char data_id[33];               /* the market's bars' identity (market_id) */
     ckpt_writer writer;
     int epoch; /* epochs completed */
     int64_t env_steps;
@@ -174,6 +177,7 @@ static vx_status checkpoint(run_state *r, int final, int *started, vx_err *e)
     snprintf(job.algo, sizeof job.algo, "%s", r->ops->name);
     snprintf(job.run_id, sizeof job.run_id, "%s", r->run_id);
     snprintf(job.devices, sizeof job.devices, "%s", r->devices);
+    snprintf(job.data_id, sizeof job.data_id, "%s", r->data_id);
     job.epoch = r->epoch;
     job.env_steps = r->env_steps;
     job.config = r->config ? strdup(r->config) : NULL;
@@ -207,6 +211,7 @@ static vx_status validate(run_state *r, vx_eval_metrics *val, int *best, vx_err 
         snprintf(job.algo, sizeof job.algo, "%s", r->ops->name);
         snprintf(job.run_id, sizeof job.run_id, "%s", r->run_id);
         snprintf(job.devices, sizeof job.devices, "%s", r->devices);
+        snprintf(job.data_id, sizeof job.data_id, "%s", r->data_id);
         job.epoch = r->epoch;
         job.env_steps = r->env_steps;
         job.config = r->config;
@@ -247,6 +252,26 @@ static vx_status folder_check(const run_state *r, const vx_train_cfg *c, int res
                            "has no checkpoint to resume (the run stopped before its first one): "
                            "start it again without --resume");
     return VX_OK;
+}
+
+/* The identity of a market's bars: XXH3-64 over its timestamps, prices, volumes and instrument,
+ * in hex. Unlike the feature cache's key it does not change with a file's path or time, only
+ * with the bars themselves. */
+static void market_id(const vx_market *m, char out[33])
+{
+    XXH3_state_t *h = XXH3_createState();
+    if (!h) {
+        out[0] = '\0';
+        return;
+    }
+    size_t n = m->n_bars;
+    XXH3_64bits_reset(h);
+    XXH3_64bits_update(h, m->ts, n * sizeof *m->ts);
+    const double *cols[5] = {m->open, m->high, m->low, m->close, m->volume};
+    for (int c = 0; c < 5; c++) XXH3_64bits_update(h, cols[c], n * sizeof(double));
+    XXH3_64bits_update(h, &m->instrument_id, sizeof m->instrument_id);
+    snprintf(out, 33, "%016llx", (unsigned long long)XXH3_64bits_digest(h));
+    XXH3_freeState(h);
 }
 
 /* Adds the device this process trains on to a run's list ("A; then B"), unless it is the last
@@ -312,6 +337,7 @@ static vx_status run_open(run_state *r, const vx_train_cfg *c, vx_device *dev, i
     st = vx_train_open_market(c, &r->market, e);
     if (st) return st;
     r->have_market = 1;
+    market_id(&r->market, r->data_id);
     /* every split must hold an episode: the walks (eval.c) and the random starts need one */
     st = vx_env_check_splits(&r->market, &c->env, (int64_t)c->env.episode_len + 2, e);
     if (st) return st;
@@ -617,6 +643,15 @@ vx_status vx_eval_checkpoint(const vx_train_cfg *c, const char *ckpt_path, const
                  kind ? kind : "latest", ep ? ep : "?");
         const char *devs = vx_safetensors_meta(&s, "devices"); /* none before 2026-12-08 */
         snprintf(out->trained_on, sizeof out->trained_on, "%s", devs ? devs : "");
+        /* the bars' identity: a data file changed since, or another one, is other bars */
+        const char *key = vx_safetensors_meta(&s, "data_id");
+        char id[33];
+        market_id(m, id);
+        if (key && id[0] && strcmp(key, id) != 0)
+            vx_eval_warn(out,
+                         "evaluated on other bars than the run trained on (their identity %s; "
+                         "the run's %s): a data file changed since, or another was given",
+                         id, key);
     }
     if (a) ops->free(a);
     vx_safetensors_free(&s);

@@ -557,6 +557,36 @@ static void test_bench_groups_come_from_the_registry(void **state)
     }
 }
 
+/* `vixen eval` of a run on bars other than it trained on warns, naming both identities: a data
+ * file rewritten since (it had evaluated the new bars silently). The identity is the bars', so a
+ * file touched, or the same bars under another name (--data), is no warning. */
+static void test_eval_warns_of_other_bars(void **state)
+{
+    (void)state;
+    char dir[64], args[2048];
+    th_tmpdir(dir, sizeof dir);
+    const char *small = "--set env.episode_len=60 --set train.envs=16 --set "
+                        "train.steps_per_epoch=40 --set dqn.batch=32 --set net.trunk=32,32 "
+                        "--set net.head_hidden=16 --set train.warmup=200";
+    snprintf(args, sizeof args, "data synth --days 12 --seed 3 --out %s/m.csv", dir);
+    assert_int_equal(vixen(args), 0);
+    snprintf(args, sizeof args, "data synth --days 12 --seed 3 --out %s/same.csv", dir);
+    assert_int_equal(vixen(args), 0);
+    snprintf(args, sizeof args, "train %s/m.csv %s --epochs 1 --run %s/r", dir, small, dir);
+    assert_int_equal(vixen(args), 0);
+    const char *other = "evaluated on other bars than the run trained on";
+    assert_null(strstr(out, other));
+    snprintf(args, sizeof args, "eval %s/r --data %s/same.csv", dir, dir);
+    assert_int_equal(vixen(args), 0);
+    assert_null(strstr(out, other));
+    snprintf(args, sizeof args, "data synth --days 12 --seed 4 --out %s/m.csv", dir);
+    assert_int_equal(vixen(args), 0);
+    snprintf(args, sizeof args, "eval %s/r", dir);
+    assert_int_equal(vixen(args), 0);
+    assert_non_null(strstr(out, other));
+    th_rmtree(dir);
+}
+
 /* `vixen bench` stopped part-way (here by SIGTERM, once its folder has files) removes its
  * temporary folder and ends by that signal. Without the waiting parent the folder stays. */
 static void test_bench_interrupted_leaves_no_folder(void **state)
@@ -1136,6 +1166,7 @@ int main(void)
         cmocka_unit_test(test_bench_groups_come_from_the_registry),
         cmocka_unit_test(test_bench_interrupted_leaves_no_folder),
         cmocka_unit_test(test_run_names_what_trained_it),
+        cmocka_unit_test(test_eval_warns_of_other_bars),
         cmocka_unit_test(test_version_and_short_help),
         cmocka_unit_test(test_inspect_gaps_escaping_and_bars),
         cmocka_unit_test(test_synth_options_and_plain_dbn),
