@@ -937,11 +937,12 @@ static vx_status act_long_vwap(void *ctx, const float *obs, int n, int32_t *a, v
 static void check_row(const vx_eval_metrics *x, const vx_market *m, int64_t lo, const double *net,
                       int64_t n, const by_hand *w)
 {
-    double sum = 0, eq = 0, peak = 0, mdd = 0;
+    double sum = 0, eq = 0, peak = 0, low = 0, mdd = 0;
     for (int64_t i = 0; i < n; i++) {
         sum += net[i];
         eq += net[i];
         peak = fmax(peak, eq);
+        low = fmin(low, eq);
         mdd = fmax(mdd, peak - eq);
     }
     double sr, se;
@@ -957,6 +958,10 @@ static void check_row(const vx_eval_metrics *x, const vx_market *m, int64_t lo, 
     assert_true(fabs(x->sharpe_se - se) < 1e-9 * se);
     assert_true(x->stop_outs == w->stops);
     assert_true(fabs(x->max_drawdown - mdd) < 1e-6 * (1 + mdd));
+    /* the equity's extremes, which walk-forward chains drawdowns with, and the money a bar */
+    assert_true(fabs(x->eq_high - peak) < 1e-6 * (1 + peak));
+    assert_true(fabs(x->eq_low - low) < 1e-6 * (1 - low));
+    assert_true(fabs(x->pnl_per_bar - sum / (double)n) < 1e-9 * (1 + fabs(sum / (double)n)));
     assert_true(x->turnover == w->traded / (double)n);
     assert_true(x->hit_rate == (w->held > 0 ? w->wins / w->held : 0));
     assert_true(x->held == w->held);
