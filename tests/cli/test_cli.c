@@ -21,6 +21,11 @@
 
 static char out[1 << 16], err[1 << 14];
 
+/* A run that trains in a second or two: short episodes, few environments, a small network. */
+#define SMALL_RUN                                                                                  \
+    "--set env.episode_len=60 --set train.envs=16 --set train.steps_per_epoch=40 --set "           \
+    "dqn.batch=32 --set net.trunk=32,32 --set net.head_hidden=16 --set train.warmup=200"
+
 static int vixen(const char *args)
 {
     static char cmd[8192];
@@ -294,9 +299,7 @@ static void test_train_and_eval_commands(void **state)
     (void)state;
     char dir[64], args[2048], yaml[128];
     th_tmpdir(dir, sizeof dir);
-    const char *small = "--set data.synth_days=12 --set env.episode_len=60 --set train.envs=16 "
-                        "--set train.steps_per_epoch=40 --set dqn.batch=32 --set net.trunk=32,32 "
-                        "--set net.head_hidden=16 --set train.warmup=200";
+    const char *small = "--set data.synth_days=12 " SMALL_RUN;
     snprintf(args, sizeof args, "train %s --set train.eval_every=0 --epochs 2 --run %s/r", small,
              dir);
     assert_int_equal(vixen(args), 0);
@@ -565,9 +568,7 @@ static void test_eval_warns_of_other_bars(void **state)
     (void)state;
     char dir[64], args[2048];
     th_tmpdir(dir, sizeof dir);
-    const char *small = "--set env.episode_len=60 --set train.envs=16 --set "
-                        "train.steps_per_epoch=40 --set dqn.batch=32 --set net.trunk=32,32 "
-                        "--set net.head_hidden=16 --set train.warmup=200";
+    const char *small = SMALL_RUN;
     snprintf(args, sizeof args, "data synth --days 12 --seed 3 --out %s/m.csv", dir);
     assert_int_equal(vixen(args), 0);
     snprintf(args, sizeof args, "data synth --days 12 --seed 3 --out %s/same.csv", dir);
@@ -619,16 +620,13 @@ static char *read_text(const char *path)
 /* A run names what trained it: eval.txt, eval.json, report.html and `vixen eval` say the devices
  * in order by what decides their arithmetic (vx_device_kernels: OpenBLAS's kernels change the
  * weights a seed trains to), a resume on other kernels adds them, and one on the same adds
- * nothing. The kernels are forced with
- * OPENBLAS_CORETYPE to two families every x86-64 runs. */
+ * nothing. The kernels are forced with OPENBLAS_CORETYPE to two families every x86-64 runs. */
 static void test_run_names_what_trained_it(void **state)
 {
     (void)state;
     char dir[64], cmd[2048];
     th_tmpdir(dir, sizeof dir);
-    const char *small = "--set data.synth_days=12 --set env.episode_len=60 --set train.envs=16 "
-                        "--set train.steps_per_epoch=40 --set dqn.batch=32 --set net.trunk=32,32 "
-                        "--set net.head_hidden=16 --set train.warmup=200 --set train.eval_every=1 "
+    const char *small = "--set data.synth_days=12 " SMALL_RUN " --set train.eval_every=1 "
                         "--set train.checkpoint_every=1";
     snprintf(cmd, sizeof cmd, "OPENBLAS_CORETYPE=Prescott %s train %s --epochs 1 --run %s/r",
              VX_BINARY, small, dir);
